@@ -28,7 +28,9 @@ pub enum Error {
         max: usize,
     },
     /// A name (consumer, source, aggregate type) was not 1–64 characters of `A–Z a–z 0–9 _ . -`.
-    #[error("{what} {value:?} is not a valid name; expected 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'")]
+    #[error(
+        "{what} {value:?} is not a valid name; expected 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'"
+    )]
     InvalidName {
         /// Which name: "consumer", "source", "aggregate type" or "lease scope".
         what: &'static str,
@@ -59,7 +61,9 @@ pub enum Error {
     },
     /// One entity received versions of two kinds (a sequence and a timestamp), which cannot be
     /// compared.
-    #[error("entity version kinds differ: stored {stored}, got {got}; one entity must use one kind of version")]
+    #[error(
+        "entity version kinds differ: stored {stored}, got {got}; one entity must use one kind of version"
+    )]
     VersionKindMismatch {
         /// The kind stored for the entity ("sequence" or "timestamp").
         stored: &'static str,

@@ -134,6 +134,9 @@ mod tests {
             Ttl::new(Duration::MAX),
             Err(Error::InvalidTtl { .. })
         ));
-        assert_eq!(Ttl::new(Duration::from_secs(30)).unwrap().as_millis(), 30_000);
+        assert_eq!(
+            Ttl::new(Duration::from_secs(30)).unwrap().as_millis(),
+            30_000
+        );
     }
 }

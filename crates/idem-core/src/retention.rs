@@ -64,9 +64,14 @@ mod tests {
             }
         );
         let text = err.to_string();
-        assert!(text.contains("86400 s") && text.contains("259200 s"), "{text}");
+        assert!(
+            text.contains("86400 s") && text.contains("259200 s"),
+            "{text}"
+        );
         assert_eq!(
-            RetentionPolicy::new(30 * DAY, horizon::STRIPE).unwrap().keep(),
+            RetentionPolicy::new(30 * DAY, horizon::STRIPE)
+                .unwrap()
+                .keep(),
             30 * DAY
         );
     }

@@ -1,0 +1,393 @@
+//! The two databases idem keeps its tables in, and the statements each runs.
+//!
+//! Almost every statement is the same SQL on both (see `sql.rs`); the differences are in
+//! `sqlite.rs` and `postgres.rs`: connection settings, how a transaction begins, row locking for
+//! the version guard, and the batched claim.
+
+mod postgres;
+mod sql;
+mod sqlite;
+
+use std::future::Future;
+
+use sqlx::migrate::MigrateError;
+use sqlx::{Database, Pool};
+
+/// idem's own migrations table, apart from the application's `_sqlx_migrations`, so that both can
+/// migrate one database without either seeing the other's versions as unknown.
+const MIGRATIONS_TABLE: &str = "idem_migrations";
+
+/// A database that can hold idem's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
+///
+/// Sealed: the statements idem needs are implemented for these two only.
+pub trait Backend: Database + ops::Ops {}
+
+impl Backend for sqlx::Sqlite {}
+impl Backend for sqlx::Postgres {}
+
+/// The operations behind [`Backend`]; unnameable outside the crate.
+pub(crate) mod ops {
+    use super::*;
+
+    /// An entity's stored version as read from `idem_versions`.
+    pub struct VersionRow {
+        pub kind: String,
+        pub version: i64,
+        pub secondary: Option<i64>,
+    }
+
+    /// A lease as read from `idem_leases`.
+    pub struct LeaseRow {
+        pub state: String,
+        pub expires_at: i64,
+        pub record: Option<Vec<u8>>,
+    }
+
+    /// A lease just taken: its token, its expiry, and whether it was taken over.
+    pub struct Acquired {
+        pub token: i64,
+        pub expires_at: i64,
+        pub takeover: bool,
+    }
+
+    /// The columns of one version guard row.
+    pub struct VersionWrite<'a> {
+        pub consumer: &'a str,
+        pub aggregate_type: &'a str,
+        pub aggregate_id: &'a str,
+        pub kind: &'static str,
+        pub version: i64,
+        pub secondary: Option<i64>,
+        pub dedup_key: &'a str,
+        pub now: i64,
+    }
+
+    type Res<T> = Result<T, sqlx::Error>;
+
+    pub trait Ops: Database + Sized {
+        /// Opens a pool with idem's settings for this database.
+        fn connect(url: &str, max_connections: u32)
+        -> impl Future<Output = Res<Pool<Self>>> + Send;
+        /// Runs the embedded migrations for this database, recorded in [`MIGRATIONS_TABLE`].
+        fn migrate(pool: &Pool<Self>) -> impl Future<Output = Result<(), MigrateError>> + Send;
+        /// The statement that opens a write transaction.
+        const BEGIN: &'static str;
+
+        fn claim(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+            now: i64,
+        ) -> impl Future<Output = Res<bool>> + Send;
+        /// Claims `keys` (distinct, sorted) in one statement; returns the keys that were fresh.
+        fn claim_many(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            keys: &[&str],
+            now: i64,
+        ) -> impl Future<Output = Res<Vec<String>>> + Send;
+
+        /// Reads an entity's version, locking the row until the transaction ends where the
+        /// database locks rows (PostgreSQL); SQLite's write transaction already excludes others.
+        const LOAD_VERSION: &'static str;
+
+        fn load_version(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            aggregate_type: &str,
+            aggregate_id: &str,
+        ) -> impl Future<Output = Res<Option<VersionRow>>> + Send;
+        fn insert_version(
+            conn: &mut Self::Connection,
+            row: &VersionWrite<'_>,
+        ) -> impl Future<Output = Res<bool>> + Send;
+        fn update_version(
+            conn: &mut Self::Connection,
+            row: &VersionWrite<'_>,
+        ) -> impl Future<Output = Res<()>> + Send;
+
+        fn acquire_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            now: i64,
+            ttl_ms: i64,
+        ) -> impl Future<Output = Res<Option<Acquired>>> + Send;
+        fn load_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+        ) -> impl Future<Output = Res<Option<LeaseRow>>> + Send;
+        fn complete_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            token: i64,
+            record: &[u8],
+            now: i64,
+        ) -> impl Future<Output = Res<bool>> + Send;
+        fn release_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            token: i64,
+            now: i64,
+        ) -> impl Future<Output = Res<bool>> + Send;
+        fn extend_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            token: i64,
+            now: i64,
+            ttl_ms: i64,
+        ) -> impl Future<Output = Res<Option<i64>>> + Send;
+
+        fn parked_since(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+        ) -> impl Future<Output = Res<Option<i64>>> + Send;
+        fn park(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+            now: i64,
+        ) -> impl Future<Output = Res<()>> + Send;
+
+        /// Deletes up to `limit` rows of `table` older than `cutoff`; returns how many.
+        fn gc_batch(
+            conn: &mut Self::Connection,
+            table: GcTable,
+            cutoff: i64,
+            limit: i64,
+        ) -> impl Future<Output = Res<u64>> + Send;
+    }
+
+    /// The tables retention deletes from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum GcTable {
+        Inbox,
+        Leases,
+        Parked,
+    }
+}
+
+/// The statements that are the same SQL on both databases, implemented once for `Self`.
+macro_rules! shared_ops {
+    () => {
+        async fn claim(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(sql::CLAIM)
+                .bind(consumer)
+                .bind(key)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        async fn load_version(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            aggregate_type: &str,
+            aggregate_id: &str,
+        ) -> Result<Option<VersionRow>, sqlx::Error> {
+            let row: Option<(String, i64, Option<i64>)> = sqlx::query_as(Self::LOAD_VERSION)
+                .bind(consumer)
+                .bind(aggregate_type)
+                .bind(aggregate_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+            Ok(row.map(|(kind, version, secondary)| VersionRow {
+                kind,
+                version,
+                secondary,
+            }))
+        }
+
+        async fn insert_version(
+            conn: &mut Self::Connection,
+            row: &VersionWrite<'_>,
+        ) -> Result<bool, sqlx::Error> {
+            let done = bind_version(sqlx::query(sql::INSERT_VERSION), row)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        async fn update_version(
+            conn: &mut Self::Connection,
+            row: &VersionWrite<'_>,
+        ) -> Result<(), sqlx::Error> {
+            bind_version(sqlx::query(sql::UPDATE_VERSION), row)
+                .execute(&mut *conn)
+                .await?;
+            Ok(())
+        }
+
+        async fn acquire_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            now: i64,
+            ttl_ms: i64,
+        ) -> Result<Option<Acquired>, sqlx::Error> {
+            let row: Option<(i64, i64, bool)> = sqlx::query_as(sql::ACQUIRE_LEASE)
+                .bind(scope)
+                .bind(key)
+                .bind(now)
+                .bind(ttl_ms)
+                .fetch_optional(&mut *conn)
+                .await?;
+            Ok(row.map(|(token, expires_at, takeover)| Acquired {
+                token,
+                expires_at,
+                takeover,
+            }))
+        }
+
+        async fn load_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+        ) -> Result<Option<LeaseRow>, sqlx::Error> {
+            let row: Option<(String, i64, Option<Vec<u8>>)> = sqlx::query_as(sql::LOAD_LEASE)
+                .bind(scope)
+                .bind(key)
+                .fetch_optional(&mut *conn)
+                .await?;
+            Ok(row.map(|(state, expires_at, record)| LeaseRow {
+                state,
+                expires_at,
+                record,
+            }))
+        }
+
+        async fn complete_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            token: i64,
+            record: &[u8],
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(sql::COMPLETE_LEASE)
+                .bind(scope)
+                .bind(key)
+                .bind(token)
+                .bind(record)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        async fn release_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            token: i64,
+            now: i64,
+        ) -> Result<bool, sqlx::Error> {
+            let done = sqlx::query(sql::RELEASE_LEASE)
+                .bind(scope)
+                .bind(key)
+                .bind(token)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        async fn extend_lease(
+            conn: &mut Self::Connection,
+            scope: &str,
+            key: &str,
+            token: i64,
+            now: i64,
+            ttl_ms: i64,
+        ) -> Result<Option<i64>, sqlx::Error> {
+            sqlx::query_scalar(sql::EXTEND_LEASE)
+                .bind(scope)
+                .bind(key)
+                .bind(token)
+                .bind(now)
+                .bind(ttl_ms)
+                .fetch_optional(&mut *conn)
+                .await
+        }
+
+        async fn parked_since(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+        ) -> Result<Option<i64>, sqlx::Error> {
+            sqlx::query_scalar(sql::PARKED_SINCE)
+                .bind(consumer)
+                .bind(key)
+                .fetch_optional(&mut *conn)
+                .await
+        }
+
+        async fn park(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+            now: i64,
+        ) -> Result<(), sqlx::Error> {
+            sqlx::query(sql::PARK)
+                .bind(consumer)
+                .bind(key)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+            Ok(())
+        }
+
+        async fn gc_batch(
+            conn: &mut Self::Connection,
+            table: GcTable,
+            cutoff: i64,
+            limit: i64,
+        ) -> Result<u64, sqlx::Error> {
+            let statement = match table {
+                GcTable::Inbox => sql::GC_INBOX,
+                GcTable::Leases => sql::GC_LEASES,
+                GcTable::Parked => sql::GC_PARKED,
+            };
+            let done = sqlx::query(statement)
+                .bind(cutoff)
+                .bind(limit)
+                .execute(&mut *conn)
+                .await?;
+            Ok(done.rows_affected())
+        }
+    };
+}
+use shared_ops;
+
+/// Binds the eight columns of a version guard row in the order of `sql::INSERT_VERSION`.
+fn bind_version<'q, DB>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    row: &ops::VersionWrite<'_>,
+) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    DB: Database,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    query
+        .bind(row.consumer)
+        .bind(row.aggregate_type)
+        .bind(row.aggregate_id)
+        .bind(row.kind)
+        .bind(row.version)
+        .bind(row.secondary)
+        .bind(row.dedup_key)
+        .bind(row.now)
+}

@@ -1,0 +1,153 @@
+//! The one error type of `idem-sql`, with a [`kind`](Error::kind) to decide on.
+
+use std::borrow::Cow;
+
+use idem_core::{FencingToken, LeaseKey};
+
+/// A boxed error from the application's handler.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong in a store operation or a run of the [`Runner`](crate::Runner).
+///
+/// Branch on [`Error::kind`] rather than on variants: it says whether a retry can succeed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database returned an error or could not be reached. [`Error::kind`] classifies it:
+    /// serialization failures (40001), deadlocks (40P01) and SQLITE_BUSY / SQLITE_LOCKED are
+    /// [`ErrorKind::Conflict`]; lost connections and pool timeouts [`ErrorKind::Unavailable`].
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+    /// Applying idem's migrations failed.
+    #[error("migrating idem's tables failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Input that breaks one of idem's rules (blank id, bad name, ttl out of range, retention
+    /// shorter than the redelivery horizon, mixed version kinds).
+    #[error(transparent)]
+    Invalid(#[from] idem_core::Error),
+    /// A fenced write (`complete`, `release`, `extend`) was refused: `token` is no longer the
+    /// lease's current token, the lease is not running, or (for `extend`) it has expired. Nothing
+    /// was written; the current holder's record stands.
+    #[error("lease {key} is not held with token {token}; the write was refused")]
+    Fenced {
+        /// The lease.
+        key: LeaseKey,
+        /// The token the caller presented.
+        token: FencingToken,
+    },
+    /// `acquire` found the lease changing hands on every read (acquired and released by others
+    /// in between) and gave up; try again.
+    #[error("lease {key} kept changing hands while being acquired")]
+    LeaseContended {
+        /// The lease.
+        key: LeaseKey,
+    },
+    /// A row in idem's tables holds a value idem never writes (for example an unknown version
+    /// kind): the tables were changed by hand or by another program.
+    #[error("idem's table {table} holds an unexpected value: {detail}")]
+    CorruptRow {
+        /// The table.
+        table: &'static str,
+        /// What was found.
+        detail: String,
+    },
+    /// The application's handler returned an error; its transaction was rolled back and the
+    /// delivery should be retried by the sender (HTTP 5xx, broker nack).
+    #[error("handler failed: {0}")]
+    Handler(#[source] BoxError),
+}
+
+/// What kind of failure an [`Error`] is, for the caller's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Two transactions collided (serialization failure, deadlock, busy database). Nothing was
+    /// committed; running the same work again is safe and usually succeeds at once. The runner
+    /// retries these itself.
+    Conflict,
+    /// The database cannot be reached now (connection lost, pool exhausted). Nothing was
+    /// committed; answer 503 / nack so the sender retries later.
+    Unavailable,
+    /// The handler failed. Nothing was committed; answer 5xx / nack so the sender retries.
+    Handler,
+    /// The input breaks a rule; retrying the same input fails the same way.
+    InvalidInput,
+    /// A fenced write was refused because the lease changed hands.
+    Fenced,
+    /// Any other database or migration error.
+    Database,
+}
+
+impl ErrorKind {
+    /// Whether the same operation may succeed if tried again unchanged: [`ErrorKind::Conflict`],
+    /// [`ErrorKind::Unavailable`] and [`ErrorKind::Handler`].
+    pub fn is_retryable(self) -> bool {
+        matches!(self, Self::Conflict | Self::Unavailable | Self::Handler)
+    }
+}
+
+impl Error {
+    /// Wraps an application error from inside a handler: `.map_err(Error::handler)?`.
+    pub fn handler(error: impl Into<BoxError>) -> Self {
+        Self::Handler(error.into())
+    }
+
+    /// The kind of failure; see [`ErrorKind`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Database(e) => classify(e),
+            Self::Migrate(_) | Self::CorruptRow { .. } => ErrorKind::Database,
+            Self::Invalid(_) => ErrorKind::InvalidInput,
+            Self::Fenced { .. } => ErrorKind::Fenced,
+            Self::LeaseContended { .. } => ErrorKind::Conflict,
+            Self::Handler(inner) => match inner.downcast_ref::<Error>() {
+                Some(e) => e.kind(),
+                None => ErrorKind::Handler,
+            },
+        }
+    }
+
+    /// Shorthand for `self.kind().is_retryable()`.
+    pub fn is_retryable(&self) -> bool {
+        self.kind().is_retryable()
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Database(e)
+    }
+}
+
+/// SQLite primary result codes (the low byte of an extended code): SQLITE_BUSY and
+/// SQLITE_LOCKED (<https://sqlite.org/rescode.html>).
+const SQLITE_BUSY: i64 = 5;
+const SQLITE_LOCKED: i64 = 6;
+
+fn classify(e: &sqlx::Error) -> ErrorKind {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or(Cow::Borrowed(""));
+            let code = code.as_ref();
+            // PostgreSQL SQLSTATEs (Appendix A): 40001 serialization_failure, 40P01
+            // deadlock_detected, 55P03 lock_not_available; class 08 connection exceptions and
+            // 57P01-57P03 shutdown / cannot connect now.
+            if matches!(code, "40001" | "40P01" | "55P03") {
+                return ErrorKind::Conflict;
+            }
+            if code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03") {
+                return ErrorKind::Unavailable;
+            }
+            match code.parse::<i64>() {
+                Ok(n) if matches!(n & 0xff, SQLITE_BUSY | SQLITE_LOCKED) => ErrorKind::Conflict,
+                _ => ErrorKind::Database,
+            }
+        }
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => ErrorKind::Unavailable,
+        _ => ErrorKind::Database,
+    }
+}

@@ -1,0 +1,182 @@
+//! Fenced leases, for work that cannot live inside one transaction (C8's lease part).
+
+use idem_core::{Acquire, FencingToken, LeaseKey, Timestamp, Ttl};
+use sqlx::Transaction;
+
+use crate::backend::Backend;
+use crate::metric_definitions::LEASE_TAKEOVERS_TOTAL;
+use crate::{Error, Store};
+
+/// How often `acquire` re-reads a lease that changed between its two statements before giving up
+/// with a conflict. Each round needs another holder to release in between, so this is rarely
+/// more than one.
+const ACQUIRE_ROUNDS: usize = 8;
+
+/// Leases with fencing tokens. Made by [`Store::leases`].
+///
+/// A lease is `(scope, key)` → token, state (running, completed, released) and expiry. Every
+/// time it is acquired anew (first time, after a release, or by taking over an expired one) the
+/// token grows by one, and `complete`, `release` and `extend` succeed only with the current
+/// token: a holder that stalled past its expiry cannot overwrite its successor. Each call is one
+/// autocommitted statement (two when `acquire` finds the lease taken), outside any transaction
+/// of the caller's, with the time from the store's clock.
+#[derive(Debug, Clone)]
+pub struct LeaseStore<DB: Backend> {
+    store: Store<DB>,
+}
+
+impl<DB: Backend> LeaseStore<DB> {
+    pub(crate) fn new(store: Store<DB>) -> Self {
+        Self { store }
+    }
+
+    /// Tries to take the lease on `key` for `ttl`.
+    ///
+    /// Returns [`Acquire::Acquired`] with a new token when the lease is free (absent, released,
+    /// or expired: `takeover` then says an expired holder was displaced, counted in
+    /// `idem_lease_takeovers_total`); [`Acquire::InProgress`] with the expiry while another holder's
+    /// lease is live (nothing is changed); [`Acquire::Completed`] with the stored record once the
+    /// work was completed.
+    ///
+    /// # Errors
+    /// [`Error::LeaseContended`] when the lease changed hands on every one of a few reads;
+    /// [`Error::Database`].
+    pub async fn acquire(&self, key: &LeaseKey, ttl: Ttl) -> Result<Acquire, Error> {
+        let mut conn = self.store.pool().acquire().await?;
+        let (scope, k) = (key.scope(), key.key());
+        for _ in 0..ACQUIRE_ROUNDS {
+            let now = self.now();
+            if let Some(taken) =
+                DB::acquire_lease(&mut conn, scope, k, now, ttl.as_millis()).await?
+            {
+                if taken.takeover {
+                    metrics::counter!(LEASE_TAKEOVERS_TOTAL).increment(1);
+                    tracing::info!(lease = %key, token = taken.token, "expired lease taken over");
+                }
+                return Ok(Acquire::Acquired {
+                    token: FencingToken(taken.token),
+                    expires_at: Timestamp(taken.expires_at),
+                    takeover: taken.takeover,
+                });
+            }
+            // Live or completed; a release in between sends us round again.
+            match DB::load_lease(&mut conn, scope, k).await? {
+                Some(row) if row.state == "completed" => {
+                    return Ok(Acquire::Completed {
+                        record: row.record.unwrap_or_default(),
+                    });
+                }
+                Some(row) if row.state == "running" && row.expires_at > now => {
+                    return Ok(Acquire::InProgress {
+                        until: Timestamp(row.expires_at),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Err(Error::LeaseContended { key: key.clone() })
+    }
+
+    /// Stores `record` (for example a serialised response) and marks the lease completed, if
+    /// `token` is still the current token of a running lease. Later `acquire` calls return the
+    /// record.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`] when the token is not current or the lease is not running (nothing is
+    /// written); [`Error::Database`].
+    pub async fn complete(
+        &self,
+        key: &LeaseKey,
+        token: FencingToken,
+        record: &[u8],
+    ) -> Result<(), Error> {
+        let mut conn = self.store.pool().acquire().await?;
+        let done = DB::complete_lease(
+            &mut conn,
+            key.scope(),
+            key.key(),
+            token.0,
+            record,
+            self.now(),
+        )
+        .await?;
+        fenced(done, key, token)
+    }
+
+    /// As [`complete`](Self::complete), inside the caller's transaction: the record commits with
+    /// the caller's own writes, or neither does.
+    ///
+    /// # Errors
+    /// As [`complete`](Self::complete).
+    pub async fn complete_in(
+        &self,
+        tx: &mut Transaction<'_, DB>,
+        key: &LeaseKey,
+        token: FencingToken,
+        record: &[u8],
+    ) -> Result<(), Error> {
+        let done =
+            DB::complete_lease(tx, key.scope(), key.key(), token.0, record, self.now()).await?;
+        fenced(done, key, token)
+    }
+
+    /// Gives the lease up without a record, if `token` is current (for example after a failed
+    /// attempt): the next `acquire` takes it at once, with the next token.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`] when the token is not current or the lease is not running;
+    /// [`Error::Database`].
+    pub async fn release(&self, key: &LeaseKey, token: FencingToken) -> Result<(), Error> {
+        let mut conn = self.store.pool().acquire().await?;
+        let done =
+            DB::release_lease(&mut conn, key.scope(), key.key(), token.0, self.now()).await?;
+        fenced(done, key, token)
+    }
+
+    /// Renews a live lease held with `token`: it now expires `ttl` from now. Returns the new
+    /// expiry.
+    ///
+    /// # Errors
+    /// [`Error::Fenced`] when the token is not current, the lease is not running, or it has
+    /// already expired (another holder may be taking it over); [`Error::Database`].
+    pub async fn extend(
+        &self,
+        key: &LeaseKey,
+        token: FencingToken,
+        ttl: Ttl,
+    ) -> Result<Timestamp, Error> {
+        let mut conn = self.store.pool().acquire().await?;
+        let now = self.now();
+        match DB::extend_lease(
+            &mut conn,
+            key.scope(),
+            key.key(),
+            token.0,
+            now,
+            ttl.as_millis(),
+        )
+        .await?
+        {
+            Some(expires_at) => Ok(Timestamp(expires_at)),
+            None => Err(Error::Fenced {
+                key: key.clone(),
+                token,
+            }),
+        }
+    }
+
+    fn now(&self) -> i64 {
+        self.store.now().as_millis()
+    }
+}
+
+fn fenced(done: bool, key: &LeaseKey, token: FencingToken) -> Result<(), Error> {
+    if done {
+        Ok(())
+    } else {
+        Err(Error::Fenced {
+            key: key.clone(),
+            token,
+        })
+    }
+}

@@ -1,0 +1,299 @@
+//! The runner: claim, version guard, the handler's writes and commit, in one call (C1, C2, C5).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use idem_core::{Advance, DedupKey, Entity, GapPolicy, Name, Timestamp, Version};
+use sqlx::Transaction;
+
+use crate::backend::Backend;
+use crate::metric_definitions::{CONFLICT_RETRIES_TOTAL, HANDLER_DURATION_SECONDS};
+use crate::{Claim, Error, ErrorKind, Inbox, Store, VersionGuard};
+
+/// A boxed, sendable future: what a handler returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The default number of attempts of [`Runner::run`] when transactions conflict.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// The parts of an event the runner needs: its dedup key and, when it is about an entity, the
+/// entity and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The key the event is claimed under.
+    pub key: DedupKey,
+    /// The entity and the event's version of it; `None` skips the version guard (C5).
+    pub entity: Option<(Entity, Version)>,
+}
+
+impl Event {
+    /// An event with no entity: only deduplicated.
+    pub fn new(key: DedupKey) -> Self {
+        Self { key, entity: None }
+    }
+
+    /// The same event, about `entity` at `version`.
+    pub fn with_entity(self, entity: Entity, version: Version) -> Self {
+        Self {
+            entity: Some((entity, version)),
+            ..self
+        }
+    }
+}
+
+/// What [`Runner::run`] did with a delivery. [`Outcome::acknowledge`] says whether to ack it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Outcome<T> {
+    /// The handler ran and committed; `T` is what it returned.
+    Applied(T),
+    /// Applied (the handler ran and committed), but the version equalled the entity's stored
+    /// one: report it (for example `Idem-Version-Tie: true`) so that the application can refetch
+    /// the object.
+    Tie {
+        /// What the handler returned.
+        value: T,
+        /// The version it tied with.
+        current: Version,
+    },
+    /// Applied, with a gap in the entity's sequence before it (`GapPolicy::Apply`, or `Park`
+    /// after its timeout).
+    Gap {
+        /// What the handler returned.
+        value: T,
+        /// The sequence number that was due.
+        expected: i64,
+        /// The sequence number applied.
+        got: i64,
+    },
+    /// The event was processed before: nothing ran, nothing was written (C3).
+    Duplicate,
+    /// Older than the entity's version: recorded as processed (its key is in the inbox), not
+    /// applied; the handler did not run.
+    Stale {
+        /// The entity's stored, newer version.
+        current: Version,
+        /// The event's version.
+        got: Version,
+    },
+    /// A gap under [`GapPolicy::Reject`]: nothing committed; do not acknowledge, so that the
+    /// sender delivers it again later.
+    GapRejected {
+        /// The sequence number that was due.
+        expected: i64,
+        /// The sequence number that arrived.
+        got: i64,
+    },
+    /// A gap under [`GapPolicy::Park`] within its timeout: nothing committed but the time the gap
+    /// was first seen; do not acknowledge. A delivery after `until` is applied as a gap.
+    GapParked {
+        /// The sequence number that was due.
+        expected: i64,
+        /// The sequence number that arrived.
+        got: i64,
+        /// When the hold ends.
+        until: Timestamp,
+    },
+}
+
+impl<T> Outcome<T> {
+    /// Whether the delivery should be acknowledged (HTTP 2xx, broker ack): every outcome but
+    /// [`Outcome::GapRejected`] and [`Outcome::GapParked`].
+    pub fn acknowledge(&self) -> bool {
+        !matches!(self, Self::GapRejected { .. } | Self::GapParked { .. })
+    }
+
+    /// A short name: `applied`, `tie`, `gap`, `duplicate`, `stale`, `gap_rejected` or
+    /// `gap_parked` (the `outcome` label of the runner's metrics).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Applied(_) => "applied",
+            Self::Tie { .. } => "tie",
+            Self::Gap { .. } => "gap",
+            Self::Duplicate => "duplicate",
+            Self::Stale { .. } => "stale",
+            Self::GapRejected { .. } => "gap_rejected",
+            Self::GapParked { .. } => "gap_parked",
+        }
+    }
+}
+
+/// Runs handlers exactly once per event for one consumer: in one transaction it claims the
+/// event's key, checks the entity's version, runs the handler (which makes its own writes in the
+/// same transaction) and commits (C2). A crash or error anywhere before the commit leaves nothing
+/// behind, so the next delivery runs it again.
+#[derive(Debug, Clone)]
+pub struct Runner<DB: Backend> {
+    store: Store<DB>,
+    inbox: Inbox<DB>,
+    guard: VersionGuard<DB>,
+    gap_policy: GapPolicy,
+    max_attempts: u32,
+}
+
+impl<DB: Backend> Runner<DB> {
+    /// A runner for `consumer` (a versioned name such as `billing_v2`: dedup and versions are per
+    /// consumer), with [`GapPolicy::Apply`] and [`DEFAULT_MAX_ATTEMPTS`].
+    pub fn new(store: Store<DB>, consumer: &Name) -> Self {
+        Self {
+            inbox: store.inbox(consumer),
+            guard: store.version_guard(consumer),
+            store,
+            gap_policy: GapPolicy::default(),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+        }
+    }
+
+    /// Sets what happens to an event that leaves a gap in its entity's sequence.
+    pub fn gap_policy(self, gap_policy: GapPolicy) -> Self {
+        Self { gap_policy, ..self }
+    }
+
+    /// Sets how many times a run is attempted when its transaction conflicts (serialization
+    /// failure, deadlock, SQLITE_BUSY); at least 1.
+    pub fn max_attempts(self, max_attempts: u32) -> Self {
+        Self {
+            max_attempts: max_attempts.max(1),
+            ..self
+        }
+    }
+
+    /// Processes one delivery of `event`.
+    ///
+    /// `handler` receives the open transaction and makes the application's writes with it
+    /// (`&mut **tx` is the connection); it runs only for a fresh, non-stale event, and may run
+    /// again if the transaction conflicts and is retried, so it must do nothing outside the
+    /// transaction (record external effects as intents instead). It is written as
+    /// `|tx| Box::pin(async move { … })`.
+    ///
+    /// Returns the [`Outcome`]. Duplicates, stale events and ties are successes (C3, C5).
+    ///
+    /// # Errors
+    /// The handler's error (after rollback): [`Error::Handler`], or [`Error::Database`] for its
+    /// own statements. Conflicts ([`ErrorKind::Conflict`]) are retried up to the attempt limit
+    /// with a short backoff before they are returned. [`Error::Invalid`] for mixed version kinds.
+    /// On any error nothing was committed: answer 5xx / nack so that the sender retries.
+    pub async fn run<T, F>(&self, event: &Event, mut handler: F) -> Result<Outcome<T>, Error>
+    where
+        T: Send,
+        F: for<'t> FnMut(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, Error>>
+            + Send,
+    {
+        let mut attempt = 1;
+        loop {
+            let started = Instant::now();
+            let result = self.attempt(event, &mut handler).await;
+            let outcome = match &result {
+                Ok(outcome) => outcome.name(),
+                Err(_) => "failed",
+            };
+            metrics::histogram!(HANDLER_DURATION_SECONDS, "consumer" => self.consumer().to_string(), "outcome" => outcome)
+                .record(started.elapsed().as_secs_f64());
+            match result {
+                Err(e) if e.kind() == ErrorKind::Conflict && attempt < self.max_attempts => {
+                    metrics::counter!(CONFLICT_RETRIES_TOTAL, "consumer" => self.consumer().to_string())
+                        .increment(1);
+                    tracing::debug!(key = %event.key, attempt, error = %e, "transaction conflict, retrying");
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The consumer this runner serves.
+    pub fn consumer(&self) -> &Name {
+        self.inbox.consumer()
+    }
+
+    async fn attempt<T, F>(&self, event: &Event, handler: &mut F) -> Result<Outcome<T>, Error>
+    where
+        T: Send,
+        F: for<'t> FnMut(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, Error>>
+            + Send,
+    {
+        let mut tx = self.store.begin().await?;
+        if self.inbox.claim(&mut tx, &event.key).await? == Claim::Duplicate {
+            // Nothing was written: ending the transaction costs no disk write.
+            tx.rollback().await?;
+            return Ok(Outcome::Duplicate);
+        }
+        let advance = match &event.entity {
+            Some((entity, version)) => Some(
+                self.guard
+                    .advance(&mut tx, entity, version, &event.key)
+                    .await?,
+            ),
+            None => None,
+        };
+        match advance {
+            Some(Advance::Stale { current }) => {
+                tx.commit().await?;
+                let got = event.entity.as_ref().map(|(_, v)| *v).unwrap_or(current);
+                return Ok(Outcome::Stale { current, got });
+            }
+            Some(Advance::Gap { expected, got }) if self.gap_policy != GapPolicy::Apply => {
+                let consumer = self.consumer().as_str();
+                let first_seen = match self.gap_policy {
+                    GapPolicy::Park { .. } => {
+                        DB::parked_since(&mut tx, consumer, event.key.as_str()).await?
+                    }
+                    _ => None,
+                };
+                let now = self.store.now().as_millis();
+                if let Some(held) = gap_hold(self.gap_policy, expected, got, first_seen, now) {
+                    tx.rollback().await?;
+                    // The first delivery to meet the gap starts the hold, in its own statement
+                    // after the rollback (SQLite's write lock is free by then).
+                    if matches!(held, Outcome::GapParked { .. }) && first_seen.is_none() {
+                        let mut conn = self.store.pool().acquire().await?;
+                        DB::park(&mut conn, consumer, event.key.as_str(), now).await?;
+                    }
+                    return Ok(held);
+                }
+            }
+            _ => {}
+        }
+        let value = handler(&mut tx).await?;
+        tx.commit().await?;
+        Ok(match advance {
+            Some(Advance::Tie { current }) => Outcome::Tie { value, current },
+            Some(Advance::Gap { expected, got }) => Outcome::Gap {
+                value,
+                expected,
+                got,
+            },
+            _ => Outcome::Applied(value),
+        })
+    }
+}
+
+/// Whether a gap holds its event back under `policy`: `None` to apply it now. `first_seen` is
+/// when a delivery first met this gap under `Park` (ms), `now` the current time (ms).
+fn gap_hold<T>(
+    policy: GapPolicy,
+    expected: i64,
+    got: i64,
+    first_seen: Option<i64>,
+    now: i64,
+) -> Option<Outcome<T>> {
+    match policy {
+        GapPolicy::Apply => None,
+        GapPolicy::Reject => Some(Outcome::GapRejected { expected, got }),
+        GapPolicy::Park { timeout_ms } => match first_seen {
+            Some(first) if now.saturating_sub(first) >= timeout_ms => None,
+            first => Some(Outcome::GapParked {
+                expected,
+                got,
+                until: Timestamp(first.unwrap_or(now).saturating_add(timeout_ms)),
+            }),
+        },
+    }
+}
+
+/// The pause before retry `attempt` (1-based) after a conflict: 5, 10, 20, … ms, capped at 200 ms.
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((5u64 << attempt.min(6)).min(200))
+}

@@ -1,0 +1,134 @@
+//! The store: a connection pool, a clock, and the way into every part.
+
+use std::fmt;
+use std::sync::Arc;
+
+use idem_core::{Clock, Name, SystemClock, Timestamp};
+use sqlx::{Pool, Transaction};
+
+use crate::backend::Backend;
+use crate::{Error, Inbox, LeaseStore, VersionGuard};
+
+/// The default pool size of [`Store::connect`].
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+
+/// idem's tables in one database: SQLite (`Store<sqlx::Sqlite>`) or PostgreSQL
+/// (`Store<sqlx::Postgres>`). Cheap to clone (the pool and the clock are shared).
+pub struct Store<DB: Backend> {
+    pool: Pool<DB>,
+    clock: Arc<dyn Clock>,
+}
+
+/// A store on SQLite.
+pub type SqliteStore = Store<sqlx::Sqlite>;
+/// A store on PostgreSQL.
+pub type PgStore = Store<sqlx::Postgres>;
+
+impl<DB: Backend> Clone for Store<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            clock: Arc::clone(&self.clock),
+        }
+    }
+}
+
+impl<DB: Backend> fmt::Debug for Store<DB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("pool", &self.pool)
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+impl<DB: Backend> Store<DB> {
+    /// Opens a pool of up to [`DEFAULT_MAX_CONNECTIONS`] connections to `url`
+    /// (`sqlite://path/idem.db`, `postgres://user@host/db`), with the system clock.
+    ///
+    /// SQLite: the file is created if missing; every connection runs in WAL mode with
+    /// `synchronous = FULL` and a 5 s busy timeout. PostgreSQL: the server's defaults; idem's
+    /// transactions set READ COMMITTED themselves.
+    ///
+    /// Does not create tables: call [`migrate`](Self::migrate).
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the URL is malformed or the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
+    }
+
+    /// As [`connect`](Self::connect), with a pool of up to `max_connections` connections.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with(url: &str, max_connections: u32) -> Result<Self, Error> {
+        Ok(Self::from_pool(DB::connect(url, max_connections).await?))
+    }
+
+    /// Uses an existing pool, such as the application's own. For SQLite the pool should be in WAL
+    /// mode with `synchronous = FULL` (as [`connect`](Self::connect) sets) for durable claims.
+    pub fn from_pool(pool: Pool<DB>) -> Self {
+        Self {
+            pool,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The same store reading time from `clock` (a [`ManualClock`](idem_core::ManualClock) in
+    /// tests). Every time idem writes or compares is taken from this clock and passed to SQL as
+    /// a parameter.
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
+        Self { clock, ..self }
+    }
+
+    /// Creates or updates idem's tables (`idem_inbox`, `idem_versions`, `idem_leases`,
+    /// `idem_parked`). Runs only when called; safe to call at every start. idem records its
+    /// migrations in its own table, `idem_migrations`, so the application's sqlx migrations are
+    /// not disturbed.
+    ///
+    /// # Errors
+    /// [`Error::Migrate`] when a migration fails or the recorded ones differ from idem's.
+    pub async fn migrate(&self) -> Result<(), Error> {
+        DB::migrate(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Begins a write transaction for claims, version guard updates and the application's own
+    /// writes: `BEGIN IMMEDIATE` on SQLite (the write lock is taken at once, so two writers
+    /// wait on the busy timeout rather than fail mid-transaction), `BEGIN ISOLATION LEVEL READ
+    /// COMMITTED` on PostgreSQL (DESIGN.md C1). Dropping it without commit rolls back.
+    ///
+    /// # Errors
+    /// [`Error::Database`]: [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) when SQLite
+    /// stayed busy past the busy timeout, [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable)
+    /// when no connection could be had.
+    pub async fn begin(&self) -> Result<Transaction<'static, DB>, Error> {
+        Ok(self.pool.begin_with(DB::BEGIN).await?)
+    }
+
+    /// The inbox of `consumer`.
+    pub fn inbox(&self, consumer: &Name) -> Inbox<DB> {
+        Inbox::new(self.clone(), consumer.clone())
+    }
+
+    /// The version guard of `consumer`.
+    pub fn version_guard(&self, consumer: &Name) -> VersionGuard<DB> {
+        VersionGuard::new(self.clone(), consumer.clone())
+    }
+
+    /// The lease store.
+    pub fn leases(&self) -> LeaseStore<DB> {
+        LeaseStore::new(self.clone())
+    }
+
+    /// The pool, for the application's own queries.
+    pub fn pool(&self) -> &Pool<DB> {
+        &self.pool
+    }
+
+    /// The current time from the store's clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+}
