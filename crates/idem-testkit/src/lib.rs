@@ -1,1 +1,260 @@
+//! Test support for idem's integration tests, which run one suite unchanged against SQLite and
+//! PostgreSQL:
+//!
+//! - [`sqlite_store`]: a migrated store in a fresh temporary file;
+//! - [`pg_store`]: a migrated store in a PostgreSQL database created fresh for this test process
+//!   (`idem_test_{unix seconds}_{pid}`) on `IDEM_TEST_POSTGRES_URL` (default
+//!   `postgres://postgres@127.0.0.1:5432/postgres`); databases left by runs older than an hour
+//!   are dropped;
+//! - [`AppDb`]: the application's own statements (`$N` parameters, the same SQL on both), so
+//!   that a test written once over `DB: AppDb` runs on both stores;
+//! - [`both_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into two tests,
+//!   `name::sqlite` and `name::postgres`.
 
+use std::future::Future;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use idem::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
+use idem::{Backend, PgStore, SqliteStore, Store};
+use tempfile::TempDir;
+use tokio::sync::OnceCell;
+
+/// The PostgreSQL server tests use, unless `IDEM_TEST_POSTGRES_URL` names another (a URL of an
+/// existing database on it, used only to create and drop test databases).
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Test databases older than this (seconds) are dropped when a new one is made.
+const STALE_AFTER_SECS: u64 = 3600;
+
+/// A migrated SQLite store in a fresh temporary directory; keep the [`TempDir`] alive as long as
+/// the store.
+///
+/// # Panics
+/// When the file cannot be created or migrated: a test cannot go on without its database.
+pub async fn sqlite_store() -> (TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let store = SqliteStore::connect(&sqlite_url(&dir))
+        .await
+        .expect("open SQLite");
+    store.migrate().await.expect("migrate SQLite");
+    (dir, store)
+}
+
+/// The URL of the database file `idem.db` in `dir`.
+pub fn sqlite_url(dir: &TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("idem.db").display())
+}
+
+/// A migrated store in this process's fresh PostgreSQL database (see the crate docs).
+///
+/// # Panics
+/// When PostgreSQL cannot be reached or the database cannot be created: the suite runs against
+/// the real server and does not skip.
+pub async fn pg_store() -> PgStore {
+    let store = PgStore::connect(&pg_url().await)
+        .await
+        .expect("connect to the test database");
+    store.migrate().await.expect("migrate PostgreSQL");
+    store
+}
+
+/// The URL of this process's fresh PostgreSQL test database, created on first use.
+///
+/// # Panics
+/// As [`pg_store`].
+pub async fn pg_url() -> String {
+    static URL: OnceCell<String> = OnceCell::const_new();
+    URL.get_or_init(create_pg_database).await.clone()
+}
+
+async fn create_pg_database() -> String {
+    let admin_url =
+        std::env::var("IDEM_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.into());
+    // One connection, closed before returning: pools must not outlive the runtime of the test
+    // that made them, and each #[tokio::test] has its own.
+    let mut admin = PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("connect to PostgreSQL at {admin_url}: {e}"));
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    let old: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'idem\\_test\\_%'")
+            .fetch_all(&mut admin)
+            .await
+            .expect("list test databases");
+    for name in old {
+        let created = name.split('_').nth(2).and_then(|s| s.parse::<u64>().ok());
+        if created.is_some_and(|t| t + STALE_AFTER_SECS < now) {
+            let drop = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+            let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+                .execute(&mut admin)
+                .await;
+        }
+    }
+    let name = format!("idem_test_{now}_{}", std::process::id());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    admin.close().await.ok();
+    let base = admin_url
+        .rsplit_once('/')
+        .map_or(admin_url.as_str(), |(b, _)| b);
+    format!("{base}/{name}")
+}
+
+/// A bind value for [`AppDb`] statements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// TEXT.
+    Text(String),
+    /// BIGINT / INTEGER.
+    Int(i64),
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Self::Text(s.to_owned())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Self::Text(s)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Self {
+        Self::Int(n)
+    }
+}
+
+/// The application's own SQL in a generic test: statements with `$N` parameters that read the
+/// same on SQLite and PostgreSQL, run on a connection (`&mut **tx` inside a runner handler,
+/// `&mut *conn` on a pooled connection).
+pub trait AppDb: Backend {
+    /// Runs a statement; returns the rows affected.
+    fn execute(
+        conn: &mut Self::Connection,
+        sql: &'static str,
+        binds: Vec<Value>,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Runs a query whose rows have one BIGINT column; returns the values.
+    fn fetch_i64(
+        conn: &mut Self::Connection,
+        sql: &'static str,
+        binds: Vec<Value>,
+    ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
+
+    /// Runs a query whose rows are (TEXT, TEXT); returns the pairs.
+    fn fetch_text_pairs(
+        conn: &mut Self::Connection,
+        sql: &'static str,
+        binds: Vec<Value>,
+    ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
+}
+
+macro_rules! app_db {
+    ($db:ty) => {
+        impl AppDb for $db {
+            async fn execute(
+                conn: &mut Self::Connection,
+                sql: &'static str,
+                binds: Vec<Value>,
+            ) -> Result<u64, sqlx::Error> {
+                let mut query = sqlx::query(sql);
+                for v in binds {
+                    query = match v {
+                        Value::Text(s) => query.bind(s),
+                        Value::Int(n) => query.bind(n),
+                    };
+                }
+                Ok(query.execute(&mut *conn).await?.rows_affected())
+            }
+
+            async fn fetch_i64(
+                conn: &mut Self::Connection,
+                sql: &'static str,
+                binds: Vec<Value>,
+            ) -> Result<Vec<i64>, sqlx::Error> {
+                let mut query = sqlx::query_scalar(sql);
+                for v in binds {
+                    query = match v {
+                        Value::Text(s) => query.bind(s),
+                        Value::Int(n) => query.bind(n),
+                    };
+                }
+                query.fetch_all(&mut *conn).await
+            }
+
+            async fn fetch_text_pairs(
+                conn: &mut Self::Connection,
+                sql: &'static str,
+                binds: Vec<Value>,
+            ) -> Result<Vec<(String, String)>, sqlx::Error> {
+                let mut query = sqlx::query_as(sql);
+                for v in binds {
+                    query = match v {
+                        Value::Text(s) => query.bind(s),
+                        Value::Int(n) => query.bind(n),
+                    };
+                }
+                query.fetch_all(&mut *conn).await
+            }
+        }
+    };
+}
+
+app_db!(Sqlite);
+app_db!(Postgres);
+
+/// Runs `sql` on a pooled connection of `store`; returns the rows affected.
+///
+/// # Panics
+/// When the statement fails.
+pub async fn exec<DB: AppDb>(store: &Store<DB>, sql: &'static str, binds: Vec<Value>) -> u64 {
+    let mut conn = store.pool().acquire().await.expect("acquire a connection");
+    DB::execute(&mut conn, sql, binds)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Runs a one-BIGINT-column query on a pooled connection of `store`.
+///
+/// # Panics
+/// When the query fails.
+pub async fn query_i64<DB: AppDb>(
+    store: &Store<DB>,
+    sql: &'static str,
+    binds: Vec<Value>,
+) -> Vec<i64> {
+    let mut conn = store.pool().acquire().await.expect("acquire a connection");
+    DB::fetch_i64(&mut conn, sql, binds)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Turns `async fn name<DB: AppDb>(store: Store<DB>)` into the tests `name::sqlite` and
+/// `name::postgres`, each on a multi-threaded runtime with 4 workers.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                let (_dir, store) = $crate::sqlite_store().await;
+                super::$name(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                let store = $crate::pg_store().await;
+                super::$name(store).await;
+            }
+        }
+    )+};
+}
