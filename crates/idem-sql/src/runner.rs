@@ -221,20 +221,21 @@ impl<DB: Backend> Runner<DB> {
             return Ok(Outcome::Duplicate);
         }
         let advance = match &event.entity {
-            Some((entity, version)) => Some(
-                self.guard
+            Some((entity, version)) => {
+                let advance = self
+                    .guard
                     .advance(&mut tx, entity, version, &event.key)
-                    .await?,
-            ),
+                    .await?;
+                Some((advance, *version))
+            }
             None => None,
         };
         match advance {
-            Some(Advance::Stale { current }) => {
+            Some((Advance::Stale { current }, got)) => {
                 tx.commit().await?;
-                let got = event.entity.as_ref().map(|(_, v)| *v).unwrap_or(current);
                 return Ok(Outcome::Stale { current, got });
             }
-            Some(Advance::Gap { expected, got }) if self.gap_policy != GapPolicy::Apply => {
+            Some((Advance::Gap { expected, got }, _)) if self.gap_policy != GapPolicy::Apply => {
                 let consumer = self.consumer().as_str();
                 let first_seen = match self.gap_policy {
                     GapPolicy::Park { .. } => {
@@ -259,8 +260,8 @@ impl<DB: Backend> Runner<DB> {
         let value = handler(&mut tx).await?;
         tx.commit().await?;
         Ok(match advance {
-            Some(Advance::Tie { current }) => Outcome::Tie { value, current },
-            Some(Advance::Gap { expected, got }) => Outcome::Gap {
+            Some((Advance::Tie { current }, _)) => Outcome::Tie { value, current },
+            Some((Advance::Gap { expected, got }, _)) => Outcome::Gap {
                 value,
                 expected,
                 got,
