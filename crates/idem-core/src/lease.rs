@@ -118,6 +118,10 @@ pub enum Acquire {
         /// The record, as bytes (for example a serialised HTTP response).
         record: Vec<u8>,
     },
+    /// The lease is live or completed for another request: its fingerprint differs from the
+    /// one given. Nothing was changed; the key is being reused for different work (for an HTTP
+    /// Idempotency-Key, a 422).
+    FingerprintMismatch,
 }
 
 #[cfg(test)]

@@ -30,25 +30,40 @@ impl<DB: Backend> LeaseStore<DB> {
         Self { store }
     }
 
-    /// Tries to take the lease on `key` for `ttl`.
+    /// Tries to take the lease on `key` for `ttl`, for work without a request fingerprint (the
+    /// same as [`acquire_with_fingerprint`](Self::acquire_with_fingerprint) with an empty one).
+    ///
+    /// # Errors
+    /// As [`acquire_with_fingerprint`](Self::acquire_with_fingerprint).
+    pub async fn acquire(&self, key: &LeaseKey, ttl: Ttl) -> Result<Acquire, Error> {
+        self.acquire_with_fingerprint(key, &[], ttl).await
+    }
+
+    /// Tries to take the lease on `key` for `ttl`, for the request identified by `fingerprint`
+    /// (any bytes, such as a SHA-256 of the request; compared exactly).
     ///
     /// Returns [`Acquire::Acquired`] with a new token when the lease is free (absent, released,
     /// or expired: `takeover` then says an expired holder was displaced, counted in
-    /// `idem_lease_takeovers_total`); [`Acquire::InProgress`] with the expiry while another holder's
-    /// lease is live (nothing is changed); [`Acquire::Completed`] with the stored record once the
-    /// work was completed.
+    /// `idem_lease_takeovers_total`); the new holder's fingerprint replaces the old one. While the
+    /// lease is live or completed, nothing is changed and the answer is
+    /// [`Acquire::FingerprintMismatch`] if it was taken for another fingerprint, else
+    /// [`Acquire::InProgress`] with its expiry, or [`Acquire::Completed`] with the stored record.
     ///
     /// # Errors
     /// [`Error::LeaseContended`] when the lease changed hands on every one of a few reads;
     /// [`Error::Database`].
-    pub async fn acquire(&self, key: &LeaseKey, ttl: Ttl) -> Result<Acquire, Error> {
+    pub async fn acquire_with_fingerprint(
+        &self,
+        key: &LeaseKey,
+        fingerprint: &[u8],
+        ttl: Ttl,
+    ) -> Result<Acquire, Error> {
         let mut conn = self.store.pool().acquire().await?;
         let (scope, k) = (key.scope(), key.key());
         for _ in 0..ACQUIRE_ROUNDS {
             let now = self.now();
-            if let Some(taken) =
-                DB::acquire_lease(&mut conn, scope, k, now, ttl.as_millis()).await?
-            {
+            let taken = DB::acquire_lease(&mut conn, scope, k, fingerprint, now, ttl.as_millis());
+            if let Some(taken) = taken.await? {
                 if taken.takeover {
                     metrics::counter!(LEASE_TAKEOVERS_TOTAL).increment(1);
                     tracing::info!(lease = %key, token = taken.token, "expired lease taken over");
@@ -59,19 +74,23 @@ impl<DB: Backend> LeaseStore<DB> {
                     takeover: taken.takeover,
                 });
             }
-            // Live or completed; a release in between sends us round again.
-            match DB::load_lease(&mut conn, scope, k).await? {
-                Some(row) if row.state == "completed" => {
-                    return Ok(Acquire::Completed {
-                        record: row.record.unwrap_or_default(),
-                    });
-                }
-                Some(row) if row.state == "running" && row.expires_at > now => {
-                    return Ok(Acquire::InProgress {
-                        until: Timestamp(row.expires_at),
-                    });
-                }
-                _ => {}
+            // Live or completed; a release or expiry in between sends us round again.
+            let Some(row) = DB::load_lease(&mut conn, scope, k).await? else {
+                continue;
+            };
+            let live = row.state == "running" && row.expires_at > now;
+            if (live || row.state == "completed") && row.fingerprint != fingerprint {
+                return Ok(Acquire::FingerprintMismatch);
+            }
+            if row.state == "completed" {
+                return Ok(Acquire::Completed {
+                    record: row.record.unwrap_or_default(),
+                });
+            }
+            if live {
+                return Ok(Acquire::InProgress {
+                    until: Timestamp(row.expires_at),
+                });
             }
         }
         Err(Error::LeaseContended { key: key.clone() })

@@ -24,6 +24,8 @@ CREATE TABLE idem_versions (
 ) WITHOUT ROWID;
 
 -- Fenced leases. A row is never deleted while running and live, so the token only grows.
+-- `fingerprint` identifies the request the lease is for (for example a hash of an HTTP request):
+-- the same key with another fingerprint is a mismatch, never a second run.
 CREATE TABLE idem_leases (
     scope      TEXT    NOT NULL,
     lease_key  TEXT    NOT NULL,
@@ -31,6 +33,7 @@ CREATE TABLE idem_leases (
     state      TEXT    NOT NULL CHECK (state IN ('running', 'completed', 'released')),
     expires_at INTEGER NOT NULL,
     record     BLOB,
+    fingerprint BLOB NOT NULL,
     takeover   BOOLEAN NOT NULL,
     updated_at INTEGER NOT NULL,
     PRIMARY KEY (scope, lease_key)

@@ -41,6 +41,7 @@ pub(crate) mod ops {
         pub state: String,
         pub expires_at: i64,
         pub record: Option<Vec<u8>>,
+        pub fingerprint: Vec<u8>,
     }
 
     /// A lease just taken: its token, its expiry, and whether it was taken over.
@@ -110,6 +111,7 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             scope: &str,
             key: &str,
+            fingerprint: &[u8],
             now: i64,
             ttl_ms: i64,
         ) -> impl Future<Output = Res<Option<Acquired>>> + Send;
@@ -233,6 +235,7 @@ macro_rules! shared_ops {
             conn: &mut Self::Connection,
             scope: &str,
             key: &str,
+            fingerprint: &[u8],
             now: i64,
             ttl_ms: i64,
         ) -> Result<Option<Acquired>, sqlx::Error> {
@@ -241,6 +244,7 @@ macro_rules! shared_ops {
                 .bind(key)
                 .bind(now)
                 .bind(ttl_ms)
+                .bind(fingerprint)
                 .fetch_optional(&mut *conn)
                 .await?;
             Ok(row.map(|(token, expires_at, takeover)| Acquired {
@@ -255,16 +259,20 @@ macro_rules! shared_ops {
             scope: &str,
             key: &str,
         ) -> Result<Option<LeaseRow>, sqlx::Error> {
-            let row: Option<(String, i64, Option<Vec<u8>>)> = sqlx::query_as(sql::LOAD_LEASE)
-                .bind(scope)
-                .bind(key)
-                .fetch_optional(&mut *conn)
-                .await?;
-            Ok(row.map(|(state, expires_at, record)| LeaseRow {
-                state,
-                expires_at,
-                record,
-            }))
+            let row: Option<(String, i64, Option<Vec<u8>>, Vec<u8>)> =
+                sqlx::query_as(sql::LOAD_LEASE)
+                    .bind(scope)
+                    .bind(key)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            Ok(
+                row.map(|(state, expires_at, record, fingerprint)| LeaseRow {
+                    state,
+                    expires_at,
+                    record,
+                    fingerprint,
+                }),
+            )
         }
 
         async fn complete_lease(

@@ -14,19 +14,21 @@ pub(crate) const UPDATE_VERSION: &str = "UPDATE idem_versions \
      SET version_kind = $4, version = $5, version_secondary = $6, dedup_key = $7, updated_at = $8 \
      WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3";
 
-/// Takes a lease that is free: absent, released, or running past its expiry ($3 = now, $4 = ttl).
-/// A live or completed lease is left alone and no row is returned.
+/// Takes a lease that is free: absent, released, or running past its expiry ($3 = now, $4 = ttl,
+/// $5 = the request's fingerprint, which the new holder's request replaces). A live or completed
+/// lease is left alone and no row is returned.
 pub(crate) const ACQUIRE_LEASE: &str = "INSERT INTO idem_leases \
-     (scope, lease_key, token, state, expires_at, record, takeover, updated_at) \
-     VALUES ($1, $2, 1, 'running', $3 + $4, NULL, FALSE, $3) \
+     (scope, lease_key, token, state, expires_at, record, fingerprint, takeover, updated_at) \
+     VALUES ($1, $2, 1, 'running', $3 + $4, NULL, $5, FALSE, $3) \
      ON CONFLICT (scope, lease_key) DO UPDATE SET \
          token = idem_leases.token + 1, state = 'running', expires_at = excluded.expires_at, \
-         record = NULL, takeover = (idem_leases.state = 'running'), updated_at = excluded.updated_at \
+         record = NULL, fingerprint = excluded.fingerprint, \
+         takeover = (idem_leases.state = 'running'), updated_at = excluded.updated_at \
      WHERE idem_leases.state = 'released' \
         OR (idem_leases.state = 'running' AND idem_leases.expires_at <= excluded.updated_at) \
      RETURNING token, expires_at, takeover";
 
-pub(crate) const LOAD_LEASE: &str = "SELECT state, expires_at, record FROM idem_leases \
+pub(crate) const LOAD_LEASE: &str = "SELECT state, expires_at, record, fingerprint FROM idem_leases \
      WHERE scope = $1 AND lease_key = $2";
 
 /// Fenced writes: each matches only the holder's current token on a running lease.
