@@ -22,10 +22,20 @@ pub enum Claim {
 }
 
 /// The inbox of one consumer. Made by [`Store::inbox`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Inbox<DB: Backend> {
     store: Store<DB>,
     consumer: Name,
+}
+
+// Written out: a derive would require `DB: Clone`, which sqlx's database types are not.
+impl<DB: Backend> Clone for Inbox<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            consumer: self.consumer.clone(),
+        }
+    }
 }
 
 impl<DB: Backend> Inbox<DB> {

@@ -20,9 +20,23 @@ const ACQUIRE_ROUNDS: usize = 8;
 /// token: a holder that stalled past its expiry cannot overwrite its successor. Each call is one
 /// autocommitted statement (two when `acquire` finds the lease taken), outside any transaction
 /// of the caller's, with the time from the store's clock.
-#[derive(Debug, Clone)]
+///
+/// Retention ([`Store::gc`]) deletes leases completed, released or expired before its cutoff;
+/// the next `acquire` of such a key starts again at token 1. A holder stalled for longer than
+/// the retention period (which is at least the sender's redelivery horizon, days) could then
+/// match a new token: the fence holds for stalls shorter than the retention.
+#[derive(Debug)]
 pub struct LeaseStore<DB: Backend> {
     store: Store<DB>,
+}
+
+// Written out: a derive would require `DB: Clone`, which sqlx's database types are not.
+impl<DB: Backend> Clone for LeaseStore<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+        }
+    }
 }
 
 impl<DB: Backend> LeaseStore<DB> {

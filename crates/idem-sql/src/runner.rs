@@ -123,13 +123,26 @@ impl<T> Outcome<T> {
 /// event's key, checks the entity's version, runs the handler (which makes its own writes in the
 /// same transaction) and commits (C2). A crash or error anywhere before the commit leaves nothing
 /// behind, so the next delivery runs it again.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Runner<DB: Backend> {
     store: Store<DB>,
     inbox: Inbox<DB>,
     guard: VersionGuard<DB>,
     gap_policy: GapPolicy,
     max_attempts: u32,
+}
+
+// Written out: a derive would require `DB: Clone`, which sqlx's database types are not.
+impl<DB: Backend> Clone for Runner<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            inbox: self.inbox.clone(),
+            guard: self.guard.clone(),
+            gap_policy: self.gap_policy,
+            max_attempts: self.max_attempts,
+        }
+    }
 }
 
 impl<DB: Backend> Runner<DB> {

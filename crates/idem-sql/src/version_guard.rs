@@ -9,10 +9,20 @@ use crate::metric_definitions::{GAP_SIZE, GAPS_TOTAL, STALE_TOTAL, TIES_TOTAL};
 use crate::{Error, Store};
 
 /// The version guard of one consumer. Made by [`Store::version_guard`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct VersionGuard<DB: Backend> {
     store: Store<DB>,
     consumer: Name,
+}
+
+// Written out: a derive would require `DB: Clone`, which sqlx's database types are not.
+impl<DB: Backend> Clone for VersionGuard<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            consumer: self.consumer.clone(),
+        }
+    }
 }
 
 impl<DB: Backend> VersionGuard<DB> {
