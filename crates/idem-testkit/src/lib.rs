@@ -11,6 +11,8 @@
 //! - [`both_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into two tests,
 //!   `name::sqlite` and `name::postgres`.
 
+pub mod crash_stream;
+
 use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 

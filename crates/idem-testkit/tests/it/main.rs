@@ -1,3 +1,12 @@
 //! The workspace's integration tests: one suite, run on SQLite and PostgreSQL.
 
-mod smoke;
+mod api;
+mod claims;
+mod crash;
+mod dedup_keys;
+mod gaps;
+mod leases;
+mod ordering;
+mod properties;
+mod retention;
+mod support;
