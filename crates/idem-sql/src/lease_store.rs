@@ -73,10 +73,38 @@ impl<DB: Backend> LeaseStore<DB> {
         ttl: Ttl,
     ) -> Result<Acquire, Error> {
         let mut conn = self.store.pool().acquire().await?;
+        self.acquire_on(&mut conn, key, fingerprint, ttl).await
+    }
+
+    /// As [`acquire_with_fingerprint`](Self::acquire_with_fingerprint), inside the caller's
+    /// transaction: the lease row is written by the transaction, so the caller's writes, the
+    /// lease and (with [`complete_in`](Self::complete_in)) its record commit together, in one
+    /// commit, or not at all. Until that transaction ends, another acquire of the same key waits
+    /// for it (PostgreSQL's row lock; SQLite's single writer) and then sees its outcome.
+    ///
+    /// # Errors
+    /// As [`acquire_with_fingerprint`](Self::acquire_with_fingerprint).
+    pub async fn acquire_in(
+        &self,
+        tx: &mut Transaction<'_, DB>,
+        key: &LeaseKey,
+        fingerprint: &[u8],
+        ttl: Ttl,
+    ) -> Result<Acquire, Error> {
+        self.acquire_on(tx, key, fingerprint, ttl).await
+    }
+
+    async fn acquire_on(
+        &self,
+        conn: &mut DB::Connection,
+        key: &LeaseKey,
+        fingerprint: &[u8],
+        ttl: Ttl,
+    ) -> Result<Acquire, Error> {
         let (scope, k) = (key.scope(), key.key());
         for _ in 0..ACQUIRE_ROUNDS {
             let now = self.now();
-            let taken = DB::acquire_lease(&mut conn, scope, k, fingerprint, now, ttl.as_millis());
+            let taken = DB::acquire_lease(conn, scope, k, fingerprint, now, ttl.as_millis());
             if let Some(taken) = taken.await? {
                 if taken.takeover {
                     metrics::counter!(LEASE_TAKEOVERS_TOTAL).increment(1);
@@ -89,7 +117,7 @@ impl<DB: Backend> LeaseStore<DB> {
                 });
             }
             // Live or completed; a release or expiry in between sends us round again.
-            let Some(row) = DB::load_lease(&mut conn, scope, k).await? else {
+            let Some(row) = DB::load_lease(conn, scope, k).await? else {
                 continue;
             };
             let live = row.state == "running" && row.expires_at > now;

@@ -463,7 +463,66 @@ async fn fingerprint_mismatch_changes_nothing<DB: AppDb>(store: Store<DB>) {
     );
 }
 
+/// `acquire_in` writes the lease with the caller's transaction: rolled back, the key is free
+/// again at token 1; committed with `complete_in`, one commit leaves the record. A second acquire
+/// issued while that transaction is open waits for it and then sees the record (no 409-style
+/// in-progress answer, since the lease was never visible uncommitted).
+async fn acquire_in_commits_with_the_callers_transaction<DB: AppDb>(store: Store<DB>) {
+    let leases = store.leases();
+    let k = lease_key("acquire_in");
+
+    let mut tx = store.begin().await.unwrap();
+    let Acquire::Acquired { token, .. } = leases
+        .acquire_in(&mut tx, &k, b"fp", ttl(30))
+        .await
+        .unwrap()
+    else {
+        panic!("a free key is acquired inside the transaction");
+    };
+    assert_eq!(token, FencingToken(1));
+    tx.rollback().await.unwrap();
+    assert!(
+        lease_row(&store, &k).await.is_empty(),
+        "rolled back: no lease row"
+    );
+
+    let mut tx = store.begin().await.unwrap();
+    let Acquire::Acquired { token, .. } = leases
+        .acquire_in(&mut tx, &k, b"fp", ttl(30))
+        .await
+        .unwrap()
+    else {
+        panic!("the key is free again after the rollback");
+    };
+    assert_eq!(
+        token,
+        FencingToken(1),
+        "the rolled-back acquisition left no token behind"
+    );
+    let waiter = {
+        let (leases, k) = (leases.clone(), k.clone());
+        tokio::spawn(async move { leases.acquire_with_fingerprint(&k, b"fp", ttl(30)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !waiter.is_finished(),
+        "a second acquire waits for the open transaction"
+    );
+    leases
+        .complete_in(&mut tx, &k, token, b"response")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        waiter.await.unwrap().unwrap(),
+        Acquire::Completed {
+            record: b"response".to_vec()
+        }
+    );
+}
+
 both_stores!(
+    acquire_in_commits_with_the_callers_transaction,
     completed_lease_refuses_further_writes,
     fingerprint_mismatch_changes_nothing,
     stalled_holder_is_fenced_after_takeover,
