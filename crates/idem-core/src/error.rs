@@ -12,7 +12,7 @@ use std::time::Duration;
 pub enum Error {
     /// An id (event id, command id, aggregate id) was empty or only whitespace. Ids are never
     /// defaulted: a delivery without an id cannot be deduplicated and must be refused.
-    #[error("{what} is empty or blank; expected a non-blank id taken from the event")]
+    #[error("{what} is empty or only whitespace; expected non-blank text (ids are never defaulted)")]
     BlankId {
         /// Which id: "event id", "command id" or "aggregate id".
         what: &'static str,
@@ -32,7 +32,7 @@ pub enum Error {
         "{what} {value:?} is not a valid name; expected 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'"
     )]
     InvalidName {
-        /// Which name: "consumer", "source", "aggregate type" or "lease scope".
+        /// Which name: "consumer", "source" or "aggregate type".
         what: &'static str,
         /// The rejected value.
         value: String,
@@ -50,8 +50,8 @@ pub enum Error {
     /// A retention period shorter than the sender's redelivery horizon: a redelivered event
     /// would find its key deleted and run a second time (DESIGN.md C9).
     #[error(
-        "retention of {} s is shorter than the redelivery horizon of {} s; keep keys at least as long as the sender may redeliver",
-        retention.as_secs(), horizon.as_secs()
+        "retention of {} is shorter than the redelivery horizon of {}; keep keys at least as long as the sender may redeliver",
+        show(*retention), show(*horizon)
     )]
     RetentionTooShort {
         /// The retention that was asked for.
@@ -70,4 +70,14 @@ pub enum Error {
         /// The kind of the new version.
         got: &'static str,
     },
+}
+
+/// A duration for a message: whole seconds as `N s`, anything finer as Rust prints it (`1.5s`,
+/// `250ms`).
+fn show(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{d:?}")
+    }
 }

@@ -1,4 +1,4 @@
-//! Names of consumers, sources, aggregate types and lease scopes.
+//! Names of consumers, sources and aggregate types.
 
 use std::fmt;
 
@@ -7,8 +7,8 @@ use crate::Error;
 /// The longest [`Name`], in characters (all ASCII, so also bytes).
 pub const MAX_NAME_LEN: usize = 64;
 
-/// A configuration name: a consumer (`billing_v2`), a source (`stripe`), an aggregate type
-/// (`subscription`) or a lease scope.
+/// A configuration name: a consumer (`billing_v2`), a source (`stripe`) or an aggregate type
+/// (`subscription`).
 ///
 /// A name is 1 to [`MAX_NAME_LEN`] characters of `A–Z a–z 0–9 _ . -`. It never holds `:`, which is
 /// what makes the text form of a [`DedupKey`](crate::DedupKey) unambiguous.

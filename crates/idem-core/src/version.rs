@@ -2,6 +2,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::time::Duration;
 
 use crate::Error;
 
@@ -123,12 +124,12 @@ pub enum GapPolicy {
     /// Refuse it for now: nothing is committed, the delivery is not acknowledged, and the sender's
     /// retry comes back later, when the gap may have filled.
     Reject,
-    /// Hold it like `Reject` until the gap fills or until it has been held for `timeout_ms`
-    /// (milliseconds, measured from the first delivery that saw the gap); after that it is applied
-    /// as a gap.
+    /// Hold it like `Reject` until the gap fills or until it has been held for `timeout`
+    /// (measured from the first delivery that saw the gap, to millisecond precision); after that
+    /// it is applied as a gap.
     Park {
-        /// How long to hold, in milliseconds.
-        timeout_ms: i64,
+        /// How long to hold.
+        timeout: Duration,
     },
 }
 

@@ -18,6 +18,24 @@ pub enum Error {
     /// [`ErrorKind::Conflict`]; lost connections and pool timeouts [`ErrorKind::Unavailable`].
     #[error("database error: {0}")]
     Database(#[source] sqlx::Error),
+    /// A database URL that idem cannot use: wrong scheme, no file path, an in-memory SQLite
+    /// database (private to each pooled connection), or a directory that does not exist.
+    #[error("database URL {url:?} cannot be used: expected {expected}")]
+    InvalidUrl {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What was expected instead.
+        expected: String,
+    },
+    /// The first connection to the database failed (refused, unknown host, authentication, …).
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
     /// Applying idem's migrations failed.
     #[error("migrating idem's tables failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -97,7 +115,11 @@ impl Error {
         match self {
             Self::Database(e) => classify(e),
             Self::Migrate(_) | Self::CorruptRow { .. } => ErrorKind::Database,
-            Self::Invalid(_) => ErrorKind::InvalidInput,
+            Self::Invalid(_) | Self::InvalidUrl { .. } => ErrorKind::InvalidInput,
+            Self::Connect { source, .. } => match classify(source) {
+                ErrorKind::Database => ErrorKind::Unavailable,
+                kind => kind,
+            },
             Self::Fenced { .. } => ErrorKind::Fenced,
             Self::LeaseContended { .. } => ErrorKind::Conflict,
             Self::Handler(inner) => match inner.downcast_ref::<Error>() {
@@ -128,18 +150,20 @@ fn classify(e: &sqlx::Error) -> ErrorKind {
     match e {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or(Cow::Borrowed(""));
-            let code = code.as_ref();
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                return match code.parse::<i64>() {
+                    Ok(n) if matches!(n & 0xff, SQLITE_BUSY | SQLITE_LOCKED) => ErrorKind::Conflict,
+                    _ => ErrorKind::Database,
+                };
+            }
             // PostgreSQL SQLSTATEs (Appendix A): 40001 serialization_failure, 40P01
             // deadlock_detected, 55P03 lock_not_available; class 08 connection exceptions and
             // 57P01-57P03 shutdown / cannot connect now.
-            if matches!(code, "40001" | "40P01" | "55P03") {
-                return ErrorKind::Conflict;
-            }
-            if code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03") {
-                return ErrorKind::Unavailable;
-            }
-            match code.parse::<i64>() {
-                Ok(n) if matches!(n & 0xff, SQLITE_BUSY | SQLITE_LOCKED) => ErrorKind::Conflict,
+            match code.as_ref() {
+                "40001" | "40P01" | "55P03" => ErrorKind::Conflict,
+                c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
+                    ErrorKind::Unavailable
+                }
                 _ => ErrorKind::Database,
             }
         }
@@ -149,5 +173,37 @@ fn classify(e: &sqlx::Error) -> ErrorKind {
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => ErrorKind::Unavailable,
         _ => ErrorKind::Database,
+    }
+}
+
+/// `url` with the password of its authority (`user:password@`) replaced by `***`, for errors and
+/// logs.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].find(':') {
+            Some(colon) => format!("{scheme}://{}:***{}", &rest[..colon], &rest[at..]),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_error_messages() {
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("sqlite://./a@b.db"), "sqlite://./a@b.db");
+        assert_eq!(redact("not a url"), "not a url");
     }
 }

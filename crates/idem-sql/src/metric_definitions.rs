@@ -4,7 +4,9 @@
 
 use metrics::{Unit, describe_counter, describe_histogram};
 
-/// Claims by outcome; labels `consumer`, `outcome` = `fresh` | `duplicate`.
+/// Claims by outcome; labels `consumer`, `outcome` = `fresh` | `duplicate`. Counts claims, not
+/// events: a fresh claim whose transaction later rolled back (handler error, conflict retry) is
+/// counted, and so is the next delivery's claim of the same key.
 pub const CLAIMS_TOTAL: &str = "idem_claims_total";
 /// Events that arrived older than their entity's version (recorded, not applied); label `consumer`.
 pub const STALE_TOTAL: &str = "idem_stale_events_total";

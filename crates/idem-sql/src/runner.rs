@@ -178,7 +178,13 @@ impl<DB: Backend> Runner<DB> {
     /// (`&mut **tx` is the connection); it runs only for a fresh, non-stale event, and may run
     /// again if the transaction conflicts and is retried, so it must do nothing outside the
     /// transaction (record external effects as intents instead). It is written as
-    /// `|tx| Box::pin(async move { … })`.
+    /// `|tx| Box::pin(async move { … })`. The future it returns may borrow the transaction but
+    /// nothing else: move owned copies of the data it needs into the closure and clone them
+    /// inside it (`let row = row.clone(); Box::pin(async move { … row … })`), since the handler
+    /// can be called more than once.
+    ///
+    /// A handler that panics unwinds through `run` to its caller (after the transaction is
+    /// dropped and so rolled back): nothing was committed and the next delivery runs again.
     ///
     /// Returns the [`Outcome`]. Duplicates, stale events and ties are successes (C3, C5).
     ///
@@ -296,15 +302,20 @@ fn gap_hold<T>(
     match policy {
         GapPolicy::Apply => None,
         GapPolicy::Reject => Some(Outcome::GapRejected { expected, got }),
-        GapPolicy::Park { timeout_ms } => match first_seen {
-            Some(first) if now.saturating_sub(first) >= timeout_ms => None,
+        GapPolicy::Park { timeout } => match first_seen {
+            Some(first) if now.saturating_sub(first) >= millis(timeout) => None,
             first => Some(Outcome::GapParked {
                 expected,
                 got,
-                until: Timestamp(first.unwrap_or(now).saturating_add(timeout_ms)),
+                until: Timestamp(first.unwrap_or(now)).saturating_add(timeout),
             }),
         },
     }
+}
+
+/// `d` in whole milliseconds, saturating.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// The pause before retry `attempt` (1-based) after a conflict: 5, 10, 20, … ms, capped at 200 ms.

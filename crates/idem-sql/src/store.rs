@@ -53,7 +53,10 @@ impl<DB: Backend> Store<DB> {
     /// Does not create tables: call [`migrate`](Self::migrate).
     ///
     /// # Errors
-    /// [`Error::Database`] when the URL is malformed or the database cannot be reached.
+    /// [`Error::InvalidUrl`] when the URL is not for this database (`sqlite:` for SQLite,
+    /// `postgres://` or `postgresql://` for PostgreSQL), is malformed, names an in-memory SQLite
+    /// database (each pooled connection would get its own) or a file in a directory that does not
+    /// exist; [`Error::Connect`] when the first connection fails (with the driver's reason).
     pub async fn connect(url: &str) -> Result<Self, Error> {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
@@ -63,7 +66,7 @@ impl<DB: Backend> Store<DB> {
     /// # Errors
     /// As [`connect`](Self::connect).
     pub async fn connect_with(url: &str, max_connections: u32) -> Result<Self, Error> {
-        Ok(Self::from_pool(DB::connect(url, max_connections).await?))
+        DB::connect(url, max_connections).await.map(Self::from_pool)
     }
 
     /// Uses an existing pool, such as the application's own. For SQLite the pool should be in WAL

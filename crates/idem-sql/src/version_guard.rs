@@ -35,7 +35,9 @@ impl<DB: Backend> VersionGuard<DB> {
     /// version, all inside the caller's transaction (so a rollback undoes it).
     ///
     /// Returns [`Advance::Applied`], [`Advance::Tie`] and [`Advance::Gap`] after storing `version`
-    /// (and `key` as the event that set it); [`Advance::Stale`] without writing. A gap is stored
+    /// (and `key` as the event that set it); [`Advance::Stale`] without writing, also when `key`
+    /// is the very event that set the stored version (a replay after retention deleted its inbox
+    /// key is never applied twice). A tie without a secondary value keeps the stored one. A gap is stored
     /// like any applied version; to refuse or hold gaps, roll back (the [`Runner`](crate::Runner)
     /// does this for [`GapPolicy::Reject`](idem_core::GapPolicy) and `Park`).
     ///
@@ -58,7 +60,7 @@ impl<DB: Backend> VersionGuard<DB> {
         let consumer = self.consumer.as_str();
         let (aggregate_type, aggregate_id) =
             (entity.aggregate_type().as_str(), entity.aggregate_id());
-        let write = VersionWrite {
+        let mut write = VersionWrite {
             consumer,
             aggregate_type,
             aggregate_id,
@@ -73,8 +75,20 @@ impl<DB: Backend> VersionGuard<DB> {
         let advance = loop {
             match DB::load_version(tx, consumer, aggregate_type, aggregate_id).await? {
                 Some(row) => {
+                    let same_event = row.dedup_key == key.as_str();
                     let current = stored_version(row)?;
-                    let advance = decide(Some(&current), version)?;
+                    // The event that set the stored version, again (a replay after its inbox
+                    // key was deleted by retention): already applied, so never applied twice.
+                    let advance = if same_event {
+                        Advance::Stale { current }
+                    } else {
+                        decide(Some(&current), version)?
+                    };
+                    if let Advance::Tie { current } = advance {
+                        // A tie without a secondary value keeps the stored one, so that a later
+                        // event with a lower secondary value is still stale.
+                        write.secondary = write.secondary.or(current.secondary);
+                    }
                     if advance.is_applied() {
                         DB::update_version(tx, &write).await?;
                     }
@@ -111,7 +125,7 @@ impl<DB: Backend> VersionGuard<DB> {
             Advance::Gap { expected, got } => {
                 metrics::counter!(GAPS_TOTAL, "consumer" => consumer.clone()).increment(1);
                 metrics::histogram!(GAP_SIZE, "consumer" => consumer.clone())
-                    .record((got - expected) as f64);
+                    .record(got.abs_diff(expected) as f64);
                 tracing::info!(%consumer, %entity, expected, got, "sequence gap");
             }
         }

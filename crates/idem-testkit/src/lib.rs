@@ -4,7 +4,7 @@
 //! - [`sqlite_store`]: a migrated store in a fresh temporary file;
 //! - [`pg_store`]: a migrated store in a PostgreSQL database created fresh for this test process
 //!   (`idem_test_{unix seconds}_{pid}`) on `IDEM_TEST_POSTGRES_URL` (default
-//!   `postgres://postgres@127.0.0.1:5432/postgres`); databases left by runs older than an hour
+//!   `postgres://postgres@127.0.0.1:5432/postgres`); databases left by runs older than 15 min
 //!   are dropped;
 //! - [`AppDb`]: the application's own statements (`$N` parameters, the same SQL on both), so
 //!   that a test written once over `DB: AppDb` runs on both stores;
@@ -26,7 +26,7 @@ use tokio::sync::OnceCell;
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Test databases older than this (seconds) are dropped when a new one is made.
-const STALE_AFTER_SECS: u64 = 3600;
+const STALE_AFTER_SECS: u64 = 900;
 
 /// A migrated SQLite store in a fresh temporary directory; keep the [`TempDir`] alive as long as
 /// the store.

@@ -34,6 +34,7 @@ pub(crate) mod ops {
         pub kind: String,
         pub version: i64,
         pub secondary: Option<i64>,
+        pub dedup_key: String,
     }
 
     /// A lease as read from `idem_leases`.
@@ -66,9 +67,11 @@ pub(crate) mod ops {
     type Res<T> = Result<T, sqlx::Error>;
 
     pub trait Ops: Database + Sized {
-        /// Opens a pool with idem's settings for this database.
-        fn connect(url: &str, max_connections: u32)
-        -> impl Future<Output = Res<Pool<Self>>> + Send;
+        /// Checks `url` and opens a pool with idem's settings for this database.
+        fn connect(
+            url: &str,
+            max_connections: u32,
+        ) -> impl Future<Output = Result<Pool<Self>, crate::Error>> + Send;
         /// Runs the embedded migrations for this database, recorded in [`MIGRATIONS_TABLE`].
         fn migrate(pool: &Pool<Self>) -> impl Future<Output = Result<(), MigrateError>> + Send;
         /// The statement that opens a write transaction.
@@ -198,16 +201,18 @@ macro_rules! shared_ops {
             aggregate_type: &str,
             aggregate_id: &str,
         ) -> Result<Option<VersionRow>, sqlx::Error> {
-            let row: Option<(String, i64, Option<i64>)> = sqlx::query_as(Self::LOAD_VERSION)
-                .bind(consumer)
-                .bind(aggregate_type)
-                .bind(aggregate_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-            Ok(row.map(|(kind, version, secondary)| VersionRow {
+            let row: Option<(String, i64, Option<i64>, String)> =
+                sqlx::query_as(Self::LOAD_VERSION)
+                    .bind(consumer)
+                    .bind(aggregate_type)
+                    .bind(aggregate_id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            Ok(row.map(|(kind, version, secondary, dedup_key)| VersionRow {
                 kind,
                 version,
                 secondary,
+                dedup_key,
             }))
         }
 

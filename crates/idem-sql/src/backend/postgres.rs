@@ -3,20 +3,47 @@
 //! version rows locked with `FOR UPDATE`; batched claims as one `UNNEST` insert.
 
 use sqlx::migrate::MigrateError;
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgConnection, Pool, Postgres};
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, Pool, Postgres};
 
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
 use super::{bind_version, shared_ops, sql};
+use crate::Error;
+use crate::error::redact;
 
 impl Ops for Postgres {
     const BEGIN: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
-    async fn connect(url: &str, max_connections: u32) -> Result<Pool<Self>, sqlx::Error> {
+    async fn connect(url: &str, max_connections: u32) -> Result<Pool<Self>, Error> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(Error::InvalidUrl {
+                url: redact(url),
+                expected: "a PostgreSQL URL, postgres://user@host:5432/database".into(),
+            });
+        }
+        let options = PgConnectOptions::from_str(url).map_err(|e| Error::InvalidUrl {
+            url: redact(url),
+            expected: format!("a valid PostgreSQL URL ({e})"),
+        })?;
+        let connect_error = |source| Error::Connect {
+            url: redact(url),
+            source,
+        };
+        // One direct connection first: the pool retries a refused connection until its acquire
+        // timeout (30 s) and then reports only "pool timed out"; this reports the cause at once.
+        PgConnection::connect_with(&options)
+            .await
+            .map_err(connect_error)?
+            .close()
+            .await
+            .ok();
         PgPoolOptions::new()
             .max_connections(max_connections)
-            .connect(url)
+            .connect_with(options)
             .await
+            .map_err(connect_error)
     }
 
     async fn migrate(pool: &Pool<Self>) -> Result<(), MigrateError> {
@@ -26,7 +53,7 @@ impl Ops for Postgres {
     }
 
     /// The row lock holds other transactions of this entity until this one ends.
-    const LOAD_VERSION: &'static str = "SELECT version_kind, version, version_secondary \
+    const LOAD_VERSION: &'static str = "SELECT version_kind, version, version_secondary, dedup_key \
          FROM idem_versions WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 \
          FOR UPDATE";
 

@@ -11,6 +11,8 @@ use sqlx::{Pool, QueryBuilder, Sqlite, SqliteConnection};
 
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
 use super::{bind_version, shared_ops, sql};
+use crate::Error;
+use crate::error::redact;
 
 /// How long a statement waits for another connection's write lock before SQLITE_BUSY.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -21,16 +23,48 @@ const CLAIM_CHUNK: usize = 1000;
 impl Ops for Sqlite {
     const BEGIN: &'static str = "BEGIN IMMEDIATE";
 
-    async fn connect(url: &str, max_connections: u32) -> Result<Pool<Self>, sqlx::Error> {
-        let options = SqliteConnectOptions::from_str(url)?
+    async fn connect(url: &str, max_connections: u32) -> Result<Pool<Self>, Error> {
+        let invalid = |expected: String| Error::InvalidUrl {
+            url: redact(url),
+            expected,
+        };
+        let Some(rest) = url.strip_prefix("sqlite:") else {
+            return Err(invalid("a SQLite URL, sqlite://path/to/idem.db".into()));
+        };
+        let path = rest
+            .trim_start_matches("//")
+            .split('?')
+            .next()
+            .unwrap_or("");
+        if path.is_empty() || path == ":memory:" || url.contains("mode=memory") {
+            // Each pooled connection would open its own private in-memory database.
+            return Err(invalid(
+                "a database file path, sqlite://path/to/idem.db (not in-memory)".into(),
+            ));
+        }
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|e| invalid(format!("a valid SQLite URL ({e})")))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT);
+        if let Some(dir) = options.get_filename().parent()
+            && !dir.as_os_str().is_empty()
+            && !dir.is_dir()
+        {
+            return Err(invalid(format!(
+                "the directory {} to exist (create it first)",
+                dir.display()
+            )));
+        }
         SqlitePoolOptions::new()
             .max_connections(max_connections)
             .connect_with(options)
             .await
+            .map_err(|source| Error::Connect {
+                url: redact(url),
+                source,
+            })
     }
 
     async fn migrate(pool: &Pool<Self>) -> Result<(), MigrateError> {
@@ -40,7 +74,7 @@ impl Ops for Sqlite {
     }
 
     /// SQLite's write transaction (`BEGIN IMMEDIATE`) already excludes other writers.
-    const LOAD_VERSION: &'static str = "SELECT version_kind, version, version_secondary \
+    const LOAD_VERSION: &'static str = "SELECT version_kind, version, version_secondary, dedup_key \
          FROM idem_versions WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3";
 
     shared_ops!();

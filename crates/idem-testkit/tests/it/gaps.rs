@@ -124,8 +124,9 @@ async fn gap_park_holds_until_timeout<DB: AppDb>(store: Store<DB>) {
     let clock = ManualClock::new(T0);
     let store = store.with_clock(Arc::new(clock.clone()));
     let consumer = consumer("gap_park");
-    let runner =
-        Runner::new(store.clone(), &consumer).gap_policy(GapPolicy::Park { timeout_ms: 30_000 });
+    let runner = Runner::new(store.clone(), &consumer).gap_policy(GapPolicy::Park {
+        timeout: Duration::from_secs(30),
+    });
     let parked = Outcome::GapParked {
         expected: 3,
         got: 5,
@@ -164,8 +165,9 @@ async fn gap_park_releases_when_filled<DB: AppDb>(store: Store<DB>) {
     let clock = ManualClock::new(T0);
     let store = store.with_clock(Arc::new(clock.clone()));
     let consumer = consumer("gap_park_fill");
-    let runner =
-        Runner::new(store.clone(), &consumer).gap_policy(GapPolicy::Park { timeout_ms: 30_000 });
+    let runner = Runner::new(store.clone(), &consumer).gap_policy(GapPolicy::Park {
+        timeout: Duration::from_secs(30),
+    });
     assert_eq!(deliver(&runner, 1).await.unwrap(), Outcome::Applied(()));
     assert!(matches!(
         deliver(&runner, 3).await.unwrap(),
@@ -241,7 +243,38 @@ async fn mixed_version_kinds_are_invalid<DB: AppDb>(store: Store<DB>) {
     );
 }
 
+/// The widest possible gap, i64::MIN then i64::MAX: reported with its size, no overflow.
+async fn extreme_sequences_do_not_overflow<DB: AppDb>(store: Store<DB>) {
+    support::install_metrics();
+    let consumer = consumer("extreme_seq");
+    let runner = Runner::new(store.clone(), &consumer);
+    let entity = Entity::new("account", "acc_extreme").unwrap();
+    let deliver = |id: &'static str, seq: i64| {
+        let event =
+            Event::new(support::stripe_key(id)).with_entity(entity.clone(), Version::sequence(seq));
+        let runner = runner.clone();
+        async move {
+            runner
+                .run(&event, |_tx| Box::pin(async { Ok(()) }))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(deliver("evt_min", i64::MIN).await, Outcome::Applied(()));
+    assert_eq!(
+        deliver("evt_max", i64::MAX).await,
+        Outcome::Gap {
+            value: (),
+            expected: i64::MIN + 1,
+            got: i64::MAX
+        }
+    );
+    let sizes = support::histogram(GAP_SIZE, &[("consumer", consumer.as_str())]);
+    assert_eq!(sizes, vec![i64::MAX.abs_diff(i64::MIN + 1) as f64]);
+}
+
 both_stores!(
+    extreme_sequences_do_not_overflow,
     gap_is_applied_and_reported,
     gap_reject_commits_nothing,
     gap_park_holds_until_timeout,

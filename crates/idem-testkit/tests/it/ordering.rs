@@ -249,7 +249,93 @@ async fn concurrent_versions_end_at_the_newest<DB: AppDb>(store: Store<DB>) {
     assert_eq!(support::inbox_count(&store, &consumer).await, N);
 }
 
+/// A tie without a secondary value keeps the stored one: 100/5 applied, 100/none a tie, then
+/// 100/3 is stale against 5 (as `decide` says without the middle event), and the state stays
+/// the tie's.
+async fn tie_without_secondary_keeps_the_stored_one<DB: AppDb>(store: Store<DB>) {
+    support::app_tables(&store).await;
+    let consumer = consumer("tie_keeps_secondary");
+    let runner = Runner::new(store.clone(), &consumer);
+    let t = 1_700_000_100;
+    let event = |id, status, secondary| SubEvent {
+        id,
+        event_type: "customer.subscription.updated",
+        created: t,
+        secondary,
+        status,
+    };
+    let with_5 = Version::timestamp(t).with_secondary(5);
+    assert_eq!(
+        event("evt_ks_5", "incomplete", Some(5))
+            .deliver(&runner, "sub_ks")
+            .await
+            .unwrap(),
+        Outcome::Applied(())
+    );
+    assert_eq!(
+        event("evt_ks_none", "active", None)
+            .deliver(&runner, "sub_ks")
+            .await
+            .unwrap(),
+        Outcome::Tie {
+            value: (),
+            current: with_5
+        }
+    );
+    assert_eq!(
+        event("evt_ks_3", "past_due", Some(3))
+            .deliver(&runner, "sub_ks")
+            .await
+            .unwrap(),
+        Outcome::Stale {
+            current: with_5,
+            got: Version::timestamp(t).with_secondary(3)
+        }
+    );
+    assert_eq!(
+        support::state_status(&store, &consumer, "sub_ks")
+            .await
+            .as_deref(),
+        Some("active")
+    );
+}
+
+/// Retention deleted the inbox key of the entity's newest event (simulated by deleting the
+/// row); a replay of that event months later is stale, not a tie: its handler does not run again.
+async fn replay_after_retention_is_not_applied_twice<DB: AppDb>(store: Store<DB>) {
+    support::app_tables(&store).await;
+    let consumer = consumer("replay_after_gc");
+    let runner = Runner::new(store.clone(), &consumer);
+    assert_eq!(
+        UPDATED.deliver(&runner, "sub_gc").await.unwrap(),
+        Outcome::Applied(())
+    );
+    let deleted = idem_testkit::exec(
+        &store,
+        "DELETE FROM idem_inbox WHERE consumer = $1",
+        vec![consumer.as_str().into()],
+    )
+    .await;
+    assert_eq!(deleted, 1);
+    let current = Version::timestamp(UPDATED.created);
+    assert_eq!(
+        UPDATED.deliver(&runner, "sub_gc").await.unwrap(),
+        Outcome::Stale {
+            current,
+            got: current
+        }
+    );
+    assert_eq!(support::effects(&store, &consumer, UPDATED.id).await, 0);
+    assert_eq!(
+        support::state_of(&store, &consumer).await.len(),
+        1,
+        "the state row is the first delivery's, written once"
+    );
+}
+
 both_stores!(
+    tie_without_secondary_keeps_the_stored_one,
+    replay_after_retention_is_not_applied_twice,
     stripe_updated_before_created_is_stale,
     same_second_is_a_tie_unless_secondary_decides,
     concurrent_versions_end_at_the_newest,
