@@ -93,6 +93,67 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Ties and gaps
+//!
+//! Stripe's `created` has one-second resolution, so two events of one object can carry the same
+//! version. A [`Advance::Tie`] is never stale: it is applied and reported ([`Outcome::Tie`]) so
+//! that the application can refetch the object; a secondary value
+//! ([`Version::with_secondary`]) decides instead when both events carry one. Dense integer
+//! sequences ([`Version::sequence`]) also report gaps: applied and reported by default, or held
+//! back with [`GapPolicy::Reject`] / [`GapPolicy::Park`] (`Runner::gap_policy`), in which case
+//! the outcome says not to acknowledge ([`Outcome::acknowledge`]) and the sender's retry comes
+//! back later.
+//!
+//! ## Leases, for work outside one transaction
+//!
+//! An HTTP Idempotency-Key, an email or a forwarded request cannot commit with the database.
+//! [`LeaseStore`] hands out a lease per key with a [`FencingToken`]; only the current token can
+//! complete or release it, so a holder that stalled past its expiry cannot overwrite its
+//! successor. Time comes from the store's clock, injectable for tests:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use idem::{Acquire, ErrorKind, FencingToken, LeaseKey, ManualClock, SqliteStore, Timestamp, Ttl};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let url = format!("sqlite://{}", dir.path().join("leases.db").display());
+//! let clock = ManualClock::new(Timestamp(1_700_000_000_000));
+//! let store = SqliteStore::connect(&url).await?.with_clock(Arc::new(clock.clone()));
+//! store.migrate().await?;
+//! let leases = store.leases();
+//! let key = LeaseKey::new("mailer", "receipt:evt_1")?;
+//! let ttl = Ttl::new(Duration::from_secs(30))?;
+//!
+//! let Acquire::Acquired { token: a, .. } = leases.acquire(&key, ttl).await? else { panic!() };
+//! clock.advance(Duration::from_secs(31)); // A stalls past its expiry; B takes over
+//! let Acquire::Acquired { token: b, takeover, .. } = leases.acquire(&key, ttl).await? else { panic!() };
+//! assert_eq!((a, b, takeover), (FencingToken(1), FencingToken(2), true));
+//! assert_eq!(leases.complete(&key, a, b"late").await.unwrap_err().kind(), ErrorKind::Fenced);
+//! leases.complete(&key, b, b"sent").await?;
+//! assert_eq!(leases.acquire(&key, ttl).await?, Acquire::Completed { record: b"sent".to_vec() });
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Retention
+//!
+//! Inbox keys must outlive every redelivery: [`RetentionPolicy::new`] refuses a retention shorter
+//! than the sender's horizon ([`horizon::STRIPE`] is 3 days), naming both, and [`Store::gc`]
+//! deletes older keys in batches, never version rows or live leases:
+//!
+//! ```no_run
+//! # async fn f(store: idem::PgStore) -> Result<(), idem::Error> {
+//! use std::num::NonZeroU32;
+//! use std::time::Duration;
+//! let policy = idem::RetentionPolicy::new(Duration::from_secs(30 * 86_400), idem::horizon::STRIPE)?;
+//! let report = store.gc(&policy, NonZeroU32::new(1_000).expect("non-zero")).await?;
+//! println!("deleted {} inbox keys", report.inbox);
+//! # Ok(()) }
+//! ```
+//!
 //! ## Crates
 //!
 //! | crate | holds |
