@@ -12,7 +12,9 @@ use std::time::Duration;
 pub enum Error {
     /// An id (event id, command id, aggregate id) was empty or only whitespace. Ids are never
     /// defaulted: a delivery without an id cannot be deduplicated and must be refused.
-    #[error("{what} is empty or only whitespace; expected non-blank text (ids are never defaulted)")]
+    #[error(
+        "{what} is empty or only whitespace; expected non-blank text (ids are never defaulted)"
+    )]
     BlankId {
         /// Which id: "event id", "command id" or "aggregate id".
         what: &'static str,
