@@ -1,0 +1,294 @@
+//! What each command does, over the library.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use idem::Store;
+use idem::sqlx::{Postgres, Sqlite};
+use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb, Server};
+
+use std::io::IsTerminal;
+
+use idem_gateway::admin::{ReplayRequest, format_time};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs};
+
+/// Runs one command; the exit code says whether it succeeded.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Demo = cli.command {
+        return demo().await;
+    }
+    let config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None => Config::defaults(),
+    };
+    match DatabaseKind::of(&config.database_url) {
+        Some(DatabaseKind::Sqlite) => {
+            create_sqlite_dir(&config.database_url)?;
+            let store = Store::<Sqlite>::connect(&config.database_url).await?;
+            with_store(cli.command, config, store).await
+        }
+        Some(DatabaseKind::Postgres) => {
+            let store = Store::<Postgres>::connect(&config.database_url).await?;
+            with_store(cli.command, config, store).await
+        }
+        _ => bail!(
+            "database_url {:?} is neither sqlite:// nor postgres://",
+            config.database_url
+        ),
+    }
+}
+
+async fn with_store<DB: GatewayDb>(
+    command: Command,
+    config: Config,
+    store: Store<DB>,
+) -> anyhow::Result<ExitCode> {
+    let gateway = Gateway::new(config, store);
+    match command {
+        Command::Serve => serve(gateway).await,
+        Command::CheckConfig => check_config(&gateway),
+        Command::Demo => demo().await,
+        Command::Events(EventsCommand::List { source, limit }) => {
+            let events = gateway.list_events(source.as_deref(), limit).await?;
+            println!(
+                "{:<24} {:<10} {:<32} {:<36} entity",
+                "received", "source", "event id", "type"
+            );
+            for e in events {
+                println!(
+                    "{:<24} {:<10} {:<32} {:<36} {}",
+                    format_time(e.received_at),
+                    e.source,
+                    e.event_id,
+                    e.event_type.unwrap_or_default(),
+                    e.entity.unwrap_or_default()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Events(EventsCommand::Show { source, event_id }) => {
+            let Some(detail) = gateway.show_event(&source, &event_id).await? else {
+                bail!("no event {event_id:?} of source {source:?} is stored");
+            };
+            println!("{}", serde_json::to_string_pretty(&detail)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Dlq(DlqCommand::List { destination, limit }) => {
+            let dead = gateway.dead_letters(destination.as_deref(), limit).await?;
+            println!(
+                "{:>6} {:<12} {:<10} {:<32} {:>8}  since",
+                "id", "destination", "source", "event id", "attempts"
+            );
+            for d in dead {
+                println!(
+                    "{:>6} {:<12} {:<10} {:<32} {:>8}  {}",
+                    d.id,
+                    d.destination,
+                    d.source,
+                    d.event_id,
+                    d.attempts,
+                    format_time(d.updated_at)
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Dlq(DlqCommand::Redrive { destination, id }) => {
+            let n = gateway.redrive(destination.as_deref(), id).await?;
+            println!("{n} dead letters redriven; a running `idem serve` sends them now");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay(args) => replay(&gateway, args).await,
+        Command::Gc => {
+            let report = gateway.gc().await?;
+            println!(
+                "deleted {} inbox keys and {} finished events; dropped {} raw bodies",
+                report.inbox_keys, report.events, report.bodies
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn replay<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    args: ReplayArgs,
+) -> anyhow::Result<ExitCode> {
+    let now = gateway.now().as_millis();
+    let request = ReplayRequest {
+        source: args.source,
+        since: parse_time(&args.since, now)?,
+        until: args
+            .until
+            .as_deref()
+            .map(|t| parse_time(t, now))
+            .transpose()?,
+        dry_run: args.dry_run,
+        force: args.force,
+    };
+    // A bar only on a terminal: logs and pipes get the summary line alone.
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} deliveries")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let report = gateway.replay(&request, &progress).await?;
+    bar.finish_and_clear();
+    println!(
+        "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body",
+        report.matched,
+        report.requeued,
+        if request.dry_run {
+            "would be sent again"
+        } else {
+            "sent again"
+        },
+        report.in_progress,
+        report.older,
+        if request.force {
+            ""
+        } else {
+            " (use --force to send them)"
+        },
+        report.no_body
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// RFC 3339, or a duration before `now` (`2h`): milliseconds since the epoch.
+fn parse_time(text: &str, now: i64) -> anyhow::Result<i64> {
+    if let Ok(ago) = humantime::parse_duration(text) {
+        return Ok(now - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX));
+    }
+    let time = humantime::parse_rfc3339_weak(text)
+        .with_context(|| format!("{text:?} is neither RFC 3339 nor a duration such as \"2h\""))?;
+    let since_epoch = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+}
+
+async fn serve<DB: GatewayDb>(gateway: Gateway<DB>) -> anyhow::Result<ExitCode> {
+    gateway.migrate().await?;
+    let listen = gateway.config().listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let server = Server::start(gateway.clone(), listener).await?;
+    let config = gateway.config();
+    tracing::info!(
+        listen = %server.local_addr(),
+        sources = config.sources.len(),
+        destinations = config.destinations.len(),
+        routes = config.routes.len(),
+        "idem gateway serving"
+    );
+    server.run_until(shutdown_signal()).await?;
+    tracing::info!("drained; exiting");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+fn check_config<DB: GatewayDb>(gateway: &Gateway<DB>) -> anyhow::Result<ExitCode> {
+    let config = gateway.config();
+    println!("configuration is valid");
+    println!("  listen        {}", config.listen);
+    println!("  database      {}", config.database_url);
+    println!(
+        "  retention     {}",
+        humantime::format_duration(config.retention)
+    );
+    for source in &config.sources {
+        println!(
+            "  source        {} ({}, redelivery horizon {})",
+            source.name,
+            source.kind,
+            humantime::format_duration(source.kind.redelivery_horizon())
+        );
+    }
+    for destination in &config.destinations {
+        println!(
+            "  destination   {} -> {}",
+            destination.name, destination.url
+        );
+    }
+    for route in &config.routes {
+        println!(
+            "  route         {}: {} -> {} ({:?})",
+            route.name, route.source, route.destination, route.ordering
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn demo() -> anyhow::Result<ExitCode> {
+    println!("idem demo: a gateway on SQLite in a temporary directory, an application behind it,");
+    println!("and the payloads of testdata/ sent 3x each (two copies at once), one Stripe object");
+    println!("out of order, one bad signature; the application fails the first attempt of some.\n");
+    let report = idem_gateway::demo::run().await?;
+    print!("{}", report.table());
+    println!(
+        "\n{} unique events in {:.1} s",
+        report.unique_events,
+        report.elapsed.as_secs_f64()
+    );
+    if report.passed() {
+        println!("PASS: every unique non-stale event was delivered exactly once, in entity order");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("FAIL:");
+        for problem in &report.problems {
+            println!("  - {problem}");
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Creates the directory of a `sqlite://path` database, as a first run needs.
+fn create_sqlite_dir(url: &str) -> anyhow::Result<()> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    if let Some(dir) = Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,784 @@
+//! The gateway's configuration: a TOML file (see the crate documentation for its shape), checked
+//! once at start. Everything that could make a source accept what it should refuse is an error
+//! here, so the gateway fails closed: an unknown kind, a missing secret, a secret of the wrong
+//! shape, a retention shorter than the sender's redelivery horizon (DESIGN.md C9).
+
+mod duration;
+mod raw;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::HeaderName;
+use idem::{Name, RetentionPolicy, horizon};
+use idem_http::verify::{self, Encoding, Verifier};
+use serde_json_path::JsonPath;
+
+use crate::ingest::extract::{EntityType, Field, Fields, VersionKind};
+use raw::{RawConfig, RawDestination, RawField, RawRoute, RawSource};
+
+/// Where the gateway listens without a configuration.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// The database without a configuration: SQLite in `./idem-data`.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://./idem-data/idem.db";
+/// How long keys are kept without a configuration: 30 days, past every sender's horizon.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The largest body accepted without a configuration: 1 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// A destination's request timeout without a configuration.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest timeout a destination may have.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How many deliveries a destination has in flight at most, without a configuration.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// The longest delay a `Retry-After` may ask for, without a configuration.
+pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(3600);
+/// How often dispatchers look for due deliveries when nothing woke them.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A destination's retry delays without a configuration: then the dead letter.
+pub fn default_retry_schedule() -> Vec<Duration> {
+    [5, 30, 300, 1800, 7200, 28_800, 86_400]
+        .into_iter()
+        .map(Duration::from_secs)
+        .collect()
+}
+
+/// A configuration that cannot start a gateway. Each variant names what is wrong and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read configuration {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has fields of the wrong type or unknown fields.
+    #[error("configuration is not valid: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A duration field is not a duration such as `30d`, `5s` or `250ms`.
+    #[error(
+        "{field} = {value:?} is not a duration; expected for example \"30d\", \"5s\" or \"250ms\""
+    )]
+    BadDuration {
+        /// The field.
+        field: String,
+        /// The value.
+        value: String,
+    },
+    /// A field holds a value outside its allowed set or shape.
+    #[error("{field} = {value:?} is not valid; expected {expected}")]
+    BadValue {
+        /// The field.
+        field: String,
+        /// The value.
+        value: String,
+        /// What is allowed.
+        expected: String,
+    },
+    /// A source's kind is not one the gateway can verify.
+    #[error(
+        "source {source_name:?} has unknown kind {kind:?}; expected stripe, github, shopify, standard-webhooks or generic"
+    )]
+    UnknownKind {
+        /// The source.
+        source_name: String,
+        /// The kind given.
+        kind: String,
+    },
+    /// A secret's environment variable is not set (or empty): the source would have no key.
+    #[error("{owner} needs its secret in environment variable {var}, which is not set")]
+    MissingSecret {
+        /// `source "stripe"`, `destination "app"` or `admin`.
+        owner: String,
+        /// The variable.
+        var: String,
+    },
+    /// A source's secrets do not make a working verifier.
+    #[error("source {source_name:?}: {error}")]
+    Verifier {
+        /// The source.
+        source_name: String,
+        /// What is wrong with the key.
+        error: verify::ConfigError,
+    },
+    /// The retention is shorter than a source's redelivery horizon (DESIGN.md C9).
+    #[error("source {source_name:?} ({kind}): {error}")]
+    RetentionTooShort {
+        /// The source.
+        source_name: String,
+        /// Its kind.
+        kind: SourceKind,
+        /// The error naming both durations in seconds.
+        error: idem::RuleError,
+    },
+    /// Two sources, destinations or routes share a name, or two routes join the same source and
+    /// destination.
+    #[error("{what} {name:?} is configured twice")]
+    Duplicate {
+        /// `source`, `destination` or `route`.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A route names a source or destination that is not configured.
+    #[error("route {route:?} names {what} {name:?}, which is not configured")]
+    UnknownReference {
+        /// The route.
+        route: String,
+        /// `source` or `destination`.
+        what: &'static str,
+        /// The missing name.
+        name: String,
+    },
+}
+
+/// The senders the gateway knows how to verify and read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceKind {
+    /// Stripe: `Stripe-Signature`, event id `$.id`, entity `data.object`, version `$.created`.
+    Stripe,
+    /// GitHub: `X-Hub-Signature-256`, event id `X-GitHub-Delivery`, type `X-GitHub-Event`.
+    GitHub,
+    /// Shopify: `X-Shopify-Hmac-Sha256`, event id `X-Shopify-Event-Id` (else
+    /// `X-Shopify-Webhook-Id`), type `X-Shopify-Topic`.
+    Shopify,
+    /// Standard Webhooks: `webhook-signature` (v1, v1a), event id `webhook-id`, type `$.type`.
+    StandardWebhooks,
+    /// A shared-secret HMAC of the body in a configured header; fields as configured.
+    Generic,
+}
+
+impl SourceKind {
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "stripe" => Self::Stripe,
+            "github" => Self::GitHub,
+            "shopify" => Self::Shopify,
+            "standard-webhooks" => Self::StandardWebhooks,
+            "generic" => Self::Generic,
+            _ => return None,
+        })
+    }
+
+    /// The kind as written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe",
+            Self::GitHub => "github",
+            Self::Shopify => "shopify",
+            Self::StandardWebhooks => "standard-webhooks",
+            Self::Generic => "generic",
+        }
+    }
+
+    /// How long after the first delivery this sender may deliver an event again: the shortest
+    /// retention allowed. Generic senders are held to 3 days, like the named ones.
+    pub fn redelivery_horizon(self) -> Duration {
+        match self {
+            Self::Stripe => horizon::STRIPE,
+            Self::GitHub => horizon::GITHUB,
+            Self::Shopify => horizon::SHOPIFY,
+            Self::StandardWebhooks | Self::Generic => horizon::STANDARD_WEBHOOKS,
+        }
+    }
+}
+
+impl fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A secret read from the environment; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// A configured sender.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The name in `POST /webhooks/{name}` and in every dedup key (`{name}:{event id}`).
+    pub name: Name,
+    /// The sender's scheme.
+    pub kind: SourceKind,
+    pub(crate) verifier: Arc<dyn Verifier>,
+    pub(crate) fields: Fields,
+}
+
+/// Whether a route drops events older than their entity's newest (C5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ordering {
+    /// Staleness is judged per (route, entity) at ingest; stale events are never sent; one
+    /// delivery per entity in flight, in version order. The default.
+    DropStale,
+    /// Every event is sent (accumulating events, ledgers), in no particular order.
+    None,
+}
+
+/// A configured receiving application.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    /// Its name.
+    pub name: Name,
+    /// Where events are POSTed (`http://` only: TLS is not built in).
+    pub url: String,
+    /// How long one attempt may take, connection included.
+    pub timeout: Duration,
+    /// The delays between attempts; after the last one fails, the delivery is a dead letter.
+    pub retry_schedule: Vec<Duration>,
+    /// The longest delay a `Retry-After` header may ask for.
+    pub retry_after_cap: Duration,
+    /// The `whsec_` secret forwarded requests are signed with (Standard Webhooks v1).
+    pub signing_secret: Secret,
+    /// At most this many deliveries in flight at once.
+    pub concurrency: usize,
+}
+
+/// Which events of a source go to a destination.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Its name: the version guard's consumer for `drop-stale` (default `{source}.{destination}`).
+    pub name: Name,
+    /// The source.
+    pub source: Name,
+    /// The destination.
+    pub destination: Name,
+    /// Event type patterns (`invoice.*`, `customer.created`); empty means every event.
+    pub event_types: Vec<String>,
+    /// Staleness handling.
+    pub ordering: Ordering,
+}
+
+impl Route {
+    /// Whether an event of `event_type` goes this way: an exact match, or a prefix match for a
+    /// pattern ending in `*`. An event without a type passes only a route without filter.
+    pub fn matches(&self, event_type: Option<&str>) -> bool {
+        if self.event_types.is_empty() {
+            return true;
+        }
+        let Some(ty) = event_type else { return false };
+        self.event_types
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => ty.starts_with(prefix),
+                None => ty == pattern,
+            })
+    }
+}
+
+/// A checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// `sqlite://path` or `postgres://…`.
+    pub database_url: String,
+    /// How long inbox keys and delivered events are kept.
+    pub retention: Duration,
+    /// How long raw bodies are kept, if shorter than `retention` (personal data).
+    pub body_retention: Option<Duration>,
+    /// The largest body accepted, in bytes (413 beyond).
+    pub max_body_bytes: usize,
+    /// Whether concurrent requests share one transaction (on by default; off for comparison).
+    pub group_commit: bool,
+    /// How often dispatchers look for due work when nothing woke them.
+    pub poll_interval: Duration,
+    /// The bearer token of `/admin`; the admin API is off without one.
+    pub admin_token: Option<Secret>,
+    /// The senders.
+    pub sources: Vec<Source>,
+    /// The receiving applications.
+    pub destinations: Vec<Destination>,
+    /// Which events go where.
+    pub routes: Vec<Route>,
+}
+
+impl Config {
+    /// The built-in defaults: [`DEFAULT_LISTEN`], [`DEFAULT_DATABASE_URL`],
+    /// [`DEFAULT_RETENTION`], no sources.
+    pub fn defaults() -> Self {
+        let empty = |_: &str| None;
+        Self::from_raw(RawConfig::default(), &empty).expect("the defaults are valid")
+    }
+
+    /// Reads and checks the file at `path`, taking secrets from the process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] when the file cannot be read; otherwise as
+    /// [`from_toml`](Self::from_toml).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml(&text, &|var| std::env::var(var).ok())
+    }
+
+    /// Checks a configuration given as TOML text, reading each secret with `env(variable name)`
+    /// (`None` or an empty value: not set).
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first problem found.
+    pub fn from_toml(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        Self::from_raw(toml::from_str(text)?, env)
+    }
+
+    fn from_raw(raw: RawConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let secret = |owner: String, var: &str| match env(var) {
+            Some(value) if !value.is_empty() => Ok(Secret(value)),
+            _ => Err(ConfigError::MissingSecret {
+                owner,
+                var: var.to_owned(),
+            }),
+        };
+        let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+        let listen = listen_text.parse().map_err(|_| ConfigError::BadValue {
+            field: "listen".into(),
+            value: listen_text.into(),
+            expected: "an address and port such as \"127.0.0.1:8080\"".into(),
+        })?;
+        let database_url = raw
+            .database_url
+            .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned());
+        if crate::store::DatabaseKind::of(&database_url).is_none() {
+            return Err(ConfigError::BadValue {
+                field: "database_url".into(),
+                value: database_url,
+                expected: "a sqlite:// or postgres:// URL".into(),
+            });
+        }
+        let retention = match &raw.retention {
+            Some(text) => duration::parse("retention", text)?,
+            None => DEFAULT_RETENTION,
+        };
+        let body_retention = raw
+            .body_retention
+            .as_deref()
+            .map(|text| duration::parse("body_retention", text))
+            .transpose()?;
+        let poll_interval = match &raw.poll_interval {
+            Some(text) => duration::parse("poll_interval", text)?,
+            None => DEFAULT_POLL_INTERVAL,
+        };
+        let admin_token = raw
+            .admin_token_env
+            .as_deref()
+            .map(|var| secret("admin".into(), var))
+            .transpose()?;
+
+        let mut sources = Vec::new();
+        for raw_source in raw.sources {
+            let source = build_source(raw_source, retention, &secret)?;
+            if sources.iter().any(|s: &Source| s.name == source.name) {
+                return Err(duplicate("source", &source.name));
+            }
+            sources.push(source);
+        }
+        let mut destinations = Vec::new();
+        for raw_destination in raw.destinations {
+            let destination = build_destination(raw_destination, &secret)?;
+            if destinations
+                .iter()
+                .any(|d: &Destination| d.name == destination.name)
+            {
+                return Err(duplicate("destination", &destination.name));
+            }
+            destinations.push(destination);
+        }
+        let mut routes = Vec::new();
+        let mut pairs = HashSet::new();
+        for raw_route in raw.routes {
+            let route = build_route(raw_route, &sources, &destinations)?;
+            if routes.iter().any(|r: &Route| r.name == route.name) {
+                return Err(duplicate("route", &route.name));
+            }
+            if !pairs.insert((route.source.clone(), route.destination.clone())) {
+                return Err(duplicate("route", &route.name));
+            }
+            routes.push(route);
+        }
+        Ok(Self {
+            listen,
+            database_url,
+            retention,
+            body_retention,
+            max_body_bytes: raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+            group_commit: raw.group_commit.unwrap_or(true),
+            poll_interval,
+            admin_token,
+            sources,
+            destinations,
+            routes,
+        })
+    }
+
+    /// The source called `name`.
+    pub fn source(&self, name: &str) -> Option<&Source> {
+        self.sources.iter().find(|s| s.name.as_str() == name)
+    }
+}
+
+fn duplicate(what: &'static str, name: &Name) -> ConfigError {
+    ConfigError::Duplicate {
+        what,
+        name: name.to_string(),
+    }
+}
+
+fn name(what: &'static str, field: &str, value: String) -> Result<Name, ConfigError> {
+    Name::new(what, value.clone()).map_err(|e| ConfigError::BadValue {
+        field: field.into(),
+        value,
+        expected: e.to_string(),
+    })
+}
+
+type SecretLookup<'a> = dyn Fn(String, &str) -> Result<Secret, ConfigError> + 'a;
+
+fn build_source(
+    raw: RawSource,
+    retention: Duration,
+    secret: &SecretLookup<'_>,
+) -> Result<Source, ConfigError> {
+    let source_name = name("source", "source.name", raw.name)?;
+    let kind = SourceKind::parse(&raw.kind).ok_or_else(|| ConfigError::UnknownKind {
+        source_name: source_name.to_string(),
+        kind: raw.kind.clone(),
+    })?;
+    // C9: a key deleted before the sender stops redelivering lets the event through twice.
+    RetentionPolicy::new(retention, kind.redelivery_horizon()).map_err(|error| {
+        ConfigError::RetentionTooShort {
+            source_name: source_name.to_string(),
+            kind,
+            error,
+        }
+    })?;
+    let mut secrets = Vec::new();
+    for var in &raw.secrets_env {
+        secrets.push(secret(format!("source {:?}", source_name.as_str()), var)?);
+    }
+    let secrets: Vec<&str> = secrets.iter().map(Secret::expose).collect();
+    let verifier_error = |error| ConfigError::Verifier {
+        source_name: source_name.to_string(),
+        error,
+    };
+    let field_name = |field: &str| format!("source {:?} {field}", source_name.as_str());
+    let verifier: Arc<dyn Verifier> = match kind {
+        SourceKind::Stripe => {
+            Arc::new(verify::stripe::StripeVerifier::new(&secrets).map_err(verifier_error)?)
+        }
+        SourceKind::GitHub => {
+            Arc::new(verify::github::GitHubVerifier::new(&secrets).map_err(verifier_error)?)
+        }
+        SourceKind::Shopify => {
+            Arc::new(verify::shopify::ShopifyVerifier::new(&secrets).map_err(verifier_error)?)
+        }
+        SourceKind::StandardWebhooks => Arc::new(
+            verify::standard_webhooks::StandardWebhooksVerifier::new(&secrets)
+                .map_err(verifier_error)?,
+        ),
+        SourceKind::Generic => {
+            let header = raw
+                .signature_header
+                .as_deref()
+                .ok_or_else(|| ConfigError::BadValue {
+                    field: field_name("signature_header"),
+                    value: String::new(),
+                    expected: "the header that carries the HMAC, such as \"X-Signature\"".into(),
+                })?;
+            let encoding = match raw.signature_encoding.as_deref().unwrap_or("hex") {
+                "hex" => Encoding::Hex,
+                "base64" => Encoding::Base64,
+                other => {
+                    return Err(ConfigError::BadValue {
+                        field: field_name("signature_encoding"),
+                        value: other.into(),
+                        expected: "\"hex\" or \"base64\"".into(),
+                    });
+                }
+            };
+            let verifier =
+                verify::generic_hmac::GenericHmacVerifier::new(header, encoding, &secrets)
+                    .map_err(verifier_error)?;
+            Arc::new(match raw.signature_prefix.as_deref() {
+                Some(prefix) => verifier.with_prefix(prefix),
+                None => verifier,
+            })
+        }
+    };
+    let defaults = kind_defaults(kind);
+    let id = match raw.id {
+        Some(f) => field(&field_name("id"), f)?,
+        None => defaults.id.ok_or_else(|| ConfigError::BadValue {
+            field: field_name("id"),
+            value: String::new(),
+            expected:
+                "where the event id is, such as { header = \"X-Event-Id\" } or { json = \"$.id\" }"
+                    .into(),
+        })?,
+    };
+    let event_type = match raw.event_type {
+        Some(f) => Some(field(&field_name("type"), f)?),
+        None => defaults.event_type,
+    };
+    let entity = match raw.entity {
+        Some(f) => {
+            let ty = match raw.entity_type {
+                Some(ty) => name("aggregate type", &field_name("entity_type"), ty)?,
+                None => source_name.clone(),
+            };
+            Some((EntityType::Fixed(ty), field(&field_name("entity"), f)?))
+        }
+        None => defaults.entity,
+    };
+    let version = match raw.version {
+        Some(f) => {
+            let kind = match f.value_type.as_deref().unwrap_or("integer") {
+                "integer" => VersionKind::Sequence,
+                "timestamp" => VersionKind::Timestamp,
+                other => {
+                    return Err(ConfigError::BadValue {
+                        field: field_name("version.type"),
+                        value: other.into(),
+                        expected: "\"integer\" (a dense sequence) or \"timestamp\"".into(),
+                    });
+                }
+            };
+            Some((field(&field_name("version"), f)?, kind))
+        }
+        None => defaults.version,
+    };
+    Ok(Source {
+        name: source_name,
+        kind,
+        verifier,
+        fields: Fields {
+            id,
+            event_type,
+            entity,
+            version,
+        },
+    })
+}
+
+/// What each kind reads by default; `id` is `None` only for generic sources.
+struct KindDefaults {
+    id: Option<Field>,
+    event_type: Option<Field>,
+    entity: Option<(EntityType, Field)>,
+    version: Option<(Field, VersionKind)>,
+}
+
+fn kind_defaults(kind: SourceKind) -> KindDefaults {
+    let header = |name: &'static str| Field::Header(HeaderName::from_static(name));
+    let json = |path: &'static str| {
+        Field::Json(
+            JsonPath::parse(path).expect("built-in JSON paths parse"),
+            path.to_owned(),
+        )
+    };
+    let none = KindDefaults {
+        id: None,
+        event_type: None,
+        entity: None,
+        version: None,
+    };
+    match kind {
+        SourceKind::Stripe => KindDefaults {
+            id: Some(json("$.id")),
+            event_type: Some(json("$.type")),
+            entity: Some((
+                EntityType::Read(json("$.data.object.object")),
+                json("$.data.object.id"),
+            )),
+            version: Some((json("$.created"), VersionKind::Timestamp)),
+        },
+        SourceKind::GitHub => KindDefaults {
+            id: Some(header("x-github-delivery")),
+            event_type: Some(header("x-github-event")),
+            ..none
+        },
+        SourceKind::Shopify => KindDefaults {
+            id: Some(Field::FirstOf(vec![
+                header("x-shopify-event-id"),
+                header("x-shopify-webhook-id"),
+            ])),
+            event_type: Some(header("x-shopify-topic")),
+            ..none
+        },
+        SourceKind::StandardWebhooks => KindDefaults {
+            id: Some(header("webhook-id")),
+            event_type: Some(json("$.type")),
+            ..none
+        },
+        SourceKind::Generic => none,
+    }
+}
+
+fn field(name: &str, raw: RawField) -> Result<Field, ConfigError> {
+    match (raw.header, raw.json) {
+        (Some(header), None) => HeaderName::from_bytes(header.as_bytes())
+            .map(Field::Header)
+            .map_err(|_| ConfigError::BadValue {
+                field: name.into(),
+                value: header,
+                expected: "an HTTP header name".into(),
+            }),
+        (None, Some(path)) => JsonPath::parse(&path)
+            .map(|p| Field::Json(p, path.clone()))
+            .map_err(|e| ConfigError::BadValue {
+                field: name.into(),
+                value: path,
+                expected: format!("a JSON path such as \"$.event.id\" ({e})"),
+            }),
+        _ => Err(ConfigError::BadValue {
+            field: name.into(),
+            value: String::new(),
+            expected: "exactly one of header = \"…\" or json = \"$.…\"".into(),
+        }),
+    }
+}
+
+fn build_destination(
+    raw: RawDestination,
+    secret: &SecretLookup<'_>,
+) -> Result<Destination, ConfigError> {
+    let dest_name = name("destination", "destination.name", raw.name)?;
+    let field_name = |field: &str| format!("destination {:?} {field}", dest_name.as_str());
+    // TLS is not built in (see the crate docs): refusing https here beats failing every attempt.
+    if !raw.url.starts_with("http://") || reqwest::Url::parse(&raw.url).is_err() {
+        return Err(ConfigError::BadValue {
+            field: field_name("url"),
+            value: raw.url,
+            expected: "an http:// URL (put a TLS-terminating proxy in front of https endpoints)"
+                .into(),
+        });
+    }
+    let timeout = match &raw.timeout {
+        Some(text) => duration::parse(&field_name("timeout"), text)?,
+        None => DEFAULT_TIMEOUT,
+    };
+    // The delivery's lease must outlive an attempt and stay within idem's longest ttl.
+    if timeout > MAX_TIMEOUT {
+        return Err(ConfigError::BadValue {
+            field: field_name("timeout"),
+            value: raw.timeout.unwrap_or_default(),
+            expected: "at most 1h".into(),
+        });
+    }
+    let retry_schedule = match &raw.retry_schedule {
+        Some(list) => list
+            .iter()
+            .map(|text| duration::parse(&field_name("retry_schedule"), text))
+            .collect::<Result<_, _>>()?,
+        None => default_retry_schedule(),
+    };
+    let retry_after_cap = match &raw.retry_after_cap {
+        Some(text) => duration::parse(&field_name("retry_after_cap"), text)?,
+        None => DEFAULT_RETRY_AFTER_CAP,
+    };
+    let signing_secret = secret(
+        format!("destination {:?}", dest_name.as_str()),
+        &raw.signing_secret_env,
+    )?;
+    // Fail at start, not at the first delivery, when the secret cannot sign.
+    verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
+        |error| ConfigError::BadValue {
+            field: field_name("signing_secret_env"),
+            value: raw.signing_secret_env.clone(),
+            expected: format!("a variable holding a Standard Webhooks secret: {error}"),
+        },
+    )?;
+    let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+    if concurrency == 0 {
+        return Err(ConfigError::BadValue {
+            field: field_name("concurrency"),
+            value: "0".into(),
+            expected: "at least 1".into(),
+        });
+    }
+    Ok(Destination {
+        name: dest_name,
+        url: raw.url,
+        timeout,
+        retry_schedule,
+        retry_after_cap,
+        signing_secret,
+        concurrency,
+    })
+}
+
+fn build_route(
+    raw: RawRoute,
+    sources: &[Source],
+    destinations: &[Destination],
+) -> Result<Route, ConfigError> {
+    let route_name = raw
+        .name
+        .unwrap_or_else(|| format!("{}.{}", raw.source, raw.destination));
+    let route_name = name("route", "route.name", route_name)?;
+    let source = sources
+        .iter()
+        .find(|s| s.name.as_str() == raw.source)
+        .ok_or_else(|| ConfigError::UnknownReference {
+            route: route_name.to_string(),
+            what: "source",
+            name: raw.source.clone(),
+        })?;
+    let destination = destinations
+        .iter()
+        .find(|d| d.name.as_str() == raw.destination)
+        .ok_or_else(|| ConfigError::UnknownReference {
+            route: route_name.to_string(),
+            what: "destination",
+            name: raw.destination.clone(),
+        })?;
+    let ordering = match raw.ordering.as_deref().unwrap_or("drop-stale") {
+        "drop-stale" => Ordering::DropStale,
+        "none" => Ordering::None,
+        other => {
+            return Err(ConfigError::BadValue {
+                field: format!("route {:?} ordering", route_name.as_str()),
+                value: other.into(),
+                expected: "\"drop-stale\" or \"none\"".into(),
+            });
+        }
+    };
+    Ok(Route {
+        name: route_name,
+        source: source.name.clone(),
+        destination: destination.name.clone(),
+        event_types: raw.event_types,
+        ordering,
+    })
+}

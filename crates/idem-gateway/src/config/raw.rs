@@ -1,0 +1,78 @@
+//! The configuration file as written (TOML), before it is checked.
+
+use serde::Deserialize;
+
+/// The whole file. Every field is optional: an empty file is the built-in defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub listen: Option<String>,
+    pub database_url: Option<String>,
+    pub retention: Option<String>,
+    pub body_retention: Option<String>,
+    pub max_body_bytes: Option<usize>,
+    pub group_commit: Option<bool>,
+    pub poll_interval: Option<String>,
+    pub admin_token_env: Option<String>,
+    #[serde(default, rename = "source")]
+    pub sources: Vec<RawSource>,
+    #[serde(default, rename = "destination")]
+    pub destinations: Vec<RawDestination>,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RawRoute>,
+}
+
+/// `[[source]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSource {
+    pub name: String,
+    pub kind: String,
+    #[serde(default)]
+    pub secrets_env: Vec<String>,
+    pub id: Option<RawField>,
+    #[serde(rename = "type")]
+    pub event_type: Option<RawField>,
+    pub entity: Option<RawField>,
+    pub entity_type: Option<String>,
+    pub version: Option<RawField>,
+    pub signature_header: Option<String>,
+    pub signature_encoding: Option<String>,
+    pub signature_prefix: Option<String>,
+}
+
+/// Where a value is read from: `{ header = "X-Event-Id" }` or `{ json = "$.event.id" }`; for a
+/// version also `type = "integer" | "timestamp"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawField {
+    pub header: Option<String>,
+    pub json: Option<String>,
+    #[serde(rename = "type")]
+    pub value_type: Option<String>,
+}
+
+/// `[[destination]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDestination {
+    pub name: String,
+    pub url: String,
+    pub timeout: Option<String>,
+    pub retry_schedule: Option<Vec<String>>,
+    pub retry_after_cap: Option<String>,
+    pub signing_secret_env: String,
+    pub concurrency: Option<usize>,
+}
+
+/// `[[route]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    pub name: Option<String>,
+    pub source: String,
+    pub destination: String,
+    #[serde(default)]
+    pub event_types: Vec<String>,
+    pub ordering: Option<String>,
+}

@@ -1,0 +1,223 @@
+//! One attempt: POST the event's raw body to the destination with idem's headers and a
+//! Standard Webhooks signature made with the destination's secret.
+
+use std::time::Duration;
+
+use idem::Timestamp;
+use idem_http::verify::standard_webhooks;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use sha2::{Digest, Sha256};
+
+use crate::config::Destination;
+use crate::store::DueDelivery;
+
+/// `{source}:{event id}`: the same on every attempt, redrive and replay of one event.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The event id as the sender gave it.
+pub const EVENT_ID: &str = "idem-event-id";
+/// The source name.
+pub const SOURCE: &str = "idem-source";
+/// The attempt number, from 1; redrives and replays continue the count.
+pub const ATTEMPT: &str = "idem-attempt";
+/// `true` when the event has the same version as its entity's newest (C5): refetch the object.
+pub const VERSION_TIE: &str = "idem-version-tie";
+/// The event type, when the source has one.
+pub const EVENT_TYPE: &str = "idem-event-type";
+
+/// The most bytes of a response body kept with an attempt.
+const EXCERPT_BYTES: usize = 256;
+
+/// How an attempt went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attempted {
+    /// 2xx.
+    pub delivered: bool,
+    /// The HTTP status; `None` when no response came (timeout, refused connection).
+    pub status: Option<u16>,
+    /// The start of the response body, or the transport error.
+    pub excerpt: String,
+    /// What a 429 or 503 asked for in `Retry-After` (whole seconds).
+    pub retry_after: Option<Duration>,
+}
+
+/// The `webhook-id` of `(source, event id)` at `destination`: `msg_` and 32 hex digits of a
+/// SHA-256, with no `.` (the signed content joins id, timestamp and body with dots), the same on
+/// every attempt.
+pub fn webhook_id(source: &str, event_id: &str, destination: &str) -> String {
+    let mut hash = Sha256::new();
+    for part in [source, "\n", event_id, "\n", destination] {
+        hash.update(part.as_bytes());
+    }
+    let digest = hash.finalize();
+    format!("msg_{}", hex::encode(&digest[..16]))
+}
+
+/// A header value for arbitrary text: as is when it is all visible ASCII and spaces; otherwise
+/// every byte outside that set, and `%`, percent-encoded (event ids may hold any text; HTTP
+/// headers should not carry raw non-ASCII bytes).
+fn header_text(text: &str) -> HeaderValue {
+    let plain = |b: u8| b == b' ' || b.is_ascii_graphic();
+    let encoded = if text.bytes().all(plain) {
+        text.to_owned()
+    } else {
+        text.bytes()
+            .map(|b| {
+                if plain(b) && b != b'%' {
+                    char::from(b).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect()
+    };
+    HeaderValue::from_str(&encoded).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+/// Sends one attempt of `delivery` with `body`, as attempt number `attempt`, signed at `now`.
+pub(crate) async fn attempt(
+    client: &reqwest::Client,
+    destination: &Destination,
+    delivery: &DueDelivery,
+    body: Vec<u8>,
+    attempt: i64,
+    now: Timestamp,
+) -> Attempted {
+    let msg_id = webhook_id(
+        &delivery.source,
+        &delivery.event_id,
+        destination.name.as_str(),
+    );
+    let timestamp = now.as_millis().div_euclid(1000);
+    let signature = match standard_webhooks::sign(
+        destination.signing_secret.expose(),
+        &msg_id,
+        timestamp,
+        &body,
+    ) {
+        Ok(signature) => signature,
+        Err(e) => {
+            return Attempted {
+                delivered: false,
+                status: None,
+                excerpt: format!("cannot sign: {e}"),
+                retry_after: None,
+            };
+        }
+    };
+    let mut headers = HeaderMap::new();
+    let stored: Vec<(String, String)> = serde_json::from_str(&delivery.headers).unwrap_or_default();
+    for (name, value) in stored {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    if !headers.contains_key(CONTENT_TYPE) {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    let key = format!("{}:{}", delivery.source, delivery.event_id);
+    headers.insert(IDEMPOTENCY_KEY, header_text(&key));
+    headers.insert(EVENT_ID, header_text(&delivery.event_id));
+    headers.insert(SOURCE, header_text(&delivery.source));
+    headers.insert(ATTEMPT, HeaderValue::from(attempt));
+    if let Some(ty) = &delivery.event_type {
+        headers.insert(EVENT_TYPE, header_text(ty));
+    }
+    if delivery.tie {
+        headers.insert(VERSION_TIE, HeaderValue::from_static("true"));
+    }
+    headers.insert(standard_webhooks::ID_HEADER, header_text(&msg_id));
+    headers.insert(
+        standard_webhooks::TIMESTAMP_HEADER,
+        HeaderValue::from(timestamp),
+    );
+    headers.insert(standard_webhooks::SIGNATURE_HEADER, header_text(&signature));
+
+    let sent = client
+        .post(&destination.url)
+        .headers(headers)
+        .body(body)
+        .timeout(destination.timeout)
+        .send()
+        .await;
+    let mut response = match sent {
+        Ok(response) => response,
+        Err(e) => {
+            return Attempted {
+                delivered: false,
+                status: None,
+                excerpt: transport_error(&e),
+                retry_after: None,
+            };
+        }
+    };
+    let status = response.status();
+    let retry_after = if matches!(status.as_u16(), 429 | 503) {
+        response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs)
+    } else {
+        None
+    };
+    let mut excerpt = Vec::new();
+    // Read only the start of the body: a large answer must not be held in memory.
+    while excerpt.len() < EXCERPT_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => excerpt.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    excerpt.truncate(EXCERPT_BYTES);
+    Attempted {
+        delivered: status.is_success(),
+        status: Some(status.as_u16()),
+        excerpt: String::from_utf8_lossy(&excerpt).into_owned(),
+        retry_after,
+    }
+}
+
+fn transport_error(e: &reqwest::Error) -> String {
+    let what = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    let mut text = format!("{what}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text.chars().take(EXCERPT_BYTES).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_id_is_stable_per_event_and_destination_and_has_no_dot() {
+        let a = webhook_id("stripe", "evt_1", "app");
+        assert_eq!(a, webhook_id("stripe", "evt_1", "app"));
+        assert_ne!(a, webhook_id("stripe", "evt_1", "billing"));
+        assert_ne!(a, webhook_id("stripe", "evt_2", "app"));
+        assert!(
+            a.starts_with("msg_") && a.len() == 36 && !a.contains('.'),
+            "{a}"
+        );
+    }
+
+    #[test]
+    fn header_text_keeps_ascii_and_encodes_the_rest() {
+        assert_eq!(header_text("stripe:evt_1"), "stripe:evt_1");
+        assert_eq!(header_text("gh:café"), "gh:caf%C3%A9");
+    }
+}

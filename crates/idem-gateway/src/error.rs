@@ -1,0 +1,33 @@
+//! The gateway's error type.
+
+use crate::config::ConfigError;
+
+/// What can stop the gateway or one of its commands.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration cannot start a gateway; the gateway refuses to start (fail closed).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A store operation failed (idem's tables or the gateway's). [`idem::Error::kind`] says
+    /// whether a retry can succeed.
+    #[error(transparent)]
+    Store(#[from] idem::Error),
+    /// Applying the gateway's migrations failed.
+    #[error("migrating the gateway's tables failed: {0}")]
+    Migrate(#[from] idem::sqlx::migrate::MigrateError),
+    /// The listener could not be bound or served.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+impl From<idem::sqlx::Error> for Error {
+    fn from(e: idem::sqlx::Error) -> Self {
+        Self::Store(idem::Error::from(e))
+    }
+}

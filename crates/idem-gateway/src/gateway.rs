@@ -1,0 +1,208 @@
+//! The gateway's shared state: configuration, store, and the wiring between ingest and dispatch.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use idem::{Inbox, Name, Store, Timestamp};
+use tokio::sync::Notify;
+
+use crate::Error;
+use crate::config::{Config, Destination, Route, Source};
+use crate::store::GatewayDb;
+
+/// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
+/// (`{source}:{event id}`) is claimed under it.
+pub const INBOX_CONSUMER: &str = "idem-gateway";
+
+/// A gateway over a store on `DB` ([`idem::sqlx::Sqlite`] or [`idem::sqlx::Postgres`]): what
+/// ingest, dispatch and the admin commands share. Cheap to clone.
+pub struct Gateway<DB: GatewayDb> {
+    inner: Arc<Inner<DB>>,
+}
+
+struct Inner<DB: GatewayDb> {
+    config: Config,
+    store: Store<DB>,
+    inbox: Inbox<DB>,
+    /// One per destination (same index): rung when it may have new due work.
+    wake: Vec<Notify>,
+}
+
+impl<DB: GatewayDb> Clone for Gateway<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<DB: GatewayDb> fmt::Debug for Gateway<DB> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gateway")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Deliveries of one destination by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateCounts {
+    /// Waiting for their first or next attempt.
+    pub pending: u64,
+    /// Being sent now (or held by a lease that has not lapsed).
+    pub in_flight: u64,
+    /// Answered 2xx.
+    pub delivered: u64,
+    /// Older than their entity's newest event at ingest: never sent.
+    pub stale: u64,
+    /// Failed every attempt of the schedule: kept for redrive.
+    pub dead: u64,
+}
+
+/// A summary of the gateway's tables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Delivery states per destination name.
+    pub destinations: BTreeMap<String, StateCounts>,
+    /// When the oldest event still waiting to be delivered was received (ms since the epoch).
+    pub oldest_undelivered: Option<Timestamp>,
+    /// Attempts that did not deliver (each led to a retry or a dead letter).
+    pub failed_attempts: u64,
+}
+
+impl<DB: GatewayDb> Gateway<DB> {
+    /// A gateway with `config` over `store` (whose clock is the gateway's clock: give the store a
+    /// [`ManualClock`](idem::ManualClock) with [`Store::with_clock`] in tests).
+    pub fn new(config: Config, store: Store<DB>) -> Self {
+        let inbox = store.inbox(&Name::new("consumer", INBOX_CONSUMER).expect("a valid name"));
+        let wake = config.destinations.iter().map(|_| Notify::new()).collect();
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                inbox,
+                wake,
+            }),
+        }
+    }
+
+    /// Creates or updates idem's tables and the gateway's, each recorded in its own migrations
+    /// table (`idem_migrations`, `idem_gateway_migrations`). Safe at every start.
+    ///
+    /// # Errors
+    /// [`Error::Store`] or [`Error::Migrate`] when a migration fails.
+    pub async fn migrate(&self) -> Result<(), Error> {
+        self.inner.store.migrate().await?;
+        DB::migrate_gateway(self.inner.store.pool()).await?;
+        Ok(())
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store<DB> {
+        &self.inner.store
+    }
+
+    /// The current time from the store's clock.
+    pub fn now(&self) -> Timestamp {
+        self.inner.store.now()
+    }
+
+    pub(crate) fn inbox(&self) -> &Inbox<DB> {
+        &self.inner.inbox
+    }
+
+    pub(crate) fn source_index(&self, name: &str) -> Option<usize> {
+        self.inner
+            .config
+            .sources
+            .iter()
+            .position(|s| s.name.as_str() == name)
+    }
+
+    pub(crate) fn source(&self, index: usize) -> &Source {
+        &self.inner.config.sources[index]
+    }
+
+    pub(crate) fn destination(&self, index: usize) -> &Destination {
+        &self.inner.config.destinations[index]
+    }
+
+    pub(crate) fn destination_index(&self, name: &Name) -> Option<usize> {
+        self.inner
+            .config
+            .destinations
+            .iter()
+            .position(|d| &d.name == name)
+    }
+
+    /// The routes leaving source `source`, with their indices.
+    pub(crate) fn routes_of<'a>(
+        &'a self,
+        source: &'a Name,
+    ) -> impl Iterator<Item = (usize, &'a Route)> + 'a {
+        self.inner
+            .config
+            .routes
+            .iter()
+            .enumerate()
+            .filter(move |(_, r)| &r.source == source)
+    }
+
+    /// Tells destination `index`'s dispatcher that it may have due work.
+    pub(crate) fn wake(&self, index: usize) {
+        self.inner.wake[index].notify_one();
+    }
+
+    pub(crate) fn waker(&self, index: usize) -> &Notify {
+        &self.inner.wake[index]
+    }
+
+    /// Counts deliveries by destination and state, the oldest undelivered event and the failed
+    /// attempts.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the database cannot be read.
+    pub async fn stats(&self) -> Result<Stats, Error> {
+        let mut stats = self.counts(false).await?;
+        let mut conn = self.inner.store.pool().acquire().await?;
+        stats.failed_attempts =
+            u64::try_from(DB::count_failed_attempts(&mut conn).await?).unwrap_or(0);
+        Ok(stats)
+    }
+
+    /// Pending, in-flight and dead deliveries and the oldest undelivered event: what metrics
+    /// need, read through indexes (delivered, stale and failed attempts are left at 0).
+    pub(crate) async fn open_stats(&self) -> Result<Stats, Error> {
+        self.counts(true).await
+    }
+
+    async fn counts(&self, open_only: bool) -> Result<Stats, Error> {
+        let mut conn = self.inner.store.pool().acquire().await?;
+        let mut stats = Stats::default();
+        for destination in &self.inner.config.destinations {
+            stats
+                .destinations
+                .insert(destination.name.to_string(), StateCounts::default());
+        }
+        for (destination, state, count) in DB::count_by_state(&mut conn, open_only).await? {
+            let counts = stats.destinations.entry(destination).or_default();
+            let count = u64::try_from(count).unwrap_or(0);
+            match state.as_str() {
+                "pending" => counts.pending = count,
+                "in_flight" => counts.in_flight = count,
+                "delivered" => counts.delivered = count,
+                "stale" => counts.stale = count,
+                "dead" => counts.dead = count,
+                _ => {}
+            }
+        }
+        stats.oldest_undelivered = DB::oldest_undelivered(&mut conn).await?.map(Timestamp);
+        Ok(stats)
+    }
+}

@@ -1,0 +1,278 @@
+//! Group commit: many requests, one transaction, one fsync. Each request's dedup key is claimed
+//! in idem's inbox, fresh events are stored with their deliveries, and every request is answered
+//! only after the commit (DESIGN.md C2).
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use idem::{Advance, Claim, DedupKey, ErrorKind};
+use tokio::sync::{mpsc, oneshot};
+
+use super::extract::Extracted;
+use crate::config::Ordering;
+use crate::gateway::Gateway;
+use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_BATCH_SIZE};
+use crate::store::{GatewayDb, NewDelivery, NewEvent};
+
+/// The most requests one transaction commits.
+const MAX_BATCH: usize = 1024;
+/// How many times a batch that failed with a retryable error (conflict, busy, lost connection)
+/// is tried in all.
+const BATCH_ATTEMPTS: u32 = 4;
+/// The first pause between tries of a batch; doubled each time.
+const RETRY_PAUSE: Duration = Duration::from_millis(10);
+
+/// A verified delivery with its event read, waiting to be committed.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    pub source: usize,
+    pub key: DedupKey,
+    pub event: Extracted,
+    pub body: Bytes,
+    pub received_at: i64,
+}
+
+/// What a committed request is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// First delivery of this event: stored, deliveries queued.
+    Accepted,
+    /// The event was stored before (C3: a success).
+    Duplicate,
+}
+
+/// A request waiting in the batcher's queue.
+pub(crate) struct Pending {
+    pub incoming: Incoming,
+    pub reply: oneshot::Sender<Result<Answer, Unavailable>>,
+}
+
+/// The batch holding a request could not be committed (the error was logged once for the
+/// batch): the request is answered 503 and nothing of it was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unavailable;
+
+/// The group-commit task: takes whatever requests are queued (at most [`MAX_BATCH`]), commits
+/// them in one transaction, answers each, and repeats until every sender is gone (shutdown:
+/// the queue is flushed first).
+pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Receiver<Pending>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let (incoming, replies): (Vec<_>, Vec<_>) =
+            batch.drain(..).map(|p| (p.incoming, p.reply)).unzip();
+        let answers = match commit(&gateway, &incoming).await {
+            Ok(answers) => answers.into_iter().map(Ok).collect(),
+            // Not the database being away but one request it refuses: commit each request
+            // alone, so that only the one at fault is answered 503.
+            Err(e) if incoming.len() > 1 && !e.is_retryable() => {
+                let mut answers = Vec::with_capacity(incoming.len());
+                for one in &incoming {
+                    let answer = commit(&gateway, std::slice::from_ref(one)).await;
+                    answers.push(answer.map(|a| a[0]).map_err(|_| Unavailable));
+                }
+                answers
+            }
+            Err(_) => vec![Err(Unavailable); incoming.len()],
+        };
+        for (reply, answer) in replies.into_iter().zip(answers) {
+            // A closed reply means the client left; the commit stands either way.
+            let _ = reply.send(answer);
+        }
+    }
+}
+
+/// Commits `batch` in one transaction, trying again on a retryable error. Returns one answer per
+/// request, in order.
+///
+/// # Errors
+/// The last error when every try failed or the error is not retryable; nothing was committed.
+pub(crate) async fn commit<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    batch: &[Incoming],
+) -> Result<Vec<Answer>, idem::Error> {
+    metrics::histogram!(INGEST_BATCH_SIZE).record(batch.len() as f64);
+    let mut pause = RETRY_PAUSE;
+    let mut tries = 1;
+    loop {
+        match commit_once(gateway, batch).await {
+            Ok(answers) => return Ok(answers),
+            Err(e) if e.is_retryable() && tries < BATCH_ATTEMPTS => {
+                tracing::debug!(error = %e, tries, size = batch.len(), "batch failed, trying again");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                tries += 1;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, tries, size = batch.len(), "batch not committed; its requests get 503");
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// A delivery row to write, decided per (route, event).
+struct Decision {
+    route: usize,
+    event: usize,
+    state: &'static str,
+    tie: bool,
+    /// Whether the delivery records its entity and version (drop-stale routes), for ordering
+    /// and for replays.
+    ordered: bool,
+    note: Option<String>,
+}
+
+async fn commit_once<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    batch: &[Incoming],
+) -> Result<Vec<Answer>, idem::Error> {
+    let now = gateway.now().as_millis();
+    let mut tx = gateway.store().begin().await?;
+    let keys: Vec<DedupKey> = batch.iter().map(|i| i.key.clone()).collect();
+    let claims = gateway.inbox().claim_many(&mut tx, &keys).await?;
+    let mut answers: Vec<Answer> = claims
+        .iter()
+        .map(|c| match c {
+            Claim::Fresh => Answer::Accepted,
+            Claim::Duplicate => Answer::Duplicate,
+        })
+        .collect();
+
+    let mut rows = vec![0_i64; batch.len()];
+    for (i, incoming) in batch.iter().enumerate() {
+        if answers[i] != Answer::Accepted {
+            continue;
+        }
+        let event = &incoming.event;
+        let (aggregate_type, aggregate_id, version) = match &event.entity {
+            Some((entity, version)) => (
+                Some(entity.aggregate_type().as_str()),
+                Some(entity.aggregate_id()),
+                Some(version.primary.get()),
+            ),
+            None => (None, None, None),
+        };
+        let headers = serde_json::to_string(&event.headers).unwrap_or_else(|_| "[]".into());
+        let row = DB::insert_event(
+            &mut tx,
+            &NewEvent {
+                source: gateway.source(incoming.source).name.as_str(),
+                event_id: event.event_id.as_str(),
+                event_type: event.event_type.as_deref(),
+                aggregate_type,
+                aggregate_id,
+                version,
+                body: &incoming.body,
+                headers: &headers,
+                received_at: incoming.received_at,
+            },
+        )
+        .await?;
+        match row {
+            Some(row) => rows[i] = row,
+            // Its inbox key was collected but the event row is kept (a dead letter waiting for
+            // redrive): still the same event, so still a duplicate.
+            None => answers[i] = Answer::Duplicate,
+        }
+    }
+
+    // Version-guard rows are visited in (route, entity) order so that two batches lock them in
+    // one order and cannot deadlock; events of one entity keep their arrival order.
+    let mut work = Vec::new();
+    for (i, incoming) in batch.iter().enumerate() {
+        if answers[i] != Answer::Accepted {
+            continue;
+        }
+        let source = &gateway.source(incoming.source).name;
+        for (r, route) in gateway.routes_of(source) {
+            if route.matches(incoming.event.event_type.as_deref()) {
+                let entity = incoming.event.entity.as_ref().map(|(e, _)| e.to_string());
+                work.push((r, entity, i));
+            }
+        }
+    }
+    work.sort();
+
+    let mut decisions = Vec::with_capacity(work.len());
+    for (r, _, i) in work {
+        let route = &gateway.config().routes[r];
+        let incoming = &batch[i];
+        let mut decision = Decision {
+            route: r,
+            event: i,
+            state: "pending",
+            tie: false,
+            ordered: false,
+            note: None,
+        };
+        if let (Ordering::DropStale, Some((entity, version))) =
+            (route.ordering, &incoming.event.entity)
+        {
+            let guard = gateway.store().version_guard(&route.name);
+            match guard.advance(&mut tx, entity, version, &incoming.key).await {
+                Ok(Advance::Stale { current }) => {
+                    decision.state = "stale";
+                    decision.ordered = true;
+                    decision.note = Some(format!(
+                        "entity {entity} is at {current}; this event is {version}"
+                    ));
+                }
+                Ok(Advance::Tie { .. }) => {
+                    decision.tie = true;
+                    decision.ordered = true;
+                }
+                Ok(_) => decision.ordered = true,
+                // The entity's stored version is of the other kind (the source's version type was
+                // changed): the event cannot be compared, so it is sent unordered, like one
+                // without an entity.
+                Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                    tracing::warn!(route = %route.name, %entity, error = %e, "version not comparable; sent without ordering");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let (entity, version) = match (&incoming.event.entity, decision.ordered) {
+            (Some((entity, version)), true) => {
+                (Some(entity.to_string()), Some(version.primary.get()))
+            }
+            _ => (None, None),
+        };
+        DB::insert_delivery(
+            &mut tx,
+            &NewDelivery {
+                event: rows[i],
+                route: route.name.as_str(),
+                destination: route.destination.as_str(),
+                state: decision.state,
+                entity: entity.as_deref(),
+                version,
+                tie: decision.tie,
+                note: decision.note.as_deref(),
+                now,
+            },
+        )
+        .await?;
+        decisions.push(decision);
+    }
+    tx.commit().await.map_err(idem::Error::from)?;
+
+    for decision in decisions {
+        let route = &gateway.config().routes[decision.route];
+        let Some(d) = gateway.destination_index(&route.destination) else {
+            continue;
+        };
+        if decision.state == "stale" {
+            metrics::counter!(DISPATCH_TOTAL, "destination" => route.destination.to_string(), "outcome" => "stale")
+                .increment(1);
+            tracing::info!(
+                route = %route.name,
+                key = %batch[decision.event].key,
+                versions = decision.note.as_deref().unwrap_or_default(),
+                "stale event acknowledged, not forwarded"
+            );
+        } else {
+            gateway.wake(d);
+        }
+    }
+    Ok(answers)
+}

@@ -1,0 +1,384 @@
+//! Reading an event's id, type, entity and version from a delivery's headers and raw body.
+
+use axum::http::{HeaderMap, HeaderName};
+use idem::{Entity, EventId, Name, Version};
+use serde_json::Value;
+use serde_json_path::JsonPath;
+
+/// Where one value of an event is read from.
+#[derive(Debug, Clone)]
+pub(crate) enum Field {
+    /// A request header, read as text.
+    Header(HeaderName),
+    /// A JSON path into the body, with its text for messages.
+    Json(JsonPath, String),
+    /// The first of these that is present (Shopify: `X-Shopify-Event-Id`, then
+    /// `X-Shopify-Webhook-Id`).
+    FirstOf(Vec<Field>),
+}
+
+/// The aggregate type of an entity: fixed in the configuration, or read from the event (Stripe:
+/// `data.object.object`).
+#[derive(Debug, Clone)]
+pub(crate) enum EntityType {
+    Fixed(Name),
+    Read(Field),
+}
+
+/// How versions are compared: a dense sequence (`type = "integer"`) or a timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VersionKind {
+    Sequence,
+    Timestamp,
+}
+
+/// Everything a source reads from a delivery.
+#[derive(Debug, Clone)]
+pub(crate) struct Fields {
+    pub id: Field,
+    pub event_type: Option<Field>,
+    pub entity: Option<(EntityType, Field)>,
+    pub version: Option<(Field, VersionKind)>,
+}
+
+/// What was read from one delivery.
+#[derive(Debug, Clone)]
+pub(crate) struct Extracted {
+    pub event_id: EventId,
+    pub event_type: Option<String>,
+    /// Present only with a version: an entity without one cannot be ordered.
+    pub entity: Option<(Entity, Version)>,
+    /// The headers forwarded with the body: `content-type` and those the fields read.
+    pub headers: Vec<(String, String)>,
+}
+
+/// Why the event could not be read from a delivery (answered 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ExtractError {
+    #[error("the body is not valid JSON: {0}")]
+    MalformedJson(String),
+    #[error("no event id: {0} is missing")]
+    MissingId(String),
+    #[error("the event id from {field} is unusable: {problem}")]
+    BadId { field: String, problem: String },
+    #[error("{field} holds {found}; expected {expected}")]
+    BadValue {
+        field: String,
+        found: String,
+        expected: &'static str,
+    },
+}
+
+impl ExtractError {
+    /// The problem's short name, used in the problem+json `type` and in metrics.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::MalformedJson(_) => "malformed-json",
+            Self::MissingId(_) | Self::BadId { .. } => "no-event-id",
+            Self::BadValue { .. } => "bad-event-field",
+        }
+    }
+}
+
+impl Field {
+    fn describe(&self) -> String {
+        match self {
+            Self::Header(name) => format!("header `{name}`"),
+            Self::Json(_, text) => format!("body field `{text}`"),
+            Self::FirstOf(fields) => fields
+                .iter()
+                .map(Field::describe)
+                .collect::<Vec<_>>()
+                .join(" or "),
+        }
+    }
+
+    fn reads_body(&self) -> bool {
+        match self {
+            Self::Header(_) => false,
+            Self::Json(..) => true,
+            Self::FirstOf(fields) => fields.iter().any(Field::reads_body),
+        }
+    }
+
+    fn header_names<'a>(&'a self, out: &mut Vec<&'a HeaderName>) {
+        match self {
+            Self::Header(name) => out.push(name),
+            Self::Json(..) => {}
+            Self::FirstOf(fields) => fields.iter().for_each(|f| f.header_names(out)),
+        }
+    }
+
+    /// The value, or `None` when absent (JSON `null` counts as absent).
+    fn read<'a>(
+        &self,
+        headers: &'a HeaderMap,
+        body: Option<&'a Value>,
+    ) -> Result<Option<Scalar<'a>>, ExtractError> {
+        match self {
+            Self::Header(name) => match headers.get(name) {
+                None => Ok(None),
+                Some(value) => value.to_str().map(|s| Some(Scalar::Text(s))).map_err(|_| {
+                    ExtractError::BadValue {
+                        field: self.describe(),
+                        found: "bytes that are not visible ASCII".into(),
+                        expected: "visible ASCII text",
+                    }
+                }),
+            },
+            Self::Json(path, _) => {
+                let Some(body) = body else { return Ok(None) };
+                match path.query(body).at_most_one() {
+                    Ok(None | Some(Value::Null)) => Ok(None),
+                    // Databases refuse NUL in text (PostgreSQL) and no sender's id holds one.
+                    Ok(Some(Value::String(s))) if s.contains('\0') => Err(ExtractError::BadValue {
+                        field: self.describe(),
+                        found: "text with a NUL character".into(),
+                        expected: "text without NUL characters",
+                    }),
+                    Ok(Some(Value::String(s))) => Ok(Some(Scalar::Text(s))),
+                    Ok(Some(Value::Number(n))) => Ok(Some(Scalar::Number(n))),
+                    Ok(Some(other)) => Err(ExtractError::BadValue {
+                        field: self.describe(),
+                        found: json_kind(other).into(),
+                        expected: "a string or a number",
+                    }),
+                    Err(_) => Err(ExtractError::BadValue {
+                        field: self.describe(),
+                        found: "several values".into(),
+                        expected: "exactly one value",
+                    }),
+                }
+            }
+            Self::FirstOf(fields) => {
+                for field in fields {
+                    if let Some(value) = field.read(headers, body)? {
+                        return Ok(Some(value));
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// A value read from a header or the body.
+enum Scalar<'a> {
+    Text(&'a str),
+    Number(&'a serde_json::Number),
+}
+
+impl Scalar<'_> {
+    fn text(&self) -> String {
+        match self {
+            Self::Text(s) => (*s).to_owned(),
+            Self::Number(n) => n.to_string(),
+        }
+    }
+
+    fn integer(&self) -> Option<i64> {
+        match self {
+            Self::Text(s) => s.trim().parse().ok(),
+            Self::Number(n) => n.as_i64(),
+        }
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Fields {
+    fn all(&self) -> impl Iterator<Item = &Field> {
+        let entity = self.entity.iter().flat_map(|(ty, id)| {
+            let ty = match ty {
+                EntityType::Read(field) => Some(field),
+                EntityType::Fixed(_) => None,
+            };
+            ty.into_iter().chain(std::iter::once(id))
+        });
+        std::iter::once(&self.id)
+            .chain(self.event_type.iter())
+            .chain(entity)
+            .chain(self.version.iter().map(|(field, _)| field))
+    }
+
+    /// Reads the event from a delivery whose signature was already checked. The body is parsed
+    /// as JSON only when a field reads it; parsing never changes the stored bytes.
+    ///
+    /// # Errors
+    /// [`ExtractError`] for a body that is not JSON (when read), a missing or blank id, or a
+    /// field of the wrong shape.
+    pub(crate) fn extract(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<Extracted, ExtractError> {
+        let json = if self.all().any(Field::reads_body) {
+            Some(
+                serde_json::from_slice::<Value>(body)
+                    .map_err(|e| ExtractError::MalformedJson(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let json = json.as_ref();
+        let id = self
+            .id
+            .read(headers, json)?
+            .ok_or_else(|| ExtractError::MissingId(self.id.describe()))?;
+        let event_id = EventId::new(id.text()).map_err(|e| ExtractError::BadId {
+            field: self.id.describe(),
+            problem: e.to_string(),
+        })?;
+        let event_type = match &self.event_type {
+            Some(field) => field.read(headers, json)?.map(|v| v.text()),
+            None => None,
+        };
+        let entity = self.entity_and_version(headers, json)?;
+        let mut names = Vec::new();
+        self.all().for_each(|f| f.header_names(&mut names));
+        let mut forwarded = Vec::new();
+        let content_type = HeaderName::from_static("content-type");
+        for name in std::iter::once(&content_type).chain(names) {
+            if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
+                forwarded.push((name.as_str().to_owned(), value.to_owned()));
+            }
+        }
+        Ok(Extracted {
+            event_id,
+            event_type,
+            entity,
+            headers: forwarded,
+        })
+    }
+
+    fn entity_and_version(
+        &self,
+        headers: &HeaderMap,
+        json: Option<&Value>,
+    ) -> Result<Option<(Entity, Version)>, ExtractError> {
+        let (Some((ty, id_field)), Some((version_field, kind))) = (&self.entity, &self.version)
+        else {
+            return Ok(None);
+        };
+        let aggregate_type = match ty {
+            EntityType::Fixed(name) => Some(name.to_string()),
+            EntityType::Read(field) => field.read(headers, json)?.map(|v| v.text()),
+        };
+        let aggregate_id = id_field.read(headers, json)?.map(|v| v.text());
+        let version = version_field.read(headers, json)?;
+        let (Some(aggregate_type), Some(aggregate_id), Some(version)) =
+            (aggregate_type, aggregate_id, version)
+        else {
+            return Ok(None);
+        };
+        let entity =
+            Entity::new(aggregate_type, aggregate_id).map_err(|e| ExtractError::BadValue {
+                field: id_field.describe(),
+                found: e.to_string(),
+                expected: "an entity type that is a name and a non-blank entity id",
+            })?;
+        let value = version.integer().ok_or_else(|| ExtractError::BadValue {
+            field: version_field.describe(),
+            found: version.text(),
+            expected: "an integer version",
+        })?;
+        let version = match kind {
+            VersionKind::Sequence => Version::sequence(value),
+            VersionKind::Timestamp => Version::timestamp(value),
+        };
+        Ok(Some((entity, version)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn json(path: &str) -> Field {
+        Field::Json(JsonPath::parse(path).unwrap(), path.to_owned())
+    }
+
+    fn stripe_fields() -> Fields {
+        Fields {
+            id: json("$.id"),
+            event_type: Some(json("$.type")),
+            entity: Some((
+                EntityType::Read(json("$.data.object.object")),
+                json("$.data.object.id"),
+            )),
+            version: Some((json("$.created"), VersionKind::Timestamp)),
+        }
+    }
+
+    #[test]
+    fn stripe_event_gives_id_type_entity_and_created() {
+        let body = br#"{"id":"evt_2","type":"customer.subscription.updated","created":1623979266,
+            "data":{"object":{"id":"sub_1","object":"subscription"}}}"#;
+        let got = stripe_fields().extract(&HeaderMap::new(), body).unwrap();
+        assert_eq!(got.event_id.as_str(), "evt_2");
+        assert_eq!(
+            got.event_type.as_deref(),
+            Some("customer.subscription.updated")
+        );
+        let (entity, version) = got.entity.unwrap();
+        assert_eq!(entity.to_string(), "subscription:sub_1");
+        assert_eq!(version, Version::timestamp(1_623_979_266));
+    }
+
+    #[test]
+    fn bad_bodies_name_their_problem() {
+        let fields = stripe_fields();
+        let headers = HeaderMap::new();
+        let err = fields.extract(&headers, b"{not json").unwrap_err();
+        assert_eq!(err.code(), "malformed-json");
+        let err = fields.extract(&headers, br#"{"type":"x"}"#).unwrap_err();
+        assert_eq!(err, ExtractError::MissingId("body field `$.id`".into()));
+        let err = fields.extract(&headers, br#"{"id":"  "}"#).unwrap_err();
+        assert_eq!(err.code(), "no-event-id");
+        let err = fields.extract(&headers, br#"{"id":{"a":1}}"#).unwrap_err();
+        assert_eq!(err.code(), "bad-event-field");
+        let err = fields
+            .extract(&headers, br#"{"id":"evt\u0000x"}"#)
+            .unwrap_err();
+        assert_eq!(err.code(), "bad-event-field");
+    }
+
+    #[test]
+    fn shopify_falls_back_to_the_webhook_id() {
+        let fields = Fields {
+            id: Field::FirstOf(vec![
+                Field::Header(HeaderName::from_static("x-shopify-event-id")),
+                Field::Header(HeaderName::from_static("x-shopify-webhook-id")),
+            ]),
+            event_type: None,
+            entity: None,
+            version: None,
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert("x-shopify-webhook-id", HeaderValue::from_static("w-1"));
+        // The body is not read, so it need not be JSON.
+        let got = fields.extract(&headers, b"not json").unwrap();
+        assert_eq!(got.event_id.as_str(), "w-1");
+        headers.insert("x-shopify-event-id", HeaderValue::from_static("e-1"));
+        assert_eq!(
+            fields.extract(&headers, b"").unwrap().event_id.as_str(),
+            "e-1"
+        );
+        assert_eq!(
+            fields.extract(&HeaderMap::new(), b"").unwrap_err(),
+            ExtractError::MissingId(
+                "header `x-shopify-event-id` or header `x-shopify-webhook-id`".into()
+            )
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! `POST /webhooks/{source}`: verify the signature on the raw bytes, read the event, claim its
+//! dedup key and store it durably, then answer (DESIGN.md C2, C3, C10, C11).
+
+pub(crate) mod batch;
+pub(crate) mod extract;
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use idem::DedupKey;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::gateway::Gateway;
+use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::problem::Problem;
+use crate::store::GatewayDb;
+use batch::{Answer, Incoming, Pending, Unavailable};
+
+/// The header that tells the sender how its request was taken: `accepted` or `duplicate`.
+pub const STATUS_HEADER: &str = "idem-status";
+
+/// The state the ingest handler runs with.
+pub(crate) struct IngestState<DB: GatewayDb> {
+    pub gateway: Gateway<DB>,
+    /// The group-commit queue; `None` when each request commits on its own.
+    pub queue: Option<mpsc::Sender<Pending>>,
+}
+
+impl<DB: GatewayDb> Clone for IngestState<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            gateway: self.gateway.clone(),
+            queue: self.queue.clone(),
+        }
+    }
+}
+
+/// The body of a 200 answer.
+#[derive(Debug, Serialize)]
+struct Accepted<'a> {
+    event_id: &'a str,
+    status: &'static str,
+}
+
+/// The handler of `POST /webhooks/{source}`.
+pub(crate) async fn handle<DB: GatewayDb>(
+    State(state): State<IngestState<DB>>,
+    Path(source): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let started = Instant::now();
+    let gateway = &state.gateway;
+    let Some(index) = gateway.source_index(&source) else {
+        return Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown-source",
+            "Unknown source",
+            format!("no source named {source:?} is configured"),
+        )
+        .into_response();
+    };
+    let source = &gateway.source(index).name;
+    let (response, status) = match ingest(&state, index, &headers, body).await {
+        Ok((event_id, answer)) => {
+            let status = match answer {
+                Answer::Accepted => "accepted",
+                Answer::Duplicate => "duplicate",
+            };
+            let mut response = Json(Accepted {
+                event_id: &event_id,
+                status,
+            })
+            .into_response();
+            response
+                .headers_mut()
+                .insert(STATUS_HEADER, HeaderValue::from_static(status));
+            (response, status)
+        }
+        Err(problem) => {
+            let status = if problem.status == StatusCode::SERVICE_UNAVAILABLE.as_u16() {
+                "unavailable"
+            } else {
+                tracing::info!(%source, problem = %problem.problem_type, detail = %problem.detail, "delivery rejected");
+                "rejected"
+            };
+            (problem.into_response(), status)
+        }
+    };
+    metrics::counter!(INGEST_TOTAL, "source" => source.to_string(), "status" => status)
+        .increment(1);
+    metrics::histogram!(INGEST_DURATION_SECONDS, "source" => source.to_string())
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+async fn ingest<DB: GatewayDb>(
+    state: &IngestState<DB>,
+    index: usize,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(String, Answer), Problem> {
+    let gateway = &state.gateway;
+    let source = gateway.source(index);
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body-too-large",
+                "Body too large",
+                format!(
+                    "the body is larger than the limit of {} bytes",
+                    gateway.config().max_body_bytes
+                ),
+            )
+        } else {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "unreadable-body",
+                "Unreadable body",
+                rejection.body_text(),
+            )
+        }
+    })?;
+    let now = gateway.now();
+    // C10: the signature is checked on the bytes as received, before anything is parsed or
+    // stored.
+    source.verifier.verify(headers, &body, now).map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-signature",
+            "Signature check failed",
+            e.to_string(),
+        )
+        .with_reason(e.reason())
+    })?;
+    let event = source.fields.extract(headers, &body).map_err(|e| {
+        let title = match e.code() {
+            "malformed-json" => "Malformed JSON",
+            "no-event-id" => "No event id",
+            _ => "Bad event field",
+        };
+        Problem::new(StatusCode::BAD_REQUEST, e.code(), title, e.to_string())
+    })?;
+    let key = DedupKey::from_event(&source.name, &event.event_id);
+    let event_id = event.event_id.to_string();
+    let incoming = Incoming {
+        source: index,
+        key,
+        event,
+        body,
+        received_at: now.as_millis(),
+    };
+    let answer = match &state.queue {
+        Some(queue) => {
+            let (reply, answer) = oneshot::channel();
+            let queued = queue.send(Pending { incoming, reply }).await;
+            match queued {
+                Ok(()) => answer.await.unwrap_or(Err(Unavailable)),
+                Err(_) => Err(Unavailable),
+            }
+        }
+        None => batch::commit(gateway, std::slice::from_ref(&incoming))
+            .await
+            .map(|answers| answers[0])
+            .map_err(|_| Unavailable),
+    };
+    let answer = answer.map_err(|Unavailable| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable",
+            "Store unavailable",
+            "the event could not be stored; nothing was kept, send it again",
+        )
+    })?;
+    if answer == Answer::Duplicate {
+        tracing::debug!(source = %source.name, %event_id, "duplicate acknowledged");
+    }
+    Ok((event_id, answer))
+}

@@ -1,0 +1,123 @@
+//! # idem gateway
+//!
+//! The service a team puts in front of its application so that no webhook is lost, none is
+//! applied twice, and none overwrites newer state:
+//!
+//! 1. **ingest** (`POST /webhooks/{source}`): the signature is checked on the raw bytes; the
+//!    event's id, type, entity and version are read; its dedup key `{source}:{event id}` is
+//!    claimed in idem's inbox and the event stored with one delivery per matching route, in one
+//!    transaction shared by every concurrent request (group commit); the sender gets 200
+//!    `accepted` or `duplicate` only after the commit;
+//! 2. **dispatch**: each destination gets the original raw body with `Idempotency-Key:
+//!    {source}:{event id}` and a Standard Webhooks signature, one delivery per entity at a time
+//!    in version order, retried on a schedule, dead-lettered after the last attempt. Events
+//!    older than their entity's newest (judged at ingest, per route) are acknowledged and never
+//!    sent.
+//!
+//! ```no_run
+//! use idem::SqliteStore;
+//! use idem_gateway::{Config, Gateway, Server};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = Config::load("idem.toml".as_ref())?; // secrets come from the environment
+//! let store = SqliteStore::connect(&config.database_url).await?;
+//! let gateway = Gateway::new(config.clone(), store);
+//! gateway.migrate().await?;
+//! let listener = tokio::net::TcpListener::bind(config.listen).await?;
+//! let server = Server::start(gateway, listener).await?;
+//! server.run_until(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Configuration
+//!
+//! ```toml
+//! listen = "127.0.0.1:8080"
+//! database_url = "sqlite://./idem-data/idem.db"      # or postgres://…
+//! retention = "30d"                                  # at least every source's redelivery horizon
+//!
+//! [[source]]
+//! name = "stripe"
+//! kind = "stripe"                # stripe | github | shopify | standard-webhooks | generic
+//! secrets_env = ["STRIPE_WEBHOOK_SECRET"]
+//!
+//! [[source]]
+//! name = "acme"
+//! kind = "generic"
+//! secrets_env = ["ACME_SECRET"]
+//! signature_header = "X-Acme-Signature"              # HMAC-SHA256 of the body, hex
+//! id = { header = "X-Event-Id" }                     # or { json = "$.event.id" }
+//! entity = { json = "$.order.id" }
+//! entity_type = "order"
+//! version = { json = "$.order.version", type = "integer" }
+//!
+//! [[destination]]
+//! name = "app"
+//! url = "http://127.0.0.1:3000/events"               # http only: TLS is not built in
+//! timeout = "10s"
+//! retry_schedule = ["5s", "30s", "5m", "30m", "2h", "8h", "24h"]
+//! signing_secret_env = "APP_WEBHOOK_SECRET"          # a whsec_ Standard Webhooks secret
+//!
+//! [[route]]
+//! source = "stripe"
+//! destination = "app"
+//! event_types = ["customer.subscription.*", "invoice.*"]
+//! ordering = "drop-stale"                            # or "none"
+//! ```
+//!
+//! Other optional top-level keys: `body_retention`, `max_body_bytes` (default 1 MiB),
+//! `group_commit` (default true), `poll_interval` (default 1s), `admin_token_env`. Optional
+//! destination keys: `concurrency` (default 8), `retry_after_cap` (default 1h).
+//!
+//! ## Headers sent to a destination
+//!
+//! | header | value |
+//! |---|---|
+//! | `Idempotency-Key` | `{source}:{event id}`, the same on every attempt, redrive and replay |
+//! | `Idem-Event-Id`, `Idem-Source`, `Idem-Event-Type` | the event's id, source and type |
+//! | `Idem-Attempt` | 1, 2, … |
+//! | `Idem-Version-Tie` | `true` when the event has the same version as its entity's newest |
+//! | `webhook-id`, `webhook-timestamp`, `webhook-signature` | Standard Webhooks v1, with the destination's secret; `webhook-id` is derived from (event, destination) |
+//!
+//! plus the `Content-Type` and the headers the source's fields were read from (such as
+//! `X-GitHub-Event`).
+//!
+//! ## Operating it
+//!
+//! `GET /healthz`, `GET /readyz` (the database answers) and `GET /metrics` (Prometheus; names in
+//! [`metric_definitions`]). With `admin_token_env` set, `/admin` answers bearer-token requests
+//! for what the `idem` command line does ([`admin`]): list and show events, list and redrive
+//! dead letters, replay a time range, collect old rows.
+//!
+//! | module | holds |
+//! |---|---|
+//! | `config` | the TOML file, checked at start (fail closed) |
+//! | `ingest` | `POST /webhooks/{source}`: verify, read the event, group commit |
+//! | [`dispatch`] | due deliveries, entity order, leases, retries, dead letters |
+//! | `store` | the gateway's tables and SQL on SQLite and PostgreSQL |
+//! | [`admin`] | operations on stored events and the `/admin` API |
+//! | [`demo`] | `idem demo` |
+
+pub mod admin;
+mod config;
+pub mod demo;
+pub mod dispatch;
+mod error;
+mod gateway;
+mod ingest;
+pub mod metric_definitions;
+mod problem;
+mod server;
+mod store;
+
+pub use config::{
+    Config, ConfigError, DEFAULT_DATABASE_URL, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_RETENTION, Destination, Ordering, Route, Secret, Source, SourceKind,
+};
+pub use error::Error;
+pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
+pub use ingest::STATUS_HEADER;
+pub use problem::{PROBLEM_JSON, Problem};
+pub use server::{Server, prometheus};
+pub use store::{DatabaseKind, GatewayDb};

@@ -1,0 +1,65 @@
+//! Every metric the gateway records, named once and described here. idem's own metrics (claims,
+//! stale events, ties, lease takeovers) come from `idem::metric_definitions`.
+
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+
+/// Webhook requests by outcome; labels `source`, `status` = `accepted` | `duplicate` |
+/// `rejected` | `unavailable`.
+pub const INGEST_TOTAL: &str = "idem_ingest_total";
+/// Time from a request's arrival to its answer, in seconds; label `source`.
+pub const INGEST_DURATION_SECONDS: &str = "idem_ingest_duration_seconds";
+/// Requests committed per group-commit transaction.
+pub const INGEST_BATCH_SIZE: &str = "idem_ingest_batch_size";
+/// Delivery outcomes; labels `destination`, `outcome` = `delivered` | `stale` | `retry` | `dead`.
+pub const DISPATCH_TOTAL: &str = "idem_dispatch_total";
+/// Time of one delivery attempt (request to response or failure), in seconds; label
+/// `destination`.
+pub const DISPATCH_DURATION_SECONDS: &str = "idem_dispatch_duration_seconds";
+/// Deliveries waiting or in flight; label `destination`.
+pub const BACKLOG: &str = "idem_backlog";
+/// Dead-lettered deliveries kept for redrive; label `destination`.
+pub const DEAD_LETTERS: &str = "idem_dead_letters";
+/// Age of the oldest event not yet delivered, in seconds (0 when none waits).
+pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_seconds";
+
+/// Histogram buckets for ingest and dispatch latency, in seconds: 0.5 ms to 10 s.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Registers the descriptions and units above (and idem's) with the installed recorder.
+pub fn describe() {
+    idem::metric_definitions::describe();
+    describe_counter!(
+        INGEST_TOTAL,
+        Unit::Count,
+        "Webhook requests by source and status."
+    );
+    describe_histogram!(
+        INGEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "Webhook request time, arrival to durable answer."
+    );
+    describe_histogram!(
+        INGEST_BATCH_SIZE,
+        Unit::Count,
+        "Requests committed per group-commit transaction."
+    );
+    describe_counter!(
+        DISPATCH_TOTAL,
+        Unit::Count,
+        "Delivery outcomes by destination (delivered, stale, retry, dead)."
+    );
+    describe_histogram!(
+        DISPATCH_DURATION_SECONDS,
+        Unit::Seconds,
+        "Delivery attempt time, request to response."
+    );
+    describe_gauge!(BACKLOG, Unit::Count, "Deliveries pending or in flight.");
+    describe_gauge!(DEAD_LETTERS, Unit::Count, "Dead-lettered deliveries.");
+    describe_gauge!(
+        OLDEST_UNDELIVERED_AGE_SECONDS,
+        Unit::Seconds,
+        "Age of the oldest event not yet delivered."
+    );
+}

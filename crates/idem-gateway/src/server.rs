@@ -1,0 +1,224 @@
+//! The HTTP server: ingest, health, metrics; and the tasks behind it (group commit, one
+//! dispatcher per destination), started together and drained together.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::gateway::Gateway;
+use crate::ingest::{self, IngestState};
+use crate::metric_definitions::{
+    self, BACKLOG, DEAD_LETTERS, DISPATCH_DURATION_SECONDS, INGEST_DURATION_SECONDS,
+    LATENCY_BUCKETS, OLDEST_UNDELIVERED_AGE_SECONDS,
+};
+use crate::problem::Problem;
+use crate::store::GatewayDb;
+use crate::{Error, dispatch};
+
+/// How many requests may wait for the group-commit task before senders wait too.
+const QUEUE_DEPTH: usize = 8192;
+
+/// The process-wide Prometheus recorder, installed on first use. `None` when another recorder
+/// was installed first (an application embedding the gateway); `/metrics` then answers 503.
+pub fn prometheus() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(INGEST_DURATION_SECONDS.into()),
+                    LATENCY_BUCKETS,
+                )
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(DISPATCH_DURATION_SECONDS.into()),
+                        LATENCY_BUCKETS,
+                    )
+                })
+                .ok()?;
+            let handle = builder.install_recorder().ok()?;
+            metric_definitions::describe();
+            Some(handle)
+        })
+        .as_ref()
+}
+
+/// A running gateway: listening, committing, dispatching.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<(), Error>>,
+}
+
+impl Server {
+    /// Starts serving `gateway` on `listener` (bind `127.0.0.1:0` for a free port), with the
+    /// group-commit task and one dispatcher per destination. Run
+    /// [`Gateway::migrate`] first.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the listener's address cannot be read.
+    pub async fn start<DB: GatewayDb>(
+        gateway: Gateway<DB>,
+        listener: TcpListener,
+    ) -> Result<Self, Error> {
+        let addr = listener.local_addr().map_err(|source| Error::Io {
+            what: "reading the listener's address".into(),
+            source,
+        })?;
+        // Installed before the first request, so that no count is lost.
+        prometheus();
+        let (stop, stopped) = watch::channel(false);
+        let client = reqwest::Client::builder().build().map_err(|e| Error::Io {
+            what: "building the HTTP client".into(),
+            source: std::io::Error::other(e),
+        })?;
+        let mut dispatchers = Vec::new();
+        for index in 0..gateway.config().destinations.len() {
+            dispatchers.push(tokio::spawn(dispatch::run(
+                gateway.clone(),
+                index,
+                client.clone(),
+                stopped.clone(),
+            )));
+        }
+        let (queue, batcher) = if gateway.config().group_commit {
+            let (queue, receiver) = mpsc::channel(QUEUE_DEPTH);
+            (
+                Some(queue),
+                Some(tokio::spawn(ingest::batch::run(gateway.clone(), receiver))),
+            )
+        } else {
+            (None, None)
+        };
+        let router = router(gateway, queue);
+        let mut stopped_http = stopped.clone();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped_http.wait_for(|stop| *stop).await;
+                })
+                .await;
+            // The router, and with it the last queue sender, is gone: the batcher flushes what
+            // is queued and ends.
+            if let Some(batcher) = batcher {
+                let _ = batcher.await;
+            }
+            for dispatcher in dispatchers {
+                let _ = dispatcher.await;
+            }
+            served.map_err(|source| Error::Io {
+                what: "serving HTTP".into(),
+                source,
+            })
+        });
+        Ok(Self { addr, stop, task })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Drains and stops: no new connections, requests in progress answered, the commit queue
+    /// flushed, attempts in flight finished and recorded.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when serving failed.
+    pub async fn shutdown(self) -> Result<(), Error> {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap_or(Ok(()))
+    }
+
+    /// Serves until `signal` completes (SIGTERM, Ctrl-C), then drains as
+    /// [`shutdown`](Self::shutdown).
+    ///
+    /// # Errors
+    /// As [`shutdown`](Self::shutdown).
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), Error> {
+        signal.await;
+        self.shutdown().await
+    }
+}
+
+fn router<DB: GatewayDb>(
+    gateway: Gateway<DB>,
+    queue: Option<mpsc::Sender<ingest::batch::Pending>>,
+) -> Router {
+    let limit = gateway.config().max_body_bytes;
+    let ingest_state = IngestState {
+        gateway: gateway.clone(),
+        queue,
+    };
+    let webhooks = Router::new()
+        .route("/webhooks/{source}", post(ingest::handle::<DB>))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(ingest_state);
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz::<DB>))
+        .route("/metrics", get(render_metrics::<DB>))
+        .with_state(gateway.clone())
+        .merge(webhooks)
+        .merge(crate::admin::router(gateway))
+}
+
+/// Ready when the database answers.
+async fn readyz<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
+    match gateway.store().pool().acquire().await {
+        Ok(_) => "ready".into_response(),
+        Err(e) => Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable",
+            "Store unavailable",
+            e.to_string(),
+        )
+        .into_response(),
+    }
+}
+
+/// Refreshes the gauges from the tables, then renders every metric.
+async fn render_metrics<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
+    let Some(handle) = prometheus() else {
+        return Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics-unavailable",
+            "Metrics unavailable",
+            "another metrics recorder was installed in this process",
+        )
+        .into_response();
+    };
+    match gateway.open_stats().await {
+        Ok(stats) => {
+            for (destination, counts) in &stats.destinations {
+                let backlog = counts.pending + counts.in_flight;
+                metrics::gauge!(BACKLOG, "destination" => destination.clone()).set(backlog as f64);
+                metrics::gauge!(DEAD_LETTERS, "destination" => destination.clone())
+                    .set(counts.dead as f64);
+            }
+            let age = stats.oldest_undelivered.map_or(0.0, |t| {
+                (gateway.now().as_millis() - t.as_millis()).max(0) as f64 / 1000.0
+            });
+            metrics::gauge!(OLDEST_UNDELIVERED_AGE_SECONDS).set(age);
+        }
+        Err(e) => tracing::warn!(error = %e, "gauges not refreshed"),
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        handle.render(),
+    )
+        .into_response()
+}

@@ -1,0 +1,569 @@
+//! The gateway's tables (events, deliveries, attempts) on SQLite and PostgreSQL, beside idem's
+//! own (inbox, version guard, leases), in the same database.
+
+mod sql;
+
+use std::future::Future;
+
+use idem::Backend;
+use sqlx::Pool;
+
+/// The gateway's own migrations table, apart from idem's `idem_migrations` and an application's
+/// `_sqlx_migrations`, so each set of migrations is checked against its own history.
+const MIGRATIONS_TABLE: &str = "idem_gateway_migrations";
+
+/// Which database a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DatabaseKind {
+    /// `sqlite:…`
+    Sqlite,
+    /// `postgres:…` or `postgresql:…`
+    Postgres,
+}
+
+impl DatabaseKind {
+    /// The database `url` names, or `None` for another scheme.
+    pub fn of(url: &str) -> Option<Self> {
+        if url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Some(Self::Postgres)
+        } else {
+            None
+        }
+    }
+}
+
+/// A database that can hold the gateway's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
+///
+/// Sealed: the statements the gateway needs are implemented for these two only.
+pub trait GatewayDb: Backend + ops::Ops {}
+
+impl GatewayDb for sqlx::Sqlite {}
+impl GatewayDb for sqlx::Postgres {}
+
+/// A new event row.
+#[derive(Debug)]
+pub struct NewEvent<'a> {
+    pub source: &'a str,
+    pub event_id: &'a str,
+    pub event_type: Option<&'a str>,
+    pub aggregate_type: Option<&'a str>,
+    pub aggregate_id: Option<&'a str>,
+    pub version: Option<i64>,
+    pub body: &'a [u8],
+    pub headers: &'a str,
+    pub received_at: i64,
+}
+
+/// A new delivery row.
+#[derive(Debug)]
+pub struct NewDelivery<'a> {
+    pub event: i64,
+    pub route: &'a str,
+    pub destination: &'a str,
+    pub state: &'static str,
+    pub entity: Option<&'a str>,
+    pub version: Option<i64>,
+    pub tie: bool,
+    pub note: Option<&'a str>,
+    pub now: i64,
+}
+
+/// A delivery that is due, with what is needed to send it.
+#[derive(Debug, Clone)]
+pub struct DueDelivery {
+    pub id: i64,
+    pub failures: i64,
+    pub tie: bool,
+    pub source: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub body: Option<Vec<u8>>,
+    pub headers: String,
+}
+
+/// The outcome of one attempt, as written.
+#[derive(Debug)]
+pub struct Finished<'a> {
+    pub delivery: i64,
+    pub token: i64,
+    pub attempt: i64,
+    pub state: &'static str,
+    pub failures: i64,
+    pub next_attempt_at: i64,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub status: Option<i64>,
+    pub outcome: &'static str,
+    pub excerpt: &'a str,
+    pub now: i64,
+}
+
+/// An event row as listed.
+pub type EventRow = (
+    i64,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    i64,
+    bool,
+);
+
+/// A delivery row as listed, with its event's source, id and type.
+pub type DeliveryRow = (
+    i64,
+    String,
+    String,
+    String,
+    bool,
+    Option<String>,
+    i64,
+    i64,
+    i64,
+    String,
+    String,
+    Option<String>,
+);
+
+/// An attempt row.
+pub type AttemptRow = (i64, i64, i64, Option<i64>, String, String);
+
+/// A replay candidate: delivery id, route, state, version, body kept, entity's highest version.
+pub type ReplayRow = (i64, String, String, Option<i64>, bool, Option<i64>);
+
+/// The operations behind [`GatewayDb`]; unnameable outside the crate.
+pub(crate) mod ops {
+    use super::*;
+
+    type Res<T> = Result<T, sqlx::Error>;
+
+    pub trait Ops: sqlx::Database + Sized {
+        /// Whether several gateway processes may share the database (PostgreSQL), so that
+        /// deliveries need idem leases to decide who sends them.
+        const SHARED: bool;
+        fn migrate_gateway(
+            pool: &Pool<Self>,
+        ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
+        fn insert_event(
+            conn: &mut Self::Connection,
+            row: &NewEvent<'_>,
+        ) -> impl Future<Output = Res<Option<i64>>> + Send;
+        fn insert_delivery(
+            conn: &mut Self::Connection,
+            row: &NewDelivery<'_>,
+        ) -> impl Future<Output = Res<()>> + Send;
+        fn due(
+            conn: &mut Self::Connection,
+            destination: &str,
+            now: i64,
+            limit: i64,
+        ) -> impl Future<Output = Res<Vec<DueDelivery>>> + Send;
+        fn next_due(
+            conn: &mut Self::Connection,
+            destination: &str,
+        ) -> impl Future<Output = Res<Option<i64>>> + Send;
+        fn start_attempt(
+            conn: &mut Self::Connection,
+            delivery: i64,
+            token: i64,
+            until: i64,
+            now: i64,
+        ) -> impl Future<Output = Res<Option<i64>>> + Send;
+        /// Writes the outcome and the attempt row; `false` when fenced off (nothing written).
+        fn finish_attempt(
+            conn: &mut Self::Connection,
+            row: &Finished<'_>,
+        ) -> impl Future<Output = Res<bool>> + Send;
+        /// All states, or with `open_only` only pending, in flight and dead.
+        fn count_by_state(
+            conn: &mut Self::Connection,
+            open_only: bool,
+        ) -> impl Future<Output = Res<Vec<(String, String, i64)>>> + Send;
+        fn oldest_undelivered(
+            conn: &mut Self::Connection,
+        ) -> impl Future<Output = Res<Option<i64>>> + Send;
+        fn count_failed_attempts(
+            conn: &mut Self::Connection,
+        ) -> impl Future<Output = Res<i64>> + Send;
+        fn list_events(
+            conn: &mut Self::Connection,
+            source: &str,
+            limit: i64,
+        ) -> impl Future<Output = Res<Vec<EventRow>>> + Send;
+        fn find_event(
+            conn: &mut Self::Connection,
+            source: &str,
+            event_id: &str,
+        ) -> impl Future<Output = Res<Option<EventRow>>> + Send;
+        fn deliveries_of(
+            conn: &mut Self::Connection,
+            event: i64,
+        ) -> impl Future<Output = Res<Vec<DeliveryRow>>> + Send;
+        fn attempts_of(
+            conn: &mut Self::Connection,
+            delivery: i64,
+        ) -> impl Future<Output = Res<Vec<AttemptRow>>> + Send;
+        fn dead_letters(
+            conn: &mut Self::Connection,
+            destination: &str,
+            limit: i64,
+        ) -> impl Future<Output = Res<Vec<DeliveryRow>>> + Send;
+        fn redrive(
+            conn: &mut Self::Connection,
+            destination: &str,
+            delivery: i64,
+            now: i64,
+        ) -> impl Future<Output = Res<u64>> + Send;
+        fn replay_candidates(
+            conn: &mut Self::Connection,
+            source: &str,
+            since: i64,
+            until: i64,
+        ) -> impl Future<Output = Res<Vec<ReplayRow>>> + Send;
+        fn requeue(
+            conn: &mut Self::Connection,
+            delivery: i64,
+            now: i64,
+        ) -> impl Future<Output = Res<bool>> + Send;
+        /// Deletes up to `limit` finished events received before `cutoff`, with their
+        /// deliveries and attempts; returns how many events.
+        fn collect_events(
+            conn: &mut Self::Connection,
+            cutoff: i64,
+            limit: i64,
+        ) -> impl Future<Output = Res<u64>> + Send;
+        fn drop_bodies(
+            conn: &mut Self::Connection,
+            cutoff: i64,
+            limit: i64,
+        ) -> impl Future<Output = Res<u64>> + Send;
+    }
+}
+
+macro_rules! gateway_ops {
+    ($db:ty, $migrations:literal, $shared:literal) => {
+        impl ops::Ops for $db {
+            const SHARED: bool = $shared;
+
+            async fn migrate_gateway(pool: &Pool<Self>) -> Result<(), sqlx::migrate::MigrateError> {
+                let mut migrator = sqlx::migrate!($migrations);
+                migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
+                migrator.run(pool).await
+            }
+
+            async fn insert_event(
+                conn: &mut Self::Connection,
+                row: &NewEvent<'_>,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql::INSERT_EVENT)
+                    .bind(row.source)
+                    .bind(row.event_id)
+                    .bind(row.event_type)
+                    .bind(row.aggregate_type)
+                    .bind(row.aggregate_id)
+                    .bind(row.version)
+                    .bind(row.body)
+                    .bind(row.headers)
+                    .bind(row.received_at)
+                    .fetch_optional(&mut *conn)
+                    .await
+            }
+
+            async fn insert_delivery(
+                conn: &mut Self::Connection,
+                row: &NewDelivery<'_>,
+            ) -> Result<(), sqlx::Error> {
+                sqlx::query(sql::INSERT_DELIVERY)
+                    .bind(row.event)
+                    .bind(row.route)
+                    .bind(row.destination)
+                    .bind(row.state)
+                    .bind(row.entity)
+                    .bind(row.version)
+                    .bind(row.tie)
+                    .bind(row.note)
+                    .bind(row.now)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            }
+
+            async fn due(
+                conn: &mut Self::Connection,
+                destination: &str,
+                now: i64,
+                limit: i64,
+            ) -> Result<Vec<DueDelivery>, sqlx::Error> {
+                type Row = (
+                    i64,
+                    i64,
+                    bool,
+                    String,
+                    String,
+                    Option<String>,
+                    Option<Vec<u8>>,
+                    String,
+                );
+                let rows: Vec<Row> = sqlx::query_as(sql::DUE)
+                    .bind(destination)
+                    .bind(now)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(
+                        |(id, failures, tie, source, event_id, event_type, body, headers)| {
+                            DueDelivery {
+                                id,
+                                failures,
+                                tie,
+                                source,
+                                event_id,
+                                event_type,
+                                body,
+                                headers,
+                            }
+                        },
+                    )
+                    .collect())
+            }
+
+            async fn next_due(
+                conn: &mut Self::Connection,
+                destination: &str,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql::NEXT_DUE)
+                    .bind(destination)
+                    .fetch_one(&mut *conn)
+                    .await
+            }
+
+            async fn start_attempt(
+                conn: &mut Self::Connection,
+                delivery: i64,
+                token: i64,
+                until: i64,
+                now: i64,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql::START_ATTEMPT)
+                    .bind(delivery)
+                    .bind(token)
+                    .bind(until)
+                    .bind(now)
+                    .fetch_optional(&mut *conn)
+                    .await
+            }
+
+            async fn finish_attempt(
+                conn: &mut Self::Connection,
+                row: &Finished<'_>,
+            ) -> Result<bool, sqlx::Error> {
+                let done = sqlx::query(sql::FINISH_ATTEMPT)
+                    .bind(row.delivery)
+                    .bind(row.token)
+                    .bind(row.state)
+                    .bind(row.failures)
+                    .bind(row.next_attempt_at)
+                    .bind(row.now)
+                    .execute(&mut *conn)
+                    .await?;
+                if done.rows_affected() != 1 {
+                    return Ok(false);
+                }
+                sqlx::query(sql::INSERT_ATTEMPT)
+                    .bind(row.delivery)
+                    .bind(row.attempt)
+                    .bind(row.started_at)
+                    .bind(row.duration_ms)
+                    .bind(row.status)
+                    .bind(row.outcome)
+                    .bind(row.excerpt)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(true)
+            }
+
+            async fn count_by_state(
+                conn: &mut Self::Connection,
+                open_only: bool,
+            ) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+                let statement = if open_only {
+                    sql::COUNT_OPEN_BY_STATE
+                } else {
+                    sql::COUNT_BY_STATE
+                };
+                sqlx::query_as(statement).fetch_all(&mut *conn).await
+            }
+
+            async fn oldest_undelivered(
+                conn: &mut Self::Connection,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql::OLDEST_UNDELIVERED)
+                    .fetch_one(&mut *conn)
+                    .await
+            }
+
+            async fn count_failed_attempts(
+                conn: &mut Self::Connection,
+            ) -> Result<i64, sqlx::Error> {
+                sqlx::query_scalar(sql::COUNT_FAILED_ATTEMPTS)
+                    .fetch_one(&mut *conn)
+                    .await
+            }
+
+            async fn list_events(
+                conn: &mut Self::Connection,
+                source: &str,
+                limit: i64,
+            ) -> Result<Vec<EventRow>, sqlx::Error> {
+                sqlx::query_as(sql::LIST_EVENTS)
+                    .bind(source)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn find_event(
+                conn: &mut Self::Connection,
+                source: &str,
+                event_id: &str,
+            ) -> Result<Option<EventRow>, sqlx::Error> {
+                sqlx::query_as(sql::FIND_EVENT)
+                    .bind(source)
+                    .bind(event_id)
+                    .fetch_optional(&mut *conn)
+                    .await
+            }
+
+            async fn deliveries_of(
+                conn: &mut Self::Connection,
+                event: i64,
+            ) -> Result<Vec<DeliveryRow>, sqlx::Error> {
+                sqlx::query_as(sql::DELIVERIES_OF)
+                    .bind(event)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn attempts_of(
+                conn: &mut Self::Connection,
+                delivery: i64,
+            ) -> Result<Vec<AttemptRow>, sqlx::Error> {
+                sqlx::query_as(sql::ATTEMPTS_OF)
+                    .bind(delivery)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn dead_letters(
+                conn: &mut Self::Connection,
+                destination: &str,
+                limit: i64,
+            ) -> Result<Vec<DeliveryRow>, sqlx::Error> {
+                sqlx::query_as(sql::DEAD_LETTERS)
+                    .bind(destination)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn redrive(
+                conn: &mut Self::Connection,
+                destination: &str,
+                delivery: i64,
+                now: i64,
+            ) -> Result<u64, sqlx::Error> {
+                let done = sqlx::query(sql::REDRIVE)
+                    .bind(destination)
+                    .bind(delivery)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected())
+            }
+
+            async fn replay_candidates(
+                conn: &mut Self::Connection,
+                source: &str,
+                since: i64,
+                until: i64,
+            ) -> Result<Vec<ReplayRow>, sqlx::Error> {
+                sqlx::query_as(sql::REPLAY_CANDIDATES)
+                    .bind(source)
+                    .bind(since)
+                    .bind(until)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn requeue(
+                conn: &mut Self::Connection,
+                delivery: i64,
+                now: i64,
+            ) -> Result<bool, sqlx::Error> {
+                let done = sqlx::query(sql::REQUEUE)
+                    .bind(delivery)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            async fn collect_events(
+                conn: &mut Self::Connection,
+                cutoff: i64,
+                limit: i64,
+            ) -> Result<u64, sqlx::Error> {
+                let ids: Vec<i64> = sqlx::query_scalar(sql::COLLECTABLE_EVENTS)
+                    .bind(cutoff)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                if ids.is_empty() {
+                    return Ok(0);
+                }
+                for statement in [
+                    "DELETE FROM idem_gateway_attempts WHERE delivery IN \
+                     (SELECT id FROM idem_gateway_deliveries WHERE event IN (",
+                    "DELETE FROM idem_gateway_deliveries WHERE event IN (",
+                    "DELETE FROM idem_gateway_events WHERE id IN (",
+                ] {
+                    let mut query = sqlx::QueryBuilder::<Self>::new(statement);
+                    let mut list = query.separated(", ");
+                    for id in &ids {
+                        list.push_bind(*id);
+                    }
+                    query.push(if statement.contains("SELECT") {
+                        "))"
+                    } else {
+                        ")"
+                    });
+                    query.build().execute(&mut *conn).await?;
+                }
+                Ok(ids.len() as u64)
+            }
+
+            async fn drop_bodies(
+                conn: &mut Self::Connection,
+                cutoff: i64,
+                limit: i64,
+            ) -> Result<u64, sqlx::Error> {
+                let done = sqlx::query(sql::DROP_BODIES)
+                    .bind(cutoff)
+                    .bind(limit)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected())
+            }
+        }
+    };
+}
+
+gateway_ops!(sqlx::Sqlite, "migrations/sqlite", false);
+gateway_ops!(sqlx::Postgres, "migrations/postgres", true);

@@ -1,0 +1,135 @@
+//! The gateway's SQL, the same text on SQLite and PostgreSQL: `$N` parameters (which sqlx binds
+//! by number on both), `RETURNING`, `ON CONFLICT`. Times are milliseconds from the gateway's
+//! clock, passed as parameters.
+
+pub(crate) const INSERT_EVENT: &str = "INSERT INTO idem_gateway_events \
+     (source, event_id, event_type, aggregate_type, aggregate_id, version, body, headers, received_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     ON CONFLICT (source, event_id) DO NOTHING RETURNING id";
+
+pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO idem_gateway_deliveries \
+     (event, route, destination, state, entity, version, tie, note, attempts, failures, \
+      next_attempt_at, lease_token, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, NULL, $9, $9)";
+
+/// Due deliveries of destination $1 at time $2, at most $3: pending ones whose time has come and
+/// in-flight ones whose lease lapsed (their holder died). A delivery with an entity waits while
+/// an earlier one of the same entity (lower version, or same version and older row) is still
+/// pending or in flight: one in flight per entity, in version order. Dead letters and stale
+/// deliveries do not hold their entity.
+pub(crate) const DUE: &str = "SELECT d.id, d.failures, d.tie, e.source, e.event_id, \
+     e.event_type, e.body, e.headers \
+     FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
+     WHERE d.destination = $1 AND d.state IN ('pending', 'in_flight') AND d.next_attempt_at <= $2 \
+       AND (d.entity IS NULL OR NOT EXISTS ( \
+           SELECT 1 FROM idem_gateway_deliveries p \
+           WHERE p.destination = d.destination AND p.entity = d.entity \
+             AND p.state IN ('pending', 'in_flight') \
+             AND (p.version < d.version OR (p.version = d.version AND p.id < d.id)))) \
+     ORDER BY d.next_attempt_at, d.id LIMIT $3";
+
+/// When the next delivery of destination $1 falls due (or its lease lapses).
+pub(crate) const NEXT_DUE: &str = "SELECT MIN(next_attempt_at) FROM idem_gateway_deliveries \
+     WHERE destination = $1 AND state IN ('pending', 'in_flight')";
+
+/// Marks delivery $1 in flight for the lease holder with token $2 until $3 (now = $4), if it is
+/// still due. Returns the attempt's number.
+pub(crate) const START_ATTEMPT: &str = "UPDATE idem_gateway_deliveries \
+     SET state = 'in_flight', lease_token = $2, next_attempt_at = $3, attempts = attempts + 1, \
+         updated_at = $4 \
+     WHERE id = $1 AND state IN ('pending', 'in_flight') AND next_attempt_at <= $4 \
+     RETURNING attempts";
+
+/// Records the outcome of delivery $1's attempt, fenced by the holder's token $2: a holder whose
+/// lease lapsed and was taken over changes nothing.
+pub(crate) const FINISH_ATTEMPT: &str = "UPDATE idem_gateway_deliveries \
+     SET state = $3, failures = $4, next_attempt_at = $5, lease_token = NULL, updated_at = $6 \
+     WHERE id = $1 AND lease_token = $2 AND state = 'in_flight'";
+
+pub(crate) const INSERT_ATTEMPT: &str = "INSERT INTO idem_gateway_attempts \
+     (delivery, attempt, started_at, duration_ms, status, outcome, excerpt) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/// Deliveries per (destination, state), for reports.
+pub(crate) const COUNT_BY_STATE: &str = "SELECT destination, state, COUNT(*) \
+     FROM idem_gateway_deliveries GROUP BY destination, state";
+
+/// The same for the states that stay few (waiting, in flight, dead), read through the due
+/// index: what every `/metrics` scrape needs, without counting every delivered row.
+pub(crate) const COUNT_OPEN_BY_STATE: &str = "SELECT destination, state, COUNT(*) \
+     FROM idem_gateway_deliveries WHERE state IN ('pending', 'in_flight', 'dead') \
+     GROUP BY destination, state";
+
+/// The oldest event not yet delivered anywhere (pending or in flight), by received time.
+pub(crate) const OLDEST_UNDELIVERED: &str = "SELECT MIN(e.received_at) \
+     FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
+     WHERE d.state IN ('pending', 'in_flight')";
+
+/// Attempts that failed (outcome retry or dead), for the demo's "retried" column.
+pub(crate) const COUNT_FAILED_ATTEMPTS: &str =
+    "SELECT COUNT(*) FROM idem_gateway_attempts WHERE outcome <> 'delivered'";
+
+/// Events, newest first; `$1` = source or '' for every source, `$2` = at most.
+pub(crate) const LIST_EVENTS: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
+     aggregate_id, version, received_at, body IS NOT NULL \
+     FROM idem_gateway_events WHERE ($1 = '' OR source = $1) \
+     ORDER BY received_at DESC, id DESC LIMIT $2";
+
+pub(crate) const FIND_EVENT: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
+     aggregate_id, version, received_at, body IS NOT NULL \
+     FROM idem_gateway_events WHERE source = $1 AND event_id = $2";
+
+pub(crate) const DELIVERIES_OF: &str = "SELECT d.id, d.route, d.destination, d.state, d.tie, \
+     d.note, d.attempts, d.next_attempt_at, d.updated_at, e.source, e.event_id, e.event_type \
+     FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
+     WHERE d.event = $1 ORDER BY d.id";
+
+pub(crate) const ATTEMPTS_OF: &str = "SELECT attempt, started_at, duration_ms, status, outcome, \
+     excerpt FROM idem_gateway_attempts WHERE delivery = $1 ORDER BY attempt";
+
+/// Dead letters, oldest first; `$1` = destination or '' for all, `$2` = at most.
+pub(crate) const DEAD_LETTERS: &str = "SELECT d.id, d.route, d.destination, d.state, d.tie, \
+     d.note, d.attempts, d.next_attempt_at, d.updated_at, e.source, e.event_id, e.event_type \
+     FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
+     WHERE d.state = 'dead' AND ($1 = '' OR d.destination = $1) \
+     ORDER BY d.updated_at, d.id LIMIT $2";
+
+/// Makes dead letters due again at $3 with a fresh schedule; `$1` = destination or '',
+/// `$2` = one delivery id or 0 for all.
+pub(crate) const REDRIVE: &str = "UPDATE idem_gateway_deliveries \
+     SET state = 'pending', failures = 0, next_attempt_at = $3, updated_at = $3 \
+     WHERE state = 'dead' AND ($1 = '' OR destination = $1) AND ($2 = 0 OR id = $2)";
+
+/// Deliveries of source $1's events received in [$2, $3), with what a replay must know: the
+/// route, whether the body is still kept, and the entity's highest non-stale version on the
+/// route (NULL without an entity).
+pub(crate) const REPLAY_CANDIDATES: &str = "SELECT d.id, d.route, d.state, d.version, \
+     e.body IS NOT NULL, \
+     (SELECT MAX(h.version) FROM idem_gateway_deliveries h \
+      WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
+        AND h.state <> 'stale') \
+     FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
+     WHERE e.source = $1 AND e.received_at >= $2 AND e.received_at < $3 \
+     ORDER BY e.received_at, d.id";
+
+/// Makes a finished delivery ($1) due again at $2 with a fresh schedule: a new attempt of the
+/// same event, under the same Idempotency-Key.
+pub(crate) const REQUEUE: &str = "UPDATE idem_gateway_deliveries \
+     SET state = 'pending', failures = 0, next_attempt_at = $2, updated_at = $2 \
+     WHERE id = $1 AND state IN ('delivered', 'stale', 'dead')";
+
+/// Up to $2 events received before $1 whose deliveries are all finished (delivered or stale):
+/// never an event still to be sent or a dead letter (C9).
+pub(crate) const COLLECTABLE_EVENTS: &str = "SELECT e.id FROM idem_gateway_events e \
+     WHERE e.received_at < $1 AND NOT EXISTS (SELECT 1 FROM idem_gateway_deliveries d \
+       WHERE d.event = e.id AND d.state IN ('pending', 'in_flight', 'dead')) \
+     LIMIT $2";
+
+/// Drops the raw bodies of up to $2 finished events received before $1; their keys and rows
+/// stay.
+pub(crate) const DROP_BODIES: &str = "UPDATE idem_gateway_events SET body = NULL \
+     WHERE id IN (SELECT e.id FROM idem_gateway_events e \
+       WHERE e.received_at < $1 AND e.body IS NOT NULL AND NOT EXISTS ( \
+         SELECT 1 FROM idem_gateway_deliveries d \
+         WHERE d.event = e.id AND d.state IN ('pending', 'in_flight', 'dead')) \
+       LIMIT $2)";

@@ -1,0 +1,121 @@
+//! The `idem` binary: `check-config` fails closed, `serve` takes a real Stripe event and exits 0
+//! on SIGTERM after draining.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use idem_http::verify::stripe;
+
+use crate::support::{Downstream, unix_now};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_idem");
+
+fn config(dir: &std::path::Path, port: u16, app: std::net::SocketAddr) -> std::path::PathBuf {
+    let path = dir.join("idem.toml");
+    let text = format!(
+        r#"
+listen = "127.0.0.1:{port}"
+database_url = "sqlite://{}/data/idem.db"
+
+[[source]]
+name = "stripe"
+kind = "stripe"
+secrets_env = ["BIN_STRIPE_SECRET"]
+
+[[destination]]
+name = "app"
+url = "http://{app}/events"
+retry_schedule = ["10ms"]
+signing_secret_env = "BIN_APP_SECRET"
+
+[[route]]
+source = "stripe"
+destination = "app"
+"#,
+        dir.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn check_config_refuses_a_missing_secret_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), 1, "127.0.0.1:1".parse().unwrap());
+    let output = Command::new(BINARY)
+        .args(["--config", path.to_str().unwrap(), "check-config"])
+        .env_remove("BIN_STRIPE_SECRET")
+        .env("BIN_APP_SECRET", "whsec_aGVsbG8=")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("environment variable BIN_STRIPE_SECRET, which is not set"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_forwards_a_real_stripe_event_and_drains_on_sigterm() {
+    let downstream = Downstream::ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = config(dir.path(), port, downstream.addr);
+    let mut child = Command::new(BINARY)
+        .args(["--config", path.to_str().unwrap(), "serve"])
+        .env("BIN_STRIPE_SECRET", "whsec_bin")
+        .env("BIN_APP_SECRET", "whsec_aGVsbG8=")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client.get(format!("{base}/readyz")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "idem serve did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let events = include_str!("../../../../testdata/stripe-events/events.jsonl");
+    let body = events.lines().next().unwrap().as_bytes();
+    let answer = client
+        .post(format!("{base}/webhooks/stripe"))
+        .header(
+            "stripe-signature",
+            stripe::sign("whsec_bin", unix_now(), body),
+        )
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["idem-status"], "accepted");
+    while downstream.received().is_empty() {
+        assert!(Instant::now() < deadline, "event not forwarded");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(downstream.received()[0].body, body);
+
+    let killed = Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "idem serve exited with {status}");
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("idem serve did not exit after SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

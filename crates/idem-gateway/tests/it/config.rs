@@ -1,0 +1,139 @@
+//! Configuration: the issue's example loads; anything that would make a source accept what it
+//! should refuse stops the start, naming the problem (fail closed, C9).
+
+use std::time::Duration;
+
+use idem_gateway::{Config, ConfigError, Ordering, SourceKind};
+
+use crate::support::env;
+
+const EXAMPLE: &str = r#"
+listen = "127.0.0.1:8080"
+database_url = "sqlite://./idem-data/idem.db"
+retention = "30d"
+
+[[source]]
+name = "stripe"
+kind = "stripe"
+secrets_env = ["STRIPE_SECRET"]
+
+[[source]]
+name = "acme"
+kind = "generic"
+secrets_env = ["GITHUB_SECRET"]
+signature_header = "X-Acme-Signature"
+id = { header = "X-Event-Id" }
+entity = { json = "$.order.id" }
+version = { json = "$.order.version", type = "integer" }
+
+[[destination]]
+name = "app"
+url = "http://127.0.0.1:3000/events"
+timeout = "10s"
+retry_schedule = ["5s", "30s", "5m", "30m", "2h", "8h", "24h"]
+signing_secret_env = "APP_SECRET"
+
+[[route]]
+source = "stripe"
+destination = "app"
+event_types = ["customer.subscription.*", "invoice.*"]
+ordering = "drop-stale"
+"#;
+
+#[test]
+fn the_issue_example_loads() {
+    let config = Config::from_toml(EXAMPLE, &env).unwrap();
+    assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.retention, Duration::from_secs(30 * 86_400));
+    assert_eq!(config.sources[0].kind, SourceKind::Stripe);
+    assert_eq!(config.sources[1].kind, SourceKind::Generic);
+    let app = &config.destinations[0];
+    assert_eq!(app.timeout, Duration::from_secs(10));
+    assert_eq!(app.retry_schedule.len(), 7);
+    assert_eq!(app.retry_schedule[2], Duration::from_secs(300));
+    let route = &config.routes[0];
+    assert_eq!(route.name.as_str(), "stripe.app");
+    assert_eq!(route.ordering, Ordering::DropStale);
+    assert!(route.matches(Some("customer.subscription.updated")));
+    assert!(route.matches(Some("invoice.paid")));
+    assert!(!route.matches(Some("customer.created")));
+    assert!(!route.matches(None));
+}
+
+#[test]
+fn defaults_without_a_file() {
+    let config = Config::defaults();
+    assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.database_url, "sqlite://./idem-data/idem.db");
+    assert_eq!(config.max_body_bytes, 1024 * 1024);
+    assert!(config.group_commit);
+    assert!(config.sources.is_empty());
+}
+
+fn error(text: &str) -> String {
+    Config::from_toml(text, &env).unwrap_err().to_string()
+}
+
+#[test]
+fn unknown_kind_is_refused_naming_it() {
+    let text = EXAMPLE.replace("kind = \"stripe\"", "kind = \"strype\"");
+    assert_eq!(
+        error(&text),
+        "source \"stripe\" has unknown kind \"strype\"; expected stripe, github, shopify, standard-webhooks or generic"
+    );
+}
+
+#[test]
+fn missing_secret_is_refused_naming_the_variable() {
+    let text = EXAMPLE.replace("[\"STRIPE_SECRET\"]", "[\"STRIPE_SECRET_UNSET\"]");
+    assert_eq!(
+        error(&text),
+        "source \"stripe\" needs its secret in environment variable STRIPE_SECRET_UNSET, which is not set"
+    );
+    let text = EXAMPLE.replace("\"APP_SECRET\"", "\"APP_SECRET_UNSET\"");
+    assert!(error(&text).contains("APP_SECRET_UNSET"));
+    let text = EXAMPLE.replace("secrets_env = [\"STRIPE_SECRET\"]", "secrets_env = []");
+    assert!(
+        error(&text).starts_with("source \"stripe\": no Stripe secret configured"),
+        "{}",
+        error(&text)
+    );
+}
+
+#[test]
+fn retention_shorter_than_the_horizon_is_refused_naming_both_numbers() {
+    let text = EXAMPLE.replace("retention = \"30d\"", "retention = \"1d\"");
+    let message = error(&text);
+    assert!(message.contains("source \"stripe\" (stripe)"), "{message}");
+    assert!(
+        message.contains("86400 s") && message.contains("259200 s"),
+        "{message}"
+    );
+}
+
+#[test]
+fn bad_shapes_are_named() {
+    let https = EXAMPLE.replace("http://127.0.0.1:3000", "https://example.invalid");
+    assert!(
+        error(&https).contains("destination \"app\" url"),
+        "{}",
+        error(&https)
+    );
+    let unknown_dest = EXAMPLE.replace("destination = \"app\"", "destination = \"nowhere\"");
+    assert_eq!(
+        error(&unknown_dest),
+        "route \"stripe.nowhere\" names destination \"nowhere\", which is not configured"
+    );
+    let bad_duration = EXAMPLE.replace("timeout = \"10s\"", "timeout = \"ten\"");
+    assert!(
+        error(&bad_duration).contains("\"ten\" is not a duration"),
+        "{}",
+        error(&bad_duration)
+    );
+    let typo = EXAMPLE.replace("retention =", "retension =");
+    assert!(error(&typo).contains("retension"), "{}", error(&typo));
+    assert!(matches!(
+        Config::from_toml("listen = \"nowhere\"", &env),
+        Err(ConfigError::BadValue { .. })
+    ));
+}

@@ -1,0 +1,16 @@
+//! The gateway's integration tests: a real gateway on 127.0.0.1, a real local downstream, real
+//! HTTP, on SQLite and PostgreSQL. Retry schedules are in milliseconds; nothing waits for
+//! seconds.
+
+#[macro_use]
+mod support;
+
+mod admin;
+mod binary;
+mod cluster;
+mod config;
+mod demo;
+mod dispatch;
+mod ingest;
+mod observability;
+mod scenarios;
