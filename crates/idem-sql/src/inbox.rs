@@ -104,6 +104,22 @@ impl<DB: Backend> Inbox<DB> {
         Ok(claims)
     }
 
+    /// Whether `key` was committed to this inbox, read outside any transaction (one SELECT).
+    ///
+    /// Only a committed key is seen, so `true` is final (until retention deletes the key); `false`
+    /// decides nothing: claim to find out. Counts `true` as a duplicate in `idem_claims_total`.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn is_claimed(&self, key: &DedupKey) -> Result<bool, Error> {
+        let mut conn = self.store.pool().acquire().await?;
+        let claimed = DB::is_claimed(&mut conn, self.consumer.as_str(), key.as_str()).await?;
+        if claimed {
+            self.count(Claim::Duplicate, 1);
+        }
+        Ok(claimed)
+    }
+
     /// The consumer this inbox belongs to.
     pub fn consumer(&self) -> &Name {
         &self.consumer

@@ -130,6 +130,7 @@ pub struct Runner<DB: Backend> {
     guard: VersionGuard<DB>,
     gap_policy: GapPolicy,
     max_attempts: u32,
+    duplicate_precheck: bool,
 }
 
 // Written out: a derive would require `DB: Clone`, which sqlx's database types are not.
@@ -141,6 +142,7 @@ impl<DB: Backend> Clone for Runner<DB> {
             guard: self.guard.clone(),
             gap_policy: self.gap_policy,
             max_attempts: self.max_attempts,
+            duplicate_precheck: self.duplicate_precheck,
         }
     }
 }
@@ -155,6 +157,7 @@ impl<DB: Backend> Runner<DB> {
             store,
             gap_policy: GapPolicy::default(),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            duplicate_precheck: false,
         }
     }
 
@@ -168,6 +171,22 @@ impl<DB: Backend> Runner<DB> {
     pub fn max_attempts(self, max_attempts: u32) -> Self {
         Self {
             max_attempts: max_attempts.max(1),
+            ..self
+        }
+    }
+
+    /// Reads the inbox before opening a transaction: a key already committed is answered as
+    /// [`Outcome::Duplicate`] with one read-only statement, no transaction. Off by default.
+    ///
+    /// Worth it where duplicates are common (replays, redelivery storms): on PostgreSQL a
+    /// duplicate then costs one round trip instead of a transaction. Each fresh event pays one
+    /// extra read. Safe under C1: the read only ever answers "duplicate" for a committed key (keys
+    /// are deleted only by retention, past the redelivery horizon); when it finds nothing, the
+    /// `INSERT … ON CONFLICT DO NOTHING` claim still decides, so nothing is written on the strength
+    /// of the read.
+    pub fn duplicate_precheck(self, duplicate_precheck: bool) -> Self {
+        Self {
+            duplicate_precheck,
             ..self
         }
     }
@@ -233,10 +252,14 @@ impl<DB: Backend> Runner<DB> {
         F: for<'t> FnMut(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, Error>>
             + Send,
     {
+        if self.duplicate_precheck && self.inbox.is_claimed(&event.key).await? {
+            return Ok(Outcome::Duplicate);
+        }
         let mut tx = self.store.begin().await?;
         if self.inbox.claim(&mut tx, &event.key).await? == Claim::Duplicate {
-            // Nothing was written: ending the transaction costs no disk write.
-            tx.rollback().await?;
+            // Nothing was written. Dropping the transaction queues its ROLLBACK on the connection,
+            // sent when the pool takes it back, so the duplicate is answered without waiting for it.
+            drop(tx);
             return Ok(Outcome::Duplicate);
         }
         let advance = match &event.entity {

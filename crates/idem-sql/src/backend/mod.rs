@@ -83,6 +83,12 @@ pub(crate) mod ops {
             key: &str,
             now: i64,
         ) -> impl Future<Output = Res<bool>> + Send;
+        /// Whether `key` is in the inbox (committed), without a transaction.
+        fn is_claimed(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+        ) -> impl Future<Output = Res<bool>> + Send;
         /// Claims `keys` (distinct, sorted) in one statement; returns the keys that were fresh.
         fn claim_many(
             conn: &mut Self::Connection,
@@ -214,6 +220,19 @@ macro_rules! shared_ops {
                 secondary,
                 dedup_key,
             }))
+        }
+
+        async fn is_claimed(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            key: &str,
+        ) -> Result<bool, sqlx::Error> {
+            let row: Option<i32> = sqlx::query_scalar(sql::IS_CLAIMED)
+                .bind(consumer)
+                .bind(key)
+                .fetch_optional(&mut *conn)
+                .await?;
+            Ok(row.is_some())
         }
 
         async fn insert_version(

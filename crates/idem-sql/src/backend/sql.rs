@@ -5,6 +5,10 @@
 pub(crate) const CLAIM: &str = "INSERT INTO idem_inbox (consumer, dedup_key, processed_at) \
      VALUES ($1, $2, $3) ON CONFLICT (consumer, dedup_key) DO NOTHING";
 
+/// Whether a key was committed to the inbox: read-only, for the runner's duplicate pre-check.
+pub(crate) const IS_CLAIMED: &str =
+    "SELECT 1 FROM idem_inbox WHERE consumer = $1 AND dedup_key = $2";
+
 pub(crate) const INSERT_VERSION: &str = "INSERT INTO idem_versions \
      (consumer, aggregate_type, aggregate_id, version_kind, version, version_secondary, dedup_key, updated_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \

@@ -235,7 +235,63 @@ fn panic_in_handler() -> Result<(), idem::Error> {
     panic!("handler panics after its write (expected by this test)")
 }
 
+/// With the opt-in pre-check, 64 concurrent deliveries still apply once (while the first is in
+/// flight the read finds nothing and the claim decides), and a later redelivery is a duplicate
+/// answered without a transaction.
+async fn precheck_keeps_claims_exclusive<DB: AppDb>(store: Store<DB>) {
+    support::install_metrics();
+    support::app_tables(&store).await;
+    let consumer = consumer("precheck");
+    let runner = Runner::new(store.clone(), &consumer).duplicate_precheck(true);
+    let event = Event::new(stripe_key("evt_pre"));
+    let barrier = Arc::new(Barrier::new(TASKS));
+    let handler_runs = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(TASKS);
+    for _ in 0..TASKS {
+        let (runner, event, barrier) = (runner.clone(), event.clone(), Arc::clone(&barrier));
+        let (handler_runs, name) = (Arc::clone(&handler_runs), consumer.to_string());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            runner
+                .run(&event, |tx| {
+                    handler_runs.fetch_add(1, Ordering::SeqCst);
+                    let name = name.clone();
+                    Box::pin(async move {
+                        support::write_effect::<DB>(&mut **tx, &name, "evt_pre", "precheck").await
+                    })
+                })
+                .await
+        }));
+    }
+    let mut applied = 0;
+    for task in tasks {
+        match task.await.unwrap().unwrap() {
+            Outcome::Applied(()) => applied += 1,
+            Outcome::Duplicate => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((applied, handler_runs.load(Ordering::SeqCst)), (1, 1));
+    assert_eq!(support::effects(&store, &consumer, "evt_pre").await, 1);
+    let duplicates = || {
+        support::counter(
+            CLAIMS_TOTAL,
+            &[("consumer", consumer.as_str()), ("outcome", "duplicate")],
+        )
+    };
+    let before = duplicates();
+    assert_eq!(
+        runner
+            .run(&event, |_tx| Box::pin(async { Ok(()) }))
+            .await
+            .unwrap(),
+        Outcome::Duplicate
+    );
+    assert_eq!(duplicates() - before, 1);
+}
+
 both_stores!(
+    precheck_keeps_claims_exclusive,
     concurrent_deliveries_apply_once,
     concurrent_raw_claims_one_fresh,
     duplicate_after_commit_is_counted,
