@@ -771,10 +771,10 @@ fn table(rows: &[Measurement]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<9} {:<10} {:>7} {:>5} {:>8} {:>8} {:>10} {:>9}",
+        "{:<9} {:<12} {:>7} {:>5} {:>8} {:>8} {:>10} {:>9}",
         "store", "path", "clients", "pool", "events", "seconds", "events/s", "WAL B/ev"
     );
-    let _ = writeln!(out, "{}", "-".repeat(73));
+    let _ = writeln!(out, "{}", "-".repeat(75));
     for r in rows {
         let wal = r.wal_bytes.map_or_else(
             || "n/a".to_owned(),
@@ -782,7 +782,7 @@ fn table(rows: &[Measurement]) -> String {
         );
         let _ = writeln!(
             out,
-            "{:<9} {:<10} {:>7} {:>5} {:>8} {:>8.3} {:>10} {:>9}",
+            "{:<9} {:<12} {:>7} {:>5} {:>8} {:>8.3} {:>10} {:>9}",
             r.store,
             r.path,
             r.clients,
@@ -818,7 +818,7 @@ fn ratios(rows: &[Measurement]) -> String {
         };
         let _ = writeln!(
             out,
-            "{store:<9} {what:<34} {:>7.2}x {target:>9}  {verdict}",
+            "{store:<9} {what:<44} {:>7.2}x {target:>9}  {verdict}",
             ratio
         );
     };
@@ -1002,7 +1002,7 @@ async fn main() -> anyhow::Result<()> {
     print!("{}", table(&rows));
     println!();
     println!(
-        "{:<9} {:<34} {:>8} {:>9}  verdict",
+        "{:<9} {:<44} {:>8} {:>9}  verdict",
         "store", "ratio", "measured", "target"
     );
     print!("{}", ratios(&rows));
