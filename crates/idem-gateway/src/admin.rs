@@ -400,7 +400,13 @@ fn authorized<DB: GatewayDb>(gateway: &Gateway<DB>, headers: &HeaderMap) -> bool
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        // The scheme is case-insensitive (RFC 9110 §11.1): `bearer`, `BEARER` too.
+        .and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| token.trim_start())
+        })
         .map(str::as_bytes);
     matches!((expected, given), (Some(e), Some(g)) if bool::from(e.ct_eq(g)))
 }

@@ -16,6 +16,17 @@ pub enum Error {
     /// Applying the gateway's migrations failed.
     #[error("migrating the gateway's tables failed: {0}")]
     Migrate(#[from] idem::sqlx::migrate::MigrateError),
+    /// A destination's dispatcher stopped (it panicked or ended) while the server ran: its
+    /// events would be accepted but never sent, so `/readyz` fails and the server stops.
+    #[error(
+        "the dispatcher of destination {destination:?} stopped ({reason}); its events would never be sent"
+    )]
+    Dispatcher {
+        /// The destination.
+        destination: String,
+        /// The panic message, or why it ended.
+        reason: String,
+    },
     /// The listener could not be bound or served.
     #[error("{what}: {source}")]
     Io {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use idem::{Inbox, Name, Store, Timestamp};
 use tokio::sync::Notify;
@@ -27,6 +27,8 @@ struct Inner<DB: GatewayDb> {
     inbox: Inbox<DB>,
     /// One per destination (same index): rung when it may have new due work.
     wake: Vec<Notify>,
+    /// Set when a dispatcher stopped while serving: `/readyz` fails with it.
+    dispatch_failure: OnceLock<Error>,
 }
 
 impl<DB: GatewayDb> Clone for Gateway<DB> {
@@ -83,6 +85,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 store,
                 inbox,
                 wake,
+                dispatch_failure: OnceLock::new(),
             }),
         }
     }
@@ -161,6 +164,19 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     pub(crate) fn waker(&self, index: usize) -> &Notify {
         &self.inner.wake[index]
+    }
+
+    /// Records that a dispatcher stopped while serving (the first one wins).
+    pub(crate) fn set_dispatch_failure(&self, destination: &str, reason: String) {
+        let _ = self.inner.dispatch_failure.set(Error::Dispatcher {
+            destination: destination.to_owned(),
+            reason,
+        });
+    }
+
+    /// Why a dispatcher stopped while serving, if one did: the gateway is then not ready.
+    pub(crate) fn dispatch_failure(&self) -> Option<&Error> {
+        self.inner.dispatch_failure.get()
     }
 
     /// Counts deliveries by destination and state, the oldest undelivered event and the failed

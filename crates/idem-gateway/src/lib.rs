@@ -66,9 +66,29 @@
 //! ordering = "drop-stale"                            # or "none"
 //! ```
 //!
-//! Other optional top-level keys: `body_retention`, `max_body_bytes` (default 1 MiB),
-//! `group_commit` (default true), `poll_interval` (default 1s), `admin_token_env`. Optional
-//! destination keys: `concurrency` (default 8), `retry_after_cap` (default 1h).
+//! Other optional top-level keys: `body_retention` (at most `retention`), `max_body_bytes`
+//! (default 1 MiB, at least 1 KiB), `group_commit` (default true), `poll_interval` (default 1s,
+//! at least 10ms), `admin_token_env`.
+//!
+//! Source keys besides those above: `type` (where the event type is read, `{ header = … }` or
+//! `{ json = … }`; kinds have defaults), `entity_type` (the entity's type in its `type:id` key;
+//! default the source's name), `signature_encoding` (generic: `"hex"`, the default, or
+//! `"base64"`) and `signature_prefix` (generic: text before the HMAC in the header, such as
+//! `"sha256="`). A `version` needs an `entity`.
+//!
+//! Destination keys: `timeout` (default 10s, between 100ms and 1h), `retry_schedule` (default
+//! `["5s", "30s", "5m", "30m", "2h", "8h", "24h"]`, each step at most 7d, ±20% jitter; after the
+//! last step fails the delivery is a dead letter, so `retry_schedule = []` dead-letters after the
+//! first failure), `concurrency` (default 8, 1 to 1024), `retry_after_cap` (default 1h, at most
+//! 7d). Route `event_types`: exact names or a prefix with one trailing `*`.
+//!
+//! Durations use humantime's syntax: `250ms`, `5s`, `30m`, `2h`, `30d`, `1w` (and combinations
+//! such as `1h 30m`); zero is refused.
+//!
+//! A route's name (default `{source}.{destination}`) is the version guard's consumer: renaming
+//! a route starts its staleness judgement afresh. Several gateway processes on one PostgreSQL
+//! database hand deliveries over with leases of `timeout + 5s`
+//! ([`dispatch::LEASE_MARGIN`]): their clocks must agree to well within that margin.
 //!
 //! ## Headers sent to a destination
 //!

@@ -54,11 +54,22 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
 }
 
 /// A running gateway: listening, committing, dispatching.
-#[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
+    /// Turns true when a dispatcher stopped while serving.
+    failure: watch::Receiver<bool>,
     task: JoinHandle<Result<(), Error>>,
+    /// The dispatcher failure recorded in the gateway, as an error.
+    gateway_failure: Box<dyn Fn() -> Option<Error> + Send + Sync>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Server {
@@ -83,13 +94,21 @@ impl Server {
             what: "building the HTTP client".into(),
             source: std::io::Error::other(e),
         })?;
+        let (failed, failure) = watch::channel(false);
         let mut dispatchers = Vec::new();
         for index in 0..gateway.config().destinations.len() {
-            dispatchers.push(tokio::spawn(dispatch::run(
+            let dispatcher = tokio::spawn(dispatch::run(
                 gateway.clone(),
                 index,
                 client.clone(),
                 stopped.clone(),
+            ));
+            dispatchers.push(tokio::spawn(supervise(
+                gateway.clone(),
+                index,
+                dispatcher,
+                stopped.clone(),
+                failed.clone(),
             )));
         }
         let (queue, batcher) = if gateway.config().group_commit {
@@ -101,6 +120,7 @@ impl Server {
         } else {
             (None, None)
         };
+        let failure_gateway = gateway.clone();
         let router = router(gateway, queue);
         let mut stopped_http = stopped.clone();
         let task = tokio::spawn(async move {
@@ -122,7 +142,13 @@ impl Server {
                 source,
             })
         });
-        Ok(Self { addr, stop, task })
+        Ok(Self {
+            addr,
+            stop,
+            failure,
+            task,
+            gateway_failure: Box::new(move || gateway_failure(&failure_gateway)),
+        })
     }
 
     /// The address the server listens on.
@@ -135,20 +161,78 @@ impl Server {
     ///
     /// # Errors
     /// [`Error::Io`] when serving failed.
+    /// [`Error::Dispatcher`] when a destination's dispatcher stopped while serving.
     pub async fn shutdown(self) -> Result<(), Error> {
         let _ = self.stop.send(true);
-        self.task.await.unwrap_or(Ok(()))
+        let served = self.task.await.unwrap_or(Ok(()));
+        match (self.gateway_failure)() {
+            Some(failure) => Err(failure),
+            None => served,
+        }
     }
 
-    /// Serves until `signal` completes (SIGTERM, Ctrl-C), then drains as
+    /// Serves until `signal` completes (SIGTERM, Ctrl-C) or a destination's dispatcher stops
+    /// (it panicked or ended: its events would never be sent), then drains as
     /// [`shutdown`](Self::shutdown).
     ///
     /// # Errors
-    /// As [`shutdown`](Self::shutdown).
+    /// As [`shutdown`](Self::shutdown): [`Error::Dispatcher`] when a dispatcher stopped.
     pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), Error> {
-        signal.await;
+        let mut failure = self.failure.clone();
+        tokio::select! {
+            () = signal => {}
+            // A dropped sender (no destinations) is no failure: only the signal stops.
+            Ok(_) = failure.wait_for(|failed| *failed) => {}
+        }
         self.shutdown().await
     }
+}
+
+fn gateway_failure<DB: GatewayDb>(gateway: &Gateway<DB>) -> Option<Error> {
+    match gateway.dispatch_failure() {
+        Some(Error::Dispatcher {
+            destination,
+            reason,
+        }) => Some(Error::Dispatcher {
+            destination: destination.clone(),
+            reason: reason.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// Waits for destination `index`'s dispatcher; if it ends before shutdown or panics, logs it,
+/// records it in the gateway (so `/readyz` fails) and tells [`Server::run_until`] to stop:
+/// accepting events that will never be sent is worse than stopping.
+async fn supervise<DB: GatewayDb>(
+    gateway: Gateway<DB>,
+    index: usize,
+    dispatcher: JoinHandle<()>,
+    stopped: watch::Receiver<bool>,
+    failed: watch::Sender<bool>,
+) {
+    let outcome = dispatcher.await;
+    let reason = match outcome {
+        Ok(()) if *stopped.borrow() => return,
+        Ok(()) => "it ended before shutdown".to_owned(),
+        Err(e) if e.is_panic() => {
+            let payload = e.into_panic();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            format!("panicked: {message}")
+        }
+        Err(e) => e.to_string(),
+    };
+    let destination = gateway.destination(index).name.to_string();
+    tracing::error!(
+        destination = %destination, %reason,
+        "dispatcher stopped: its events would never be sent; /readyz fails and the server stops"
+    );
+    gateway.set_dispatch_failure(&destination, reason);
+    let _ = failed.send(true);
 }
 
 fn router<DB: GatewayDb>(
@@ -173,8 +257,17 @@ fn router<DB: GatewayDb>(
         .merge(crate::admin::router(gateway))
 }
 
-/// Ready when the database answers.
+/// Ready when every dispatcher runs and the database answers.
 async fn readyz<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
+    if let Some(failure) = gateway.dispatch_failure() {
+        return Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "dispatcher-stopped",
+            "Dispatcher stopped",
+            failure.to_string(),
+        )
+        .into_response();
+    }
     match gateway.store().pool().acquire().await {
         Ok(_) => "ready".into_response(),
         Err(e) => Problem::new(

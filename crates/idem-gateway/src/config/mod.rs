@@ -31,14 +31,24 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// A destination's request timeout without a configuration.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The shortest timeout a destination may have.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(100);
 /// The longest timeout a destination may have.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How many deliveries a destination has in flight at most, without a configuration.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// The most deliveries a destination may have in flight at once.
+pub const MAX_CONCURRENCY: usize = 1024;
 /// The longest delay a `Retry-After` may ask for, without a configuration.
 pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(3600);
+/// The longest delay of a retry schedule step or of `retry_after_cap`: 7 days.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(7 * 86_400);
 /// How often dispatchers look for due deliveries when nothing woke them.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// The shortest poll interval.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// The smallest `max_body_bytes`: 1 KiB.
+pub const MIN_MAX_BODY_BYTES: usize = 1024;
 
 /// A destination's retry delays without a configuration: then the dead letter.
 pub fn default_retry_schedule() -> Vec<Duration> {
@@ -387,9 +397,35 @@ impl Config {
             .map(|text| duration::parse("body_retention", text))
             .transpose()?;
         let poll_interval = match &raw.poll_interval {
-            Some(text) => duration::parse("poll_interval", text)?,
+            Some(text) => {
+                let d = duration::parse("poll_interval", text)?;
+                if d < MIN_POLL_INTERVAL {
+                    return Err(out_of_range("poll_interval", text, "at least 10ms"));
+                }
+                d
+            }
             None => DEFAULT_POLL_INTERVAL,
         };
+        if let (Some(body), Some(text)) = (body_retention, &raw.body_retention)
+            && body > retention
+        {
+            return Err(out_of_range(
+                "body_retention",
+                text,
+                &format!(
+                    "at most retention ({}): bodies cannot outlive their events",
+                    humantime::format_duration(retention)
+                ),
+            ));
+        }
+        let max_body_bytes = raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
+        if max_body_bytes < MIN_MAX_BODY_BYTES {
+            return Err(out_of_range(
+                "max_body_bytes",
+                &max_body_bytes.to_string(),
+                "at least 1024 (1 KiB)",
+            ));
+        }
         let admin_token = raw
             .admin_token_env
             .as_deref()
@@ -432,7 +468,7 @@ impl Config {
             database_url,
             retention,
             body_retention,
-            max_body_bytes: raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
+            max_body_bytes,
             group_commit: raw.group_commit.unwrap_or(true),
             poll_interval,
             admin_token,
@@ -445,6 +481,14 @@ impl Config {
     /// The source called `name`.
     pub fn source(&self, name: &str) -> Option<&Source> {
         self.sources.iter().find(|s| s.name.as_str() == name)
+    }
+}
+
+fn out_of_range(field: &str, value: &str, expected: &str) -> ConfigError {
+    ConfigError::BadValue {
+        field: field.into(),
+        value: value.into(),
+        expected: expected.into(),
     }
 }
 
@@ -578,6 +622,13 @@ fn build_source(
         }
         None => defaults.version,
     };
+    if version.is_some() && entity.is_none() {
+        return Err(ConfigError::BadValue {
+            field: field_name("entity"),
+            value: String::new(),
+            expected: "an entity where the version's entity is read, such as { json = \"$.order.id\" }: a version is compared per entity, so `version` needs `entity`".into(),
+        });
+    }
     Ok(Source {
         name: source_name,
         kind,
@@ -689,22 +740,30 @@ fn build_destination(
         None => DEFAULT_TIMEOUT,
     };
     // The delivery's lease must outlive an attempt and stay within idem's longest ttl.
-    if timeout > MAX_TIMEOUT {
-        return Err(ConfigError::BadValue {
-            field: field_name("timeout"),
-            value: raw.timeout.unwrap_or_default(),
-            expected: "at most 1h".into(),
-        });
+    if !(MIN_TIMEOUT..=MAX_TIMEOUT).contains(&timeout) {
+        return Err(out_of_range(
+            &field_name("timeout"),
+            raw.timeout.as_deref().unwrap_or_default(),
+            "between 100ms and 1h",
+        ));
     }
+    // Longer delays would overflow the clock or hold an entity for ever (DESIGN.md C11).
+    let retry_delay = |field: &str, text: &str| {
+        let d = duration::parse(&field_name(field), text)?;
+        if d > MAX_RETRY_DELAY {
+            return Err(out_of_range(&field_name(field), text, "at most 7d"));
+        }
+        Ok(d)
+    };
     let retry_schedule = match &raw.retry_schedule {
         Some(list) => list
             .iter()
-            .map(|text| duration::parse(&field_name("retry_schedule"), text))
+            .map(|text| retry_delay("retry_schedule", text))
             .collect::<Result<_, _>>()?,
         None => default_retry_schedule(),
     };
     let retry_after_cap = match &raw.retry_after_cap {
-        Some(text) => duration::parse(&field_name("retry_after_cap"), text)?,
+        Some(text) => retry_delay("retry_after_cap", text)?,
         None => DEFAULT_RETRY_AFTER_CAP,
     };
     let signing_secret = secret(
@@ -720,12 +779,12 @@ fn build_destination(
         },
     )?;
     let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
-    if concurrency == 0 {
-        return Err(ConfigError::BadValue {
-            field: field_name("concurrency"),
-            value: "0".into(),
-            expected: "at least 1".into(),
-        });
+    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+        return Err(out_of_range(
+            &field_name("concurrency"),
+            &concurrency.to_string(),
+            "between 1 and 1024",
+        ));
     }
     Ok(Destination {
         name: dest_name,
@@ -774,6 +833,16 @@ fn build_route(
             });
         }
     };
+    for pattern in &raw.event_types {
+        let prefix = pattern.strip_suffix('*').unwrap_or(pattern);
+        if pattern.is_empty() || prefix.contains('*') {
+            return Err(ConfigError::BadValue {
+                field: format!("route {:?} event_types", route_name.as_str()),
+                value: pattern.clone(),
+                expected: "an exact event type (\"invoice.paid\") or a prefix with a single trailing * (\"invoice.*\")".into(),
+            });
+        }
+    }
     Ok(Route {
         name: route_name,
         source: source.name.clone(),

@@ -25,6 +25,9 @@ use schedule::Next;
 /// attempt, or another process could take the delivery over while it is still being sent.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
+/// The longest delay before a retry: the configuration's bound (7 days) plus the jitter.
+const MAX_DELAY: Duration = Duration::from_secs(7 * 86_400 * 6 / 5);
+
 /// Runs destination `index`'s dispatcher until `shutdown` turns true, then waits for the
 /// attempts in flight to finish and be recorded.
 pub(crate) async fn run<DB: GatewayDb>(
@@ -151,15 +154,16 @@ async fn start_due<DB: GatewayDb>(
             });
         }
     }
+    // Only deliveries not yet due count: one due but held back (its entity is busy, every
+    // permit is taken, or another process holds it) is brought by the wake at the end of an
+    // attempt, or the poll, and must not push the others' retries back to the poll.
+    let now = gateway.now().as_millis();
     let next = {
         let mut conn = gateway.store().pool().acquire().await?;
-        DB::next_due(&mut conn, name).await?
+        DB::next_due(&mut conn, name, now).await?
     };
-    let now = gateway.now().as_millis();
     Ok(match next {
         Some(at) if at > now => Duration::from_millis(u64::try_from(at - now).unwrap_or(0)),
-        // Due but held back (its entity is busy, every permit is taken, or another process
-        // holds it): the wake at the end of an attempt, or the poll, brings it.
         _ => gateway.config().poll_interval,
     })
 }
@@ -210,11 +214,13 @@ async fn send_one<DB: GatewayDb>(
             destination.retry_after_cap,
             jitter,
         ) {
+            // Bounded, so that no delay (a destination built in code, a saturated jitter)
+            // holds its entity for ever or overflows the clock.
             Next::Retry(delay) => (
                 "pending",
                 "retry",
                 delivery.failures + 1,
-                now.saturating_add(delay),
+                now.saturating_add(delay.min(MAX_DELAY)),
             ),
             Next::Dead => ("dead", "dead", delivery.failures + 1, now),
         }

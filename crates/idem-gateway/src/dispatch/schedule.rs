@@ -29,7 +29,9 @@ pub(crate) fn after_failure(
     let Some(base) = usize::try_from(failures).ok().and_then(|i| schedule.get(i)) else {
         return Next::Dead;
     };
-    let delay = base.mul_f64(1.0 + JITTER * jitter.clamp(-1.0, 1.0));
+    // Saturating: a delay too long for `Duration` is the longest one, never a panic.
+    let factor = 1.0 + JITTER * jitter.clamp(-1.0, 1.0);
+    let delay = Duration::try_from_secs_f64(base.as_secs_f64() * factor).unwrap_or(Duration::MAX);
     Next::Retry(match retry_after {
         Some(asked) => delay.max(asked.min(cap)),
         None => delay,
@@ -74,6 +76,26 @@ mod tests {
             after_failure(&schedule, 0, None, cap, 7.0),
             Next::Retry(1200 * MS)
         );
+    }
+
+    /// Delays too long for `Duration::mul_f64` saturate instead of panicking (the configuration
+    /// refuses them, but the arithmetic must not rely on it).
+    #[test]
+    fn huge_delays_saturate() {
+        let cap = Duration::from_secs(60);
+        let huge = humantime::parse_duration("580000000000y").unwrap();
+        assert_eq!(
+            after_failure(&[huge], 0, None, cap, 1.0),
+            Next::Retry(Duration::MAX)
+        );
+        assert_eq!(
+            after_failure(&[Duration::MAX], 0, None, cap, 1.0),
+            Next::Retry(Duration::MAX)
+        );
+        let Next::Retry(d) = after_failure(&[huge], 0, None, cap, -1.0) else {
+            panic!("a retry")
+        };
+        assert!(d > Duration::from_secs(86_400 * 365 * 1_000_000));
     }
 
     #[test]

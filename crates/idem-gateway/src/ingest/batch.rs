@@ -264,7 +264,8 @@ async fn commit_once<DB: GatewayDb>(
         if decision.state == "stale" {
             metrics::counter!(DISPATCH_TOTAL, "destination" => route.destination.to_string(), "outcome" => "stale")
                 .increment(1);
-            tracing::info!(
+            // idem's version guard already logs it at INFO with both versions: once is enough.
+            tracing::debug!(
                 route = %route.name,
                 key = %batch[decision.event].key,
                 versions = decision.note.as_deref().unwrap_or_default(),

@@ -163,9 +163,11 @@ pub(crate) mod ops {
             now: i64,
             limit: i64,
         ) -> impl Future<Output = Res<Vec<DueDelivery>>> + Send;
+        /// The earliest `next_attempt_at` after `now` of destination's open deliveries.
         fn next_due(
             conn: &mut Self::Connection,
             destination: &str,
+            now: i64,
         ) -> impl Future<Output = Res<Option<i64>>> + Send;
         fn start_attempt(
             conn: &mut Self::Connection,
@@ -337,9 +339,11 @@ macro_rules! gateway_ops {
             async fn next_due(
                 conn: &mut Self::Connection,
                 destination: &str,
+                now: i64,
             ) -> Result<Option<i64>, sqlx::Error> {
                 sqlx::query_scalar(sql::NEXT_DUE)
                     .bind(destination)
+                    .bind(now)
                     .fetch_one(&mut *conn)
                     .await
             }

@@ -14,7 +14,8 @@ pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO idem_gateway_deliveries \
 
 /// Due deliveries of destination $1 at time $2, at most $3: pending ones whose time has come and
 /// in-flight ones whose lease lapsed (their holder died). A delivery with an entity waits while
-/// an earlier one of the same entity (lower version, or same version and older row) is still
+/// an earlier one of the same entity on the same route (order and staleness are per (route,
+/// entity): two routes may carry different kinds of version for one `type:id`) (lower version, or same version and older row) is still
 /// pending or in flight: one in flight per entity, in version order. Dead letters and stale
 /// deliveries do not hold their entity.
 pub(crate) const DUE: &str = "SELECT d.id, d.failures, d.tie, e.source, e.event_id, \
@@ -23,14 +24,16 @@ pub(crate) const DUE: &str = "SELECT d.id, d.failures, d.tie, e.source, e.event_
      WHERE d.destination = $1 AND d.state IN ('pending', 'in_flight') AND d.next_attempt_at <= $2 \
        AND (d.entity IS NULL OR NOT EXISTS ( \
            SELECT 1 FROM idem_gateway_deliveries p \
-           WHERE p.destination = d.destination AND p.entity = d.entity \
+           WHERE p.destination = d.destination AND p.route = d.route AND p.entity = d.entity \
              AND p.state IN ('pending', 'in_flight') \
              AND (p.version < d.version OR (p.version = d.version AND p.id < d.id)))) \
      ORDER BY d.next_attempt_at, d.id LIMIT $3";
 
-/// When the next delivery of destination $1 falls due (or its lease lapses).
+/// When the next delivery of destination $1 falls due (or its lease lapses) after now ($2):
+/// deliveries already due but held back by their entity's order are left out, or they would
+/// make every wake-up the poll interval.
 pub(crate) const NEXT_DUE: &str = "SELECT MIN(next_attempt_at) FROM idem_gateway_deliveries \
-     WHERE destination = $1 AND state IN ('pending', 'in_flight')";
+     WHERE destination = $1 AND state IN ('pending', 'in_flight') AND next_attempt_at > $2";
 
 /// Marks delivery $1 in flight for the lease holder with token $2 until $3 (now = $4), if it is
 /// still due. Returns the attempt's number.

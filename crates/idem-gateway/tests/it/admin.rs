@@ -220,5 +220,16 @@ async fn admin_api_needs_the_token() {
         .await
         .unwrap();
     assert_eq!(shown.status(), 200);
+    // The scheme is case-insensitive (RFC 9110 §11.1).
+    for scheme in ["bearer", "BEARER"] {
+        let lower = gw
+            .client
+            .get(&url)
+            .header("authorization", format!("{scheme} admin-token"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(lower.status(), 200, "{scheme}");
+    }
     gw.server.shutdown().await.unwrap();
 }

@@ -119,3 +119,128 @@ async fn serve_forwards_a_real_stripe_event_and_drains_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+fn idem(args: &[&str], cwd: &std::path::Path) -> (bool, String) {
+    let output = Command::new(BINARY)
+        .args(args)
+        .current_dir(cwd)
+        .env("BIN_STRIPE_SECRET", "whsec_bin")
+        .env("BIN_APP_SECRET", "whsec_aGVsbG8=")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Finding 3: a cause is printed once, not once per layer that includes it.
+#[test]
+fn errors_name_their_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stderr) = idem(&["serve", "-c", "nope.toml"], dir.path());
+    assert!(!ok);
+    assert_eq!(
+        stderr,
+        "error: cannot read configuration nope.toml: No such file or directory (os error 2)\n"
+    );
+}
+
+/// Finding 6: admin commands on a database `idem serve` never made say so and create nothing;
+/// `check-config` opens no database. Finding 7: `demo` refuses `--config`.
+#[test]
+fn admin_commands_on_a_database_never_served_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["events", "list"][..],
+        &["dlq", "list"],
+        &["gc"],
+        &["replay", "--source", "stripe", "--since", "1h"],
+    ] {
+        let (ok, stderr) = idem(args, dir.path());
+        assert!(!ok, "{args:?}");
+        assert_eq!(
+            stderr,
+            "error: no idem gateway tables at sqlite://./idem-data/idem.db: check database_url or --config (idem serve creates them)\n",
+            "{args:?}"
+        );
+    }
+    let (ok, _) = idem(&["check-config"], dir.path());
+    assert!(ok);
+    let path = config(dir.path(), 1, "127.0.0.1:1".parse().unwrap());
+    let (ok, stderr) = idem(&["-c", path.to_str().unwrap(), "check-config"], dir.path());
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = idem(&["-c", path.to_str().unwrap(), "demo"], dir.path());
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("error: idem demo takes no --config"),
+        "{stderr}"
+    );
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(entries, ["idem.toml"], "files were created");
+}
+
+/// Finding 7: typos and inverted ranges are refused, naming what is configured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typos_and_inverted_ranges_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), 1, "127.0.0.1:1".parse().unwrap());
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let url = format!("sqlite://{}/data/idem.db", dir.path().display());
+    let env = |var: &str| match var {
+        "BIN_STRIPE_SECRET" => Some("whsec_bin".to_owned()),
+        "BIN_APP_SECRET" => Some("whsec_aGVsbG8=".to_owned()),
+        _ => None,
+    };
+    let text = std::fs::read_to_string(&path).unwrap();
+    let config = idem_gateway::Config::from_toml(&text, &env).unwrap();
+    let store = idem::SqliteStore::connect(&url).await.unwrap();
+    idem_gateway::Gateway::new(config, store)
+        .migrate()
+        .await
+        .unwrap();
+    let c = path.to_str().unwrap();
+    let (ok, stderr) = idem(
+        &["-c", c, "dlq", "redrive", "--destination", "nosuch"],
+        dir.path(),
+    );
+    assert!(!ok);
+    assert_eq!(
+        stderr,
+        "error: no destination \"nosuch\" is configured; configured destinations: \"app\"\n"
+    );
+    let (ok, stderr) = idem(
+        &["-c", c, "replay", "--source", "nosuch", "--since", "1h"],
+        dir.path(),
+    );
+    assert!(!ok);
+    assert_eq!(
+        stderr,
+        "error: no source \"nosuch\" is configured; configured sources: \"stripe\"\n"
+    );
+    let (ok, stderr) = idem(
+        &[
+            "-c", c, "replay", "--source", "stripe", "--since", "1h", "--until", "2h",
+        ],
+        dir.path(),
+    );
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("error: --since 1h (") && stderr.contains("is not before --until 2h ("),
+        "{stderr}"
+    );
+    let (ok, stderr) = idem(
+        &["-c", c, "replay", "--source", "stripe", "--since", "1h"],
+        dir.path(),
+    );
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = idem(
+        &["-c", c, "dlq", "redrive", "--destination", "app"],
+        dir.path(),
+    );
+    assert!(ok, "{stderr}");
+}

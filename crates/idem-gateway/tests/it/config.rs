@@ -137,3 +137,106 @@ fn bad_shapes_are_named() {
         Err(ConfigError::BadValue { .. })
     ));
 }
+
+fn with_destination_line(line: &str) -> String {
+    EXAMPLE.replace(
+        "signing_secret_env = \"APP_SECRET\"",
+        &format!("signing_secret_env = \"APP_SECRET\"\n{line}"),
+    )
+}
+
+/// Values that used to panic tokio's semaphore or `Duration::mul_f64`, or hold an entity for
+/// ever, are refused at start, naming the field and the allowed range (finding 1).
+#[test]
+fn values_that_would_break_dispatch_are_refused() {
+    assert_eq!(
+        error(&with_destination_line("concurrency = 9000000000000000000")),
+        "destination \"app\" concurrency = \"9000000000000000000\" is not valid; expected between 1 and 1024"
+    );
+    assert_eq!(
+        error(&with_destination_line("concurrency = 0")),
+        "destination \"app\" concurrency = \"0\" is not valid; expected between 1 and 1024"
+    );
+    assert!(Config::from_toml(&with_destination_line("concurrency = 1024"), &env).is_ok());
+    for huge in ["580000000000y", "500000000000y", "8d"] {
+        let text = EXAMPLE.replace(
+            "retry_schedule = [\"5s\", \"30s\", \"5m\", \"30m\", \"2h\", \"8h\", \"24h\"]",
+            &format!("retry_schedule = [\"5s\", \"{huge}\"]"),
+        );
+        assert_eq!(
+            error(&text),
+            format!(
+                "destination \"app\" retry_schedule = \"{huge}\" is not valid; expected at most 7d"
+            )
+        );
+    }
+    assert_eq!(
+        error(&with_destination_line(
+            "retry_after_cap = \"500000000000y\""
+        )),
+        "destination \"app\" retry_after_cap = \"500000000000y\" is not valid; expected at most 7d"
+    );
+    for timeout in ["50ms", "2h"] {
+        let text = EXAMPLE.replace("timeout = \"10s\"", &format!("timeout = \"{timeout}\""));
+        assert_eq!(
+            error(&text),
+            format!(
+                "destination \"app\" timeout = \"{timeout}\" is not valid; expected between 100ms and 1h"
+            )
+        );
+    }
+    let text = format!("poll_interval = \"5ms\"\n{EXAMPLE}");
+    assert_eq!(
+        error(&text),
+        "poll_interval = \"5ms\" is not valid; expected at least 10ms"
+    );
+    let text = format!("poll_interval = \"10ms\"\n{EXAMPLE}");
+    assert!(Config::from_toml(&text, &env).is_ok());
+}
+
+/// Finding 2: a body limit below 1 KiB, bodies kept longer than their events, a version without
+/// an entity, event type patterns that match nothing sensible.
+#[test]
+fn inconsistent_values_are_refused_naming_the_field() {
+    let text = format!("max_body_bytes = 1023\n{EXAMPLE}");
+    assert_eq!(
+        error(&text),
+        "max_body_bytes = \"1023\" is not valid; expected at least 1024 (1 KiB)"
+    );
+    assert!(Config::from_toml(&format!("max_body_bytes = 1024\n{EXAMPLE}"), &env).is_ok());
+    let text = format!("body_retention = \"31d\"\n{EXAMPLE}");
+    assert_eq!(
+        error(&text),
+        "body_retention = \"31d\" is not valid; expected at most retention (30days): bodies cannot outlive their events"
+    );
+    assert!(Config::from_toml(&format!("body_retention = \"7d\"\n{EXAMPLE}"), &env).is_ok());
+    let text = EXAMPLE.replace("entity = { json = \"$.order.id\" }\n", "");
+    let message = error(&text);
+    assert!(
+        message.starts_with("source \"acme\" entity = \"\" is not valid; expected an entity"),
+        "{message}"
+    );
+    assert!(message.contains("`version` needs `entity`"), "{message}");
+    for pattern in ["", "*foo", "a*b", "a**"] {
+        let text = EXAMPLE.replace(
+            "event_types = [\"customer.subscription.*\", \"invoice.*\"]",
+            &format!("event_types = [\"invoice.*\", {pattern:?}]"),
+        );
+        assert_eq!(
+            error(&text),
+            format!(
+                "route \"stripe.app\" event_types = {pattern:?} is not valid; expected an exact event type (\"invoice.paid\") or a prefix with a single trailing * (\"invoice.*\")"
+            )
+        );
+    }
+    // An empty schedule is allowed: dead letter after the first failure.
+    let text = EXAMPLE.replace(
+        "retry_schedule = [\"5s\", \"30s\", \"5m\", \"30m\", \"2h\", \"8h\", \"24h\"]",
+        "retry_schedule = []",
+    );
+    assert!(
+        Config::from_toml(&text, &env).unwrap().destinations[0]
+            .retry_schedule
+            .is_empty()
+    );
+}

@@ -1,6 +1,7 @@
 //! What the destination receives: headers, signature, entity order, ties, dead letters.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use idem::{Store, Timestamp};
@@ -189,3 +190,146 @@ both_stores!(
     dead_letter_keeps_attempts_and_releases_entity,
     refused_connection_is_retried_then_dead,
 );
+
+/// Two routes into one destination carry the same `type:id` (two Stripe accounts): order is
+/// per (route, entity), so a delivery waiting for its retry on one route does not hold the
+/// other route's event of the same entity (finding 4).
+async fn entity_order_is_per_route<DB: GatewayDb + AppDb>(store: Store<DB>) {
+    let downstream = Downstream::start(Arc::new(|r| {
+        if r.header("idem-source") == Some("stripe") {
+            StatusCode::INTERNAL_SERVER_ERROR
+        } else {
+            StatusCode::OK
+        }
+    }))
+    .await;
+    let text = format!(
+        "{}\n[[source]]\nname = \"stripe2\"\nkind = \"stripe\"\nsecrets_env = [\"STRIPE_SECRET\"]\n\n\
+         [[route]]\nsource = \"stripe2\"\ndestination = \"app\"\n",
+        config_text(downstream.addr, r#"["1h"]"#)
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let first = stripe_event(
+        "evt_route_a",
+        "customer.updated",
+        "customer",
+        "cus_same",
+        100,
+    );
+    gw.post_stripe(&first).await;
+    let second = stripe_event(
+        "evt_route_b",
+        "customer.updated",
+        "customer",
+        "cus_same",
+        200,
+    );
+    let signature =
+        idem_http::verify::stripe::sign(crate::support::STRIPE_SECRET, unix_now(), &second);
+    let answer = gw
+        .post("stripe2", &[("stripe-signature", signature)], &second)
+        .await;
+    assert_eq!(answer.json["status"], "accepted");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while downstream.with_key("stripe2:evt_route_b").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the other route's event waited behind a retry of the same type:id"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    gw.server.shutdown().await.unwrap();
+}
+
+/// A delivery due but held back by its entity's order does not push the other retries back to
+/// the poll interval (finding 5): with a 5 s poll, a 50 ms schedule still runs in 50 ms steps.
+async fn held_back_delivery_does_not_delay_retries<DB: GatewayDb + AppDb>(store: Store<DB>) {
+    let downstream = Downstream::start(Arc::new(|r| {
+        if r.header("idem-event-id") == Some("evt_held_1") {
+            StatusCode::INTERNAL_SERVER_ERROR
+        } else {
+            StatusCode::OK
+        }
+    }))
+    .await;
+    let text = config_text(downstream.addr, r#"["50ms", "50ms"]"#)
+        .replace("poll_interval = \"20ms\"", "poll_interval = \"5s\"");
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let started = Instant::now();
+    let first = stripe_event(
+        "evt_held_1",
+        "customer.updated",
+        "customer",
+        "cus_held",
+        100,
+    );
+    let second = stripe_event(
+        "evt_held_2",
+        "customer.updated",
+        "customer",
+        "cus_held",
+        200,
+    );
+    gw.post_stripe(&first).await;
+    gw.post_stripe(&second).await;
+    let stats = gw.settle().await;
+    assert_eq!(stats.destinations["app"].dead, 1);
+    assert_eq!(stats.destinations["app"].delivered, 1);
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(2500),
+        "three 50 ms steps took {elapsed:?}: held back behind the 5 s poll"
+    );
+    gw.server.shutdown().await.unwrap();
+}
+
+both_stores!(
+    entity_order_is_per_route,
+    held_back_delivery_does_not_delay_retries,
+);
+
+/// A dispatcher that panics (here tokio's semaphore, with a concurrency no configuration file
+/// may give) fails `/readyz` and stops the server with an error instead of accepting events
+/// that would never be sent (finding 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatcher_that_panics_fails_readyz_and_stops_the_server() {
+    let downstream = Downstream::ok().await;
+    let (_dir, store) = crate::support::sqlite(crate::support::system_clock()).await;
+    let mut config = Config::from_toml(&config_text(downstream.addr, r#"["5ms"]"#), &env).unwrap();
+    config.destinations[0].concurrency = 9_000_000_000_000_000_000;
+    let gw = Running::start(config, store).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let answer = gw
+            .client
+            .get(format!("{}/readyz", gw.url))
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == 503 {
+            let body = answer.text().await.unwrap();
+            assert!(body.contains("dispatcher-stopped"), "{body}");
+            assert!(body.contains("destination \\\"app\\\""), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "/readyz stayed ready");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(5),
+        gw.server.run_until(std::future::pending()),
+    )
+    .await
+    .expect("run_until returns on a dispatcher failure");
+    let error = stopped.unwrap_err();
+    assert!(
+        matches!(error, idem_gateway::Error::Dispatcher { .. }),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("the dispatcher of destination \"app\" stopped (panicked: "),
+        "{error}"
+    );
+}

@@ -18,11 +18,12 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// The log filter when `RUST_LOG` is not set: quiet for the demo (its table is the output).
+    /// The log filter when `RUST_LOG` is not set: quiet for the demo (its table is the output);
+    /// sqlx's statement and NOTICE lines only from WARN.
     pub fn log_filter(&self) -> &'static str {
         match self.command {
             Command::Demo => "warn,idem_gateway::dispatch=error",
-            _ => "info",
+            _ => "info,sqlx=warn",
         }
     }
 }
@@ -32,9 +33,11 @@ impl Cli {
 pub enum Command {
     /// Run the gateway until SIGTERM or Ctrl-C, then drain and exit 0.
     Serve,
-    /// Run the whole pipeline on the shipped payloads, with no set-up, and check the result.
+    /// Run the whole pipeline on the shipped payloads, with no set-up, and check the result
+    /// (on its own SQLite database in a temporary directory: it takes no --config).
     Demo,
-    /// Check the configuration (secrets, retention against redelivery horizons) and exit.
+    /// Check the configuration (secrets, retention against redelivery horizons) and exit,
+    /// without opening the database.
     CheckConfig,
     /// Stored events.
     #[command(subcommand)]

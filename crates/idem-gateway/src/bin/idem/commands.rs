@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use idem::Store;
+use idem::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use idem::sqlx::{Postgres, Sqlite};
 use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb, Server};
+use std::str::FromStr;
 
 use std::io::IsTerminal;
 
@@ -18,26 +20,84 @@ use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs};
 /// Runs one command; the exit code says whether it succeeded.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Command::Demo = cli.command {
+        if let Some(path) = &cli.config {
+            bail!(
+                "idem demo takes no --config (given {}): it runs its own gateway, sources and \
+                 application on SQLite in a temporary directory; use `idem serve --config` for yours",
+                path.display()
+            );
+        }
         return demo().await;
     }
     let config = match &cli.config {
         Some(path) => Config::load(path)?,
         None => Config::defaults(),
     };
-    match DatabaseKind::of(&config.database_url) {
+    // check-config checks the file alone: it opens no database and creates no file.
+    if let Command::CheckConfig = cli.command {
+        return check_config(&config);
+    }
+    let serve = matches!(cli.command, Command::Serve);
+    let url = config.database_url.clone();
+    match DatabaseKind::of(&url) {
+        Some(DatabaseKind::Sqlite) if serve => {
+            create_sqlite_dir(&url)?;
+            let store = Store::<Sqlite>::connect(&url).await?;
+            with_store(cli.command, config, store).await
+        }
         Some(DatabaseKind::Sqlite) => {
-            create_sqlite_dir(&config.database_url)?;
-            let store = Store::<Sqlite>::connect(&config.database_url).await?;
+            // Admin commands read what `idem serve` made: they never create a database.
+            let options = SqliteConnectOptions::from_str(&url)
+                .with_context(|| format!("database_url {url:?} is not a SQLite URL"))?
+                .create_if_missing(false);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await
+                .map_err(|e| no_tables(&url, e))?;
+            let store = Store::<Sqlite>::from_pool(pool);
+            idem::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
+                .fetch_optional(store.pool())
+                .await
+                .map_err(|e| no_tables(&url, e))?;
             with_store(cli.command, config, store).await
         }
         Some(DatabaseKind::Postgres) => {
-            let store = Store::<Postgres>::connect(&config.database_url).await?;
+            let store = Store::<Postgres>::connect(&url).await?;
+            if !serve {
+                idem::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
+                    .fetch_optional(store.pool())
+                    .await
+                    .map_err(|e| no_tables(&url, e))?;
+            }
             with_store(cli.command, config, store).await
         }
         _ => bail!(
             "database_url {:?} is neither sqlite:// nor postgres://",
             config.database_url
         ),
+    }
+}
+
+/// A missing table (or, for SQLite, a missing file) says the database was never served: name
+/// it and what to check, instead of the driver's "no such table". Other errors pass through.
+fn no_tables(url: &str, error: idem::sqlx::Error) -> anyhow::Error {
+    let missing = match &error {
+        idem::sqlx::Error::Database(e) => {
+            let message = e.message();
+            message.contains("no such table")
+                || message.contains("unable to open database file")
+                || e.code().as_deref() == Some("42P01")
+                || e.code().as_deref() == Some("14")
+        }
+        _ => false,
+    };
+    if missing {
+        anyhow::anyhow!(
+            "no idem gateway tables at {url}: check database_url or --config (idem serve creates them)"
+        )
+    } else {
+        anyhow::Error::new(error).context(format!("cannot open the database at {url}"))
     }
 }
 
@@ -49,7 +109,7 @@ async fn with_store<DB: GatewayDb>(
     let gateway = Gateway::new(config, store);
     match command {
         Command::Serve => serve(gateway).await,
-        Command::CheckConfig => check_config(&gateway),
+        Command::CheckConfig => check_config(gateway.config()),
         Command::Demo => demo().await,
         Command::Events(EventsCommand::List { source, limit }) => {
             let events = gateway.list_events(source.as_deref(), limit).await?;
@@ -96,6 +156,20 @@ async fn with_store<DB: GatewayDb>(
             Ok(ExitCode::SUCCESS)
         }
         Command::Dlq(DlqCommand::Redrive { destination, id }) => {
+            if let Some(name) = &destination {
+                let known: Vec<&str> = gateway
+                    .config()
+                    .destinations
+                    .iter()
+                    .map(|d| d.name.as_str())
+                    .collect();
+                if !known.contains(&name.as_str()) {
+                    bail!(
+                        "no destination {name:?} is configured; configured destinations: {}",
+                        names(&known)
+                    );
+                }
+            }
             let n = gateway.redrive(destination.as_deref(), id).await?;
             println!("{n} dead letters redriven; a running `idem serve` sends them now");
             Ok(ExitCode::SUCCESS)
@@ -116,15 +190,39 @@ async fn replay<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     args: ReplayArgs,
 ) -> anyhow::Result<ExitCode> {
+    let known: Vec<&str> = gateway
+        .config()
+        .sources
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    if !known.contains(&args.source.as_str()) {
+        bail!(
+            "no source {:?} is configured; configured sources: {}",
+            args.source,
+            names(&known)
+        );
+    }
     let now = gateway.now().as_millis();
+    let since = parse_time(&args.since, now)?;
+    let until = args
+        .until
+        .as_deref()
+        .map(|t| parse_time(t, now))
+        .transpose()?;
+    if since >= until.unwrap_or(now + 1) {
+        bail!(
+            "--since {} ({}) is not before --until {} ({}): the range is empty",
+            args.since,
+            format_time(since),
+            args.until.as_deref().unwrap_or("(now)"),
+            format_time(until.unwrap_or(now))
+        );
+    }
     let request = ReplayRequest {
         source: args.source,
-        since: parse_time(&args.since, now)?,
-        until: args
-            .until
-            .as_deref()
-            .map(|t| parse_time(t, now))
-            .transpose()?,
+        since,
+        until,
         dry_run: args.dry_run,
         force: args.force,
     };
@@ -220,8 +318,7 @@ async fn shutdown_signal() {
     }
 }
 
-fn check_config<DB: GatewayDb>(gateway: &Gateway<DB>) -> anyhow::Result<ExitCode> {
-    let config = gateway.config();
+fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
     println!("configuration is valid");
     println!("  listen        {}", config.listen);
     println!("  database      {}", config.database_url);
@@ -291,4 +388,17 @@ fn create_sqlite_dir(url: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     Ok(())
+}
+
+/// `"a", "b"`, or `(none)`.
+fn names(known: &[&str]) -> String {
+    if known.is_empty() {
+        "(none)".to_owned()
+    } else {
+        known
+            .iter()
+            .map(|n| format!("{n:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }

@@ -31,8 +31,25 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, joined by `: `, leaving out each cause whose text is already in
+/// what is printed (the library's messages often include their source).
+fn chain(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
