@@ -1,5 +1,6 @@
 //! The gateway's error type.
 
+use crate::admin::RequestError;
 use crate::config::ConfigError;
 
 /// What can stop the gateway or one of its commands.
@@ -9,6 +10,10 @@ pub enum Error {
     /// The configuration cannot start a gateway; the gateway refuses to start (fail closed).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// An admin operation was asked for something the configuration does not have (an unknown
+    /// source or destination) or an empty time range; nothing was changed.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     /// A store operation failed (idem's tables or the gateway's). [`idem::Error::kind`] says
     /// whether a retry can succeed.
     #[error(transparent)]

@@ -108,16 +108,66 @@
 //! `GET /healthz`, `GET /readyz` (the database answers) and `GET /metrics` (Prometheus; names in
 //! [`metric_definitions`]). With `admin_token_env` set, `/admin` answers bearer-token requests
 //! for what the `idem` command line does ([`admin`]): list and show events, list and redrive
-//! dead letters, replay a time range, collect old rows.
+//! dead letters, replay a time range, collect old rows; see [the admin API](#the-admin-api).
 //!
 //! | module | holds |
 //! |---|---|
-//! | `config` | the TOML file, checked at start (fail closed) |
-//! | `ingest` | `POST /webhooks/{source}`: verify, read the event, group commit |
+//! | `config` (private; its types are at the crate root) | the TOML file, checked at start (fail closed) |
+//! | `ingest` (private) | `POST /webhooks/{source}`: verify, read the event, group commit |
 //! | [`dispatch`] | due deliveries, entity order, leases, retries, dead letters |
-//! | `store` | the gateway's tables and SQL on SQLite and PostgreSQL |
+//! | `store` (private; [`GatewayDb`], [`DatabaseKind`]) | the gateway's tables and SQL on SQLite and PostgreSQL |
 //! | [`admin`] | operations on stored events and the `/admin` API |
 //! | [`demo`] | `idem demo` |
+//!
+//! ## The admin API
+//!
+//! `/admin` exists only when `admin_token_env` names an environment variable holding a token;
+//! every request needs `Authorization: Bearer <that token>` (the scheme in any case), checked
+//! before anything else is read: without it, 401. Times in answers are milliseconds since the
+//! Unix epoch (UTC); durations (`duration_ms`) are milliseconds. Answers are JSON; errors are
+//! `application/problem+json` (RFC 9457, [`Problem`]) whose `type` is `urn:idem:problem:{code}`
+//! and whose `detail` names the problem and what was expected.
+//!
+//! | method and path | input | answer (200) |
+//! |---|---|---|
+//! | `GET /admin/events` | query `source` (optional), `limit` (default 100) | the newest events, newest first: `[`[`EventSummary`](admin::EventSummary)`]` |
+//! | `GET /admin/events/{source}/{event_id}` | — | [`EventDetail`](admin::EventDetail): `{"event": {…}, "deliveries": [[delivery, [attempt, …]], …]}`; 404 `unknown-event` |
+//! | `GET /admin/dlq` | query `destination` (optional), `limit` (default 100) | dead letters, oldest first: `[`[`DeliverySummary`](admin::DeliverySummary)`]` |
+//! | `POST /admin/dlq/redrive` | `{"destination": "app"}`, `{"delivery": 42}` (an id from `/admin/dlq`) or `{}` (every dead letter) | `{"redriven": 1}` |
+//! | `POST /admin/replay` | `{"source": "stripe", "since": "1h", "until": …, "dry_run": false, "force": false}` | [`ReplayReport`](admin::ReplayReport): `{"matched", "requeued", "in_progress", "older", "no_body"}` |
+//! | `POST /admin/gc` | — | [`GcReport`](admin::GcReport): `{"inbox_keys", "events", "bodies"}` |
+//!
+//! ```text
+//! curl -H "Authorization: Bearer $IDEM_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+//!      -d '{"source": "stripe", "since": "2h", "until": "1h", "dry_run": true}' \
+//!      http://127.0.0.1:8080/admin/replay
+//! ```
+//!
+//! `since` (required) and `until` (optional, default now) take what `idem replay --since` takes
+//! ([`admin::parse_time`]): a duration meaning that long ago (`"90s"`, `"1h"`, `"3d 12h"`), an
+//! RFC 3339 timestamp (`"2026-01-31T12:00:00Z"`), or milliseconds since the epoch (a JSON
+//! number or a string of digits). The range is `since` inclusive to `until` exclusive, by the
+//! time each event was received. `dry_run` counts without changing anything; `force` also
+//! re-sends, on a `drop-stale` route, events older than their entity's newest. Redrive and
+//! replay make new attempts of the same event (same `Idempotency-Key`), never new events;
+//! the answer comes once they are due, and the dispatchers send them from there.
+//!
+//! Bodies must be sent with `Content-Type: application/json`; unknown fields and unknown query
+//! parameters are refused, so that a typo (`"dryrun"`) never acts. Errors:
+//!
+//! | status | `type` code | when |
+//! |---|---|---|
+//! | 400 | `malformed-json` | the body is not JSON |
+//! | 422 | `invalid-body` | the JSON lacks a required field, has an unknown one, or a value of the wrong type |
+//! | 415 | `unsupported-media-type` | the body is not sent as `application/json` |
+//! | 400 | `bad-query` | the query string does not fit (`?limit=abc`, an unknown parameter) |
+//! | 400 | `unknown-source`, `unknown-destination` | the name is not configured; `detail` lists the configured names |
+//! | 400 | `bad-time` | `since` or `until` is none of the forms above |
+//! | 400 | `empty-range` | `since` is not before `until`; `detail` shows both times |
+//! | 401 | `unauthorized` | no or wrong bearer token |
+//! | 404 | `unknown-event` | `GET /admin/events/…` of an event not stored |
+//! | 405 | `method-not-allowed` | a known path with another method (`GET /admin/replay`); the `Allow` header names the right one |
+//! | 503 | `store-unavailable` | the database failed; nothing or part was done, retry |
 
 pub mod admin;
 mod config;

@@ -30,28 +30,28 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The largest body accepted without a configuration: 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// A destination's request timeout without a configuration.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The shortest timeout a destination may have.
-pub const MIN_TIMEOUT: Duration = Duration::from_millis(100);
+pub(crate) const MIN_TIMEOUT: Duration = Duration::from_millis(100);
 /// The longest timeout a destination may have.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How many deliveries a destination has in flight at most, without a configuration.
-pub const DEFAULT_CONCURRENCY: usize = 8;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 8;
 /// The most deliveries a destination may have in flight at once.
-pub const MAX_CONCURRENCY: usize = 1024;
+pub(crate) const MAX_CONCURRENCY: usize = 1024;
 /// The longest delay a `Retry-After` may ask for, without a configuration.
-pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(3600);
 /// The longest delay of a retry schedule step or of `retry_after_cap`: 7 days.
-pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(7 * 86_400);
+pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(7 * 86_400);
 /// How often dispatchers look for due deliveries when nothing woke them.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The shortest poll interval.
-pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+pub(crate) const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// The smallest `max_body_bytes`: 1 KiB.
-pub const MIN_MAX_BODY_BYTES: usize = 1024;
+pub(crate) const MIN_MAX_BODY_BYTES: usize = 1024;
 
 /// A destination's retry delays without a configuration: then the dead letter.
-pub fn default_retry_schedule() -> Vec<Duration> {
+pub(crate) fn default_retry_schedule() -> Vec<Duration> {
     [5, 30, 300, 1800, 7200, 28_800, 86_400]
         .into_iter()
         .map(Duration::from_secs)
@@ -259,15 +259,16 @@ pub struct Destination {
     pub name: Name,
     /// Where events are POSTed (`http://` only: TLS is not built in).
     pub url: String,
-    /// How long one attempt may take, connection included.
+    /// How long one attempt may take, connection included (default 10s; 100ms to 1h).
     pub timeout: Duration,
-    /// The delays between attempts; after the last one fails, the delivery is a dead letter.
+    /// The delays between attempts; after the last one fails, the delivery is a dead letter
+    /// (default 5s, 30s, 5m, 30m, 2h, 8h, 24h; each step at most 7 days).
     pub retry_schedule: Vec<Duration>,
-    /// The longest delay a `Retry-After` header may ask for.
+    /// The longest delay a `Retry-After` header may ask for (default 1h, at most 7 days).
     pub retry_after_cap: Duration,
     /// The `whsec_` secret forwarded requests are signed with (Standard Webhooks v1).
     pub signing_secret: Secret,
-    /// At most this many deliveries in flight at once.
+    /// At most this many deliveries in flight at once (default 8; 1 to 1024).
     pub concurrency: usize,
 }
 
@@ -314,13 +315,15 @@ pub struct Config {
     pub retention: Duration,
     /// How long raw bodies are kept, if shorter than `retention` (personal data).
     pub body_retention: Option<Duration>,
-    /// The largest body accepted, in bytes (413 beyond).
+    /// The largest body accepted, in bytes (413 beyond; default 1 MiB, at least 1 KiB).
     pub max_body_bytes: usize,
     /// Whether concurrent requests share one transaction (on by default; off for comparison).
     pub group_commit: bool,
-    /// How often dispatchers look for due work when nothing woke them.
+    /// How often dispatchers look for due work when nothing woke them (default 1s, at least
+    /// 10ms).
     pub poll_interval: Duration,
-    /// The bearer token of `/admin`; the admin API is off without one.
+    /// The bearer token of `/admin`, read from the environment variable `admin_token_env`
+    /// names; the admin API is off without one.
     pub admin_token: Option<Secret>,
     /// The senders.
     pub sources: Vec<Source>,

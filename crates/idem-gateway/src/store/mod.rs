@@ -102,7 +102,7 @@ pub struct Finished<'a> {
 }
 
 /// An event row as listed.
-pub type EventRow = (
+pub(crate) type EventRow = (
     i64,
     String,
     String,
@@ -115,7 +115,7 @@ pub type EventRow = (
 );
 
 /// A delivery row as listed, with its event's source, id and type.
-pub type DeliveryRow = (
+pub(crate) type DeliveryRow = (
     i64,
     String,
     String,
@@ -131,10 +131,10 @@ pub type DeliveryRow = (
 );
 
 /// An attempt row.
-pub type AttemptRow = (i64, i64, i64, Option<i64>, String, String);
+pub(crate) type AttemptRow = (i64, i64, i64, Option<i64>, String, String);
 
 /// A replay candidate: delivery id, route, state, version, body kept, entity's highest version.
-pub type ReplayRow = (i64, String, String, Option<i64>, bool, Option<i64>);
+pub(crate) type ReplayRow = (i64, String, String, Option<i64>, bool, Option<i64>);
 
 /// The operations behind [`GatewayDb`]; unnameable outside the crate.
 pub(crate) mod ops {

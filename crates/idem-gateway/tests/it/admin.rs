@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use idem::{ManualClock, Store, Timestamp};
-use idem_gateway::admin::ReplayRequest;
+use idem_gateway::admin::{ReplayRequest, RequestError};
 use idem_gateway::{Config, GatewayDb};
 use idem_http::verify::stripe;
 use idem_testkit::AppDb;
@@ -231,5 +231,364 @@ async fn admin_api_needs_the_token() {
             .unwrap();
         assert_eq!(lower.status(), 200, "{scheme}");
     }
+    gw.server.shutdown().await.unwrap();
+}
+
+/// A gateway with `/admin` on (token `admin-token`) and one delivered Stripe event.
+async fn admin_gateway() -> (
+    Downstream,
+    Option<tempfile::TempDir>,
+    Running<idem::sqlx::Sqlite>,
+) {
+    capture_logs();
+    let downstream = Downstream::ok().await;
+    let (dir, store) = sqlite(crate::support::system_clock()).await;
+    let text = format!(
+        "admin_token_env = \"ADMIN_TOKEN\"\n{}",
+        config_text(downstream.addr, r#"["5ms"]"#)
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = stripe_event("evt_admin", "customer.created", "customer", "c", 1);
+    assert_eq!(gw.post_stripe(&body).await.json["status"], "accepted");
+    gw.settle().await;
+    (downstream, dir, gw)
+}
+
+/// One `/admin` answer: status, Content-Type and the JSON body.
+struct AdminAnswer {
+    status: u16,
+    content_type: String,
+    json: serde_json::Value,
+}
+
+impl AdminAnswer {
+    /// The problem's `type` code and `detail`, after checking it is problem+json.
+    fn problem(&self) -> (&str, &str) {
+        assert_eq!(
+            self.content_type, "application/problem+json",
+            "{}",
+            self.json
+        );
+        assert_eq!(self.json["status"], self.status, "{}", self.json);
+        let code = self.json["type"].as_str().unwrap();
+        (
+            code.strip_prefix("urn:idem:problem:").unwrap(),
+            self.json["detail"].as_str().unwrap(),
+        )
+    }
+}
+
+/// `POST path` with `body` as JSON (`content_type` `None`: no Content-Type), or `GET path`
+/// when `body` is `None`, with the admin token.
+async fn admin<DB: GatewayDb>(
+    gw: &Running<DB>,
+    path: &str,
+    body: Option<&str>,
+    content_type: Option<&str>,
+) -> AdminAnswer {
+    let url = format!("{}{path}", gw.url);
+    let request = match body {
+        Some(body) => {
+            let request = gw.client.post(&url).body(body.to_owned());
+            match content_type {
+                Some(ct) => request.header("content-type", ct),
+                None => request,
+            }
+        }
+        None => gw.client.get(&url),
+    };
+    let response = request.bearer_auth("admin-token").send().await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let bytes = response.bytes().await.unwrap();
+    let json = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "{path}: not JSON ({e}): {status} {:?}",
+            String::from_utf8_lossy(&bytes)
+        )
+    });
+    AdminAnswer {
+        status,
+        content_type,
+        json,
+    }
+}
+
+const JSON: Option<&str> = Some("application/json");
+
+/// A bad admin request: path, body, Content-Type; the status, problem code and texts the
+/// detail must contain.
+type BadInput = (
+    &'static str,
+    Option<&'static str>,
+    Option<&'static str>,
+    u16,
+    &'static str,
+    &'static [&'static str],
+);
+
+/// Finding 2: `POST /admin/replay` takes `since`/`until` as the command line does: a duration
+/// ago, RFC 3339, or ms since the epoch (a number or a string of digits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_replay_takes_the_time_forms_of_the_cli() {
+    let (_downstream, _dir, gw) = admin_gateway().await;
+    let now_ms = crate::support::unix_now() * 1000;
+    let hour_ago = idem_gateway::admin::format_time(now_ms - 3_600_000);
+    let in_range = [
+        r#"{"source": "stripe", "since": "1h", "dry_run": true}"#.to_owned(),
+        r#"{"source": "stripe", "since": "1h 30m", "until": "1ms", "dry_run": true}"#.to_owned(),
+        format!(r#"{{"source": "stripe", "since": "{hour_ago}", "dry_run": true}}"#),
+        format!(
+            r#"{{"source": "stripe", "since": {}, "until": {}, "dry_run": true}}"#,
+            now_ms - 60_000,
+            now_ms + 60_000
+        ),
+        format!(
+            r#"{{"source": "stripe", "since": "{}", "dry_run": true}}"#,
+            now_ms - 60_000
+        ),
+    ];
+    for body in &in_range {
+        let answer = admin(&gw, "/admin/replay", Some(body), JSON).await;
+        assert_eq!(answer.status, 200, "{body}: {}", answer.json);
+        assert_eq!(
+            (
+                answer.json["matched"].as_u64(),
+                answer.json["requeued"].as_u64()
+            ),
+            (Some(1), Some(1)),
+            "{body}: {}",
+            answer.json
+        );
+    }
+    let before = r#"{"source": "stripe", "since": "3h", "until": "2h", "dry_run": true}"#;
+    let answer = admin(&gw, "/admin/replay", Some(before), JSON).await;
+    assert_eq!((answer.status, &answer.json["matched"]), (200, &0.into()));
+
+    let bad = r#"{"source": "stripe", "since": "yesterday"}"#;
+    let answer = admin(&gw, "/admin/replay", Some(bad), JSON).await;
+    assert_eq!(answer.status, 400);
+    let (code, detail) = answer.problem();
+    assert_eq!(code, "bad-time");
+    assert!(
+        detail.starts_with("since \"yesterday\" is not a time: expected a duration ago")
+            && detail.contains("RFC 3339")
+            && detail.contains("milliseconds since the epoch"),
+        "{detail}"
+    );
+    let bad = r#"{"source": "stripe", "since": "1h", "until": 1.5}"#;
+    let answer = admin(&gw, "/admin/replay", Some(bad), JSON).await;
+    assert_eq!(answer.status, 422);
+    let (code, detail) = answer.problem();
+    assert_eq!(code, "invalid-body");
+    assert!(
+        detail.contains("until") && detail.contains("1.5"),
+        "{detail}"
+    );
+    gw.server.shutdown().await.unwrap();
+}
+
+/// Finding 3: malformed JSON, a wrong Content-Type, a body or query string that does not fit
+/// get problem+json naming the problem and what the endpoint expects, not axum's plain text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_bad_input_gets_problem_json_naming_what_was_expected() {
+    let (_downstream, _dir, gw) = admin_gateway().await;
+    let cases: [BadInput; 9] = [
+        (
+            "/admin/replay",
+            None,
+            None,
+            405,
+            "method-not-allowed",
+            &["GET is not served at /admin/replay", "`Allow`"],
+        ),
+        (
+            "/admin/replay",
+            Some(r#"{"source": "stripe", "since": "1h""#),
+            JSON,
+            400,
+            "malformed-json",
+            &[
+                "not valid JSON",
+                "EOF",
+                "expected a JSON object with \"source\"",
+            ],
+        ),
+        (
+            "/admin/dlq/redrive",
+            Some(""),
+            JSON,
+            400,
+            "malformed-json",
+            &[
+                "not valid JSON",
+                "expected a JSON object with optional \"destination\"",
+            ],
+        ),
+        (
+            "/admin/replay",
+            Some(r#"{"source": "stripe", "since": "1h"}"#),
+            None,
+            415,
+            "unsupported-media-type",
+            &["Content-Type: application/json", "expected a JSON object"],
+        ),
+        (
+            "/admin/dlq/redrive",
+            Some(r#"{"destination": "app"}"#),
+            Some("text/plain"),
+            415,
+            "unsupported-media-type",
+            &["Content-Type: application/json"],
+        ),
+        (
+            "/admin/replay",
+            Some(r#"{"source": "stripe"}"#),
+            JSON,
+            422,
+            "invalid-body",
+            &["missing field `since`", "\"since\" and optional \"until\""],
+        ),
+        (
+            "/admin/replay",
+            Some(r#"{"source": "stripe", "since": "1h", "dryrun": true}"#),
+            JSON,
+            422,
+            "invalid-body",
+            &["unknown field `dryrun`", "\"dry_run\""],
+        ),
+        (
+            "/admin/events?limit=abc",
+            None,
+            None,
+            400,
+            "bad-query",
+            &["limit", "invalid digit", "`limit` (a whole number"],
+        ),
+        (
+            "/admin/dlq?destinaton=app",
+            None,
+            None,
+            400,
+            "bad-query",
+            &["unknown field `destinaton`", "optional `destination`"],
+        ),
+    ];
+    for (path, body, content_type, status, expected_code, needles) in cases {
+        let answer = admin(&gw, path, body, content_type).await;
+        assert_eq!(answer.status, status, "{path} {body:?}: {}", answer.json);
+        let (code, detail) = answer.problem();
+        assert_eq!(code, expected_code, "{path} {body:?}");
+        for needle in needles {
+            assert!(detail.contains(needle), "{path} {body:?}: {detail}");
+        }
+    }
+    // The token is checked first: without it, bad input learns nothing but 401.
+    let denied = gw
+        .client
+        .post(format!("{}/admin/replay", gw.url))
+        .body("{")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 401);
+    assert_eq!(denied.headers()["www-authenticate"], "Bearer");
+    assert_eq!(denied.headers()["content-type"], idem_gateway::PROBLEM_JSON);
+    gw.server.shutdown().await.unwrap();
+}
+
+/// Finding 4: redrive and replay refuse an unknown destination or source (listing the
+/// configured ones) and an inverted range (showing both times), over HTTP and in the library.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_refuses_unknown_names_and_empty_ranges() {
+    let (_downstream, _dir, gw) = admin_gateway().await;
+    let answer = admin(
+        &gw,
+        "/admin/dlq/redrive",
+        Some(r#"{"destination": "nosuch"}"#),
+        JSON,
+    )
+    .await;
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.problem(),
+        (
+            "unknown-destination",
+            "no destination \"nosuch\" is configured; configured destinations: \"app\""
+        )
+    );
+    let answer = admin(
+        &gw,
+        "/admin/replay",
+        Some(r#"{"source": "nosuch", "since": "1h"}"#),
+        JSON,
+    )
+    .await;
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.problem(),
+        (
+            "unknown-source",
+            "no source \"nosuch\" is configured; configured sources: \"stripe\", \"github\", \
+             \"sw\", \"sw-new\""
+        )
+    );
+    let inverted =
+        r#"{"source": "stripe", "since": 1769860800000, "until": "2026-01-31T11:00:00Z"}"#;
+    let answer = admin(&gw, "/admin/replay", Some(inverted), JSON).await;
+    assert_eq!(answer.status, 400);
+    assert_eq!(
+        answer.problem(),
+        (
+            "empty-range",
+            "since 2026-01-31T12:00:00.000Z (1769860800000 ms) is not before until \
+             2026-01-31T11:00:00.000Z (1769857200000 ms): the range is empty"
+        )
+    );
+    let future = r#"{"source": "stripe", "since": 4102444800000}"#;
+    let answer = admin(&gw, "/admin/replay", Some(future), JSON).await;
+    assert_eq!(answer.status, 400);
+    let (code, detail) = answer.problem();
+    assert_eq!(code, "empty-range");
+    assert!(
+        detail.starts_with("since 2100-01-01T00:00:00.000Z"),
+        "{detail}"
+    );
+
+    // The same checks in the library, before anything is changed.
+    let refused = gw.gateway.redrive(Some("nosuch"), None).await.unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            idem_gateway::Error::Request(RequestError::UnknownDestination { name, known })
+                if name == "nosuch" && known == &["app"]
+        ),
+        "{refused:?}"
+    );
+    let request = ReplayRequest {
+        source: "stripe".into(),
+        since: 2_000,
+        until: Some(1_000),
+        dry_run: false,
+        force: false,
+    };
+    let refused = gw.gateway.replay(&request, &|_, _| {}).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            idem_gateway::Error::Request(RequestError::EmptyRange {
+                since: 2_000,
+                until: 1_000
+            })
+        ),
+        "{refused:?}"
+    );
+    // Valid requests still work and change nothing when there is nothing to do.
+    let answer = admin(&gw, "/admin/dlq/redrive", Some("{}"), JSON).await;
+    assert_eq!((answer.status, &answer.json["redriven"]), (200, &0.into()));
     gw.server.shutdown().await.unwrap();
 }

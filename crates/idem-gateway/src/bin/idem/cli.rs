@@ -101,7 +101,8 @@ pub struct ReplayArgs {
     /// The source whose events are sent again.
     #[arg(long)]
     pub source: String,
-    /// From this time: RFC 3339 (`2026-01-31T12:00:00Z`) or a duration ago (`2h`, `3d`).
+    /// From this time: a duration ago (`2h`, `3d`), RFC 3339 (`2026-01-31T12:00:00Z`) or
+    /// milliseconds since the epoch.
     #[arg(long)]
     pub since: String,
     /// Up to this time (same forms); default now.

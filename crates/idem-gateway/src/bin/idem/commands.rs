@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use std::io::IsTerminal;
 
-use idem_gateway::admin::{ReplayRequest, format_time};
+use idem_gateway::admin::{ReplayRequest, format_time, parse_time};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs};
@@ -156,20 +156,7 @@ async fn with_store<DB: GatewayDb>(
             Ok(ExitCode::SUCCESS)
         }
         Command::Dlq(DlqCommand::Redrive { destination, id }) => {
-            if let Some(name) = &destination {
-                let known: Vec<&str> = gateway
-                    .config()
-                    .destinations
-                    .iter()
-                    .map(|d| d.name.as_str())
-                    .collect();
-                if !known.contains(&name.as_str()) {
-                    bail!(
-                        "no destination {name:?} is configured; configured destinations: {}",
-                        names(&known)
-                    );
-                }
-            }
+            // An unknown destination is refused, naming the configured ones.
             let n = gateway.redrive(destination.as_deref(), id).await?;
             println!("{n} dead letters redriven; a running `idem serve` sends them now");
             Ok(ExitCode::SUCCESS)
@@ -190,25 +177,14 @@ async fn replay<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     args: ReplayArgs,
 ) -> anyhow::Result<ExitCode> {
-    let known: Vec<&str> = gateway
-        .config()
-        .sources
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
-    if !known.contains(&args.source.as_str()) {
-        bail!(
-            "no source {:?} is configured; configured sources: {}",
-            args.source,
-            names(&known)
-        );
-    }
+    // An unknown source is refused by `Gateway::replay`, naming the configured ones; the range
+    // is checked here too, to name the options as typed.
     let now = gateway.now().as_millis();
-    let since = parse_time(&args.since, now)?;
+    let since = parse_time("--since", &args.since, now)?;
     let until = args
         .until
         .as_deref()
-        .map(|t| parse_time(t, now))
+        .map(|t| parse_time("--until", t, now))
         .transpose()?;
     if since >= until.unwrap_or(now + 1) {
         bail!(
@@ -261,19 +237,6 @@ async fn replay<DB: GatewayDb>(
         report.no_body
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// RFC 3339, or a duration before `now` (`2h`): milliseconds since the epoch.
-fn parse_time(text: &str, now: i64) -> anyhow::Result<i64> {
-    if let Ok(ago) = humantime::parse_duration(text) {
-        return Ok(now - i64::try_from(ago.as_millis()).unwrap_or(i64::MAX));
-    }
-    let time = humantime::parse_rfc3339_weak(text)
-        .with_context(|| format!("{text:?} is neither RFC 3339 nor a duration such as \"2h\""))?;
-    let since_epoch = time
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Ok(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
 }
 
 async fn serve<DB: GatewayDb>(gateway: Gateway<DB>) -> anyhow::Result<ExitCode> {
@@ -388,17 +351,4 @@ fn create_sqlite_dir(url: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     Ok(())
-}
-
-/// `"a", "b"`, or `(none)`.
-fn names(known: &[&str]) -> String {
-    if known.is_empty() {
-        "(none)".to_owned()
-    } else {
-        known
-            .iter()
-            .map(|n| format!("{n:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
 }
