@@ -27,7 +27,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// | 413 | `body-too-large` | the body exceeds [`max_body_bytes`](crate::IdempotencyLayer::max_body_bytes) | |
 /// | 400 | `body-unreadable` | the body could not be read (the client went away, bad framing) | |
 /// | 400 | `body-not-json` | [`BodyMode::CanonicalJson`](crate::BodyMode) and the body is not JSON | RFC 8785 |
-/// | 409 | `idempotency-key-in-use` | the first request with this key is still running (in transactional mode on SQLite the request waits instead); with `Retry-After` | draft §2.7 |
+/// | 400 | `body-not-i-json` | [`BodyMode::CanonicalJson`](crate::BodyMode) and the body is JSON but not I-JSON: a member name repeated in one object, or an integer outside ±(2^53−1), which canonical JSON cannot tell apart from another request's | RFC 7493, RFC 8785 |
+/// | 409 | `idempotency-key-in-use` | the first request with this key is still running (in transactional mode on SQLite the request waits instead; on PostgreSQL its uncommitted claim cannot be compared, so a request with another route or body gets this 409 too, not 422); with `Retry-After` | draft §2.7 |
 /// | 422 | `idempotency-key-reused` | the key was used for another request (method, path, query or body) | draft §2.7, Stripe |
 /// | 409 | `idempotency-lease-lost` | transactional mode: the commit was refused by the claim's fencing token (it was taken over); nothing was committed; with `Retry-After`. The SQL stores claim inside the transaction, where no one can take the claim over, so only another [`TransactionalStore`](crate::TransactionalStore) answers this | |
 /// | 503 | `idempotency-store-unavailable` | the store failed (on SQLite in transactional mode, also: the write lock stayed taken past [`SQLITE_WRITE_WAIT`](crate::store::sql::SQLITE_WRITE_WAIT) or the busy timeout); the handler did not run, or its transaction was rolled back; with `Retry-After` | DESIGN.md C4 |
@@ -136,6 +137,7 @@ impl Rejection {
             Self::PrincipalMissing => "principal-missing",
             Self::BodyTooLarge { .. } => "body-too-large",
             Self::BodyUnreadable(_) => "body-unreadable",
+            Self::BodyNotJson(e) if e.is_not_i_json() => "body-not-i-json",
             Self::BodyNotJson(_) => "body-not-json",
             Self::InProgress { .. } => "idempotency-key-in-use",
             Self::FingerprintMismatch => "idempotency-key-reused",
@@ -156,6 +158,7 @@ impl Rejection {
             Self::PrincipalMissing => "Caller not authenticated",
             Self::BodyTooLarge { .. } => "Request body too large",
             Self::BodyUnreadable(_) => "Request body unreadable",
+            Self::BodyNotJson(e) if e.is_not_i_json() => "Request body is not I-JSON",
             Self::BodyNotJson(_) => "Request body is not JSON",
             Self::InProgress { .. } => "Request in progress",
             Self::FingerprintMismatch => "Idempotency-Key reused for another request",

@@ -96,6 +96,11 @@ impl Config {
 ///
 /// Made with a store, then configured with the builder methods below; every setting has a
 /// documented default.
+///
+/// With axum, add it with `Router::route_layer`, not `Router::layer`: `layer` also wraps the
+/// router's fallback, so unknown paths would answer 400 `idempotency-key-missing` (on a
+/// required method) instead of 404, and a keyed request to a mistyped URL would have its 404
+/// stored and replayed under that key.
 #[derive(Clone)]
 pub struct IdempotencyLayer {
     config: Arc<Config>,

@@ -8,10 +8,25 @@
 //! never overwrite the record of the one that took over.
 //!
 //! ```
+//! use axum::extract::Request;
+//! use axum::middleware::{self, Next};
+//! use axum::response::{IntoResponse, Response};
 //! use axum::{Router, routing::post};
-//! use http::{Method, Request, StatusCode};
+//! use http::{Method, StatusCode, header};
 //! use idem_idempotency::{IdempotencyLayer, Principal, SqlStore};
 //! use tower::ServiceExt;
+//!
+//! /// Your authentication: it checks the caller's credentials and sets the caller as the
+//! /// `Principal` extension, which the layer reads (its default scope). A toy token table here.
+//! async fn authenticate(mut request: Request, next: Next) -> Response {
+//!     let token = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+//!     let user = match token {
+//!         Some("Bearer alice-token") => "alice",
+//!         _ => return StatusCode::UNAUTHORIZED.into_response(),
+//!     };
+//!     request.extensions_mut().insert(Principal::new(user).expect("not blank"));
+//!     next.run(request).await
+//! }
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,16 +37,14 @@
 //!
 //! let app = Router::new()
 //!     .route("/payments", post(|| async { (StatusCode::CREATED, "{\"id\":\"p1\"}") }))
-//!     .layer(
-//!         IdempotencyLayer::new(SqlStore::new(store))
-//!             .required_for([Method::POST])
-//!             // Who sent the request: usually set by your authentication layer as an extension.
-//!             .scope(|req| req.headers.get("x-user")?.to_str().ok().and_then(|u| Principal::new(u).ok())),
-//!     );
+//!     // `route_layer`, not `layer`: see "Routes" below.
+//!     .route_layer(IdempotencyLayer::new(SqlStore::new(store)).required_for([Method::POST]))
+//!     // Added last, so it runs first: the principal is set before the layer looks for it.
+//!     .route_layer(middleware::from_fn(authenticate));
 //!
 //! let request = || {
-//!     Request::post("/payments")
-//!         .header("x-user", "alice")
+//!     http::Request::post("/payments")
+//!         .header("authorization", "Bearer alice-token")
 //!         .header("idempotency-key", "\"8e03978e-40d5-43e8-bc93-6894a57f9324\"")
 //!         .body(axum::body::Body::from(r#"{"amount":10}"#))
 //! };
@@ -42,11 +55,28 @@
 //! assert_eq!(retry.status(), StatusCode::CREATED); // stored, not run again
 //! assert_eq!(retry.headers()["idempotent-replayed"], "true");
 //!
-//! let keyless = Request::post("/payments").body(axum::body::Body::empty())?;
-//! assert_eq!(app.oneshot(keyless).await?.status(), StatusCode::BAD_REQUEST);
+//! let keyless = http::Request::post("/payments")
+//!     .header("authorization", "Bearer alice-token")
+//!     .body(axum::body::Body::empty())?;
+//! assert_eq!(app.clone().oneshot(keyless).await?.status(), StatusCode::BAD_REQUEST);
+//!
+//! let typo = http::Request::post("/paymnets") // an unknown path: 404, not a 400 nor stored
+//!     .header("authorization", "Bearer alice-token")
+//!     .body(axum::body::Body::empty())?;
+//! assert_eq!(app.oneshot(typo).await?.status(), StatusCode::NOT_FOUND);
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Never take the principal from a header the client chooses (say `X-User`) without
+//! authenticating it: whoever sends another's name would read that user's stored responses.
+//! [`IdempotencyLayer::scope`] picks the principal some other way, from the authenticated
+//! request.
+//!
+//! **Routes.** With axum, add the layer with [`Router::route_layer`](https://docs.rs/axum/latest/axum/struct.Router.html#method.route_layer),
+//! not `Router::layer`: `layer` also wraps the router's fallback, so a request to an unknown
+//! path would get 400 `idempotency-key-missing` instead of 404, and a keyed request to a
+//! mistyped URL would have its 404 stored and replayed under the key.
 //!
 //! ## What happens to a request
 //!
@@ -60,7 +90,8 @@
 //! | first request with a key | the handler runs under a claim; its response is stored (status, [chosen headers](IdempotencyLayer::replay_headers), body) with the claim's token checked | draft §2.6 |
 //! | the same key and request again, after it completed | the stored response, with `Idempotent-Replayed: true` | draft §2.6, Stripe |
 //! | the same key and request while the first still runs | 409 `idempotency-key-in-use` with `Retry-After`; in [transactional mode on SQLite](#transactional-mode), the request waits for the first one's commit instead, then gets its replay | draft §2.7 |
-//! | the same key with another method, path, query or body | 422 `idempotency-key-reused`; nothing changed | draft §2.4, §2.7, Stripe |
+//! | the same key with another method, path, query or body | 422 `idempotency-key-reused`; nothing changed. In [transactional mode on PostgreSQL](#transactional-mode), while the key's first request still runs: 409 `idempotency-key-in-use` instead (its uncommitted claim's fingerprint cannot be read), then 422 once it committed | draft §2.4, §2.7, Stripe |
+//! | in canonical-JSON mode, a body that is not JSON, or JSON but not I-JSON (a repeated member name, an integer outside ±(2^53−1)) | 400 `body-not-json`, `body-not-i-json` ([`BodyMode`]) | RFC 8785, RFC 7493 |
 //! | the handler answers 5xx, fails or panics | the claim is released (in transactional mode: rolled back with the handler's writes), nothing stored; a retry runs again | DESIGN.md C8 |
 //! | the handler answers 408, 409, 425 or 429 | released like a 5xx ([configurable](IdempotencyLayer::transient_client_errors)) | |
 //! | the handler answers another 4xx | stored: it is deterministic ([configurable](IdempotencyLayer::store_client_errors)) | Stripe |
@@ -72,7 +103,9 @@
 //! bare value (`…`, as Stripe's clients send it); both forms are the same key. **Scope**: keys
 //! are per [`Principal`], kept apart from the key in every store, so two callers never see each
 //! other's records. **Fingerprint** ([`Fingerprint`]): SHA-256 over the method, the path and
-//! query, and the body, by default as RFC 8785 canonical JSON ([`BodyMode`]).
+//! query, and the body, by default as RFC 8785 canonical JSON ([`BodyMode`]). **That default
+//! refuses keyed bodies that are not JSON** (form-encoded ones included, whatever their
+//! `Content-Type`) with 400 `body-not-json`: set [`BodyMode::Raw`] on routes that take them.
 //!
 //! ## Stores
 //!
@@ -99,7 +132,7 @@
 //! | | a second request with the same key | the process dies mid-request |
 //! |---|---|---|
 //! | SQLite | waits until the first request's transaction ends (it holds SQLite's one write lock from `BEGIN IMMEDIATE` to its commit; the store's transactional requests take turns in arrival order, for at most [`SQLITE_WRITE_WAIT`](store::sql::SQLITE_WRITE_WAIT), 5 s), then sees its outcome: the replay once it committed, or runs itself if it rolled back. Past the wait: 503 `idempotency-store-unavailable` with `Retry-After` | the lock dies with the process; a retry runs at once |
-//! | PostgreSQL | waits at most [`CLAIM_LOCK_TIMEOUT`](store::sql::CLAIM_LOCK_TIMEOUT) (100 ms) for the key's row lock, then 409 `idempotency-key-in-use` with `Retry-After` (the lease, capped by [`max_retry_after`](IdempotencyLayer::max_retry_after)), as in the other mode | PostgreSQL rolls back when the connection closes; if it stays open (a dead host), when the transaction has been idle for the [lease](IdempotencyLayer::lease) (`idle_in_transaction_session_timeout`). A retry before that gets 409 |
+//! | PostgreSQL | waits at most [`CLAIM_LOCK_TIMEOUT`](store::sql::CLAIM_LOCK_TIMEOUT) (100 ms) for the key's row lock, then 409 `idempotency-key-in-use` with `Retry-After` (the lease, capped by [`max_retry_after`](IdempotencyLayer::max_retry_after)), as in the other mode. This holds for a request with another route or body too: the claim's fingerprint is not committed, so it cannot be compared, and the answer is 409 rather than 422 (a retry after the first request committed gets the 422) | PostgreSQL rolls back when the connection closes; if it stays open (a dead host), when the transaction has been idle for the [lease](IdempotencyLayer::lease) (`idle_in_transaction_session_timeout`). A retry before that gets 409 |
 //!
 //! On SQLite every transaction takes the database's one write lock, so transactional requests
 //! (like any writers) run one at a time, replays included; keep handlers short. Requests without a key get a
@@ -122,7 +155,7 @@
 //! # fn app(store: idem::SqliteStore) -> Router {
 //! Router::new()
 //!     .route("/payments", post(create_payment))
-//!     .layer(IdempotencyLayer::transactional(SqlStore::new(store)))
+//!     .route_layer(IdempotencyLayer::transactional(SqlStore::new(store)))
 //! # }
 //! ```
 //!

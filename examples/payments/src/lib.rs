@@ -88,6 +88,14 @@ pub trait PaymentsDb: SqlBackend {
         conn: &'c mut Self::Connection,
         payment: Payment,
     ) -> BoxFuture<'c, Result<(), sqlx::Error>>;
+    /// Locks the payment `id` of `owner` until the transaction ends (`SELECT … FOR UPDATE` on
+    /// PostgreSQL; on SQLite the transaction already holds the database's one write lock), so
+    /// that concurrent refunds of one payment run one after the other; whether it exists.
+    fn lock_payment<'c>(
+        conn: &'c mut Self::Connection,
+        owner: String,
+        id: String,
+    ) -> BoxFuture<'c, Result<bool, sqlx::Error>>;
     /// The payment `id` of `owner`, with the total refunded so far.
     fn payment<'c>(
         conn: &'c mut Self::Connection,
@@ -131,7 +139,7 @@ const CREATE: [&str; 4] = [
 ];
 
 macro_rules! payments_db {
-    ($db:ty) => {
+    ($db:ty, $for_update:literal) => {
         impl PaymentsDb for $db {
             fn create_tables(pool: &Pool<Self>) -> BoxFuture<'_, Result<(), sqlx::Error>> {
                 Box::pin(async move {
@@ -157,6 +165,24 @@ macro_rules! payments_db {
                     .execute(&mut *conn)
                     .await?;
                     Ok(())
+                })
+            }
+
+            fn lock_payment<'c>(
+                conn: &'c mut Self::Connection,
+                owner: String,
+                id: String,
+            ) -> BoxFuture<'c, Result<bool, sqlx::Error>> {
+                Box::pin(async move {
+                    let row: Option<(String,)> = sqlx::query_as(concat!(
+                        "SELECT id FROM payments WHERE id = $1 AND owner = $2",
+                        $for_update
+                    ))
+                    .bind(id)
+                    .bind(owner)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    Ok(row.is_some())
                 })
             }
 
@@ -258,8 +284,8 @@ macro_rules! payments_db {
     };
 }
 
-payments_db!(sqlx::Sqlite);
-payments_db!(sqlx::Postgres);
+payments_db!(sqlx::Sqlite, "");
+payments_db!(sqlx::Postgres, " FOR UPDATE");
 
 /// The app's shared state.
 struct App<DB: PaymentsDb> {
@@ -294,7 +320,11 @@ pub async fn app<DB: PaymentsDb>(
         .route("/payments", post(create_payment::<DB>))
         .route("/refunds", post(create_refund::<DB>))
         .route("/transfers", post(create_transfer::<DB>))
-        .layer(IdempotencyLayer::transactional(SqlStore::new(store)).required_for([Method::POST]))
+        // `route_layer`, not `layer`: the layer then wraps these routes only, so an unknown
+        // path is a plain 404 (not a 400 for its missing key, nor a stored and replayed 404).
+        .route_layer(
+            IdempotencyLayer::transactional(SqlStore::new(store)).required_for([Method::POST]),
+        )
         .route("/payments/{id}", get(read_payment::<DB>))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -474,11 +504,20 @@ fn create_refund<DB: PaymentsDb>(
             let amount = positive(new.amount)?;
             let owner = principal.as_str().to_owned();
             let mut tx = tx.lock().await.map_err(internal)?;
-            let Some((payment, refunded)) =
+            // Lock the payment first, then read its refunds in a later statement: at READ
+            // COMMITTED that read sees every refund committed by whoever held the lock before,
+            // so concurrent refunds (other keys) cannot together exceed the payment.
+            let exists = DB::lock_payment(&mut **tx, owner.clone(), new.payment_id.clone())
+                .await
+                .map_err(internal)?;
+            let found = if exists {
                 DB::payment(&mut **tx, owner.clone(), new.payment_id.clone())
                     .await
                     .map_err(internal)?
-            else {
+            } else {
+                None
+            };
+            let Some((payment, refunded)) = found else {
                 return Err(problem(
                     StatusCode::NOT_FOUND,
                     "payment-not-found",

@@ -15,12 +15,22 @@ async fn start() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("payments.db").display());
     let store = idem::SqliteStore::connect(&url).await.unwrap();
+    (dir, serve(store).await)
+}
+
+/// The app on this test process's fresh PostgreSQL database (127.0.0.1:5432 unless
+/// `IDEM_TEST_POSTGRES_URL` says otherwise).
+async fn start_postgres() -> String {
+    serve(idem_testkit::pg_store().await).await
+}
+
+async fn serve<DB: payments::PaymentsDb>(store: idem::Store<DB>) -> String {
     let stripe = StripeVerifier::new([DEMO_STRIPE_SECRET]).unwrap();
     let router = payments::app(store, Tokens::demo(), stripe).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });
-    (dir, base)
+    base
 }
 
 async fn call(
@@ -162,6 +172,92 @@ async fn payments_refunds_and_transfers_run_once_per_key_and_user() {
         "canonical JSON: the re-ordered body is the same request"
     );
     assert_eq!(headers["idempotent-replayed"], "true");
+}
+
+/// Ten refunds of the whole of one 100-cent payment, sent at once with ten different keys:
+/// exactly one is made (201), the others are refused (422), and 100 is refunded, not 200 or
+/// 300 (the refund locks its payment before reading what was already refunded).
+async fn concurrent_refunds_refund_at_most_the_payment(base: String) {
+    let (status, _, payment) = call(
+        reqwest::Method::POST,
+        format!("{base}/payments"),
+        Some("alice-token"),
+        Some("race-pay"),
+        Some(json!({"amount": 100})),
+    )
+    .await;
+    assert_eq!(status, 201, "{payment}");
+    let id = payment["id"].as_str().unwrap().to_owned();
+    let refunds: Vec<_> = (0..10)
+        .map(|n| {
+            let (url, body) = (
+                format!("{base}/refunds"),
+                json!({"payment_id": id, "amount": 100}),
+            );
+            tokio::spawn(async move {
+                let key = format!("race-refund-{n}");
+                let post = reqwest::Method::POST;
+                call(post, url, Some("alice-token"), Some(&key), Some(body)).await
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for refund in refunds {
+        statuses.push(refund.await.unwrap().0);
+    }
+    statuses.sort_unstable();
+    let mut expected = vec![422; 9];
+    expected.insert(0, 201);
+    assert_eq!(statuses, expected);
+    let (status, _, payment) = call(
+        reqwest::Method::GET,
+        format!("{base}/payments/{id}"),
+        Some("alice-token"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(payment["refunded"], 100, "{payment}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_refunds_refund_at_most_the_payment_sqlite() {
+    let (_dir, base) = start().await;
+    concurrent_refunds_refund_at_most_the_payment(base).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_refunds_refund_at_most_the_payment_postgres() {
+    concurrent_refunds_refund_at_most_the_payment(start_postgres().await).await;
+}
+
+/// The layer wraps the app's routes only (`route_layer`): an unknown path is a 404, with or
+/// without a key, and that 404 is not stored under the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_routes_are_404_not_idempotency_errors() {
+    let (_dir, base) = start().await;
+    for key in [None, Some("typo")] {
+        let (status, headers, _) = call(
+            reqwest::Method::POST,
+            format!("{base}/nope"),
+            Some("alice-token"),
+            key,
+            Some(json!({"amount": 100})),
+        )
+        .await;
+        assert_eq!(status, 404, "key {key:?}");
+        assert!(headers.get("idempotent-replayed").is_none());
+    }
+    let (status, _, _) = call(
+        reqwest::Method::POST,
+        format!("{base}/payments"),
+        Some("alice-token"),
+        Some("typo"),
+        Some(json!({"amount": 100})),
+    )
+    .await;
+    assert_eq!(status, 201, "the key was not spent on the typo'd URL");
 }
 
 /// Delivers `body` to the webhook endpoint, signed with `secret` (as Stripe does, at the current

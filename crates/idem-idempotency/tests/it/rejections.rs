@@ -54,7 +54,7 @@ async fn bad_keys_principals_and_bodies_are_clear_4xx(env: Env) {
     let long = "k".repeat(MAX_KEY_BYTES + 1);
     // (user, key, body, status, problem)
     type Case<'a> = (Option<&'a str>, Option<&'a str>, &'a str, u16, &'a str);
-    let cases: [Case; 6] = [
+    let cases: [Case; 8] = [
         (
             Some("alice"),
             Some(&long),
@@ -90,6 +90,21 @@ async fn bad_keys_principals_and_bodies_are_clear_4xx(env: Env) {
             "{\"amt\": 10",
             400,
             "body-not-json",
+        ),
+        // Not I-JSON (RFC 7493): canonical JSON would confuse these with other requests.
+        (
+            Some("alice"),
+            Some("K"),
+            r#"{"amount": 9007199254740993}"#,
+            400,
+            "body-not-i-json",
+        ),
+        (
+            Some("alice"),
+            Some("K"),
+            r#"{"amount": 1, "amount": 1000}"#,
+            400,
+            "body-not-i-json",
         ),
     ];
     for (user, key, body, status, problem) in cases {
