@@ -23,6 +23,7 @@ impl Cli {
     pub fn log_filter(&self) -> &'static str {
         match self.command {
             Command::Demo => "warn,idem_gateway::dispatch=error",
+            Command::Verify(_) => "warn",
             _ => "info,sqlx=warn",
         }
     }
@@ -49,6 +50,58 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Delete what the retention no longer needs (inbox keys, finished events, old bodies).
     Gc,
+    /// Redeliver events to a handler with duplicates, concurrency, reordering, lost acks and
+    /// late replays, and check that its final state does not change; on a difference, print a
+    /// minimal failing sequence. Exit 0 only when every mode matched. Takes no --config.
+    Verify(VerifyArgs),
+}
+
+/// `idem verify …`
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// The events: JSONL, one delivery per line (the body, or {"body", "headers", "id"}), or a
+    /// directory of payload files.
+    #[arg(long, required_unless_present = "replay", conflicts_with = "replay")]
+    pub events: Option<PathBuf>,
+    /// Replay a minimal sequence written by an earlier run (idem-verify-MODE.jsonl) and compare
+    /// it with the in-order run of its events, instead of running the modes.
+    #[arg(long)]
+    pub replay: Option<PathBuf>,
+    /// The handler's HTTP endpoint.
+    #[arg(long)]
+    pub target: String,
+    /// How each copy is signed: none, or stripe:, github:, shopify:, standard-webhooks:
+    /// followed by the secret. Fresh timestamp per copy, one event id per event.
+    #[arg(long, default_value = "none")]
+    pub sign: String,
+    /// Shell command that returns the handler's state to empty.
+    #[arg(long)]
+    pub reset: String,
+    /// Shell command that prints the handler's state (JSON or text).
+    #[arg(long)]
+    pub state: String,
+    /// Comma-separated modes: duplicate, concurrent, shuffle, lost-ack, replay-later.
+    #[arg(
+        long,
+        default_value = "duplicate,concurrent,shuffle,lost-ack,replay-later"
+    )]
+    pub modes: String,
+    /// Seed of every schedule: the same seed gives the same deliveries.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Time limit of the whole run (`90s`, `2m`), shrinking included.
+    #[arg(long, default_value = "2m")]
+    pub budget: String,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// A JSON key left out of the states before comparing (surrogate ids, timestamps);
+    /// repeatable.
+    #[arg(long)]
+    pub ignore: Vec<String>,
+    /// Directory for the minimal sequences (idem-verify-MODE.jsonl).
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
 }
 
 /// `idem events …`

@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use idem_gateway::admin::{ReplayRequest, format_time, parse_time};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs};
+use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs, VerifyArgs};
 
 /// Runs one command; the exit code says whether it succeeded.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -28,6 +28,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
         }
         return demo().await;
+    }
+    if let Command::Verify(args) = cli.command {
+        if let Some(path) = &cli.config {
+            bail!(
+                "idem verify takes no --config (given {}): it talks to the handler under test only",
+                path.display()
+            );
+        }
+        return verify(args).await;
     }
     let config = match &cli.config {
         Some(path) => Config::load(path)?,
@@ -111,6 +120,7 @@ async fn with_store<DB: GatewayDb>(
         Command::Serve => serve(gateway).await,
         Command::CheckConfig => check_config(gateway.config()),
         Command::Demo => demo().await,
+        Command::Verify(args) => verify(args).await,
         Command::Events(EventsCommand::List { source, limit }) => {
             let events = gateway.list_events(source.as_deref(), limit).await?;
             println!(
@@ -351,4 +361,150 @@ fn create_sqlite_dir(url: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     Ok(())
+}
+
+async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    use idem_verify::{Commands, Mode, Options, Signer, Target, Verdict};
+
+    let budget = humantime::parse_duration(&args.budget).with_context(|| {
+        format!(
+            "--budget {:?} is not a duration such as 90s or 2m",
+            args.budget
+        )
+    })?;
+    let signer: Signer = args.sign.parse()?;
+    let target = Target::new(&args.target, signer)?;
+    let commands = Commands {
+        reset: args.reset,
+        state: args.state,
+        ignore: args.ignore,
+    };
+    if let Some(file) = &args.replay {
+        let lines = idem_verify::events::load(file)?;
+        let report = idem_verify::replay(&lines, &target, &commands, budget).await?;
+        println!(
+            "replayed {} deliveries of {} events from {} against the in-order run of the same events",
+            report.deliveries,
+            report.events,
+            file.display()
+        );
+        for line in &report.state_diff {
+            println!("  {line}");
+        }
+        for n in &report.duplicate_non_2xx {
+            println!(
+                "  duplicate {} at step {} answered {}",
+                n.event_id, n.step, n.status
+            );
+        }
+        if let Some(path) = &args.json {
+            write_json(path, &report)?;
+        }
+        return Ok(if report.diverged {
+            println!("DIVERGED: the sequence reproduces");
+            ExitCode::FAILURE
+        } else {
+            println!("MATCHED: the sequence does not diverge");
+            ExitCode::SUCCESS
+        });
+    }
+    let Some(events_path) = &args.events else {
+        bail!("give --events FILE (or --replay FILE)");
+    };
+    let events = idem_verify::events::load(events_path)?;
+    let modes = Mode::parse_list(&args.modes)?;
+    if modes.is_empty() {
+        bail!("--modes {:?} names no mode", args.modes);
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating --out {}", args.out.display()))?;
+    println!(
+        "idem verify: {} events from {} -> {} (seed {}, budget {})",
+        events.len(),
+        events_path.display(),
+        args.target,
+        args.seed,
+        humantime::format_duration(budget)
+    );
+    let options = Options {
+        events,
+        target,
+        commands,
+        modes,
+        seed: args.seed,
+        budget,
+        out_dir: Some(args.out.clone()),
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new_spinner()
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let report = idem_verify::run(&options, &|message: &str| {
+        bar.set_message(message.to_owned())
+    })
+    .await?;
+    bar.finish_and_clear();
+    println!(
+        "{:<13} {:<14} {:>10} {:>11} {:>9} {:>8}",
+        "mode", "verdict", "deliveries", "state diffs", "dup non-2xx", "seconds"
+    );
+    for m in &report.modes {
+        let verdict = match m.verdict {
+            Verdict::Matched => "matched",
+            Verdict::Diverged => "DIVERGED",
+            Verdict::OutOfBudget => "out of budget",
+            _ => "unknown",
+        };
+        println!(
+            "{:<13} {:<14} {:>10} {:>11} {:>9} {:>8.1}",
+            m.mode.name(),
+            verdict,
+            m.deliveries,
+            m.state_diff.len(),
+            m.duplicate_non_2xx.len(),
+            m.seconds
+        );
+    }
+    for n in &report.baseline_non_2xx {
+        println!(
+            "note: the baseline got {} for {} (its duplicates are not findings)",
+            n.status, n.event_id
+        );
+    }
+    for m in &report.modes {
+        if let Some(minimal) = &m.minimal {
+            println!();
+            print!("{}", minimal.explanation);
+        }
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    let diverged = report
+        .modes
+        .iter()
+        .filter(|m| m.verdict != Verdict::Matched)
+        .count();
+    println!();
+    if report.passed {
+        println!(
+            "PASS: every mode matched the baseline ({:.1} s)",
+            report.seconds
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "FAIL: {diverged} of {} modes did not match ({:.1} s)",
+            report.modes.len(),
+            report.seconds
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
