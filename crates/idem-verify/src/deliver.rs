@@ -183,17 +183,45 @@ impl Target {
         Ok(status)
     }
 
+    /// Waits until the target answers HTTP again (any status), polling every 50 ms for at most
+    /// `timeout`.
+    ///
+    /// # Errors
+    /// [`VerifyError::Http`] with the last connection error when it never answered.
+    pub async fn wait_answering(&self, timeout: Duration) -> Result<(), VerifyError> {
+        let until = tokio::time::Instant::now() + timeout;
+        loop {
+            match self.client.get(&self.url).send().await {
+                Ok(response) => {
+                    let _ = response.bytes().await;
+                    return Ok(());
+                }
+                Err(source) if tokio::time::Instant::now() >= until => {
+                    return Err(VerifyError::Http {
+                        target: self.url.clone(),
+                        source,
+                    });
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
     /// Delivers `plan` (sorted by step): steps one after another, the deliveries of one step
-    /// started together behind a barrier. Stops early, returning what was answered, once
+    /// started together behind a barrier. After a step with a [`Delivery::crash`], runs
+    /// `restart` (the `--restart` command; crash points are plain deliveries without one) and
+    /// waits until the target answers again. Stops early, returning what was answered, once
     /// `deadline` has passed.
     ///
     /// # Errors
-    /// [`VerifyError::Http`] when a delivery got no answer.
+    /// [`VerifyError::Http`] when a delivery got no answer, or the target did not answer within
+    /// 30 s of a restart; [`VerifyError::Command`] when `restart` failed.
     pub async fn deliver(
         &self,
         events: &[EventRecord],
         plan: &[Delivery],
         deadline: tokio::time::Instant,
+        restart: Option<&str>,
     ) -> Result<Vec<Answer>, VerifyError> {
         let mut answers = Vec::with_capacity(plan.len());
         let mut sent = vec![0usize; events.len()];
@@ -238,6 +266,12 @@ impl Target {
                     status,
                     duplicate,
                 });
+            }
+            if let Some(command) = restart
+                && step.iter().any(|d| d.crash)
+            {
+                crate::state::shell("restart", command).await?;
+                self.wait_answering(Duration::from_secs(30)).await?;
             }
         }
         Ok(answers)

@@ -4,9 +4,14 @@
 //! senders do, and checks that the handler's final state does not depend on it:
 //!
 //! 1. **baseline**: `--reset`, deliver every event once, in order, one at a time, `--state`;
-//! 2. each [`Mode`](plan::Mode) (`duplicate`, `concurrent`, `shuffle`, `lost-ack`,
+//! 2. each [`Mode`] (`duplicate`, `concurrent`, `shuffle`, `lost-ack`, `crash`,
 //!    `replay-later`): reset, deliver with that chaos, snapshot, compare with the baseline. A
-//!    non-2xx answer to a duplicate is a finding too (senders retry on 4xx and 5xx);
+//!    non-2xx answer to a duplicate is a finding too (senders retry on 4xx and 5xx). `crash`
+//!    runs [`Commands::restart`] (`--restart`) at seeded points, right after a delivery was
+//!    handled and before its answer counted, and redelivers that delivery once the target
+//!    answers again; without a restart command it is [`Verdict::Skipped`] with a note (not a
+//!    pass). [`Options::keep_entity_order`] (`--keep-entity-order`) makes `shuffle` keep each
+//!    entity's events in file order;
 //! 3. on a difference, delta debugging ([`shrink::ddmin`]) over the deliveries finds a minimal
 //!    sequence that still diverges from the in-order run of the same events; it is written as a
 //!    replayable JSONL file ([`replay`]) with a short explanation.

@@ -20,6 +20,11 @@ pub struct Delivery {
     pub event: usize,
     /// The step; equal steps are concurrent.
     pub step: usize,
+    /// Crash mode: the target is restarted (`--restart`) right after this delivery was
+    /// handled and before its answer counts, so it is not acknowledged; its redelivery is a
+    /// later delivery of the plan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub crash: bool,
 }
 
 /// A schedule: deliveries sorted by step.
@@ -41,15 +46,20 @@ pub enum Mode {
     LostAck,
     /// In order, then about a quarter of the events again at the end, in a random order.
     ReplayLater,
+    /// In order; at about one delivery in twenty (at least one) the target is restarted with
+    /// `--restart` after handling it and before the sender saw its 2xx, and the delivery is
+    /// redelivered once the target answers again. Skipped without `--restart`.
+    Crash,
 }
 
 impl Mode {
     /// Every mode, in the order they run by default.
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 6] = [
         Mode::Duplicate,
         Mode::Concurrent,
         Mode::Shuffle,
         Mode::LostAck,
+        Mode::Crash,
         Mode::ReplayLater,
     ];
 
@@ -61,6 +71,7 @@ impl Mode {
             Mode::Shuffle => "shuffle",
             Mode::LostAck => "lost-ack",
             Mode::ReplayLater => "replay-later",
+            Mode::Crash => "crash",
         }
     }
 
@@ -100,7 +111,11 @@ pub fn sequential(events: impl IntoIterator<Item = usize>) -> Plan {
     events
         .into_iter()
         .enumerate()
-        .map(|(step, event)| Delivery { event, step })
+        .map(|(step, event)| Delivery {
+            event,
+            step,
+            crash: false,
+        })
         .collect()
 }
 
@@ -117,6 +132,18 @@ pub fn in_order_of(plan: &[Delivery], events: &[EventRecord]) -> Plan {
 /// Reordering modes keep the events of one entity that share a version in their relative order
 /// (DESIGN.md C5: no handler can order those without more information).
 pub fn schedule(mode: Mode, events: &[EventRecord], seed: u64) -> Plan {
+    schedule_with(mode, events, seed, false)
+}
+
+/// As [`schedule`]; with `keep_entity_order` (`--keep-entity-order`), `shuffle` keeps the
+/// events of each entity in their file order (it interleaves entities only), for handlers that
+/// do not claim to handle reordering within an entity.
+pub fn schedule_with(
+    mode: Mode,
+    events: &[EventRecord],
+    seed: u64,
+    keep_entity_order: bool,
+) -> Plan {
     // One stream per mode, so that adding a mode does not change the others.
     let mut rng =
         StdRng::seed_from_u64(seed ^ (mode as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -129,14 +156,44 @@ pub fn schedule(mode: Mode, events: &[EventRecord], seed: u64) -> Plan {
         ),
         Mode::Concurrent => (0..n)
             .flat_map(|i| {
-                std::iter::repeat_n(Delivery { event: i, step: i }, rng.random_range(2..=3))
+                std::iter::repeat_n(
+                    Delivery {
+                        event: i,
+                        step: i,
+                        crash: false,
+                    },
+                    rng.random_range(2..=3),
+                )
             })
             .collect(),
         Mode::Shuffle => {
             let mut order: Vec<usize> = (0..n).collect();
             order.shuffle(&mut rng);
-            keep_ties(&mut order, events);
+            if keep_entity_order {
+                keep_entities(&mut order, events);
+            } else {
+                keep_ties(&mut order, events);
+            }
             sequential(order)
+        }
+        Mode::Crash => {
+            let mut crashes: Vec<bool> = (0..n).map(|_| rng.random_ratio(1, 20)).collect();
+            if n > 0 && !crashes.contains(&true) {
+                crashes[rng.random_range(0..n)] = true;
+            }
+            let mut plan = Vec::with_capacity(n + n / 10);
+            for (event, crash) in crashes.into_iter().enumerate() {
+                let step = plan.len();
+                plan.push(Delivery { event, step, crash });
+                if crash {
+                    plan.push(Delivery {
+                        event,
+                        step: step + 1,
+                        crash: false,
+                    });
+                }
+            }
+            plan
         }
         Mode::LostAck => {
             let next_tie = next_tie_member(events);
@@ -190,6 +247,23 @@ fn keep_ties(order: &mut [usize], events: &[EventRecord]) {
     for (slot, &i) in order.iter().enumerate() {
         if let (Some(entity), Some(version)) = (&events[i].entity, events[i].version) {
             groups.entry((entity, version)).or_default().push(slot);
+        }
+    }
+    for slots in groups.values() {
+        let mut members: Vec<usize> = slots.iter().map(|&s| order[s]).collect();
+        members.sort_unstable_by_key(|&i| (events[i].seq, i));
+        for (&slot, member) in slots.iter().zip(members) {
+            order[slot] = member;
+        }
+    }
+}
+
+/// Within each entity, refills the slots its events landed in with its events in file order.
+fn keep_entities(order: &mut [usize], events: &[EventRecord]) {
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (slot, &i) in order.iter().enumerate() {
+        if let Some(entity) = &events[i].entity {
+            groups.entry(entity).or_default().push(slot);
         }
     }
     for slots in groups.values() {
@@ -265,13 +339,42 @@ mod tests {
     }
 
     #[test]
+    fn keep_entity_order_and_crash_points() {
+        let events: Vec<_> = (0..40)
+            .map(|i| ev(i, &format!("obj_{}", i % 4), i as i64))
+            .collect();
+        let plan = schedule_with(Mode::Shuffle, &events, 7, true);
+        assert_ne!(plan, sequential(0..40), "entities interleave differently");
+        let mut last: HashMap<&str, usize> = HashMap::new();
+        for d in &plan {
+            let entity = events[d.event].entity.as_deref().unwrap();
+            if let Some(&prev) = last.get(entity) {
+                assert!(prev < d.event, "per-entity order kept");
+            }
+            last.insert(entity, d.event);
+        }
+        let crash = schedule(Mode::Crash, &events, 7);
+        let points: Vec<&Delivery> = crash.iter().filter(|d| d.crash).collect();
+        assert!(!points.is_empty());
+        for p in points {
+            let next = crash[p.step + 1];
+            assert_eq!(
+                (next.event, next.crash),
+                (p.event, false),
+                "redelivered next"
+            );
+        }
+    }
+
+    #[test]
     fn mode_names_round_trip() {
         assert_eq!(
             Mode::parse_list("duplicate, lost-ack").unwrap(),
             [Mode::Duplicate, Mode::LostAck]
         );
+        assert_eq!(Mode::parse_list("crash").unwrap(), [Mode::Crash]);
         assert!(matches!(
-            Mode::parse_list("crash"),
+            Mode::parse_list("reboot"),
             Err(VerifyError::UnknownMode { .. })
         ));
     }

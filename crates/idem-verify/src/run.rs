@@ -33,6 +33,8 @@ pub struct Options {
     /// Where each diverging mode's minimal sequence is written as `idem-verify-MODE.jsonl`;
     /// `None` writes none.
     pub out_dir: Option<PathBuf>,
+    /// `--keep-entity-order`: `shuffle` keeps each entity's events in file order.
+    pub keep_entity_order: bool,
 }
 
 /// A mode's result.
@@ -46,6 +48,8 @@ pub enum Verdict {
     Diverged,
     /// The budget ran out before the mode finished (or started).
     OutOfBudget,
+    /// Not run: `crash` without `--restart` (see [`ModeReport::note`]). Not a pass.
+    Skipped,
 }
 
 /// A non-2xx answer to a duplicate of an event the in-order run accepted (senders retry on
@@ -71,6 +75,8 @@ pub struct MinimalDelivery {
     pub entity: Option<String>,
     /// The event's version, if known.
     pub version: Option<i64>,
+    /// Crash mode: the target was restarted right after it, before its answer counted.
+    pub crash: bool,
 }
 
 /// The shrunk reproduction of a divergence.
@@ -107,6 +113,9 @@ pub struct ModeReport {
     pub minimal: Option<MinimalSequence>,
     /// Wall time of the mode, shrinking included, in seconds.
     pub seconds: f64,
+    /// Why the mode was skipped, or how it ran (`shuffle` with `--keep-entity-order`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The whole run's report (`--json`).
@@ -163,7 +172,12 @@ impl Engine<'_> {
         self.commands.reset().await?;
         let answers = self
             .target
-            .deliver(self.events, plan, self.deadline)
+            .deliver(
+                self.events,
+                plan,
+                self.deadline,
+                self.commands.restart.as_deref(),
+            )
             .await?;
         let snapshot = self.commands.snapshot().await?;
         Ok(Outcome {
@@ -273,7 +287,12 @@ pub async fn run(options: &Options, progress: &dyn Fn(&str)) -> Result<Report, V
     let mut modes = Vec::new();
     for &mode in &options.modes {
         let mode_started = Instant::now();
-        let plan = plan::schedule(mode, &options.events, options.seed);
+        let plan = plan::schedule_with(
+            mode,
+            &options.events,
+            options.seed,
+            options.keep_entity_order,
+        );
         let mut report = ModeReport {
             mode,
             verdict: Verdict::OutOfBudget,
@@ -282,8 +301,19 @@ pub async fn run(options: &Options, progress: &dyn Fn(&str)) -> Result<Report, V
             duplicate_non_2xx: Vec::new(),
             minimal: None,
             seconds: 0.0,
+            note: None,
         };
-        if baseline_complete && Instant::now() < engine.deadline {
+        if mode == Mode::Shuffle && options.keep_entity_order {
+            report.note = Some("--keep-entity-order: each entity's events in file order".into());
+        }
+        if mode == Mode::Crash && options.commands.restart.is_none() {
+            report.verdict = Verdict::Skipped;
+            report.note = Some(
+                "skipped: crash mode needs --restart CMD (a command that kills and restarts the target, keeping its state)"
+                    .into(),
+            );
+            progress("crash: skipped, no --restart");
+        } else if baseline_complete && Instant::now() < engine.deadline {
             progress(&format!("{mode}: {} deliveries", plan.len()));
             let run = engine.execute(&plan).await?;
             report.deliveries = run.answers.len();
@@ -405,6 +435,7 @@ async fn shrink(
             event_id: events[d.event].id.clone(),
             entity: events[d.event].entity.clone(),
             version: events[d.event].version,
+            crash: d.crash,
         })
         .collect();
     let explanation = explain(
@@ -461,6 +492,8 @@ fn explain(
                 .unwrap_or_default(),
             if copies > 1 {
                 format!(", {copies} copies at the same moment")
+            } else if d.crash {
+                ", then the target restarted before its answer counted".to_owned()
             } else {
                 String::new()
             }
@@ -507,6 +540,9 @@ fn write_sequence(
         let body: Value = serde_json::from_slice(&e.body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&e.body).into_owned()));
         let mut line = json!({"step": d.step, "seq": e.seq, "id": e.id, "body": body});
+        if d.crash {
+            line["crash"] = Value::Bool(true);
+        }
         if !e.headers.is_empty() {
             line["headers"] = e
                 .headers
@@ -550,6 +586,7 @@ pub async fn replay(
         plan.push(Delivery {
             event: index,
             step: line.step.unwrap_or(n),
+            crash: false,
         });
     }
     plan.sort_by_key(|d| d.step);

@@ -113,6 +113,10 @@ pub struct Commands {
     pub state: String,
     /// Object keys left out of JSON states (surrogate ids, timestamps).
     pub ignore: Vec<String>,
+    /// `--restart`: kills and restarts the target, keeping its state (crash mode). It may
+    /// return before the target answers: verify then polls the target for up to 30 s. Its
+    /// output must not stay open (redirect a background server's output).
+    pub restart: Option<String>,
 }
 
 impl Commands {
@@ -134,7 +138,7 @@ impl Commands {
     }
 }
 
-async fn shell(which: &'static str, command: &str) -> Result<String, VerifyError> {
+pub(crate) async fn shell(which: &'static str, command: &str) -> Result<String, VerifyError> {
     let fail = |reason: String| VerifyError::Command {
         which,
         command: command.to_owned(),

@@ -59,11 +59,13 @@ async fn conflict_on_redelivery_is_a_finding() {
             reset: format!("curl -sf -X POST http://{addr}/reset"),
             state: format!("curl -sf http://{addr}/state"),
             ignore: Vec::new(),
+            restart: None,
         },
         modes: vec![Mode::Duplicate, Mode::Shuffle],
         seed: 7,
         budget: Duration::from_secs(60),
         out_dir: Some(out.path().to_owned()),
+        keep_entity_order: false,
     };
     let report = idem_verify::run(&options, &|_| {}).await.unwrap();
     let duplicate = &report.modes[0];

@@ -38,11 +38,13 @@ async fn setup(flavor: &str, modes: &[Mode]) -> Setup {
             reset: format!("curl -sf -X POST http://{addr}/{flavor}/reset"),
             state: format!("curl -sf http://{addr}/{flavor}/state"),
             ignore: Vec::new(),
+            restart: None,
         },
         modes: modes.to_vec(),
         seed: 42,
         budget: Duration::from_secs(60),
         out_dir: Some(out.path().to_owned()),
+        keep_entity_order: false,
     };
     Setup {
         _dir: dir,
@@ -110,11 +112,19 @@ async fn minimal_replays(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn correct_handler_passes_every_mode() {
-    let setup = setup("a", &Mode::ALL).await;
+    // Crash mode needs a restartable target: tests/crash_and_entity_order.rs.
+    let modes: Vec<Mode> = Mode::ALL
+        .into_iter()
+        .filter(|&m| m != Mode::Crash)
+        .collect();
+    let setup = setup("a", &modes).await;
     let report = idem_verify::run(&setup.options, &|_| {}).await.unwrap();
     assert_eq!(
         verdicts(&report),
-        Mode::ALL.map(|m| (m, Verdict::Matched)),
+        modes
+            .iter()
+            .map(|&m| (m, Verdict::Matched))
+            .collect::<Vec<_>>(),
         "{report:#?}"
     );
     assert!(report.passed);

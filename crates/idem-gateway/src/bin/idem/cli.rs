@@ -53,7 +53,7 @@ pub enum Command {
     /// Redeliver events to a handler with duplicates, concurrency, reordering, lost acks and
     /// late replays, and check that its final state does not change; on a difference, print a
     /// minimal failing sequence. Exit 0 only when every mode matched. Takes no --config.
-    Verify(VerifyArgs),
+    Verify(Box<VerifyArgs>),
 }
 
 /// `idem verify …`
@@ -80,12 +80,19 @@ pub struct VerifyArgs {
     /// Shell command that prints the handler's state (JSON or text).
     #[arg(long)]
     pub state: String,
-    /// Comma-separated modes: duplicate, concurrent, shuffle, lost-ack, replay-later.
-    #[arg(
-        long,
-        default_value = "duplicate,concurrent,shuffle,lost-ack,replay-later"
-    )]
-    pub modes: String,
+    /// Comma-separated modes: duplicate, concurrent, shuffle, lost-ack, crash, replay-later
+    /// (default: all; crash only with --restart).
+    #[arg(long)]
+    pub modes: Option<String>,
+    /// Shell command that kills and restarts the target, keeping its state (crash mode): it
+    /// may return before the target answers (verify polls the target for up to 30 s), and a
+    /// server it starts in the background must not keep its output open.
+    #[arg(long)]
+    pub restart: Option<String>,
+    /// Shuffle keeps each entity's events in file order (interleaving entities only), for
+    /// handlers that do not claim to handle reordering within an entity.
+    #[arg(long)]
+    pub keep_entity_order: bool,
     /// Seed of every schedule: the same seed gives the same deliveries.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,

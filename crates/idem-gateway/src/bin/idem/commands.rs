@@ -36,7 +36,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 path.display()
             );
         }
-        return verify(args).await;
+        return verify(*args).await;
     }
     let config = match &cli.config {
         Some(path) => Config::load(path)?,
@@ -120,7 +120,7 @@ async fn with_store<DB: GatewayDb>(
         Command::Serve => serve(gateway).await,
         Command::CheckConfig => check_config(gateway.config()),
         Command::Demo => demo().await,
-        Command::Verify(args) => verify(args).await,
+        Command::Verify(args) => verify(*args).await,
         Command::Events(EventsCommand::List { source, limit }) => {
             let events = gateway.list_events(source.as_deref(), limit).await?;
             println!(
@@ -378,6 +378,7 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         reset: args.reset,
         state: args.state,
         ignore: args.ignore,
+        restart: args.restart,
     };
     if let Some(file) = &args.replay {
         let lines = idem_verify::events::load(file)?;
@@ -412,9 +413,15 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         bail!("give --events FILE (or --replay FILE)");
     };
     let events = idem_verify::events::load(events_path)?;
-    let modes = Mode::parse_list(&args.modes)?;
+    let modes = match &args.modes {
+        Some(list) => Mode::parse_list(list)?,
+        None => Mode::ALL
+            .into_iter()
+            .filter(|&m| m != Mode::Crash || commands.restart.is_some())
+            .collect(),
+    };
     if modes.is_empty() {
-        bail!("--modes {:?} names no mode", args.modes);
+        bail!("--modes {:?} names no mode", args.modes.unwrap_or_default());
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating --out {}", args.out.display()))?;
@@ -434,6 +441,7 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         budget,
         out_dir: Some(args.out.clone()),
+        keep_entity_order: args.keep_entity_order,
     };
     let bar = if std::io::stderr().is_terminal() {
         ProgressBar::new_spinner()
@@ -455,6 +463,7 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             Verdict::Matched => "matched",
             Verdict::Diverged => "DIVERGED",
             Verdict::OutOfBudget => "out of budget",
+            Verdict::Skipped => "SKIPPED",
             _ => "unknown",
         };
         println!(
@@ -466,6 +475,11 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             m.duplicate_non_2xx.len(),
             m.seconds
         );
+    }
+    for m in &report.modes {
+        if let Some(note) = &m.note {
+            println!("note: {}: {note}", m.mode.name());
+        }
     }
     for n in &report.baseline_non_2xx {
         println!(
