@@ -41,7 +41,7 @@ pub enum VerifyError {
     },
     /// A mode name is not known.
     #[error(
-        "unknown mode {given:?}: expected duplicate, concurrent, shuffle, lost-ack or replay-later"
+        "unknown mode {given:?}: expected duplicate, concurrent, shuffle, lost-ack, crash or replay-later"
     )]
     UnknownMode {
         /// The name given.
@@ -65,6 +65,37 @@ pub enum VerifyError {
         /// The client's error.
         source: reqwest::Error,
     },
+    /// Most of the baseline's deliveries (more than half) were answered non-2xx: the target
+    /// rejects them (a wrong `--sign` secret, no signing, a wrong path), so comparing runs
+    /// would prove nothing.
+    #[error(
+        "the baseline: {rejected} of {total} deliveries were rejected ({statuses}): check --sign and --target"
+    )]
+    BaselineRejected {
+        /// Deliveries answered non-2xx.
+        rejected: usize,
+        /// Deliveries of the baseline.
+        total: usize,
+        /// The non-2xx statuses seen, comma-separated (`400` or `400, 401`).
+        statuses: String,
+    },
+    /// `--state` printed nothing (only whitespace) after the baseline.
+    #[error("--state printed nothing (command {command:?})")]
+    EmptyState {
+        /// The shell command.
+        command: String,
+    },
+    /// Two reads of `--state` with no delivery in between differ.
+    #[error(
+        "--state output differs between two reads with no deliveries in between; make it deterministic or use --ignore (first difference: {first})"
+    )]
+    UnstableState {
+        /// The first difference, `path: first read → second read`.
+        first: String,
+    },
+    /// `--budget` is zero.
+    #[error("--budget must be greater than 0")]
+    ZeroBudget,
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),

@@ -378,4 +378,12 @@ mod tests {
             Err(VerifyError::UnknownMode { .. })
         ));
     }
+
+    #[test]
+    fn unknown_mode_error_lists_every_mode() {
+        let message = Mode::parse_list("reboot").unwrap_err().to_string();
+        for mode in Mode::ALL {
+            assert!(message.contains(mode.name()), "{mode} missing: {message}");
+        }
+    }
 }

@@ -256,6 +256,9 @@ impl Engine<'_> {
 /// target does not answer, [`VerifyError::Write`] for a minimal-sequence file. A difference is
 /// not an error: it is in the report.
 pub async fn run(options: &Options, progress: &dyn Fn(&str)) -> Result<Report, VerifyError> {
+    if options.budget.is_zero() {
+        return Err(VerifyError::ZeroBudget);
+    }
     let started = Instant::now();
     let mut engine = Engine {
         events: &options.events,
@@ -268,6 +271,7 @@ pub async fn run(options: &Options, progress: &dyn Fn(&str)) -> Result<Report, V
     progress(&format!("baseline: {n} deliveries in order"));
     let baseline_plan = plan::sequential(0..n);
     let baseline = engine.execute(&baseline_plan).await?;
+    check_baseline(&baseline, &options.commands).await?;
     let accepted = engine.accepted(&baseline.answers);
     let baseline_non_2xx = baseline
         .answers
@@ -351,6 +355,40 @@ pub async fn run(options: &Options, progress: &dyn Fn(&str)) -> Result<Report, V
         seconds: started.elapsed().as_secs_f64(),
         passed,
     })
+}
+
+/// Refuses a baseline that proves nothing: more than half of its deliveries answered non-2xx
+/// (the target rejects them), a `--state` that printed nothing, or a `--state` whose output
+/// changes between two reads with no delivery in between.
+async fn check_baseline(baseline: &Outcome, commands: &Commands) -> Result<(), VerifyError> {
+    let total = baseline.answers.len();
+    let rejected: Vec<u16> = baseline
+        .answers
+        .iter()
+        .map(|a| a.status)
+        .filter(|s| !(200..300).contains(s))
+        .collect();
+    if total > 0 && rejected.len() * 2 > total {
+        let mut statuses = rejected.clone();
+        statuses.sort_unstable();
+        statuses.dedup();
+        let statuses: Vec<String> = statuses.iter().map(u16::to_string).collect();
+        return Err(VerifyError::BaselineRejected {
+            rejected: rejected.len(),
+            total,
+            statuses: statuses.join(", "),
+        });
+    }
+    if matches!(&baseline.snapshot, Snapshot::Text(lines) if lines.is_empty()) {
+        return Err(VerifyError::EmptyState {
+            command: commands.state.clone(),
+        });
+    }
+    let again = commands.snapshot().await?;
+    if let Some(first) = again.diff(&baseline.snapshot).into_iter().next() {
+        return Err(VerifyError::UnstableState { first });
+    }
+    Ok(())
 }
 
 /// Ids and object ids named by the first difference (path segments with a digit or an
@@ -573,6 +611,9 @@ pub async fn replay(
     commands: &Commands,
     budget: Duration,
 ) -> Result<ReplayReport, VerifyError> {
+    if budget.is_zero() {
+        return Err(VerifyError::ZeroBudget);
+    }
     let mut events: Vec<EventRecord> = Vec::new();
     let mut plan = Vec::with_capacity(lines.len());
     for (n, line) in lines.iter().enumerate() {

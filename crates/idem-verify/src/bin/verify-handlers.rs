@@ -1,5 +1,5 @@
 //! `verify-handlers`: serves the four reference handlers of `idem verify` (see
-//! `idem_verify::handlers`) until Ctrl-C.
+//! `idem_verify::handlers`) until Ctrl-C or SIGTERM.
 //!
 //! ```text
 //! verify-handlers [--listen 127.0.0.1:4000] [--dir DIR] [--secret whsec_…]
@@ -29,13 +29,16 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let temp = tempdir()?;
-    let dir = match &args.dir {
+    // The temporary directory only without --dir; removed on Ctrl-C and on SIGTERM.
+    let (dir, temp) = match &args.dir {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            dir.clone()
+            (dir.clone(), None)
         }
-        None => temp.clone(),
+        None => {
+            let temp = tempdir()?;
+            (temp.clone(), Some(temp))
+        }
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -47,14 +50,35 @@ async fn main() -> anyhow::Result<()> {
         dir.display()
     );
     axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(shutdown())
         .await?;
-    if args.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&temp);
+    if let Some(temp) = &temp {
+        let _ = std::fs::remove_dir_all(temp);
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// A fresh directory under the system's temporary directory.

@@ -52,7 +52,12 @@ pub enum Command {
     Gc,
     /// Redeliver events to a handler with duplicates, concurrency, reordering, lost acks and
     /// late replays, and check that its final state does not change; on a difference, print a
-    /// minimal failing sequence. Exit 0 only when every mode matched. Takes no --config.
+    /// minimal failing sequence. Takes no --config.
+    ///
+    /// Exit codes: 0 = every mode matched the baseline; 1 = a finding (a mode diverged, ran
+    /// out of budget or was skipped; with --replay: the sequence diverges); 3 = the run could
+    /// not be done (bad arguments, unreadable events, target unreachable, a failed --reset,
+    /// --state or --restart, --state empty or unstable, the baseline mostly rejected).
     Verify(Box<VerifyArgs>),
 }
 
@@ -96,7 +101,7 @@ pub struct VerifyArgs {
     /// Seed of every schedule: the same seed gives the same deliveries.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Time limit of the whole run (`90s`, `2m`), shrinking included.
+    /// Time limit of the whole run (`90s`, `2m`), shrinking included; greater than 0.
     #[arg(long, default_value = "2m")]
     pub budget: String,
     /// Write the report as JSON to this file.

@@ -30,13 +30,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return demo().await;
     }
     if let Command::Verify(args) = cli.command {
-        if let Some(path) = &cli.config {
-            bail!(
+        let result = match &cli.config {
+            Some(path) => Err(anyhow::anyhow!(
                 "idem verify takes no --config (given {}): it talks to the handler under test only",
                 path.display()
-            );
-        }
-        return verify(*args).await;
+            )),
+            None => verify(*args).await,
+        };
+        // 1 is a finding (a mode did not match); an operational error exits 3.
+        return Ok(result.unwrap_or_else(|e| {
+            eprintln!("error: {}", crate::chain(&e));
+            ExitCode::from(VERIFY_ERROR_EXIT)
+        }));
     }
     let config = match &cli.config {
         Some(path) => Config::load(path)?,
@@ -363,6 +368,9 @@ fn create_sqlite_dir(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The exit code of `idem verify` when the run could not be done (see `idem verify --help`).
+const VERIFY_ERROR_EXIT: u8 = 3;
+
 async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     use idem_verify::{Commands, Mode, Options, Signer, Target, Verdict};
 
@@ -372,6 +380,9 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             args.budget
         )
     })?;
+    if budget.is_zero() {
+        bail!("--budget must be greater than 0");
+    }
     let signer: Signer = args.sign.parse()?;
     let target = Target::new(&args.target, signer)?;
     let commands = Commands {
@@ -481,10 +492,28 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             println!("note: {}: {note}", m.mode.name());
         }
     }
-    for n in &report.baseline_non_2xx {
+    if !report.baseline_non_2xx.is_empty() {
+        let mut statuses: Vec<u16> = report.baseline_non_2xx.iter().map(|n| n.status).collect();
+        statuses.sort_unstable();
+        statuses.dedup();
+        let statuses: Vec<String> = statuses.iter().map(u16::to_string).collect();
+        let first: Vec<&str> = report
+            .baseline_non_2xx
+            .iter()
+            .take(3)
+            .map(|n| n.event_id.as_str())
+            .collect();
         println!(
-            "note: the baseline got {} for {} (its duplicates are not findings)",
-            n.status, n.event_id
+            "note: the baseline got non-2xx ({}) for {} of {} events, e.g. {}{} (their duplicates are not findings)",
+            statuses.join(", "),
+            report.baseline_non_2xx.len(),
+            report.events,
+            first.join(", "),
+            if report.baseline_non_2xx.len() > first.len() {
+                ", …"
+            } else {
+                ""
+            }
         );
     }
     for m in &report.modes {

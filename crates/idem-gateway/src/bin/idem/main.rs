@@ -39,7 +39,7 @@ fn main() -> ExitCode {
 
 /// The error and its causes, joined by `: `, leaving out each cause whose text is already in
 /// what is printed (the library's messages often include their source).
-fn chain(error: &anyhow::Error) -> String {
+pub(crate) fn chain(error: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in error.chain() {
         let text = cause.to_string();
