@@ -285,14 +285,15 @@ impl<DB: Backend> Runner<DB> {
                     }
                     _ => None,
                 };
-                let now = self.store.now().as_millis();
+                let now = self.store.now();
+                let first_seen = first_seen.map(Timestamp);
                 if let Some(held) = gap_hold(self.gap_policy, expected, got, first_seen, now) {
                     tx.rollback().await?;
                     // The first delivery to meet the gap starts the hold, in its own statement
                     // after the rollback (SQLite's write lock is free by then).
                     if matches!(held, Outcome::GapParked { .. }) && first_seen.is_none() {
                         let mut conn = self.store.pool().acquire().await?;
-                        DB::park(&mut conn, consumer, event.key.as_str(), now).await?;
+                        DB::park(&mut conn, consumer, event.key.as_str(), now.as_millis()).await?;
                     }
                     return Ok(held);
                 }
@@ -314,31 +315,29 @@ impl<DB: Backend> Runner<DB> {
 }
 
 /// Whether a gap holds its event back under `policy`: `None` to apply it now. `first_seen` is
-/// when a delivery first met this gap under `Park` (ms), `now` the current time (ms).
+/// when a delivery first met this gap under `Park`.
 fn gap_hold<T>(
     policy: GapPolicy,
     expected: i64,
     got: i64,
-    first_seen: Option<i64>,
-    now: i64,
+    first_seen: Option<Timestamp>,
+    now: Timestamp,
 ) -> Option<Outcome<T>> {
     match policy {
         GapPolicy::Apply => None,
         GapPolicy::Reject => Some(Outcome::GapRejected { expected, got }),
-        GapPolicy::Park { timeout } => match first_seen {
-            Some(first) if now.saturating_sub(first) >= millis(timeout) => None,
-            first => Some(Outcome::GapParked {
-                expected,
-                got,
-                until: Timestamp(first.unwrap_or(now)).saturating_add(timeout),
-            }),
-        },
+        GapPolicy::Park { timeout } => {
+            let until = first_seen.unwrap_or(now).saturating_add(timeout);
+            match first_seen {
+                Some(_) if now >= until => None,
+                _ => Some(Outcome::GapParked {
+                    expected,
+                    got,
+                    until,
+                }),
+            }
+        }
     }
-}
-
-/// `d` in whole milliseconds, saturating.
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// The pause before retry `attempt` (1-based) after a conflict: 5, 10, 20, … ms, capped at 200 ms.
