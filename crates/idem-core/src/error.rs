@@ -5,8 +5,9 @@ use std::time::Duration;
 /// A value that breaks one of idem's rules; each variant names the value and what was expected.
 ///
 /// Returned by the constructors of [`Name`](crate::Name), [`EventId`](crate::EventId),
-/// [`Entity`](crate::Entity), [`DedupKey`](crate::DedupKey), [`Ttl`](crate::Ttl) and
-/// [`RetentionPolicy`](crate::RetentionPolicy), and by [`decide`](crate::decide).
+/// [`Entity`](crate::Entity), [`DedupKey`](crate::DedupKey), [`EffectKey`](crate::EffectKey),
+/// [`Ttl`](crate::Ttl) and [`RetentionPolicy`](crate::RetentionPolicy), and by
+/// [`decide`](crate::decide).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -60,6 +61,18 @@ pub enum Error {
         retention: Duration,
         /// The redelivery horizon it must cover.
         horizon: Duration,
+    },
+    /// An effect intent key holds a character a provider cannot take in an HTTP header value
+    /// (anything outside printable ASCII, `0x20`–`0x7E`), or starts or ends with a space (header
+    /// parsers strip it, so the provider would see another key).
+    #[error(
+        "effect key {value:?} cannot be sent as an idempotency key: {reason}; expected printable ASCII (0x20-0x7E) with no leading or trailing space"
+    )]
+    InvalidEffectKey {
+        /// The rejected key.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
     },
     /// One entity received versions of two kinds (a sequence and a timestamp), which cannot be
     /// compared.

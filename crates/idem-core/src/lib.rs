@@ -22,6 +22,7 @@
 
 mod clock;
 mod dedup_key;
+mod effect_key;
 mod entity;
 mod error;
 mod id;
@@ -32,6 +33,7 @@ mod version;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use dedup_key::DedupKey;
+pub use effect_key::{EffectKey, MAX_EFFECT_KEY_BYTES};
 pub use entity::Entity;
 pub use error::Error;
 pub use id::{EventId, MAX_ID_BYTES};

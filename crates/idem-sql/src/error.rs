@@ -2,7 +2,9 @@
 
 use std::borrow::Cow;
 
-use idem_core::{FencingToken, LeaseKey};
+use idem_core::{EffectKey, FencingToken, LeaseKey};
+
+use crate::EffectStatus;
 
 /// A boxed error from the application's handler.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -69,6 +71,45 @@ pub enum Error {
         /// What was found.
         detail: String,
     },
+    /// An outbox message that cannot be written: a message id that is not 1–255 bytes of visible
+    /// ASCII, a blank or oversized destination, or a bad header name or value.
+    #[error("outbox message refused: {reason}")]
+    InvalidOutboxMessage {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `Outbox::enqueue` with a message id that an outbox row already has: each id names one
+    /// message, so a second, possibly different message under it is refused rather than dropped.
+    #[error("an outbox row with message id {message_id} exists already")]
+    DuplicateMessageId {
+        /// The id.
+        message_id: crate::MessageId,
+    },
+    /// An effect key was enqueued again with a different effect name or different request
+    /// bytes: one key names one request (DESIGN.md C6). Nothing was written.
+    #[error(
+        "effect {key} was enqueued before with a different {what}; an effect key names one request, so use a new key for a new request"
+    )]
+    EffectConflict {
+        /// The effect key.
+        key: EffectKey,
+        /// What differs: "request" or "effect name".
+        what: &'static str,
+    },
+    /// No effect is stored under this key (`resolve`).
+    #[error("no effect is stored under key {key}")]
+    EffectNotFound {
+        /// The effect key.
+        key: EffectKey,
+    },
+    /// `resolve` was called on an effect that is neither parked nor dead; nothing was changed.
+    #[error("effect {key} is {status}; only parked or dead effects can be resolved")]
+    EffectNotResolvable {
+        /// The effect key.
+        key: EffectKey,
+        /// Its current status.
+        status: EffectStatus,
+    },
     /// The application's handler returned an error; its transaction was rolled back and the
     /// delivery should be retried by the sender (HTTP 5xx, broker nack).
     #[error("handler failed: {0}")]
@@ -115,7 +156,14 @@ impl Error {
         match self {
             Self::Database(e) => classify(e),
             Self::Migrate(_) | Self::CorruptRow { .. } => ErrorKind::Database,
-            Self::Invalid(_) | Self::InvalidUrl { .. } => ErrorKind::InvalidInput,
+            Self::Invalid(_)
+            | Self::InvalidUrl { .. }
+            | Self::EffectConflict { .. }
+            | Self::EffectNotFound { .. }
+            | Self::EffectNotResolvable { .. } => ErrorKind::InvalidInput,
+            Self::InvalidOutboxMessage { .. } | Self::DuplicateMessageId { .. } => {
+                ErrorKind::InvalidInput
+            }
             Self::Connect { source, .. } => match classify(source) {
                 ErrorKind::Database => ErrorKind::Unavailable,
                 kind => kind,

@@ -6,19 +6,32 @@
 //! its documentation is the tutorial.
 
 mod backend;
+mod dead_letters;
+mod effects;
 mod error;
 mod inbox;
 mod lease_store;
 pub mod metric_definitions;
+mod outbox;
 mod retention;
 mod runner;
 mod store;
 mod version_guard;
 
 pub use backend::Backend;
+pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
+pub use effects::{
+    Applied, Backoff, CallOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CALL_TIMEOUT, DEFAULT_KEY_RETENTION,
+    DEFAULT_MAX_EFFECT_ATTEMPTS, DEFAULT_POLL_INTERVAL, EffectCall, EffectLedger, EffectRecord,
+    EffectStatus, EffectWorker, Enqueued, LEASE_MARGIN, Provider, Resolution, WorkerReport,
+};
 pub use error::{BoxError, Error, ErrorKind};
 pub use inbox::{Claim, Inbox};
 pub use lease_store::LeaseStore;
+pub use outbox::{
+    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
+    OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
+};
 pub use retention::GcReport;
 pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
 pub use store::{DEFAULT_MAX_CONNECTIONS, PgStore, SqliteStore, Store};

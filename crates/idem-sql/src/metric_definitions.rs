@@ -26,6 +26,14 @@ pub const HANDLER_DURATION_SECONDS: &str = "idem_handler_duration_seconds";
 pub const CONFLICT_RETRIES_TOTAL: &str = "idem_conflict_retries_total";
 /// Rows deleted by retention; label `table`.
 pub const GC_DELETED_TOTAL: &str = "idem_gc_deleted_total";
+/// Effect intents enqueued; labels `effect`, `outcome` = `created` | `existing` | `conflict`.
+/// Counted when `enqueue` is called, whether or not its transaction commits.
+pub const EFFECTS_ENQUEUED_TOTAL: &str = "idem_effects_enqueued_total";
+/// Effect attempts by result; labels `effect`, `outcome` = `succeeded` | `failed` (retryable,
+/// scheduled again) | `unknown` | `parked` | `dead` | `fenced` (result refused: the lease had
+/// changed hands) | `apply_failed` (the provider succeeded, the apply hook failed; also counted
+/// as `unknown` or `parked`).
+pub const EFFECTS_TOTAL: &str = "idem_effects_total";
 
 /// Registers the descriptions and units above with the installed recorder. Call once after
 /// installing it; recording works without this call, only the help texts are missing.
@@ -67,4 +75,14 @@ pub fn describe() {
         "Runner attempts retried after a transaction conflict."
     );
     describe_counter!(GC_DELETED_TOTAL, Unit::Count, "Rows deleted by retention.");
+    describe_counter!(
+        EFFECTS_ENQUEUED_TOTAL,
+        Unit::Count,
+        "Effect intents enqueued, by outcome (created, existing, conflict)."
+    );
+    describe_counter!(
+        EFFECTS_TOTAL,
+        Unit::Count,
+        "Effect attempts by result (succeeded, failed, unknown, parked, dead, fenced, apply_failed)."
+    );
 }

@@ -19,12 +19,18 @@ pub struct GcReport {
     pub leases: u64,
     /// Parked-gap markers first seen before the cutoff.
     pub parked: u64,
+    /// Outbox rows published before the cutoff. Pending and parked rows are never deleted.
+    pub outbox: u64,
+    /// Effects finished (succeeded, or resolved as failed) and last changed before the cutoff.
+    /// Pending, running, unknown, parked and dead effects are never deleted.
+    pub effects: u64,
 }
 
 impl<DB: Backend> Store<DB> {
     /// Deletes rows older than the policy's retention (cutoff = now − `policy.keep()`), in
     /// batches of `batch_size` rows, each batch its own short transaction so that claims are
-    /// never blocked for long. Never deletes version guard rows or live leases.
+    /// never blocked for long. Never deletes version guard rows, live leases or dead letters
+    /// (`idem_dead_letters`: they wait for an operator, DESIGN.md C9).
     ///
     /// The policy was checked against the sender's redelivery horizon when it was made
     /// ([`RetentionPolicy::new`]), so a key is never deleted while its event may still be
@@ -53,6 +59,27 @@ impl<DB: Backend> Store<DB> {
                 if deleted < u64::from(batch_size.get()) {
                     break;
                 }
+            }
+        }
+        // Published outbox rows only (C9): pending rows are undelivered, parked ones wait for
+        // an operator.
+        loop {
+            let mut conn = self.pool().acquire().await?;
+            let deleted = DB::outbox_gc(&mut conn, cutoff, i64::from(batch_size.get())).await?;
+            report.outbox += deleted;
+            metrics::counter!(GC_DELETED_TOTAL, "table" => "idem_outbox").increment(deleted);
+            if deleted < u64::from(batch_size.get()) {
+                break;
+            }
+        }
+        // Finished effects only (C9): the others are still to run or wait for an operator.
+        loop {
+            let mut conn = self.pool().acquire().await?;
+            let deleted = DB::effects_gc(&mut conn, cutoff, i64::from(batch_size.get())).await?;
+            report.effects += deleted;
+            metrics::counter!(GC_DELETED_TOTAL, "table" => "idem_effects").increment(deleted);
+            if deleted < u64::from(batch_size.get()) {
+                break;
             }
         }
         Ok(report)

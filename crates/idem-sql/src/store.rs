@@ -7,7 +7,7 @@ use idem_core::{Clock, Name, SystemClock, Timestamp};
 use sqlx::{Pool, Transaction};
 
 use crate::backend::Backend;
-use crate::{Error, Inbox, LeaseStore, VersionGuard};
+use crate::{EffectLedger, Error, Inbox, LeaseStore, VersionGuard};
 
 /// The default pool size of [`Store::connect`].
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
@@ -86,9 +86,9 @@ impl<DB: Backend> Store<DB> {
     }
 
     /// Creates or updates idem's tables (`idem_inbox`, `idem_versions`, `idem_leases`,
-    /// `idem_parked`). Runs only when called; safe to call at every start. idem records its
-    /// migrations in its own table, `idem_migrations`, so the application's sqlx migrations are
-    /// not disturbed.
+    /// `idem_parked`, `idem_effects`, `idem_dead_letters`). Runs only when called; safe to call at every start. idem
+    /// records its migrations in its own table, `idem_migrations`, so the application's sqlx
+    /// migrations are not disturbed.
     ///
     /// # Errors
     /// [`Error::Migrate`] when a migration fails or the recorded ones differ from idem's.
@@ -123,6 +123,23 @@ impl<DB: Backend> Store<DB> {
     /// The lease store.
     pub fn leases(&self) -> LeaseStore<DB> {
         LeaseStore::new(self.clone())
+    }
+
+    /// The dead letters of broker consumers (`idem_dead_letters`).
+    pub fn dead_letters(&self) -> crate::DeadLetters<DB> {
+        crate::DeadLetters::new(self.clone())
+    }
+
+    /// The transactional outbox (`idem_outbox`): rows written in the application's
+    /// transaction, published by a relay.
+    pub fn outbox(&self) -> crate::Outbox<DB> {
+        crate::Outbox::new(self.clone())
+    }
+
+    /// The effect ledger: record effect intents in the handler's transaction, read and resolve
+    /// them (run them with an [`EffectWorker`](crate::EffectWorker)).
+    pub fn effects(&self) -> EffectLedger<DB> {
+        EffectLedger::new(self.clone())
     }
 
     /// The pool, for the application's own queries.

@@ -175,6 +175,14 @@ pub use idem_sql::{
     ErrorKind, Event, GcReport, Inbox, LeaseStore, Outcome, PgStore, Runner, SqliteStore, Store,
     VersionGuard, metric_definitions, sqlx,
 };
+/// The transactional outbox (`Store::outbox`); relays that publish it are in `idem-broker`.
+pub use idem_sql::{
+    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
+    OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
+};
+
+/// Dead letters of broker consumers (`Store::dead_letters`); the consumers are in `idem-broker`.
+pub use idem_sql::{DeadLetter, DeadLetterRecord, DeadLetters};
 
 /// Errors of `idem-core` (invalid ids, names, ttls, retention, version kinds), also reachable as
 /// [`Error::Invalid`].

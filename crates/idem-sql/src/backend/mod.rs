@@ -4,6 +4,9 @@
 //! `sqlite.rs` and `postgres.rs`: connection settings, how a transaction begins, row locking for
 //! the version guard, and the batched claim.
 
+pub(crate) mod dead_letter_ops;
+pub(crate) mod effect_ops;
+pub(crate) mod outbox_ops;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -20,7 +23,10 @@ const MIGRATIONS_TABLE: &str = "idem_migrations";
 /// A database that can hold idem's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
 ///
 /// Sealed: the statements idem needs are implemented for these two only.
-pub trait Backend: Database + ops::Ops {}
+pub trait Backend:
+    Database + ops::Ops + effect_ops::EffectOps + dead_letter_ops::DeadLetterOps + outbox_ops::OutboxOps
+{
+}
 
 impl Backend for sqlx::Sqlite {}
 impl Backend for sqlx::Postgres {}

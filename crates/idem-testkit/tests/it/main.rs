@@ -4,6 +4,7 @@ mod api;
 mod claims;
 mod crash;
 mod dedup_keys;
+mod effects;
 mod errors;
 mod gaps;
 mod leases;

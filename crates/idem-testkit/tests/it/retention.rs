@@ -137,7 +137,9 @@ async fn gc_deletes_old_rows_in_batches<DB: AppDb>(store: Store<DB>) {
         GcReport {
             inbox: 25,
             leases: 3,
-            parked: 0
+            parked: 0,
+            outbox: 0,
+            effects: 0,
         }
     );
 
