@@ -1,0 +1,122 @@
+//! Publishing outbox rows as HTTP POSTs with `Idempotency-Key`.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use idem_sql::OutboxRow;
+use reqwest::StatusCode;
+use reqwest::header::RETRY_AFTER;
+
+use crate::publisher::{PublishOutcome, Publisher, PublisherError};
+
+/// The header that carries the row's message id (draft-ietf-httpapi-idempotency-key-header).
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// The default time limit of one request, connect to last body byte.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The wait after a 409 that carries no `Retry-After` header.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Publishes outbox rows as HTTP POST requests: the row's payload is the body, its message id
+/// the `Idempotency-Key` header (draft-ietf-httpapi-idempotency-key-header), its headers go
+/// along as HTTP headers. The destination is a path joined to the base URL (`/hooks/orders`),
+/// or a full `http://` / `https://` URL.
+///
+/// Answers, per request:
+/// - 2xx: [`PublishOutcome::Published`];
+/// - 409 Conflict (the receiver is still processing a request with this key):
+///   [`PublishOutcome::RetryLater`] after its `Retry-After` seconds, or
+///   [`DEFAULT_RETRY_AFTER`]; not counted as a failed attempt;
+/// - any other status (other 4xx, 5xx, 1xx, 3xx) and transport errors (refused connection,
+///   timeout): [`PublishOutcome::Failed`], counted toward the park with backoff. A refused
+///   request (4xx) is unlikely to succeed unchanged, and parking it for an operator is the
+///   point.
+///
+/// The requests of a batch run concurrently.
+#[derive(Debug, Clone)]
+pub struct HttpPublisher {
+    client: reqwest::Client,
+    base_url: String,
+}
+
+impl HttpPublisher {
+    /// A publisher to `base_url` (`http://127.0.0.1:8080`) with [`DEFAULT_TIMEOUT`] per request.
+    ///
+    /// # Errors
+    /// [`PublisherError::Http`] when the client cannot be built.
+    pub fn new(base_url: impl Into<String>) -> Result<Self, PublisherError> {
+        let client = reqwest::Client::builder()
+            .timeout(DEFAULT_TIMEOUT)
+            .build()?;
+        Ok(Self::with_client(client, base_url))
+    }
+
+    /// A publisher using `client` (its timeouts, proxies, TLS settings) to `base_url`.
+    pub fn with_client(client: reqwest::Client, base_url: impl Into<String>) -> Self {
+        Self {
+            client,
+            base_url: base_url.into(),
+        }
+    }
+
+    fn url(&self, destination: &str) -> String {
+        if destination.starts_with("http://") || destination.starts_with("https://") {
+            destination.to_owned()
+        } else {
+            format!(
+                "{}/{}",
+                self.base_url.trim_end_matches('/'),
+                destination.trim_start_matches('/')
+            )
+        }
+    }
+
+    async fn post(&self, row: &OutboxRow) -> PublishOutcome {
+        let url = self.url(&row.destination);
+        let mut request = self.client.post(&url);
+        for (name, value) in &row.headers {
+            if !name.eq_ignore_ascii_case(IDEMPOTENCY_KEY) {
+                request = request.header(name.as_str(), value.as_str());
+            }
+        }
+        let sent = request
+            .header(IDEMPOTENCY_KEY, row.message_id.as_str())
+            .body(row.payload.clone())
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                return PublishOutcome::Failed {
+                    reason: format!("POST {url}: {e}"),
+                };
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            PublishOutcome::Published
+        } else if status == StatusCode::CONFLICT {
+            let after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs);
+            PublishOutcome::RetryLater {
+                reason: format!("POST {url}: 409 Conflict (request with this key in flight)"),
+                after,
+            }
+        } else {
+            PublishOutcome::Failed {
+                reason: format!("POST {url}: {status}"),
+            }
+        }
+    }
+}
+
+impl Publisher for HttpPublisher {
+    async fn publish(&self, batch: &[OutboxRow]) -> Vec<PublishOutcome> {
+        join_all(batch.iter().map(|row| self.post(row))).await
+    }
+}

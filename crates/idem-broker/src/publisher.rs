@@ -1,0 +1,59 @@
+//! The [`Publisher`] trait: what a relay needs from a broker or an HTTP endpoint.
+
+use std::future::Future;
+use std::time::Duration;
+
+use idem_sql::OutboxRow;
+
+/// What happened to one message of a batch handed to [`Publisher::publish`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// The broker confirmed a new copy (JetStream publish ack, RabbitMQ confirm `basic.ack`,
+    /// HTTP 2xx). The relay marks the row published.
+    Published,
+    /// The broker confirmed the message as a copy of one it already has under the same
+    /// message id (JetStream's publish ack with `duplicate: true`). The relay marks the row
+    /// published and counts a duplicate.
+    Duplicate,
+    /// Not now, and not a failure: the destination said the message id is in flight (HTTP 409
+    /// for an `Idempotency-Key` being processed). The relay releases the row until `after`
+    /// without counting an attempt.
+    RetryLater {
+        /// Why.
+        reason: String,
+        /// How long to wait before the next attempt.
+        after: Duration,
+    },
+    /// The message was not confirmed (refused, unroutable, nacked, timed out, connection
+    /// lost). The relay counts an attempt: backoff, then park after the outbox's
+    /// `max_attempts`. A message that failed may still have reached the broker (a lost
+    /// confirm), which is why every publish carries the row's stable message id.
+    Failed {
+        /// Why, for the row's `last_error` and the logs.
+        reason: String,
+    },
+}
+
+/// Publishes batches of outbox rows, each with its row's stable message id (DESIGN.md C7):
+/// NATS `Nats-Msg-Id`, AMQP `message_id`, HTTP `Idempotency-Key`.
+///
+/// Implemented by [`JetStreamPublisher`](crate::JetStreamPublisher),
+/// [`RabbitMqPublisher`](crate::RabbitMqPublisher) and [`HttpPublisher`](crate::HttpPublisher).
+pub trait Publisher: Send + Sync {
+    /// Publishes `batch` and waits for the destination's confirmations. Returns one
+    /// [`PublishOutcome`] per row, in the order of `batch`. Never fails as a whole: a
+    /// connection problem is a [`PublishOutcome::Failed`] for each row it affected.
+    fn publish(&self, batch: &[OutboxRow]) -> impl Future<Output = Vec<PublishOutcome>> + Send;
+}
+
+/// A publisher that could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublisherError {
+    /// RabbitMQ: the connection or the confirm-mode channel could not be opened.
+    #[error("RabbitMQ: {0}")]
+    Amqp(#[from] lapin::Error),
+    /// The HTTP client could not be built (for example no TLS backend for an `https` URL).
+    #[error("HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}

@@ -1,0 +1,154 @@
+//! Publishing outbox rows to RabbitMQ with publisher confirms and the AMQP `message_id`.
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use tokio::sync::Mutex;
+
+use idem_sql::OutboxRow;
+
+use crate::publisher::{PublishOutcome, Publisher, PublisherError};
+
+/// AMQP `delivery_mode` 2: the broker writes the message to disk in durable queues.
+const PERSISTENT: u8 = 2;
+
+/// Publishes outbox rows to RabbitMQ on a channel in confirm mode.
+///
+/// The row's destination is `exchange/routing_key`; with no `/` it is a routing key on the
+/// default exchange (the queue's name). Each message carries the row's message id as the AMQP
+/// `message_id` property, is persistent (`delivery_mode` 2), carries the row's headers in its
+/// header table (AMQP 0-9-1 basic content properties,
+/// <https://www.rabbitmq.com/amqp-0-9-1-reference#class.basic>), and is published `mandatory`,
+/// so that a message no queue takes is returned and counted as failed rather than dropped.
+///
+/// A batch is published in full, then its confirms are awaited: the broker's `basic.ack`
+/// means it took responsibility for the message (for persistent messages in durable queues,
+/// after writing them to disk), `basic.nack` that it did not; see
+/// <https://www.rabbitmq.com/docs/confirms#publisher-confirms>. RabbitMQ has no deduplication
+/// by `message_id`: a republished copy (after a lost confirm, or after marking a row failed)
+/// is delivered again, and the consumer's inbox (idem's claim on the message id) is what makes
+/// it one effect.
+///
+/// A channel that the broker closed (for example after a publish to an exchange that does not
+/// exist) is replaced by a new one at the next batch.
+#[derive(Debug)]
+pub struct RabbitMqPublisher {
+    connection: Connection,
+    channel: Mutex<Option<Channel>>,
+}
+
+impl RabbitMqPublisher {
+    /// Connects to `uri` (`amqp://guest:guest@127.0.0.1:5672/%2f`) and opens a channel in
+    /// confirm mode.
+    ///
+    /// # Errors
+    /// [`PublisherError::Amqp`] when the connection or the channel cannot be opened.
+    pub async fn connect(uri: &str) -> Result<Self, PublisherError> {
+        let connection = Connection::connect(uri, ConnectionProperties::default()).await?;
+        let publisher = Self::from_connection(connection);
+        publisher.channel().await?;
+        Ok(publisher)
+    }
+
+    /// A publisher on an open `connection`; its channel is opened at the first batch.
+    pub fn from_connection(connection: Connection) -> Self {
+        Self {
+            connection,
+            channel: Mutex::new(None),
+        }
+    }
+
+    /// The open confirm-mode channel, opened anew when there is none or the broker closed it.
+    async fn channel(&self) -> Result<Channel, PublisherError> {
+        let mut slot = self.channel.lock().await;
+        if let Some(channel) = slot.as_ref()
+            && channel.status().connected()
+        {
+            return Ok(channel.clone());
+        }
+        let channel = self.connection.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        *slot = Some(channel.clone());
+        Ok(channel)
+    }
+}
+
+/// `exchange/routing_key`, or the default exchange with the whole destination as routing key.
+fn route(destination: &str) -> Result<(ShortString, ShortString), String> {
+    let (exchange, routing_key) = destination.split_once('/').unwrap_or(("", destination));
+    let short = |s: &str| {
+        ShortString::try_new(s.to_owned()).map_err(|e| format!("destination {destination:?}: {e}"))
+    };
+    Ok((short(exchange)?, short(routing_key)?))
+}
+
+fn properties(row: &OutboxRow) -> Result<BasicProperties, String> {
+    let mut headers = FieldTable::default();
+    for (name, value) in &row.headers {
+        let name = ShortString::try_new(name.clone()).map_err(|e| format!("header name: {e}"))?;
+        headers.insert(
+            name,
+            AMQPValue::LongString(LongString::from(value.as_str())),
+        );
+    }
+    let message_id = ShortString::try_new(row.message_id.as_str().to_owned())
+        .map_err(|e| format!("message id: {e}"))?;
+    Ok(BasicProperties::default()
+        .with_message_id(message_id)
+        .with_delivery_mode(PERSISTENT)
+        .with_headers(headers))
+}
+
+impl Publisher for RabbitMqPublisher {
+    async fn publish(&self, batch: &[OutboxRow]) -> Vec<PublishOutcome> {
+        let failed = |reason: String| PublishOutcome::Failed { reason };
+        let channel = match self.channel().await {
+            Ok(channel) => channel,
+            Err(e) => return batch.iter().map(|_| failed(e.to_string())).collect(),
+        };
+        let mut confirms = Vec::with_capacity(batch.len());
+        for row in batch {
+            let sent = match route(&row.destination).and_then(|r| Ok((r, properties(row)?))) {
+                Err(reason) => Err(reason),
+                Ok(((exchange, routing_key), properties)) => channel
+                    .basic_publish(
+                        exchange,
+                        routing_key,
+                        BasicPublishOptions {
+                            mandatory: true,
+                            immediate: false,
+                        },
+                        &row.payload,
+                        properties,
+                    )
+                    .await
+                    .map_err(|e| format!("publish to {}: {e}", row.destination)),
+            };
+            confirms.push(sent);
+        }
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (row, sent) in batch.iter().zip(confirms) {
+            let outcome = match sent {
+                Err(reason) => failed(reason),
+                Ok(confirm) => match confirm.await {
+                    Ok(Confirmation::Ack(None)) => PublishOutcome::Published,
+                    Ok(Confirmation::Ack(Some(returned))) => failed(format!(
+                        "returned by the broker, no queue took it ({} {}): {}",
+                        returned.reply_code, returned.reply_text, row.destination
+                    )),
+                    Ok(Confirmation::Nack(_)) => {
+                        failed(format!("nacked by the broker: {}", row.destination))
+                    }
+                    Ok(Confirmation::NotRequested) => {
+                        failed("the channel is not in confirm mode".to_owned())
+                    }
+                    Err(e) => failed(format!("confirm for {}: {e}", row.destination)),
+                },
+            };
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+}

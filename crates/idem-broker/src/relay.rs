@@ -1,0 +1,262 @@
+//! The outbox relay: claims due outbox rows, publishes them with their stable message ids, and
+//! records what the destination confirmed (DESIGN.md C7).
+
+use std::future::Future;
+use std::time::Duration;
+
+use idem_sql::{Backend, MessageId, Outbox, OutboxFailure};
+
+use crate::publisher::{PublishOutcome, Publisher};
+
+/// Messages handled by relays; label `outcome` = `published` | `duplicate` | `failed` |
+/// `parked` | `deferred`.
+pub const RELAY_MESSAGES_TOTAL: &str = "idem_relay_messages_total";
+
+/// Registers the description of [`RELAY_MESSAGES_TOTAL`] with the installed metrics recorder.
+/// Call once after installing it; recording works without this call, only the help text is
+/// missing.
+pub fn describe_relay_metrics() {
+    metrics::describe_counter!(
+        RELAY_MESSAGES_TOTAL,
+        metrics::Unit::Count,
+        "Outbox messages handled by relays, by outcome (published, duplicate, failed, parked, deferred)."
+    );
+}
+
+/// The default number of rows claimed and published per cycle.
+pub const DEFAULT_BATCH_SIZE: u32 = 100;
+/// The default claim lease: a row claimed by a relay that neither confirms nor fails it within
+/// this time is claimed again by the next relay cycle.
+pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(30);
+/// The default shortest wait of [`Relay::run`] after an idle cycle or an error.
+pub const DEFAULT_MIN_WAIT: Duration = Duration::from_millis(50);
+/// The default longest wait of [`Relay::run`] between cycles while idle or failing.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(2);
+
+/// A relay cycle that could not complete.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelayError {
+    /// The outbox's store failed (claiming, or recording what was published or failed). Rows
+    /// whose outcome was not recorded stay claimed until the claim expires and are then
+    /// published again with the same message ids, which downstream deduplication absorbs.
+    #[error("outbox store: {0}")]
+    Store(#[from] idem_sql::Error),
+}
+
+/// What one or more relay cycles did, in messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayReport {
+    /// Rows claimed.
+    pub claimed: u64,
+    /// Rows the destination confirmed as new copies, marked published.
+    pub published: u64,
+    /// Rows the destination confirmed as duplicates of a copy it already had (JetStream's
+    /// `duplicate` ack), marked published.
+    pub duplicates: u64,
+    /// Failed publishes that left the row pending, backing off.
+    pub failed: u64,
+    /// Failed publishes that were the row's last allowed attempt: the row is now parked.
+    pub parked: u64,
+    /// Rows released to retry later without counting an attempt (HTTP 409).
+    pub deferred: u64,
+}
+
+impl RelayReport {
+    fn add(&mut self, other: &Self) {
+        self.claimed += other.claimed;
+        self.published += other.published;
+        self.duplicates += other.duplicates;
+        self.failed += other.failed;
+        self.parked += other.parked;
+        self.deferred += other.deferred;
+    }
+}
+
+/// Publishes the rows of an [`Outbox`] with a [`Publisher`].
+///
+/// Each cycle ([`run_once`](Self::run_once)) claims up to a batch of due rows (by status and
+/// due time, never by "id greater than the last one seen"), publishes them with their stable
+/// message ids, waits for the destination's confirmations, then marks the confirmed rows
+/// published by id, records failures (backoff, park after the outbox policy's
+/// `max_attempts`) and deferrals. Any number of relays may run on one PostgreSQL database: the
+/// claim skips rows another relay is claiming (`FOR UPDATE SKIP LOCKED`) and holds a row for the
+/// claim ttl, so no two relays publish one row at the same time; a relay that crashed
+/// mid-cycle leaves its rows to the next relay once their claim expires.
+///
+/// Delivery is at least once: when the store fails after the broker confirmed, the row is
+/// published again later with the same message id. JetStream drops that copy only within the
+/// stream's duplicate window (2 minutes by default); RabbitMQ and HTTP receivers see it again.
+/// The consumer's inbox remains the guarantee of one effect per message.
+///
+/// Order: per aggregate, as documented on [`Outbox`]; a parked row holds back the later rows of
+/// its aggregate until it is requeued or discarded.
+#[derive(Debug)]
+pub struct Relay<DB: Backend, P: Publisher> {
+    outbox: Outbox<DB>,
+    publisher: P,
+    batch_size: u32,
+    claim_ttl: Duration,
+    min_wait: Duration,
+    max_wait: Duration,
+}
+
+impl<DB: Backend, P: Publisher> Relay<DB, P> {
+    /// A relay of `outbox` (with its retry policy) through `publisher`, with
+    /// [`DEFAULT_BATCH_SIZE`], [`DEFAULT_CLAIM_TTL`], [`DEFAULT_MIN_WAIT`] and
+    /// [`DEFAULT_MAX_WAIT`].
+    pub fn new(outbox: Outbox<DB>, publisher: P) -> Self {
+        Self {
+            outbox,
+            publisher,
+            batch_size: DEFAULT_BATCH_SIZE,
+            claim_ttl: DEFAULT_CLAIM_TTL,
+            min_wait: DEFAULT_MIN_WAIT,
+            max_wait: DEFAULT_MAX_WAIT,
+        }
+    }
+
+    /// Sets how many rows a cycle claims and publishes (at least 1).
+    pub fn batch_size(self, batch_size: u32) -> Self {
+        Self {
+            batch_size: batch_size.max(1),
+            ..self
+        }
+    }
+
+    /// Sets the claim lease. It must cover a whole cycle (publish, confirms, marking) with a
+    /// margin, else another relay publishes the same rows again meanwhile.
+    pub fn claim_ttl(self, claim_ttl: Duration) -> Self {
+        Self { claim_ttl, ..self }
+    }
+
+    /// Sets the waits of [`run`](Self::run) after an idle or failed cycle: from `min`, doubling
+    /// per idle or failed cycle in a row, up to `max`.
+    pub fn waits(self, min: Duration, max: Duration) -> Self {
+        Self {
+            min_wait: min,
+            max_wait: max.max(min),
+            ..self
+        }
+    }
+
+    /// The publisher.
+    pub fn publisher(&self) -> &P {
+        &self.publisher
+    }
+
+    /// The outbox.
+    pub fn outbox(&self) -> &Outbox<DB> {
+        &self.outbox
+    }
+
+    /// One cycle: claim, publish, record. Returns what it did; a report with `claimed: 0`
+    /// means nothing was due.
+    ///
+    /// # Errors
+    /// [`RelayError::Store`] when claiming or recording fails. Rows published but not yet
+    /// marked are published again with the same ids after their claim expires.
+    pub async fn run_once(&self) -> Result<RelayReport, RelayError> {
+        let rows = self.outbox.claim(self.batch_size, self.claim_ttl).await?;
+        let mut report = RelayReport {
+            claimed: rows.len() as u64,
+            ..RelayReport::default()
+        };
+        if rows.is_empty() {
+            return Ok(report);
+        }
+        let mut outcomes = self.publisher.publish(&rows).await;
+        // A publisher owes one outcome per row; a missing one is a failure, never a success.
+        outcomes.resize_with(rows.len(), || PublishOutcome::Failed {
+            reason: "the publisher reported no outcome".to_owned(),
+        });
+        let confirmed: Vec<MessageId> = rows
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| matches!(o, PublishOutcome::Published | PublishOutcome::Duplicate))
+            .map(|(row, _)| row.message_id.clone())
+            .collect();
+        self.outbox.mark_published(&confirmed).await?;
+        for (row, outcome) in rows.iter().zip(outcomes) {
+            match outcome {
+                PublishOutcome::Published => report.published += 1,
+                PublishOutcome::Duplicate => {
+                    tracing::debug!(message_id = %row.message_id, "broker reported a duplicate");
+                    report.duplicates += 1;
+                }
+                PublishOutcome::RetryLater { reason, after } => {
+                    if self.outbox.defer(row, after, &reason).await? {
+                        report.deferred += 1;
+                    }
+                }
+                PublishOutcome::Failed { reason } => {
+                    match self.outbox.mark_failed(row, &reason).await? {
+                        OutboxFailure::Retry { at, attempts } => {
+                            tracing::warn!(message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
+                            report.failed += 1;
+                        }
+                        OutboxFailure::Parked { attempts } => {
+                            tracing::error!(message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked after its last allowed attempt");
+                            report.parked += 1;
+                        }
+                        OutboxFailure::NotHeld => {
+                            tracing::debug!(message_id = %row.message_id, "claim expired before the failure was recorded");
+                        }
+                    }
+                }
+            }
+        }
+        for (outcome, n) in [
+            ("published", report.published),
+            ("duplicate", report.duplicates),
+            ("failed", report.failed),
+            ("parked", report.parked),
+            ("deferred", report.deferred),
+        ] {
+            if n > 0 {
+                metrics::counter!(RELAY_MESSAGES_TOTAL, "outcome" => outcome).increment(n);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs cycles until `shutdown` completes; returns the totals.
+    ///
+    /// After a cycle that claimed rows the next one starts at once (more may be due, and the
+    /// next row of each aggregate just became claimable). After an idle cycle, or one that
+    /// failed ([`RelayError`], logged as a warning), it waits from the minimum wait, doubling
+    /// per idle or failed cycle in a row, up to the maximum (see [`waits`](Self::waits)).
+    /// `shutdown` is checked between cycles and during waits, never in the middle of a cycle,
+    /// so a cycle's confirmed rows are marked before it returns.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) -> RelayReport {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut totals = RelayReport::default();
+        let mut wait = self.min_wait;
+        loop {
+            let pause = match self.run_once().await {
+                Ok(report) => {
+                    totals.add(&report);
+                    if report.claimed > 0 {
+                        wait = self.min_wait;
+                        Duration::ZERO
+                    } else {
+                        let pause = wait;
+                        wait = wait.saturating_mul(2).min(self.max_wait);
+                        pause
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox relay cycle failed");
+                    let pause = wait;
+                    wait = wait.saturating_mul(2).min(self.max_wait);
+                    pause
+                }
+            };
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return totals,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+}

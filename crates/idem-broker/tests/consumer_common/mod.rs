@@ -1,0 +1,197 @@
+//! Shared parts of the consumer tests: unique names, the application's table of handler side
+//! effects, a handler that writes one row per applied event, and waiting helpers.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use idem_broker::{Delivery, DeliveryStats};
+use idem_core::Name;
+use idem_sql::sqlx::Transaction;
+use idem_sql::{BoxFuture, Store};
+use idem_testkit::{AppDb, Value};
+
+/// A name unique to this test run: `{prefix}_{pid}_{nanos}_{counter}`.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{nanos}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A consumer name (`{prefix}_v2`, versioned) unique to this run.
+pub fn consumer_name(prefix: &str) -> Name {
+    Name::new("consumer", format!("{}_v2", unique(prefix))).expect("valid consumer name")
+}
+
+const CREATE_EFFECTS: &str = "CREATE TABLE IF NOT EXISTS consumer_effects (\
+     consumer TEXT NOT NULL, event TEXT NOT NULL, delivered BIGINT NOT NULL)";
+
+/// Creates the application's table of handler side effects (one row per applied event). Tests of
+/// one process share a PostgreSQL database, so a concurrent CREATE may fail once: tried again.
+pub async fn create_effects_table<DB: AppDb>(store: &Store<DB>) {
+    for attempt in 0..5 {
+        let mut conn = store.pool().acquire().await.expect("acquire a connection");
+        match DB::execute(&mut conn, CREATE_EFFECTS, vec![]).await {
+            Ok(_) => return,
+            Err(e) if attempt < 4 => {
+                drop(conn);
+                eprintln!("create consumer_effects, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("create consumer_effects: {e}"),
+        }
+    }
+}
+
+/// Writes the handler's side effect for `event`: one row, in the runner's transaction.
+pub async fn write_effect<DB: AppDb>(
+    tx: &mut Transaction<'static, DB>,
+    consumer: &str,
+    event: &str,
+    delivered: u32,
+) -> Result<(), idem_sql::Error> {
+    DB::execute(
+        &mut **tx,
+        "INSERT INTO consumer_effects (consumer, event, delivered) VALUES ($1, $2, $3)",
+        vec![
+            Value::from(consumer),
+            Value::from(event),
+            Value::from(i64::from(delivered)),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The handler most tests use: one side-effect row per applied event, keyed by message id.
+pub fn effect_handler<DB: AppDb>(
+    consumer: Name,
+) -> impl for<'t> Fn(
+    &'t mut Transaction<'static, DB>,
+    &'t Delivery,
+) -> BoxFuture<'t, Result<(), idem_sql::Error>>
++ Send
++ Sync
++ 'static {
+    move |tx, delivery| {
+        let consumer = consumer.clone();
+        Box::pin(async move {
+            let event = delivery.message_id.clone().unwrap_or_default();
+            write_effect(tx, consumer.as_str(), &event, delivery.delivered).await
+        })
+    }
+}
+
+/// How many side-effect rows `consumer` wrote.
+pub async fn effect_rows<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
+    idem_testkit::query_i64(
+        store,
+        "SELECT COUNT(*) FROM consumer_effects WHERE consumer = $1",
+        vec![Value::from(consumer.as_str())],
+    )
+    .await[0]
+}
+
+/// How many side-effect rows `consumer` wrote for `event`.
+pub async fn effect_rows_for<DB: AppDb>(store: &Store<DB>, consumer: &Name, event: &str) -> i64 {
+    idem_testkit::query_i64(
+        store,
+        "SELECT COUNT(*) FROM consumer_effects WHERE consumer = $1 AND event = $2",
+        vec![Value::from(consumer.as_str()), Value::from(event)],
+    )
+    .await[0]
+}
+
+/// Waits until `done(stats)` holds, up to `limit`.
+///
+/// # Panics
+/// When it does not hold in time, with the counts.
+pub async fn wait_for(
+    stats: &DeliveryStats,
+    limit: Duration,
+    done: impl Fn(&idem_broker::DeliveryCounts) -> bool,
+) {
+    let start = Instant::now();
+    loop {
+        let counts = stats.get();
+        if done(&counts) {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "condition not met within {limit:?}; counts {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Gives a handler closure stored in a variable its higher-ranked signature (closures get one only
+/// where the expected type says so).
+pub fn handler_fn<DB, F>(f: F) -> F
+where
+    DB: idem_sql::Backend,
+    F: for<'t> Fn(
+            &'t mut Transaction<'static, DB>,
+            &'t Delivery,
+        ) -> BoxFuture<'t, Result<(), idem_sql::Error>>
+        + Send
+        + Sync
+        + Clone
+        + 'static,
+{
+    f
+}
+
+/// A TCP proxy in front of a broker, so that a test can cut a client's connection at an exact
+/// point (after a commit, before the ack) the way a network failure or a killed pod would.
+pub struct CutProxy {
+    addr: std::net::SocketAddr,
+    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl CutProxy {
+    /// Listens on 127.0.0.1 (a free port) and forwards each connection to `upstream`.
+    pub async fn start(upstream: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let upstream = upstream.to_owned();
+        let registry = tasks.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let conn = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                registry.lock().unwrap().push(conn.abort_handle());
+            }
+        });
+        tasks.lock().unwrap().push(accept.abort_handle());
+        Self { addr, tasks }
+    }
+
+    /// `host:port` of the proxy.
+    pub fn addr(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Closes every connection and stops accepting new ones: nothing the client sends from now on
+    /// reaches the broker.
+    pub fn cut(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
