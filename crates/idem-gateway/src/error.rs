@@ -32,6 +32,34 @@ pub enum Error {
         /// The panic message, or why it ended.
         reason: String,
     },
+    /// A broker source could not start: its server cannot be reached, its stream or queue
+    /// does not exist, or its JetStream consumer exists with other settings. The gateway
+    /// refuses to start, naming the source and the reason.
+    #[error("source {source_name:?}: {reason}")]
+    Broker {
+        /// The source.
+        source_name: String,
+        /// What failed, naming the server, stream, queue or consumer.
+        reason: String,
+    },
+    /// An outbox relay could not start: its database or target cannot be reached, or the
+    /// database has no `idem_outbox` table. The gateway refuses to start, naming the relay.
+    #[error("relay {relay:?}: {reason}")]
+    Relay {
+        /// The relay.
+        relay: String,
+        /// What failed, naming the database or target.
+        reason: String,
+    },
+    /// A broker source's reader or a relay stopped (it panicked) while the server ran: its
+    /// messages would no longer be taken or published, so `/readyz` fails and the server stops.
+    #[error("{task} stopped ({reason})")]
+    TaskStopped {
+        /// `source "orders"` or `relay "orders-out"`.
+        task: String,
+        /// The panic message.
+        reason: String,
+    },
     /// The listener could not be bound or served.
     #[error("{what}: {source}")]
     Io {

@@ -166,15 +166,22 @@ impl<DB: GatewayDb> Gateway<DB> {
         &self.inner.wake[index]
     }
 
-    /// Records that a dispatcher stopped while serving (the first one wins).
+    /// Records that a dispatcher stopped while serving (the first failure wins).
     pub(crate) fn set_dispatch_failure(&self, destination: &str, reason: String) {
-        let _ = self.inner.dispatch_failure.set(Error::Dispatcher {
+        self.set_failure(Error::Dispatcher {
             destination: destination.to_owned(),
             reason,
         });
     }
 
-    /// Why a dispatcher stopped while serving, if one did: the gateway is then not ready.
+    /// Records that a task the server runs stopped while serving (the first failure wins):
+    /// `/readyz` fails with it.
+    pub(crate) fn set_failure(&self, failure: Error) {
+        let _ = self.inner.dispatch_failure.set(failure);
+    }
+
+    /// Why a dispatcher (or a broker reader or relay) stopped while serving, if one did: the
+    /// gateway is then not ready.
     pub(crate) fn dispatch_failure(&self) -> Option<&Error> {
         self.inner.dispatch_failure.get()
     }

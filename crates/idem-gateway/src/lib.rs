@@ -14,6 +14,11 @@
 //!    older than their entity's newest (judged at ingest, per route) are acknowledged and never
 //!    sent.
 //!
+//! Events can also come from a broker: a NATS JetStream stream or a RabbitMQ queue is a source
+//! like a webhook sender (see [Broker sources](#broker-sources)), each message acked only after
+//! its commit. And `idem serve` can run the application's outbox relays
+//! ([Outbox relays](#outbox-relays)).
+//!
 //! ```no_run
 //! use idem::SqliteStore;
 //! use idem_gateway::{Config, Gateway, Server};
@@ -39,7 +44,7 @@
 //!
 //! [[source]]
 //! name = "stripe"
-//! kind = "stripe"                # stripe | github | shopify | standard-webhooks | generic
+//! kind = "stripe"                # stripe | github | shopify | standard-webhooks | generic | nats | rabbitmq
 //! secrets_env = ["STRIPE_WEBHOOK_SECRET"]
 //!
 //! [[source]]
@@ -82,6 +87,37 @@
 //! first failure), `concurrency` (default 8, 1 to 1024), `retry_after_cap` (default 1h, at most
 //! 7d). Route `event_types`: exact names or a prefix with one trailing `*`.
 //!
+//! A source of `kind = "nats"` or `kind = "rabbitmq"` reads a broker instead of
+//! `POST /webhooks/{source}`; `[[relay]]` sections name outbox relays:
+//!
+//! ```toml
+//! [[source]]
+//! name = "orders"
+//! kind = "nats"
+//! url = "nats://127.0.0.1:4222"                      # or url_env = "NATS_URL"; this is the default
+//! stream = "ORDERS"                                  # must exist
+//! subject = "orders.>"                               # default: every subject of the stream
+//! durable = "idem-gateway-orders"                    # the default: idem-gateway-{name}
+//! ack_wait = "30s"
+//! max_in_flight = 256
+//! entity = { json = "$.order.id" }                   # as for generic sources
+//! version = { json = "$.order.version" }
+//!
+//! [[source]]
+//! name = "billing"
+//! kind = "rabbitmq"
+//! url_env = "AMQP_URL"                               # default amqp://guest:guest@127.0.0.1:5672/%2f
+//! queue = "billing-events"                           # must exist
+//!
+//! [[relay]]
+//! name = "orders-out"
+//! database_url_env = "APP_DATABASE_URL"              # the application's idem_outbox; default: database_url
+//! target = "nats"                                    # nats | rabbitmq | http
+//! url = "nats://127.0.0.1:4222"
+//! batch_size = 100
+//! poll_interval = "1s"
+//! ```
+//!
 //! Durations use humantime's syntax: `250ms`, `5s`, `30m`, `2h`, `30d`, `1w` (and combinations
 //! such as `1h 30m`); zero is refused.
 //!
@@ -114,6 +150,8 @@
 //! |---|---|
 //! | `config` (private; its types are at the crate root) | the TOML file, checked at start (fail closed) |
 //! | `ingest` (private) | `POST /webhooks/{source}`: verify, read the event, group commit |
+//! | `broker` (private) | NATS JetStream and RabbitMQ sources: the same ingest, ack after commit |
+//! | `relays` (private) | the outbox relays `idem serve` runs |
 //! | [`dispatch`] | due deliveries, entity order, leases, retries, dead letters |
 //! | `store` (private; [`GatewayDb`], [`DatabaseKind`]) | the gateway's tables and SQL on SQLite and PostgreSQL |
 //! | [`admin`] | operations on stored events and the `/admin` API |
@@ -168,8 +206,110 @@
 //! | 404 | `unknown-event` | `GET /admin/events/…` of an event not stored |
 //! | 405 | `method-not-allowed` | a known path with another method (`GET /admin/replay`); the `Allow` header names the right one |
 //! | 503 | `store-unavailable` | the database failed; nothing or part was done, retry |
+//!
+//! ## Broker sources
+//!
+//! A `[[source]]` of `kind = "nats"` or `"rabbitmq"` takes its events from a broker; it has no
+//! webhook endpoint (`POST /webhooks/{name}` answers 404 naming the stream or queue) and no
+//! signature keys. Each message goes through the same durable ingest as a webhook: its dedup key
+//! `{source}:{event id}` is claimed in the inbox and the event stored with its deliveries in the
+//! group-commit transaction, then dispatched to the routes' destinations like any event.
+//!
+//! | outcome | NATS JetStream | RabbitMQ |
+//! |---|---|---|
+//! | stored (`accepted`), or already stored (`duplicate`, C3) | ack, after the commit | ack, after the commit |
+//! | not stored: the database failed (C4) | NAK with a delay of 1 s, doubling per delivery, at most 60 s | held for that delay, then `basic.nack` with requeue |
+//! | not an event: no message id, a body that is not JSON where a field reads it, a field of the wrong shape, a body over `max_body_bytes` | dead-letter row, then `Term` | dead-letter row, then `basic.reject` without requeue (to the queue's dead-letter exchange, if it has one) |
+//!
+//! A message that is not an event is never dropped unrecorded: it is written to idem's
+//! dead-letter table under consumer `idem-gateway` (headers, body, reason, delivery count;
+//! `idem dead-letters list`), logged at WARN and counted in
+//! [`idem_broker_rejected_total`](metric_definitions::BROKER_REJECTED_TOTAL); if that row cannot
+//! be written either, the message is retried like a store failure. While a commit is awaited a
+//! JetStream message gets an in-progress ack every half `ack_wait`. On shutdown a reader stops
+//! taking messages, finishes (and acks) those it holds, and hands back those waiting for a retry;
+//! messages pulled but not yet taken come again after `ack_wait` (JetStream) or at once
+//! (RabbitMQ requeues a closed channel's unacked deliveries).
+//!
+//! The event id is the broker's message id: the `Nats-Msg-Id` header, or the AMQP `message_id`
+//! property. The event type is the NATS subject, or the AMQP `type` property (else the routing
+//! key). `id`, `type`, `entity`, `entity_type` and `version` may be set as for generic sources,
+//! reading headers or the JSON body; broker properties are visible as headers:
+//! `nats-subject`; `amqp-message-id`, `amqp-type`, `amqp-routing-key`, `content-type` (they win
+//! over application headers of the same name). Those read are forwarded to destinations like
+//! webhook headers. The redelivery horizon checked against `retention` is 3 days, as for generic
+//! senders; keep `retention` at least as long as the stream or queue keeps messages.
+//!
+//! | key | kinds | meaning (default) |
+//! |---|---|---|
+//! | `url` or `url_env` | both | the server (`nats://127.0.0.1:4222`; `amqp://guest:guest@127.0.0.1:5672/%2f`); `nats://`/`tls://` or `amqp://`/`amqps://`; never printed with its credentials |
+//! | `max_in_flight` | both | messages taken but not acked, 1 to 65535 (256): JetStream `max_ack_pending`, AMQP prefetch |
+//! | `stream` | nats | the stream, required; it must exist (the gateway never creates streams) |
+//! | `subject` | nats | the consumer's filter subject (every subject of the stream) |
+//! | `durable` | nats | the durable pull consumer, created when missing with explicit acks (`idem-gateway-{name}`, `.` as `_`); an existing one must ack explicitly and filter as configured |
+//! | `ack_wait` | nats | how long JetStream waits for an ack before redelivering, at least 100ms (30s); used when the consumer is created |
+//! | `queue` | rabbitmq | the queue, required, at most 255 bytes; it must exist (never declared here) |
+//!
+//! A key of the other kind, or a signature key, on a broker source is refused
+//! ([`ConfigError::MisplacedKey`]), as is a broker key on a webhook source. At start
+//! ([`Server::start`]) every broker source connects and finds its stream or queue; a failure
+//! stops the start with [`Error::Broker`] naming the source and what failed. Later connection
+//! losses are logged and retried every second.
+//!
+//! ## Outbox relays
+//!
+//! Each `[[relay]]` publishes the `idem_outbox` rows of one database (the application's: it
+//! writes them with idem's `Outbox::enqueue` in its own transactions and creates the table with
+//! `Store::migrate`; the gateway never migrates it) with [`idem_broker::Relay`]: rows are claimed
+//! by status, published with their stable message id, marked by id once the target confirmed,
+//! backed off after a failure and parked after `max_attempts` (for `idem outbox requeue`).
+//! Several gateways may run the same relay on one PostgreSQL database; a row is claimed by one
+//! at a time. Order is kept per aggregate (a parked row holds back its aggregate's later rows).
+//! A relay stops between cycles on shutdown, never inside one.
+//!
+//! | key | meaning (default) |
+//! |---|---|
+//! | `name` | the relay's name, in logs and the `relay` label of [`idem_relay_total`](metric_definitions::RELAY_TOTAL) |
+//! | `database_url` or `database_url_env` | the database with `idem_outbox` (the gateway's `database_url`) |
+//! | `target` | `nats` (row destination = subject, `Nats-Msg-Id`), `rabbitmq` (destination = `exchange/routing_key` or a queue, AMQP `message_id`, confirms), `http` (POST to `url` + destination path, `Idempotency-Key`) |
+//! | `url` or `url_env` | the target (`nats://127.0.0.1:4222`; `amqp://guest:guest@127.0.0.1:5672/%2f`; required for `http`, `http://` only) |
+//! | `batch_size` | rows per cycle, 1 to 10000 (100) |
+//! | `poll_interval` | the longest wait between idle cycles, at least 10ms (1s); after an idle cycle the relay waits 10 ms doubling up to it, after a busy one it goes on at once |
+//! | `claim_ttl` | how long a claimed row is held before another relay may take it (30s); must exceed `timeout` |
+//! | `max_attempts` | failed publishes before a row is parked, at least 1 (10); backoff 1 s doubling up to 5 min |
+//! | `timeout` | `http` only: one request's limit, 100ms to 1h (10s) |
+//!
+//! At start each relay opens its database (a SQLite file is never created) and reaches its
+//! target; a missing `idem_outbox` table or an unreachable target stops the start with
+//! [`Error::Relay`]. A relay cycle that fails on the database is logged and counted in
+//! [`idem_relay_errors_total`](metric_definitions::RELAY_ERRORS_TOTAL).
+//!
+//! ## Operator commands for idem's tables
+//!
+//! `idem effects`, `idem outbox` and `idem dead-letters` work on idem's own tables in any
+//! database, usually the application's: `--database URL` (default: the configuration's
+//! `database_url`; with `--database`, the configuration is not read). They never create or
+//! migrate a database: a missing table is an error naming it. Failures exit 1 with a message
+//! naming the key, id or status at fault; argument errors exit 2.
+//!
+//! | command | does |
+//! |---|---|
+//! | `idem effects list [--status pending\|running\|unknown\|succeeded\|failed\|parked\|dead] [--limit N]` | effects in that status, least recently changed first; without `--status`, the parked and dead ones |
+//! | `idem effects show KEY` | one effect as JSON (request and outcome as JSON, text or `{"hex": …}`) |
+//! | `idem effects resolve KEY --succeeded [--outcome JSON\|@FILE]` | a parked or dead effect did happen: store the outcome (inline JSON is checked; a file's bytes are taken as they are; default empty) |
+//! | `idem effects resolve KEY --failed REASON` | it did not happen and must not |
+//! | `idem effects resolve KEY --retry` | run it again with the same key |
+//! | `idem outbox list [--status parked\|pending\|published] [--limit N]` | rows (default parked), oldest first |
+//! | `idem outbox show ID` · `requeue ID` · `discard ID` | one row as JSON; a parked row back to pending (attempts reset); a parked row deleted, never published |
+//! | `idem dead-letters list [--consumer NAME] [--limit N]` | a consumer's dead letters (default `idem-gateway`: the broker messages it could not read) |
+//! | `idem dead-letters show ID` · `delete ID` | one as JSON; delete it |
+//!
+//! Refusals: an unknown key (`no effect is stored under key K`), an effect that is not parked or
+//! dead, an outbox row that is not parked, an unknown message id or dead-letter id, an
+//! `--outcome` that is not JSON, a `--consumer` that is not a name.
 
 pub mod admin;
+mod broker;
 mod config;
 pub mod demo;
 pub mod dispatch;
@@ -178,12 +318,16 @@ mod gateway;
 mod ingest;
 pub mod metric_definitions;
 mod problem;
+mod relays;
 mod server;
 mod store;
 
 pub use config::{
-    Config, ConfigError, DEFAULT_DATABASE_URL, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_RETENTION, Destination, Ordering, Route, Secret, Source, SourceKind,
+    Broker, Config, ConfigError, DEFAULT_AMQP_URL, DEFAULT_DATABASE_URL, DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL,
+    DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT,
+    DEFAULT_RETENTION, Destination, NatsSource, Ordering, OutboxRelay, RabbitMqSource, RelayTarget,
+    Route, Secret, Source, SourceKind,
 };
 pub use error::Error;
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};

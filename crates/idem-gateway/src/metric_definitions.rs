@@ -3,10 +3,11 @@
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 
-/// Webhook requests by outcome; labels `source`, `status` = `accepted` | `duplicate` |
-/// `rejected` | `unavailable`.
+/// Webhook requests and broker messages by outcome; labels `source`, `status` = `accepted` |
+/// `duplicate` | `rejected` | `unavailable` (for a broker message: retried later).
 pub const INGEST_TOTAL: &str = "idem_ingest_total";
-/// Time from a request's arrival to its answer, in seconds; label `source`.
+/// Time from a request's (or broker message's) arrival to its answer (ack), in seconds; label
+/// `source`.
 pub const INGEST_DURATION_SECONDS: &str = "idem_ingest_duration_seconds";
 /// Requests committed per group-commit transaction.
 pub const INGEST_BATCH_SIZE: &str = "idem_ingest_batch_size";
@@ -22,6 +23,21 @@ pub const DEAD_LETTERS: &str = "idem_dead_letters";
 /// Age of the oldest event not yet delivered, in seconds (0 when none waits).
 pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_seconds";
 
+/// Broker messages that can never be an event (no message id, a body that is not JSON where a
+/// field is read from it, an oversize body), terminated (NATS) or rejected without requeue
+/// (RabbitMQ: its dead-letter exchange gets it, if the queue has one) after a WARN log line;
+/// labels `source`, `reason` = `no-event-id` | `malformed-json` | `bad-event-field` |
+/// `body-too-large`.
+pub const BROKER_REJECTED_TOTAL: &str = "idem_broker_rejected_total";
+
+/// Outbox rows handled by the relays `idem serve` runs; labels `relay`, `outcome` =
+/// `published` | `duplicate` (JetStream said it had the message id already) | `failed` (backing
+/// off) | `parked` (after `max_attempts`) | `deferred` (HTTP 409: retried later, not counted as
+/// an attempt).
+pub const RELAY_TOTAL: &str = "idem_relay_total";
+/// Relay cycles that failed on the relay's database (claiming or marking rows); label `relay`.
+pub const RELAY_ERRORS_TOTAL: &str = "idem_relay_errors_total";
+
 /// Histogram buckets for ingest and dispatch latency, in seconds: 0.5 ms to 10 s.
 pub const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -33,7 +49,12 @@ pub fn describe() {
     describe_counter!(
         INGEST_TOTAL,
         Unit::Count,
-        "Webhook requests by source and status."
+        "Webhook requests and broker messages by source and status."
+    );
+    describe_counter!(
+        BROKER_REJECTED_TOTAL,
+        Unit::Count,
+        "Broker messages refused for good (no message id, unreadable), by source and reason."
     );
     describe_histogram!(
         INGEST_DURATION_SECONDS,
@@ -54,6 +75,16 @@ pub fn describe() {
         DISPATCH_DURATION_SECONDS,
         Unit::Seconds,
         "Delivery attempt time, request to response."
+    );
+    describe_counter!(
+        RELAY_TOTAL,
+        Unit::Count,
+        "Outbox rows handled by relay and outcome (published, duplicate, failed, parked, deferred)."
+    );
+    describe_counter!(
+        RELAY_ERRORS_TOTAL,
+        Unit::Count,
+        "Relay cycles that failed on the relay's database."
     );
     describe_gauge!(BACKLOG, Unit::Count, "Deliveries pending or in flight.");
     describe_gauge!(DEAD_LETTERS, Unit::Count, "Dead-lettered deliveries.");

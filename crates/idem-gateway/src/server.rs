@@ -1,5 +1,6 @@
 //! The HTTP server: ingest, health, metrics; and the tasks behind it (group commit, one
-//! dispatcher per destination), started together and drained together.
+//! dispatcher per destination, one reader per broker source, one loop per outbox relay), started
+//! together and drained together.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -23,7 +24,7 @@ use crate::metric_definitions::{
 };
 use crate::problem::Problem;
 use crate::store::GatewayDb;
-use crate::{Error, dispatch};
+use crate::{Error, broker, dispatch, relays};
 
 /// How many requests may wait for the group-commit task before senders wait too.
 const QUEUE_DEPTH: usize = 8192;
@@ -74,11 +75,15 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// Starts serving `gateway` on `listener` (bind `127.0.0.1:0` for a free port), with the
-    /// group-commit task and one dispatcher per destination. Run
+    /// group-commit task, one dispatcher per destination, one reader per broker source
+    /// (`kind = "nats"` or `"rabbitmq"`) and one loop per `[[relay]]`. Run
     /// [`Gateway::migrate`] first.
     ///
     /// # Errors
     /// [`Error::Io`] when the listener's address cannot be read.
+    /// [`Error::Broker`] when a broker source cannot connect or find its stream or queue;
+    /// [`Error::Relay`] when a relay cannot open its database or reach its target (nothing was
+    /// started in either case).
     pub async fn start<DB: GatewayDb>(
         gateway: Gateway<DB>,
         listener: TcpListener,
@@ -89,7 +94,20 @@ impl Server {
         })?;
         // Installed before the first request, so that no count is lost.
         prometheus();
+        // Every broker source is connected before anything starts: a wrong URL, stream or
+        // queue stops the gateway at once, naming it.
+        let mut connected = Vec::new();
+        for (index, source) in gateway.config().sources.iter().enumerate() {
+            if source.broker().is_some() {
+                connected.push((index, broker::connect(&gateway, index).await?));
+            }
+        }
         let (stop, stopped) = watch::channel(false);
+        let mut ready_relays = Vec::new();
+        for relay in &gateway.config().relays {
+            let running = relays::connect(relay, stopped.clone()).await?;
+            ready_relays.push((relay.name.to_string(), running));
+        }
         let client = reqwest::Client::builder().build().map_err(|e| Error::Io {
             what: "building the HTTP client".into(),
             source: std::io::Error::other(e),
@@ -120,6 +138,36 @@ impl Server {
         } else {
             (None, None)
         };
+        let mut readers = Vec::new();
+        for (index, connected) in connected {
+            let reader = tokio::spawn(broker::run(
+                gateway.clone(),
+                index,
+                queue.clone(),
+                connected,
+                stopped.clone(),
+            ));
+            let task = format!(
+                "the reader of source {:?}",
+                gateway.source(index).name.as_str()
+            );
+            readers.push(tokio::spawn(supervise_task(
+                gateway.clone(),
+                task,
+                reader,
+                stopped.clone(),
+                failed.clone(),
+            )));
+        }
+        for (name, running) in ready_relays {
+            readers.push(tokio::spawn(supervise_task(
+                gateway.clone(),
+                format!("relay {name:?}"),
+                tokio::spawn(running),
+                stopped.clone(),
+                failed.clone(),
+            )));
+        }
         let failure_gateway = gateway.clone();
         let router = router(gateway, queue);
         let mut stopped_http = stopped.clone();
@@ -129,6 +177,11 @@ impl Server {
                     let _ = stopped_http.wait_for(|stop| *stop).await;
                 })
                 .await;
+            // Broker readers finish the messages they hold (stored and acked, or handed back)
+            // and drop their queue senders; relays finish their cycle.
+            for reader in readers {
+                let _ = reader.await;
+            }
             // The router, and with it the last queue sender, is gone: the batcher flushes what
             // is queued and ends.
             if let Some(batcher) = batcher {
@@ -197,8 +250,46 @@ fn gateway_failure<DB: GatewayDb>(gateway: &Gateway<DB>) -> Option<Error> {
             destination: destination.clone(),
             reason: reason.clone(),
         }),
+        Some(Error::TaskStopped { task, reason }) => Some(Error::TaskStopped {
+            task: task.clone(),
+            reason: reason.clone(),
+        }),
         _ => None,
     }
+}
+
+/// Why a task ended with `error`: its panic's text, or the error (a cancelled task).
+fn panic_message(error: tokio::task::JoinError) -> String {
+    let payload = match error.try_into_panic() {
+        Ok(payload) => payload,
+        Err(error) => return error.to_string(),
+    };
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned())
+}
+
+/// Waits for `handle` (a broker reader or a relay, named `task`); if it ends before shutdown
+/// or panics, logs it, records it in the gateway (so `/readyz` fails) and tells
+/// [`Server::run_until`] to stop, as [`supervise`] does for dispatchers.
+async fn supervise_task<DB: GatewayDb>(
+    gateway: Gateway<DB>,
+    task: String,
+    handle: JoinHandle<()>,
+    stopped: watch::Receiver<bool>,
+    failed: watch::Sender<bool>,
+) {
+    let reason = match handle.await {
+        Ok(()) if *stopped.borrow() => return,
+        Ok(()) => "it ended before shutdown".to_owned(),
+        Err(e) if e.is_panic() => format!("panicked: {}", panic_message(e)),
+        Err(e) => e.to_string(),
+    };
+    tracing::error!(%task, %reason, "task stopped; /readyz fails and the server stops");
+    gateway.set_failure(Error::TaskStopped { task, reason });
+    let _ = failed.send(true);
 }
 
 /// Waits for destination `index`'s dispatcher; if it ends before shutdown or panics, logs it,
@@ -215,15 +306,7 @@ async fn supervise<DB: GatewayDb>(
     let reason = match outcome {
         Ok(()) if *stopped.borrow() => return,
         Ok(()) => "it ended before shutdown".to_owned(),
-        Err(e) if e.is_panic() => {
-            let payload = e.into_panic();
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".to_owned());
-            format!("panicked: {message}")
-        }
+        Err(e) if e.is_panic() => format!("panicked: {}", panic_message(e)),
         Err(e) => e.to_string(),
     };
     let destination = gateway.destination(index).name.to_string();
@@ -260,10 +343,14 @@ fn router<DB: GatewayDb>(
 /// Ready when every dispatcher runs and the database answers.
 async fn readyz<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
     if let Some(failure) = gateway.dispatch_failure() {
+        let (code, title) = match failure {
+            Error::Dispatcher { .. } => ("dispatcher-stopped", "Dispatcher stopped"),
+            _ => ("task-stopped", "Task stopped"),
+        };
         return Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "dispatcher-stopped",
-            "Dispatcher stopped",
+            code,
+            title,
             failure.to_string(),
         )
         .into_response();

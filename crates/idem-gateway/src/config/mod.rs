@@ -3,8 +3,10 @@
 //! here, so the gateway fails closed: an unknown kind, a missing secret, a secret of the wrong
 //! shape, a retention shorter than the sender's redelivery horizon (DESIGN.md C9).
 
+mod broker;
 mod duration;
 mod raw;
+mod relay;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -20,6 +22,13 @@ use serde_json_path::JsonPath;
 
 use crate::ingest::extract::{EntityType, Field, Fields, VersionKind};
 use raw::{RawConfig, RawDestination, RawField, RawRoute, RawSource};
+
+pub(crate) use broker::redact as redact_url;
+pub use broker::{Broker, DEFAULT_AMQP_URL, DEFAULT_NATS_URL, NatsSource, RabbitMqSource};
+pub use relay::{
+    DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS,
+    DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT, OutboxRelay, RelayTarget,
+};
 
 /// Where the gateway listens without a configuration.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -95,13 +104,26 @@ pub enum ConfigError {
     },
     /// A source's kind is not one the gateway can verify.
     #[error(
-        "source {source_name:?} has unknown kind {kind:?}; expected stripe, github, shopify, standard-webhooks or generic"
+        "source {source_name:?} has unknown kind {kind:?}; expected stripe, github, shopify, standard-webhooks, generic, nats or rabbitmq"
     )]
     UnknownKind {
         /// The source.
         source_name: String,
         /// The kind given.
         kind: String,
+    },
+    /// A source has a key its kind does not take (a `queue` on a Stripe source, `secrets_env` on
+    /// a NATS source): it would do nothing, so it is refused rather than ignored.
+    #[error("source {source_name:?} (kind {kind}) cannot have `{key}`: {reason}")]
+    MisplacedKey {
+        /// The source.
+        source_name: String,
+        /// Its kind.
+        kind: SourceKind,
+        /// The key.
+        key: &'static str,
+        /// Which kinds take it.
+        reason: &'static str,
     },
     /// A secret's environment variable is not set (or empty): the source would have no key.
     #[error("{owner} needs its secret in environment variable {var}, which is not set")]
@@ -129,11 +151,11 @@ pub enum ConfigError {
         /// The error naming both durations in seconds.
         error: idem::RuleError,
     },
-    /// Two sources, destinations or routes share a name, or two routes join the same source and
+    /// Two sources, destinations, routes or relays share a name, or two routes join the same source and
     /// destination.
     #[error("{what} {name:?} is configured twice")]
     Duplicate {
-        /// `source`, `destination` or `route`.
+        /// `source`, `destination`, `route` or `relay`.
         what: &'static str,
         /// The name.
         name: String,
@@ -165,6 +187,12 @@ pub enum SourceKind {
     StandardWebhooks,
     /// A shared-secret HMAC of the body in a configured header; fields as configured.
     Generic,
+    /// NATS JetStream messages from a stream (no signature: the broker's own authentication
+    /// stands for it); event id `Nats-Msg-Id`, type the message's subject.
+    Nats,
+    /// RabbitMQ messages from a queue (no signature); event id the AMQP `message_id`
+    /// property, type the AMQP `type` property, else the routing key.
+    RabbitMq,
 }
 
 impl SourceKind {
@@ -175,6 +203,8 @@ impl SourceKind {
             "shopify" => Self::Shopify,
             "standard-webhooks" => Self::StandardWebhooks,
             "generic" => Self::Generic,
+            "nats" => Self::Nats,
+            "rabbitmq" => Self::RabbitMq,
             _ => return None,
         })
     }
@@ -187,18 +217,31 @@ impl SourceKind {
             Self::Shopify => "shopify",
             Self::StandardWebhooks => "standard-webhooks",
             Self::Generic => "generic",
+            Self::Nats => "nats",
+            Self::RabbitMq => "rabbitmq",
         }
     }
 
     /// How long after the first delivery this sender may deliver an event again: the shortest
-    /// retention allowed. Generic senders are held to 3 days, like the named ones.
+    /// retention allowed. Generic senders are held to 3 days, like the named ones; so are
+    /// brokers, whose horizon is really the stream's or queue's own retention (a JetStream
+    /// consumer reset to an older sequence delivers every message again): keep `retention`
+    /// at least that long.
     pub fn redelivery_horizon(self) -> Duration {
         match self {
             Self::Stripe => horizon::STRIPE,
             Self::GitHub => horizon::GITHUB,
             Self::Shopify => horizon::SHOPIFY,
-            Self::StandardWebhooks | Self::Generic => horizon::STANDARD_WEBHOOKS,
+            Self::StandardWebhooks | Self::Generic | Self::Nats | Self::RabbitMq => {
+                horizon::STANDARD_WEBHOOKS
+            }
         }
+    }
+
+    /// Whether messages of this kind come from a broker (`nats`, `rabbitmq`) rather than
+    /// `POST /webhooks/{source}`.
+    pub fn is_broker(self) -> bool {
+        matches!(self, Self::Nats | Self::RabbitMq)
     }
 }
 
@@ -237,8 +280,27 @@ pub struct Source {
     pub name: Name,
     /// The sender's scheme.
     pub kind: SourceKind,
-    pub(crate) verifier: Arc<dyn Verifier>,
+    pub(crate) intake: Intake,
     pub(crate) fields: Fields,
+}
+
+/// How a source's events arrive.
+#[derive(Debug, Clone)]
+pub(crate) enum Intake {
+    /// `POST /webhooks/{source}`, checked by this verifier.
+    Webhook(Arc<dyn Verifier>),
+    /// Messages from a broker.
+    Broker(Broker),
+}
+
+impl Source {
+    /// Where a broker source's messages come from; `None` for a webhook source.
+    pub fn broker(&self) -> Option<&Broker> {
+        match &self.intake {
+            Intake::Broker(broker) => Some(broker),
+            Intake::Webhook(_) => None,
+        }
+    }
 }
 
 /// Whether a route drops events older than their entity's newest (C5).
@@ -331,6 +393,8 @@ pub struct Config {
     pub destinations: Vec<Destination>,
     /// Which events go where.
     pub routes: Vec<Route>,
+    /// The outbox relays `idem serve` runs.
+    pub relays: Vec<OutboxRelay>,
 }
 
 impl Config {
@@ -466,6 +530,14 @@ impl Config {
             }
             routes.push(route);
         }
+        let mut relays = Vec::new();
+        for raw_relay in raw.relays {
+            let relay = relay::build(raw_relay, &database_url, &secret)?;
+            if relays.iter().any(|r: &OutboxRelay| r.name == relay.name) {
+                return Err(duplicate("relay", &relay.name));
+            }
+            relays.push(relay);
+        }
         Ok(Self {
             listen,
             database_url,
@@ -478,6 +550,7 @@ impl Config {
             sources,
             destinations,
             routes,
+            relays,
         })
     }
 
@@ -517,7 +590,7 @@ fn build_source(
     retention: Duration,
     secret: &SecretLookup<'_>,
 ) -> Result<Source, ConfigError> {
-    let source_name = name("source", "source.name", raw.name)?;
+    let source_name = name("source", "source.name", raw.name.clone())?;
     let kind = SourceKind::parse(&raw.kind).ok_or_else(|| ConfigError::UnknownKind {
         source_name: source_name.to_string(),
         kind: raw.kind.clone(),
@@ -530,6 +603,8 @@ fn build_source(
             error,
         }
     })?;
+    let field_name = |field: &str| format!("source {:?} {field}", source_name.as_str());
+    broker::refuse_foreign_keys(&raw, kind, source_name.as_str())?;
     let mut secrets = Vec::new();
     for var in &raw.secrets_env {
         secrets.push(secret(format!("source {:?}", source_name.as_str()), var)?);
@@ -539,21 +614,28 @@ fn build_source(
         source_name: source_name.to_string(),
         error,
     };
-    let field_name = |field: &str| format!("source {:?} {field}", source_name.as_str());
-    let verifier: Arc<dyn Verifier> = match kind {
-        SourceKind::Stripe => {
-            Arc::new(verify::stripe::StripeVerifier::new(&secrets).map_err(verifier_error)?)
-        }
-        SourceKind::GitHub => {
-            Arc::new(verify::github::GitHubVerifier::new(&secrets).map_err(verifier_error)?)
-        }
-        SourceKind::Shopify => {
-            Arc::new(verify::shopify::ShopifyVerifier::new(&secrets).map_err(verifier_error)?)
-        }
-        SourceKind::StandardWebhooks => Arc::new(
+    let webhook = |verifier: Arc<dyn Verifier>| Intake::Webhook(verifier);
+    let intake = match kind {
+        SourceKind::Stripe => webhook(Arc::new(
+            verify::stripe::StripeVerifier::new(&secrets).map_err(verifier_error)?,
+        )),
+        SourceKind::GitHub => webhook(Arc::new(
+            verify::github::GitHubVerifier::new(&secrets).map_err(verifier_error)?,
+        )),
+        SourceKind::Shopify => webhook(Arc::new(
+            verify::shopify::ShopifyVerifier::new(&secrets).map_err(verifier_error)?,
+        )),
+        SourceKind::StandardWebhooks => webhook(Arc::new(
             verify::standard_webhooks::StandardWebhooksVerifier::new(&secrets)
                 .map_err(verifier_error)?,
-        ),
+        )),
+        SourceKind::Nats | SourceKind::RabbitMq => Intake::Broker(broker::build(
+            &raw,
+            kind,
+            source_name.as_str(),
+            secret,
+            &field_name,
+        )?),
         SourceKind::Generic => {
             let header = raw
                 .signature_header
@@ -577,10 +659,10 @@ fn build_source(
             let verifier =
                 verify::generic_hmac::GenericHmacVerifier::new(header, encoding, &secrets)
                     .map_err(verifier_error)?;
-            Arc::new(match raw.signature_prefix.as_deref() {
+            webhook(Arc::new(match raw.signature_prefix.as_deref() {
                 Some(prefix) => verifier.with_prefix(prefix),
                 None => verifier,
-            })
+            }))
         }
     };
     let defaults = kind_defaults(kind);
@@ -635,7 +717,7 @@ fn build_source(
     Ok(Source {
         name: source_name,
         kind,
-        verifier,
+        intake,
         fields: Fields {
             id,
             event_type,
@@ -696,6 +778,21 @@ fn kind_defaults(kind: SourceKind) -> KindDefaults {
             ..none
         },
         SourceKind::Generic => none,
+        // The broker's message id is the event id: JetStream's duplicate window and the
+        // publisher's own retries keep it across every redelivery of one event.
+        SourceKind::Nats => KindDefaults {
+            id: Some(header(crate::broker::NATS_MSG_ID)),
+            event_type: Some(header(crate::broker::NATS_SUBJECT)),
+            ..none
+        },
+        SourceKind::RabbitMq => KindDefaults {
+            id: Some(header(crate::broker::AMQP_MESSAGE_ID)),
+            event_type: Some(Field::FirstOf(vec![
+                header(crate::broker::AMQP_TYPE),
+                header(crate::broker::AMQP_ROUTING_KEY),
+            ])),
+            ..none
+        },
     }
 }
 

@@ -20,6 +20,8 @@ pub(crate) struct RawConfig {
     pub destinations: Vec<RawDestination>,
     #[serde(default, rename = "route")]
     pub routes: Vec<RawRoute>,
+    #[serde(default, rename = "relay")]
+    pub relays: Vec<super::relay::RawRelay>,
 }
 
 /// `[[source]]`.
@@ -39,6 +41,15 @@ pub(crate) struct RawSource {
     pub signature_header: Option<String>,
     pub signature_encoding: Option<String>,
     pub signature_prefix: Option<String>,
+    // Broker sources (`kind = "nats"` or `"rabbitmq"`).
+    pub url: Option<String>,
+    pub url_env: Option<String>,
+    pub stream: Option<String>,
+    pub subject: Option<String>,
+    pub durable: Option<String>,
+    pub ack_wait: Option<String>,
+    pub queue: Option<String>,
+    pub max_in_flight: Option<usize>,
 }
 
 /// Where a value is read from: `{ header = "X-Event-Id" }` or `{ json = "$.event.id" }`; for a

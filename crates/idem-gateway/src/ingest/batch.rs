@@ -103,7 +103,15 @@ pub(crate) async fn commit<DB: GatewayDb>(
                 tries += 1;
             }
             Err(e) => {
-                tracing::error!(error = %e, tries, size = batch.len(), "batch not committed; its requests get 503");
+                // The sources say whose senders were told to retry (503, NAK or requeue).
+                let mut sources: Vec<&str> = batch
+                    .iter()
+                    .map(|i| gateway.source(i.source).name.as_str())
+                    .collect();
+                sources.sort_unstable();
+                sources.dedup();
+                let sources = sources.join(",");
+                tracing::error!(error = %e, tries, size = batch.len(), %sources, "batch not committed; its requests get 503");
                 return Err(e);
             }
         }

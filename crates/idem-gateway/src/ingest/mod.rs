@@ -16,6 +16,7 @@ use idem::DedupKey;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::config::Intake;
 use crate::gateway::Gateway;
 use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::problem::Problem;
@@ -66,6 +67,18 @@ pub(crate) async fn handle<DB: GatewayDb>(
         )
         .into_response();
     };
+    if let Some(broker) = gateway.source(index).broker() {
+        return Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown-source",
+            "Unknown source",
+            format!(
+                "source {source:?} takes its events from {}, not from webhooks",
+                broker.describe()
+            ),
+        )
+        .into_response();
+    }
     let source = &gateway.source(index).name;
     let (response, status) = match ingest(&state, index, &headers, body).await {
         Ok((event_id, answer)) => {
@@ -131,7 +144,15 @@ async fn ingest<DB: GatewayDb>(
     let now = gateway.now();
     // C10: the signature is checked on the bytes as received, before anything is parsed or
     // stored.
-    source.verifier.verify(headers, &body, now).map_err(|e| {
+    let Intake::Webhook(verifier) = &source.intake else {
+        return Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown-source",
+            "Unknown source",
+            format!("source {:?} takes no webhooks", source.name.as_str()),
+        ));
+    };
+    verifier.verify(headers, &body, now).map_err(|e| {
         Problem::new(
             StatusCode::BAD_REQUEST,
             "bad-signature",
@@ -157,20 +178,7 @@ async fn ingest<DB: GatewayDb>(
         body,
         received_at: now.as_millis(),
     };
-    let answer = match &state.queue {
-        Some(queue) => {
-            let (reply, answer) = oneshot::channel();
-            let queued = queue.send(Pending { incoming, reply }).await;
-            match queued {
-                Ok(()) => answer.await.unwrap_or(Err(Unavailable)),
-                Err(_) => Err(Unavailable),
-            }
-        }
-        None => batch::commit(gateway, std::slice::from_ref(&incoming))
-            .await
-            .map(|answers| answers[0])
-            .map_err(|_| Unavailable),
-    };
+    let answer = submit(gateway, state.queue.as_ref(), incoming).await;
     let answer = answer.map_err(|Unavailable| {
         Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -183,4 +191,31 @@ async fn ingest<DB: GatewayDb>(
         tracing::debug!(source = %source.name, %event_id, "duplicate acknowledged");
     }
     Ok((event_id, answer))
+}
+
+/// Commits `incoming` through the group-commit `queue` (or alone, without one) and returns
+/// its answer once committed: the one way webhooks and broker messages are stored.
+///
+/// # Errors
+/// [`Unavailable`] when its batch could not be committed (logged once per batch) or the
+/// batcher is gone (shutting down): nothing of it was stored.
+pub(crate) async fn submit<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    queue: Option<&mpsc::Sender<Pending>>,
+    incoming: Incoming,
+) -> Result<Answer, Unavailable> {
+    match queue {
+        Some(queue) => {
+            let (reply, answer) = oneshot::channel();
+            let queued = queue.send(Pending { incoming, reply }).await;
+            match queued {
+                Ok(()) => answer.await.unwrap_or(Err(Unavailable)),
+                Err(_) => Err(Unavailable),
+            }
+        }
+        None => batch::commit(gateway, std::slice::from_ref(&incoming))
+            .await
+            .map(|answers| answers[0])
+            .map_err(|_| Unavailable),
+    }
 }

@@ -7,10 +7,13 @@ mod support;
 
 mod admin;
 mod binary;
+mod brokers;
 mod cluster;
 mod config;
 mod demo;
 mod dispatch;
 mod ingest;
 mod observability;
+mod operator_cli;
+mod relays;
 mod scenarios;

@@ -59,6 +59,154 @@ pub enum Command {
     /// not be done (bad arguments, unreadable events, target unreachable, a failed --reset,
     /// --state or --restart, --state empty or unstable, the baseline mostly rejected).
     Verify(Box<VerifyArgs>),
+    /// The effect ledger (`idem_effects`): list, show and resolve effects, such as the parked
+    /// and dead ones an operator must reconcile with the provider.
+    Effects(LedgerArgs<EffectsCommand>),
+    /// The transactional outbox (`idem_outbox`): list and show rows, requeue or discard parked
+    /// ones.
+    Outbox(LedgerArgs<OutboxCommand>),
+    /// Broker consumers' dead letters (`idem_dead_letters`), including the broker messages the
+    /// gateway could not read as events: list, show, delete.
+    DeadLetters(LedgerArgs<DeadLettersCommand>),
+}
+
+/// `idem effects|outbox|dead-letters [--database URL] …`: the command, and where idem's own
+/// tables are.
+#[derive(Debug, clap::Args)]
+pub struct LedgerArgs<C: Subcommand> {
+    /// The database holding idem's tables (`sqlite://…` or `postgres://…`): usually the
+    /// application's. Default: the configuration's database_url. Never created or migrated here.
+    #[arg(long, global = true, value_name = "URL")]
+    pub database: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: C,
+}
+
+/// An effect status, as `--status` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EffectStatusArg {
+    /// Waiting for its first or next attempt.
+    Pending,
+    /// A worker is calling the provider.
+    Running,
+    /// The last call's result is unknown; retried with the same key.
+    Unknown,
+    /// Finished: the provider succeeded.
+    Succeeded,
+    /// Finished: resolved as failed.
+    Failed,
+    /// Unknown past the provider's key retention: waits for an operator.
+    Parked,
+    /// Failed past the retry policy: waits for an operator.
+    Dead,
+}
+
+/// `idem effects …`
+#[derive(Debug, Subcommand)]
+pub enum EffectsCommand {
+    /// Effects in one status, least recently changed first; without --status, the parked and
+    /// the dead ones (those waiting for an operator).
+    List {
+        /// Only effects in this status.
+        #[arg(long, value_enum)]
+        status: Option<EffectStatusArg>,
+        /// At most this many (per status).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One effect, as JSON: key, effect, status, attempts, request, outcome, last error, times.
+    Show {
+        /// The effect key.
+        key: String,
+    },
+    /// Resolve a parked or dead effect after reconciling with the provider: exactly one of
+    /// --succeeded, --failed REASON, --retry.
+    #[command(group(clap::ArgGroup::new("resolution").required(true).args(["succeeded", "failed", "retry"])))]
+    Resolve {
+        /// The effect key.
+        key: String,
+        /// The effect did happen: store --outcome and finish it as succeeded.
+        #[arg(long)]
+        succeeded: bool,
+        /// With --succeeded: the outcome, inline JSON or @FILE (the file's bytes as they are);
+        /// default empty.
+        #[arg(long, requires = "succeeded", value_name = "JSON|@FILE")]
+        outcome: Option<String>,
+        /// The effect did not happen and must not: finish it as failed with this reason.
+        #[arg(long, value_name = "REASON")]
+        failed: Option<String>,
+        /// Run it again with the same key (back to pending, attempts reset). For a parked
+        /// effect, only after checking that the provider did not take the call.
+        #[arg(long)]
+        retry: bool,
+    },
+}
+
+/// An outbox row status, as `--status` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutboxStatusArg {
+    /// Not yet confirmed by the target.
+    Pending,
+    /// Confirmed and marked.
+    Published,
+    /// Failed every allowed attempt: waits for an operator.
+    Parked,
+}
+
+/// `idem outbox …`
+#[derive(Debug, Subcommand)]
+pub enum OutboxCommand {
+    /// Rows in one status (default parked), oldest first.
+    List {
+        /// Only rows in this status.
+        #[arg(long, value_enum, default_value = "parked")]
+        status: OutboxStatusArg,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One row, as JSON.
+    Show {
+        /// The message id.
+        message_id: String,
+    },
+    /// Put a parked row back to pending, due now, attempts reset: a running relay publishes it
+    /// with the same message id.
+    Requeue {
+        /// The message id.
+        message_id: String,
+    },
+    /// Delete a parked row, never to be published (unblocks the later rows of its aggregate).
+    Discard {
+        /// The message id.
+        message_id: String,
+    },
+}
+
+/// `idem dead-letters …`
+#[derive(Debug, Subcommand)]
+pub enum DeadLettersCommand {
+    /// A consumer's dead letters, oldest first.
+    List {
+        /// The consumer (a versioned name such as billing_v2); default the gateway's,
+        /// idem-gateway.
+        #[arg(long, default_value = "idem-gateway")]
+        consumer: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One dead letter, as JSON, with its headers and payload.
+    Show {
+        /// The id `dead-letters list` shows.
+        id: i64,
+    },
+    /// Delete a dead letter (after its event was redriven or discarded).
+    Delete {
+        /// The id `dead-letters list` shows.
+        id: i64,
+    },
 }
 
 /// `idem verify …`

@@ -16,9 +16,34 @@ use idem_gateway::admin::{ReplayRequest, format_time, parse_time};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs, VerifyArgs};
+use crate::ledgers;
 
 /// Runs one command; the exit code says whether it succeeded.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // idem's own tables, usually in the application's database: with --database the
+    // configuration is not read at all (its secrets need not be set).
+    let ledger_url = |database: Option<String>| match database {
+        Some(url) => Ok(url),
+        None => match &cli.config {
+            Some(path) => Config::load(path).map(|c| c.database_url),
+            None => Ok(Config::defaults().database_url),
+        },
+    };
+    let cli = match cli.command {
+        Command::Effects(args) => {
+            return ledgers::effects(&ledger_url(args.database)?, args.command).await;
+        }
+        Command::Outbox(args) => {
+            return ledgers::outbox(&ledger_url(args.database)?, args.command).await;
+        }
+        Command::DeadLetters(args) => {
+            return ledgers::dead_letters(&ledger_url(args.database)?, args.command).await;
+        }
+        command => Cli {
+            config: cli.config,
+            command,
+        },
+    };
     if let Command::Demo = cli.command {
         if let Some(path) = &cli.config {
             bail!(
@@ -126,6 +151,24 @@ async fn with_store<DB: GatewayDb>(
         Command::CheckConfig => check_config(gateway.config()),
         Command::Demo => demo().await,
         Command::Verify(args) => verify(*args).await,
+        Command::Effects(args) => {
+            let url = args
+                .database
+                .unwrap_or(gateway.config().database_url.clone());
+            ledgers::effects(&url, args.command).await
+        }
+        Command::Outbox(args) => {
+            let url = args
+                .database
+                .unwrap_or(gateway.config().database_url.clone());
+            ledgers::outbox(&url, args.command).await
+        }
+        Command::DeadLetters(args) => {
+            let url = args
+                .database
+                .unwrap_or(gateway.config().database_url.clone());
+            ledgers::dead_letters(&url, args.command).await
+        }
         Command::Events(EventsCommand::List { source, limit }) => {
             let events = gateway.list_events(source.as_deref(), limit).await?;
             println!(
@@ -305,12 +348,22 @@ fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
         humantime::format_duration(config.retention)
     );
     for source in &config.sources {
-        println!(
-            "  source        {} ({}, redelivery horizon {})",
-            source.name,
-            source.kind,
-            humantime::format_duration(source.kind.redelivery_horizon())
-        );
+        match source.broker() {
+            // Checked here as written; `idem serve` connects and finds the stream or queue.
+            Some(broker) => println!(
+                "  source        {} ({}, {} at {})",
+                source.name,
+                source.kind,
+                broker.describe(),
+                broker.display_url()
+            ),
+            None => println!(
+                "  source        {} ({}, redelivery horizon {})",
+                source.name,
+                source.kind,
+                humantime::format_duration(source.kind.redelivery_horizon())
+            ),
+        }
     }
     for destination in &config.destinations {
         println!(
@@ -322,6 +375,18 @@ fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
         println!(
             "  route         {}: {} -> {} ({:?})",
             route.name, route.source, route.destination, route.ordering
+        );
+    }
+    for relay in &config.relays {
+        // Checked here as written; `idem serve` opens the database and reaches the target.
+        println!(
+            "  relay         {}: idem_outbox of {} -> {} at {} (batch {}, poll {})",
+            relay.name,
+            relay.display_database_url(),
+            relay.target.kind(),
+            relay.target.display_url(),
+            relay.batch_size,
+            humantime::format_duration(relay.poll_interval)
         );
     }
     Ok(ExitCode::SUCCESS)

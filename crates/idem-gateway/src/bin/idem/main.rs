@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod ledgers;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,413 @@
+//! `idem effects`, `idem outbox`, `idem dead-letters`: operator commands on idem's own tables
+//! in any database (usually the application's), through idem's library APIs. They never create
+//! or migrate a database: a missing table is an error naming the database.
+
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use anyhow::{Context, bail};
+use idem::sqlx::postgres::PgPoolOptions;
+use idem::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use idem::sqlx::{self, Postgres, Sqlite};
+use idem::{Backend, Name, Store};
+use idem_core::EffectKey;
+use idem_gateway::DatabaseKind;
+use idem_gateway::admin::format_time;
+use idem_sql::{
+    DeadLetter, EffectRecord, EffectStatus, MessageId, OutboxRow, OutboxStatus, Resolution,
+};
+use serde_json::{Value, json};
+
+use crate::cli::{
+    DeadLettersCommand, EffectStatusArg, EffectsCommand, OutboxCommand, OutboxStatusArg,
+};
+
+/// A store on one of the two databases idem supports.
+enum Db {
+    Sqlite(Store<Sqlite>),
+    Postgres(Store<Postgres>),
+}
+
+/// Runs `$body` with `$store` bound to the opened store, whichever database it is on.
+macro_rules! with_db {
+    ($db:expr, $store:ident => $body:expr) => {
+        match $db {
+            Db::Sqlite($store) => $body,
+            Db::Postgres($store) => $body,
+        }
+    };
+}
+
+/// Opens `url` and checks that idem's `table` is there.
+///
+/// # Errors
+/// A URL that is neither SQLite nor PostgreSQL, a database that cannot be opened (a SQLite file
+/// that does not exist is not created), or a missing `table`, each naming the database.
+async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
+    let check = format!("SELECT 1 FROM {table} LIMIT 1");
+    match DatabaseKind::of(url) {
+        Some(DatabaseKind::Sqlite) => {
+            let options = SqliteConnectOptions::from_str(url)
+                .with_context(|| format!("{url:?} is not a SQLite URL"))?
+                .create_if_missing(false);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await
+                .map_err(|e| missing(url, table, e))?;
+            sqlx::query(sqlx::AssertSqlSafe(check))
+                .fetch_optional(&pool)
+                .await
+                .map_err(|e| missing(url, table, e))?;
+            Ok(Db::Sqlite(Store::from_pool(pool)))
+        }
+        Some(DatabaseKind::Postgres) => {
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .connect(url)
+                .await
+                .with_context(|| format!("cannot open the database at {url}"))?;
+            sqlx::query(sqlx::AssertSqlSafe(check))
+                .fetch_optional(&pool)
+                .await
+                .map_err(|e| missing(url, table, e))?;
+            Ok(Db::Postgres(Store::from_pool(pool)))
+        }
+        _ => bail!("database {url:?} is neither sqlite:// nor postgres://"),
+    }
+}
+
+/// A missing table (or SQLite file) says idem's tables were never made there: name the table
+/// and what to check. Other errors pass through with the database named.
+fn missing(url: &str, table: &str, error: sqlx::Error) -> anyhow::Error {
+    let is_missing = match &error {
+        sqlx::Error::Database(e) => {
+            let message = e.message();
+            message.contains("no such table")
+                || message.contains("unable to open database file")
+                || e.code().as_deref() == Some("42P01")
+                || e.code().as_deref() == Some("14")
+        }
+        _ => false,
+    };
+    if is_missing {
+        anyhow::anyhow!(
+            "no {table} table at {url}: check --database (the application creates idem's tables with Store::migrate)"
+        )
+    } else {
+        anyhow::Error::new(error).context(format!("cannot read the database at {url}"))
+    }
+}
+
+/// Bytes as JSON: the JSON they hold, else their text, else `{"hex": …}`.
+fn bytes(data: &[u8]) -> Value {
+    if let Ok(value) = serde_json::from_slice::<Value>(data) {
+        return value;
+    }
+    match std::str::from_utf8(data) {
+        Ok(text) => Value::String(text.to_owned()),
+        Err(_) => json!({ "hex": hex::encode(data) }),
+    }
+}
+
+/// One line of a table cell: at most `width` characters, line breaks as spaces.
+fn cell(text: &str, width: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > width {
+        let cut: String = flat.chars().take(width.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// effects
+
+fn effect_status(arg: EffectStatusArg) -> EffectStatus {
+    match arg {
+        EffectStatusArg::Pending => EffectStatus::Pending,
+        EffectStatusArg::Running => EffectStatus::Running,
+        EffectStatusArg::Unknown => EffectStatus::Unknown,
+        EffectStatusArg::Succeeded => EffectStatus::Succeeded,
+        EffectStatusArg::Failed => EffectStatus::Failed,
+        EffectStatusArg::Parked => EffectStatus::Parked,
+        EffectStatusArg::Dead => EffectStatus::Dead,
+    }
+}
+
+fn effect_key(text: &str) -> anyhow::Result<EffectKey> {
+    EffectKey::intent(text).with_context(|| format!("{text:?} is not an effect key"))
+}
+
+fn effect_json(record: &EffectRecord) -> Value {
+    json!({
+        "key": record.key.as_str(),
+        "effect": record.effect.as_str(),
+        "status": record.status.as_str(),
+        "attempts": record.attempts,
+        "request": bytes(&record.request),
+        "outcome": record.outcome.as_deref().map(bytes),
+        "last_error": record.last_error,
+        "first_attempt_at": record.first_attempt_at.map(|t| format_time(t.as_millis())),
+        "next_attempt_at": format_time(record.next_attempt_at.as_millis()),
+        "created_at": format_time(record.created_at.as_millis()),
+        "updated_at": format_time(record.updated_at.as_millis()),
+    })
+}
+
+/// `idem effects …` on the database at `url`.
+pub async fn effects(url: &str, command: EffectsCommand) -> anyhow::Result<ExitCode> {
+    with_db!(open(url, "idem_effects").await?, store => effects_on(&store, command).await)
+}
+
+async fn effects_on<DB: Backend>(
+    store: &Store<DB>,
+    command: EffectsCommand,
+) -> anyhow::Result<ExitCode> {
+    let ledger = store.effects();
+    match command {
+        EffectsCommand::List { status, limit } => {
+            let statuses = match status {
+                Some(status) => vec![effect_status(status)],
+                None => vec![EffectStatus::Parked, EffectStatus::Dead],
+            };
+            println!(
+                "{:<40} {:<16} {:<9} {:>8}  {:<24} last error",
+                "key", "effect", "status", "attempts", "updated"
+            );
+            for status in statuses {
+                for e in ledger.list(status, limit).await? {
+                    println!(
+                        "{:<40} {:<16} {:<9} {:>8}  {:<24} {}",
+                        e.key.as_str(),
+                        e.effect.as_str(),
+                        e.status.as_str(),
+                        e.attempts,
+                        format_time(e.updated_at.as_millis()),
+                        cell(e.last_error.as_deref().unwrap_or_default(), 60)
+                    );
+                }
+            }
+        }
+        EffectsCommand::Show { key } => {
+            let key = effect_key(&key)?;
+            let Some(record) = ledger.get(&key).await? else {
+                bail!("no effect is stored under key {key}");
+            };
+            println!("{}", serde_json::to_string_pretty(&effect_json(&record))?);
+        }
+        EffectsCommand::Resolve {
+            key,
+            succeeded,
+            outcome,
+            failed,
+            retry,
+        } => {
+            let key = effect_key(&key)?;
+            let resolution = match (succeeded, failed, retry) {
+                (true, None, false) => Resolution::Succeeded(outcome_bytes(outcome.as_deref())?),
+                (false, Some(reason), false) => {
+                    if reason.trim().is_empty() {
+                        bail!("--failed needs a reason, for the record");
+                    }
+                    Resolution::Failed(reason)
+                }
+                (false, None, true) => Resolution::Retry,
+                _ => bail!("give exactly one of --succeeded, --failed REASON, --retry"),
+            };
+            // Unknown keys and effects that are not parked or dead are refused by the ledger,
+            // naming the key (and the status).
+            let record = ledger.resolve(&key, resolution).await?;
+            println!("effect {} is now {}", record.key, record.status);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--outcome`: inline JSON (checked, so that a shell quoting slip is caught), or `@FILE`, whose
+/// bytes are taken as they are; none is an empty outcome.
+fn outcome_bytes(outcome: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    match outcome {
+        None => Ok(Vec::new()),
+        Some(text) => match text.strip_prefix('@') {
+            Some(path) => std::fs::read(path).with_context(|| format!("reading --outcome {text}")),
+            None => {
+                serde_json::from_str::<Value>(text).with_context(|| {
+                    format!("--outcome {text:?} is not JSON (give @FILE for other bytes)")
+                })?;
+                Ok(text.as_bytes().to_vec())
+            }
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// outbox
+
+fn outbox_json(row: &OutboxRow) -> Value {
+    json!({
+        "message_id": row.message_id.as_str(),
+        "destination": row.destination,
+        "aggregate": row.aggregate.as_ref().map(ToString::to_string),
+        "status": row.status.as_str(),
+        "attempts": row.attempts,
+        "headers": row.headers,
+        "payload": bytes(&row.payload),
+        "last_error": row.last_error,
+        "next_attempt_at": format_time(row.next_attempt_at.as_millis()),
+        "created_at": format_time(row.created_at.as_millis()),
+        "published_at": row.published_at.map(|t| format_time(t.as_millis())),
+    })
+}
+
+fn message_id(text: &str) -> anyhow::Result<MessageId> {
+    MessageId::new(text).with_context(|| format!("{text:?} is not a message id"))
+}
+
+/// `idem outbox …` on the database at `url`.
+pub async fn outbox(url: &str, command: OutboxCommand) -> anyhow::Result<ExitCode> {
+    with_db!(open(url, "idem_outbox").await?, store => outbox_on(&store, command).await)
+}
+
+async fn outbox_on<DB: Backend>(
+    store: &Store<DB>,
+    command: OutboxCommand,
+) -> anyhow::Result<ExitCode> {
+    let outbox = store.outbox();
+    match command {
+        OutboxCommand::List { status, limit } => {
+            let status = match status {
+                OutboxStatusArg::Pending => OutboxStatus::Pending,
+                OutboxStatusArg::Published => OutboxStatus::Published,
+                OutboxStatusArg::Parked => OutboxStatus::Parked,
+            };
+            println!(
+                "{:<36} {:<28} {:<9} {:>8}  {:<24} last error",
+                "message id", "destination", "status", "attempts", "created"
+            );
+            for row in outbox.list(status, limit).await? {
+                println!(
+                    "{:<36} {:<28} {:<9} {:>8}  {:<24} {}",
+                    row.message_id.as_str(),
+                    cell(&row.destination, 28),
+                    row.status.as_str(),
+                    row.attempts,
+                    format_time(row.created_at.as_millis()),
+                    cell(row.last_error.as_deref().unwrap_or_default(), 60)
+                );
+            }
+        }
+        OutboxCommand::Show { message_id: id } => {
+            let Some(row) = outbox.get(&message_id(&id)?).await? else {
+                bail!("no outbox row has message id {id:?}");
+            };
+            println!("{}", serde_json::to_string_pretty(&outbox_json(&row))?);
+        }
+        OutboxCommand::Requeue { message_id: id } => {
+            let parsed = message_id(&id)?;
+            if !outbox.requeue(&parsed).await? {
+                not_parked(&outbox.get(&parsed).await?, &id, "requeued")?;
+            }
+            println!("outbox row {id} is pending again; a running relay publishes it now");
+        }
+        OutboxCommand::Discard { message_id: id } => {
+            let parsed = message_id(&id)?;
+            if !outbox.discard(&parsed).await? {
+                not_parked(&outbox.get(&parsed).await?, &id, "discarded")?;
+            }
+            println!("outbox row {id} is deleted and will never be published");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The error for a requeue or discard that changed nothing: no such row, or not parked.
+fn not_parked(row: &Option<OutboxRow>, id: &str, what: &str) -> anyhow::Result<()> {
+    match row {
+        None => bail!("no outbox row has message id {id:?}"),
+        Some(row) => bail!(
+            "outbox row {id:?} is {}; only parked rows can be {what}",
+            row.status.as_str()
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// dead letters
+
+fn dead_letter_json(letter: &DeadLetter) -> Value {
+    json!({
+        "id": letter.id,
+        "consumer": letter.consumer,
+        "source": letter.source,
+        "event_id": letter.event_id,
+        "dedup_key": letter.dedup_key,
+        "aggregate_type": letter.aggregate_type,
+        "aggregate_id": letter.aggregate_id,
+        "destination": letter.destination,
+        "headers": letter.headers,
+        "payload": bytes(&letter.payload),
+        "error": letter.error,
+        "delivery_count": letter.delivery_count,
+        "first_failed_at": format_time(letter.first_failed_at.as_millis()),
+        "last_failed_at": format_time(letter.last_failed_at.as_millis()),
+    })
+}
+
+/// `idem dead-letters …` on the database at `url`.
+pub async fn dead_letters(url: &str, command: DeadLettersCommand) -> anyhow::Result<ExitCode> {
+    with_db!(open(url, "idem_dead_letters").await?, store => dead_letters_on(&store, command).await)
+}
+
+async fn dead_letters_on<DB: Backend>(
+    store: &Store<DB>,
+    command: DeadLettersCommand,
+) -> anyhow::Result<ExitCode> {
+    let letters = store.dead_letters();
+    match command {
+        DeadLettersCommand::List { consumer, limit } => {
+            let consumer = Name::new("consumer", consumer.clone())
+                .with_context(|| format!("--consumer {consumer:?}"))?;
+            let list = letters.list(&consumer, limit).await?;
+            println!(
+                "{:>6} {:<12} {:<28} {:<28} {:>10}  {:<24} error",
+                "id", "source", "event id", "subject or queue", "deliveries", "last failed"
+            );
+            for d in &list {
+                println!(
+                    "{:>6} {:<12} {:<28} {:<28} {:>10}  {:<24} {}",
+                    d.id,
+                    cell(&d.source, 12),
+                    cell(d.event_id.as_deref().unwrap_or("(none)"), 28),
+                    cell(&d.destination, 28),
+                    d.delivery_count,
+                    format_time(d.last_failed_at.as_millis()),
+                    cell(&d.error, 60)
+                );
+            }
+            if list.is_empty() {
+                eprintln!("no dead letters of consumer {consumer} (--consumer NAME for another)");
+            }
+        }
+        DeadLettersCommand::Show { id } => {
+            let Some(letter) = letters.get(id).await? else {
+                bail!("no dead letter has id {id}");
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&dead_letter_json(&letter))?
+            );
+        }
+        DeadLettersCommand::Delete { id } => {
+            if !letters.delete(id).await? {
+                bail!("no dead letter has id {id}");
+            }
+            println!("dead letter {id} deleted");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,310 @@
+//! Broker sources: messages from a NATS JetStream stream or a RabbitMQ queue go through the
+//! same durable ingest as webhooks (their dedup key `{source}:{message id}` claimed in the
+//! inbox, the event and its deliveries stored in the group-commit transaction), and are
+//! acknowledged to the broker only after that commit (DESIGN.md C2):
+//!
+//! | outcome | NATS JetStream | RabbitMQ |
+//! |---|---|---|
+//! | stored now, or a duplicate (C3) | ack | ack |
+//! | not stored: the database failed (C4) | NAK with a delay | requeue after a delay |
+//! | can never be an event: no message id, unreadable body, oversize | dead-letter row, then term | dead-letter row, then reject (no requeue) |
+//!
+//! A message that can never be an event is written to idem's dead-letter table
+//! (`idem dead-letters list --consumer idem-gateway`) with its headers, body and the reason,
+//! logged at WARN and counted in [`BROKER_REJECTED_TOTAL`]; only then is it terminated or
+//! rejected. If that row cannot be written either, the message is retried like a store failure:
+//! it is never dropped unrecorded.
+//!
+//! The dispatcher then forwards stored events to destinations exactly as it does webhooks.
+
+pub(crate) mod nats;
+pub(crate) mod rabbitmq;
+
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use idem::{DedupKey, Name};
+use idem_sql::DeadLetterRecord;
+use tokio::sync::{mpsc, watch};
+
+use crate::Error;
+use crate::config::Broker;
+use crate::gateway::{Gateway, INBOX_CONSUMER};
+use crate::ingest::batch::{Answer, Incoming, Pending};
+use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::store::GatewayDb;
+
+/// The NATS header that carries a message's id (JetStream's duplicate window is keyed on it):
+/// a NATS source's event id by default.
+pub(crate) const NATS_MSG_ID: &str = "nats-msg-id";
+/// The pseudo-header holding a NATS message's subject: a NATS source's event type by default.
+pub(crate) const NATS_SUBJECT: &str = "nats-subject";
+/// The pseudo-header holding the AMQP `message_id` property: a RabbitMQ source's event id by
+/// default.
+pub(crate) const AMQP_MESSAGE_ID: &str = "amqp-message-id";
+/// The pseudo-header holding the AMQP `type` property.
+pub(crate) const AMQP_TYPE: &str = "amqp-type";
+/// The pseudo-header holding the routing key a RabbitMQ message was published with.
+pub(crate) const AMQP_ROUTING_KEY: &str = "amqp-routing-key";
+
+/// The delay before a message that could not be stored is delivered again: 1 s, doubled per
+/// delivery, at most [`MAX_RETRY_DELAY`].
+const FIRST_RETRY_DELAY: Duration = Duration::from_secs(1);
+/// The longest delay before a message that could not be stored is delivered again.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+/// The pause before connecting again after a broker connection or consumer failed.
+pub(crate) const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+
+/// The delay before delivery number `delivered + 1` of a message whose delivery number
+/// `delivered` (1, 2, …) could not be stored.
+pub(crate) fn retry_delay(delivered: u64) -> Duration {
+    let doublings = u32::try_from(delivered.saturating_sub(1))
+        .unwrap_or(u32::MAX)
+        .min(16);
+    FIRST_RETRY_DELAY
+        .saturating_mul(1 << doublings)
+        .min(MAX_RETRY_DELAY)
+}
+
+/// What to tell the broker about one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Stored now or before (C3): acknowledge.
+    Ack(Answer),
+    /// Never an event, and recorded as a dead letter: terminate (NATS) or reject without
+    /// requeue (RabbitMQ).
+    Reject,
+    /// Not stored: deliver again after a delay.
+    Retry,
+}
+
+/// One message as a broker delivered it.
+pub(crate) struct Message {
+    /// Its headers, with the pseudo-headers of its properties.
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// The subject (NATS) or queue (RabbitMQ) it came from, for the dead letter.
+    pub origin: String,
+    /// Where it sits in the broker, for log lines (`stream ORDERS sequence 12`).
+    pub position: String,
+    /// The broker's delivery count, this delivery included (1 when the broker does not say).
+    pub delivered: u64,
+}
+
+/// What a broker source's reader needs to store messages: the gateway, its group-commit queue
+/// and the source.
+pub(crate) struct Intake<DB: GatewayDb> {
+    gateway: Gateway<DB>,
+    queue: Option<mpsc::Sender<Pending>>,
+    index: usize,
+}
+
+impl<DB: GatewayDb> Clone for Intake<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            gateway: self.gateway.clone(),
+            queue: self.queue.clone(),
+            index: self.index,
+        }
+    }
+}
+
+impl<DB: GatewayDb> Intake<DB> {
+    fn source_name(&self) -> &Name {
+        &self.gateway.source(self.index).name
+    }
+
+    /// Reads the event of `message`, commits it, and says what to tell the broker.
+    pub(crate) async fn take(&self, message: &Message) -> Verdict {
+        let started = Instant::now();
+        let source = self.gateway.source(self.index);
+        let limit = self.gateway.config().max_body_bytes;
+        let extracted = if message.body.len() > limit {
+            Err((
+                "body-too-large",
+                format!(
+                    "the body is {} bytes, more than max_body_bytes = {limit}",
+                    message.body.len()
+                ),
+            ))
+        } else {
+            source
+                .fields
+                .extract(&message.headers, &message.body)
+                .map_err(|e| (e.code(), e.to_string()))
+        };
+        let (verdict, status) = match extracted {
+            Ok(event) => {
+                let incoming = Incoming {
+                    source: self.index,
+                    key: DedupKey::from_event(&source.name, &event.event_id),
+                    event,
+                    body: message.body.clone(),
+                    received_at: self.gateway.now().as_millis(),
+                };
+                match crate::ingest::submit(&self.gateway, self.queue.as_ref(), incoming).await {
+                    Ok(Answer::Accepted) => (Verdict::Ack(Answer::Accepted), "accepted"),
+                    Ok(Answer::Duplicate) => (Verdict::Ack(Answer::Duplicate), "duplicate"),
+                    // The batch's error was logged once; each message is retried on its own.
+                    Err(_) => (Verdict::Retry, "unavailable"),
+                }
+            }
+            Err((reason, detail)) => (self.reject(message, reason, detail).await, "rejected"),
+        };
+        let source = self.source_name().to_string();
+        metrics::counter!(INGEST_TOTAL, "source" => source.clone(), "status" => status)
+            .increment(1);
+        metrics::histogram!(INGEST_DURATION_SECONDS, "source" => source)
+            .record(started.elapsed().as_secs_f64());
+        verdict
+    }
+
+    /// Records `message` as a dead letter, logs and counts it: [`Verdict::Reject`]; or, when the
+    /// row cannot be written, [`Verdict::Retry`] (never dropped unrecorded).
+    async fn reject(&self, message: &Message, reason: &'static str, detail: String) -> Verdict {
+        let source = self.source_name();
+        let headers: Vec<(String, String)> = message
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_owned(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let event_id = message
+            .headers
+            .get(id_header(self.gateway.source(self.index).kind))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let letter = DeadLetterRecord {
+            consumer: Name::new("consumer", INBOX_CONSUMER).expect("a valid name"),
+            source: source.clone(),
+            event_id,
+            dedup_key: None,
+            entity: None,
+            destination: message.origin.clone(),
+            headers,
+            payload: message.body.to_vec(),
+            error: format!("{reason}: {detail}"),
+            delivery_count: u32::try_from(message.delivered).unwrap_or(u32::MAX),
+        };
+        match self.gateway.store().dead_letters().record(&letter).await {
+            Ok(id) => {
+                tracing::warn!(
+                    %source, position = %message.position, reason, %detail, dead_letter = id,
+                    "broker message is not an event; kept as a dead letter and not delivered again"
+                );
+                metrics::counter!(BROKER_REJECTED_TOTAL, "source" => source.to_string(), "reason" => reason)
+                    .increment(1);
+                Verdict::Reject
+            }
+            Err(error) => {
+                tracing::error!(
+                    %source, position = %message.position, reason, %detail, %error,
+                    "broker message is not an event, and its dead letter cannot be written; delivered again later"
+                );
+                Verdict::Retry
+            }
+        }
+    }
+}
+
+/// The header a broker kind's event id is read from by default, for dead letters.
+fn id_header(kind: crate::SourceKind) -> &'static str {
+    if kind == crate::SourceKind::RabbitMq {
+        AMQP_MESSAGE_ID
+    } else {
+        NATS_MSG_ID
+    }
+}
+
+/// A broker source connected at start: its consumer exists and its queue or stream was found.
+pub(crate) enum Connected {
+    // Boxed: a JetStream consumer is large, and these live only until their task starts.
+    Nats(Box<nats::Reader>),
+    RabbitMq(Box<rabbitmq::Reader>),
+}
+
+/// Connects broker source `index` of `gateway`: at start, so that a wrong URL, stream, queue
+/// or consumer stops the gateway with a message naming it instead of failing quietly later.
+///
+/// # Errors
+/// [`Error::Broker`] naming the source and what failed.
+pub(crate) async fn connect<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    index: usize,
+) -> Result<Connected, Error> {
+    let source = gateway.source(index);
+    let fail = |reason: String| Error::Broker {
+        source_name: source.name.to_string(),
+        reason,
+    };
+    match source.broker() {
+        Some(Broker::Nats(settings)) => nats::Reader::connect(settings.clone())
+            .await
+            .map(|reader| Connected::Nats(Box::new(reader)))
+            .map_err(fail),
+        Some(Broker::RabbitMq(settings)) => {
+            rabbitmq::Reader::connect(source.name.as_str(), settings.clone())
+                .await
+                .map(|reader| Connected::RabbitMq(Box::new(reader)))
+                .map_err(fail)
+        }
+        None => Err(fail("it is not a broker source".into())),
+    }
+}
+
+/// Reads `connected` (source `index`) until `stopped` turns true; then stops taking messages,
+/// finishes those in flight (stored and acknowledged, or handed back) and returns. Connection
+/// failures are logged and retried: it never returns before `stopped`.
+pub(crate) async fn run<DB: GatewayDb>(
+    gateway: Gateway<DB>,
+    index: usize,
+    queue: Option<mpsc::Sender<Pending>>,
+    connected: Connected,
+    stopped: watch::Receiver<bool>,
+) {
+    let intake = Intake {
+        gateway,
+        queue,
+        index,
+    };
+    match connected {
+        Connected::Nats(reader) => reader.run(intake, stopped).await,
+        Connected::RabbitMq(reader) => reader.run(intake, stopped).await,
+    }
+}
+
+/// Waits `delay`, or less if `stopped` turns true first. Returns whether it was stopped.
+pub(crate) async fn pause(delay: Duration, stopped: &watch::Receiver<bool>) -> bool {
+    let mut stop = stopped.clone();
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        () = until_stopped(&mut stop) => {}
+    }
+    *stopped.borrow()
+}
+
+/// Returns once `stop` turns true (or its sender is gone, which only happens at shutdown).
+pub(crate) async fn until_stopped(stop: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is dropped here, never held across an await.
+    let _ = stop.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_double_up_to_a_minute() {
+        let delays: Vec<u64> = [1, 2, 3, 4, 7, 8, 1000, u64::MAX]
+            .into_iter()
+            .map(|n| retry_delay(n).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 60, 60, 60, 60]);
+        assert_eq!(retry_delay(0), FIRST_RETRY_DELAY);
+    }
+}

@@ -1,0 +1,358 @@
+//! Broker sources in the configuration: `[[source]]` with `kind = "nats"` (a JetStream stream
+//! read by a durable pull consumer) or `kind = "rabbitmq"` (a queue), checked at start.
+
+use std::time::Duration;
+
+use super::raw::RawSource;
+use super::{ConfigError, Secret, SecretLookup, SourceKind, duration, out_of_range};
+
+/// The NATS server without `url`: the local default port.
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+/// The RabbitMQ server without `url`: the local default port, user `guest`, vhost `/`.
+pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+/// How long JetStream waits for an ack before redelivering, without `ack_wait`.
+pub(crate) const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
+/// The shortest `ack_wait`: JetStream's own minimum is 1 ms, but a commit takes a few.
+pub(crate) const MIN_ACK_WAIT: Duration = Duration::from_millis(100);
+/// How many messages of one broker source are taken but not yet acknowledged, without
+/// `max_in_flight` (JetStream `max_ack_pending`, AMQP prefetch).
+pub(crate) const DEFAULT_MAX_IN_FLIGHT: usize = 256;
+/// The most messages of one broker source in flight (AMQP's prefetch count is 16 bits).
+pub(crate) const MAX_MAX_IN_FLIGHT: usize = 65_535;
+
+/// Where a broker source's messages come from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Broker {
+    /// A NATS JetStream stream, read by a durable pull consumer.
+    Nats(NatsSource),
+    /// A RabbitMQ queue.
+    RabbitMq(RabbitMqSource),
+}
+
+/// A `kind = "nats"` source: the stream must exist (the gateway never creates or changes a
+/// stream); the durable consumer is created when missing, with explicit acks, and used as it is
+/// when present.
+#[derive(Debug, Clone)]
+pub struct NatsSource {
+    /// The server URL (`url`, or the variable `url_env` names; default
+    /// [`DEFAULT_NATS_URL`]); it may hold credentials, so it is never printed.
+    pub url: Secret,
+    /// The stream's name (`stream`, required).
+    pub stream: String,
+    /// The consumer's filter subject (`subject`, such as `orders.>`; default every subject of
+    /// the stream).
+    pub subject: Option<String>,
+    /// The durable consumer's name (`durable`; default `idem-gateway-{source}` with `.` turned
+    /// into `_`).
+    pub durable: String,
+    /// How long JetStream waits for the ack of a delivered message before delivering it again
+    /// (`ack_wait`, default 30s, at least 100ms). The gateway sends in-progress acks while a
+    /// message waits for its commit, so this bounds a stalled gateway, not a slow commit.
+    pub ack_wait: Duration,
+    /// Messages taken but not yet acknowledged, at most (`max_in_flight`, default 256, 1 to
+    /// 65535): the consumer's `max_ack_pending`.
+    pub max_in_flight: usize,
+}
+
+/// A `kind = "rabbitmq"` source: the queue must exist (declared by whoever owns it, with its
+/// own arguments); the gateway consumes it with manual acks.
+#[derive(Debug, Clone)]
+pub struct RabbitMqSource {
+    /// The AMQP URL (`url`, or the variable `url_env` names; default [`DEFAULT_AMQP_URL`]);
+    /// it holds the password, so it is never printed.
+    pub url: Secret,
+    /// The queue (`queue`, required).
+    pub queue: String,
+    /// Messages delivered but not yet acknowledged, at most (`max_in_flight`, default 256, 1
+    /// to 65535): the channel's prefetch count.
+    pub max_in_flight: usize,
+}
+
+impl Broker {
+    /// The server URL with any user and password replaced by `***`, for logs and
+    /// `idem check-config`.
+    pub fn display_url(&self) -> String {
+        let url = match self {
+            Self::Nats(nats) => nats.url.expose(),
+            Self::RabbitMq(rabbit) => rabbit.url.expose(),
+        };
+        redact(url)
+    }
+
+    /// Where messages are read: `stream ORDERS (orders.>) as idem-gateway-orders` or
+    /// `queue billing`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Nats(nats) => format!(
+                "stream {} ({}) as {}",
+                nats.stream,
+                nats.subject.as_deref().unwrap_or("every subject"),
+                nats.durable
+            ),
+            Self::RabbitMq(rabbit) => format!("queue {}", rabbit.queue),
+        }
+    }
+}
+
+/// `url` with the user information between `//` and `@` replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Refuses the keys of `raw` that mean nothing to a source of `kind`: broker keys on a webhook
+/// source, signature keys on a broker source, one broker's keys on the other's. A key that does
+/// nothing is a mistake to report, not to ignore (a `queue` on a generic source would otherwise
+/// be silently unused).
+pub(super) fn refuse_foreign_keys(
+    raw: &RawSource,
+    kind: SourceKind,
+    source_name: &str,
+) -> Result<(), ConfigError> {
+    const SIGNATURE: &str = "broker messages carry no webhook signature";
+    const BROKER: &str = "it is a key of kind = \"nats\" and \"rabbitmq\" sources";
+    const NATS: &str = "it is a key of kind = \"nats\" sources";
+    const RABBITMQ: &str = "it is a key of kind = \"rabbitmq\" sources";
+    let broker = kind.is_broker();
+    let checks = [
+        (
+            "secrets_env",
+            !raw.secrets_env.is_empty(),
+            !broker,
+            SIGNATURE,
+        ),
+        (
+            "signature_header",
+            raw.signature_header.is_some(),
+            !broker,
+            SIGNATURE,
+        ),
+        (
+            "signature_encoding",
+            raw.signature_encoding.is_some(),
+            !broker,
+            SIGNATURE,
+        ),
+        (
+            "signature_prefix",
+            raw.signature_prefix.is_some(),
+            !broker,
+            SIGNATURE,
+        ),
+        ("url", raw.url.is_some(), broker, BROKER),
+        ("url_env", raw.url_env.is_some(), broker, BROKER),
+        ("max_in_flight", raw.max_in_flight.is_some(), broker, BROKER),
+        (
+            "stream",
+            raw.stream.is_some(),
+            kind == SourceKind::Nats,
+            NATS,
+        ),
+        (
+            "subject",
+            raw.subject.is_some(),
+            kind == SourceKind::Nats,
+            NATS,
+        ),
+        (
+            "durable",
+            raw.durable.is_some(),
+            kind == SourceKind::Nats,
+            NATS,
+        ),
+        (
+            "ack_wait",
+            raw.ack_wait.is_some(),
+            kind == SourceKind::Nats,
+            NATS,
+        ),
+        (
+            "queue",
+            raw.queue.is_some(),
+            kind == SourceKind::RabbitMq,
+            RABBITMQ,
+        ),
+    ];
+    match checks.iter().find(|(_, set, allowed, _)| *set && !*allowed) {
+        Some((key, _, _, reason)) => Err(ConfigError::MisplacedKey {
+            source_name: source_name.to_owned(),
+            kind,
+            key,
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Builds the broker settings of a source of broker `kind`.
+pub(super) fn build(
+    raw: &RawSource,
+    kind: SourceKind,
+    source_name: &str,
+    secret: &SecretLookup<'_>,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<Broker, ConfigError> {
+    let default_url = if kind == SourceKind::Nats {
+        DEFAULT_NATS_URL
+    } else {
+        DEFAULT_AMQP_URL
+    };
+    let schemes: &[&str] = if kind == SourceKind::Nats {
+        &["nats://", "tls://"]
+    } else {
+        &["amqp://", "amqps://"]
+    };
+    let url = match (&raw.url, &raw.url_env) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::BadValue {
+                field: field_name("url_env"),
+                value: raw.url_env.clone().unwrap_or_default(),
+                expected: "either url or url_env, not both".into(),
+            });
+        }
+        (Some(url), None) => Secret::new(url.clone()),
+        (None, Some(var)) => secret(format!("source {source_name:?}"), var)?,
+        (None, None) => Secret::new(default_url),
+    };
+    if !schemes.iter().any(|s| url.expose().starts_with(s)) {
+        return Err(ConfigError::BadValue {
+            field: field_name(if raw.url_env.is_some() {
+                "url_env"
+            } else {
+                "url"
+            }),
+            value: redact(url.expose()),
+            expected: format!("a URL starting with {}", schemes.join(" or ")),
+        });
+    }
+    let max_in_flight = raw.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
+    if !(1..=MAX_MAX_IN_FLIGHT).contains(&max_in_flight) {
+        return Err(out_of_range(
+            &field_name("max_in_flight"),
+            &max_in_flight.to_string(),
+            "between 1 and 65535",
+        ));
+    }
+    let required = |key: &str, value: &Option<String>, example: &str| match value {
+        Some(v) if !v.trim().is_empty() => Ok(v.clone()),
+        _ => Err(ConfigError::BadValue {
+            field: field_name(key),
+            value: value.clone().unwrap_or_default(),
+            expected: example.into(),
+        }),
+    };
+    if kind == SourceKind::RabbitMq {
+        let queue = required(
+            "queue",
+            &raw.queue,
+            "the name of an existing queue, such as \"billing-events\"",
+        )?;
+        // AMQP names are short strings: at most 255 bytes.
+        if queue.len() > 255 {
+            return Err(out_of_range(
+                &field_name("queue"),
+                &queue,
+                "at most 255 bytes",
+            ));
+        }
+        return Ok(Broker::RabbitMq(RabbitMqSource {
+            url,
+            queue,
+            max_in_flight,
+        }));
+    }
+    let stream = required(
+        "stream",
+        &raw.stream,
+        "the name of an existing JetStream stream, such as \"ORDERS\"",
+    )?;
+    // JetStream names: no whitespace, `.`, `*`, `>` (they are subject tokens).
+    let token = |key: &str, value: &str| {
+        if value.is_empty()
+            || value
+                .chars()
+                .any(|c| c.is_whitespace() || matches!(c, '.' | '*' | '>'))
+        {
+            Err(ConfigError::BadValue {
+                field: field_name(key),
+                value: value.into(),
+                expected: "a JetStream name: no spaces, '.', '*' or '>'".into(),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    token("stream", &stream)?;
+    let durable = raw
+        .durable
+        .clone()
+        .unwrap_or_else(|| format!("idem-gateway-{}", source_name.replace('.', "_")));
+    token("durable", &durable)?;
+    let subject = match &raw.subject {
+        Some(subject) => {
+            let tokens_ok = !subject.is_empty()
+                && !subject.chars().any(char::is_whitespace)
+                && subject.split('.').enumerate().all(|(i, t)| {
+                    !t.is_empty()
+                        && (t == "*"
+                            || (t == ">" && i == subject.split('.').count() - 1)
+                            || !t.contains(['*', '>']))
+                });
+            if !tokens_ok {
+                return Err(ConfigError::BadValue {
+                    field: field_name("subject"),
+                    value: subject.clone(),
+                    expected: "a NATS subject filter such as \"orders.>\" or \"orders.*.created\""
+                        .into(),
+                });
+            }
+            Some(subject.clone())
+        }
+        None => None,
+    };
+    let ack_wait = match &raw.ack_wait {
+        Some(text) => {
+            let d = duration::parse(&field_name("ack_wait"), text)?;
+            if d < MIN_ACK_WAIT {
+                return Err(out_of_range(
+                    &field_name("ack_wait"),
+                    text,
+                    "at least 100ms",
+                ));
+            }
+            d
+        }
+        None => DEFAULT_ACK_WAIT,
+    };
+    Ok(Broker::Nats(NatsSource {
+        url,
+        stream,
+        subject,
+        durable,
+        ack_wait,
+        max_in_flight,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_never_show() {
+        assert_eq!(
+            redact("amqp://guest:secret@127.0.0.1:5672/%2f"),
+            "amqp://***@127.0.0.1:5672/%2f"
+        );
+        assert_eq!(redact("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+        assert_eq!(redact("nats://tok@host"), "nats://***@host");
+        assert_eq!(redact("no scheme"), "no scheme");
+    }
+}

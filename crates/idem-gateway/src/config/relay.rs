@@ -1,0 +1,286 @@
+//! Outbox relays in the configuration: `[[relay]]`, each publishing the `idem_outbox` rows of
+//! one database to NATS JetStream, RabbitMQ or HTTP.
+
+use std::time::Duration;
+
+use idem::Name;
+use serde::Deserialize;
+
+use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, redact};
+use super::{ConfigError, Secret, SecretLookup, duration, name, out_of_range};
+
+/// Rows a relay claims and publishes per cycle, without `batch_size`.
+pub const DEFAULT_RELAY_BATCH_SIZE: u32 = 100;
+/// The most rows one cycle may claim.
+pub(crate) const MAX_RELAY_BATCH_SIZE: u32 = 10_000;
+/// The longest wait between cycles while nothing is due, without `poll_interval`.
+pub const DEFAULT_RELAY_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// The shortest `poll_interval`.
+pub(crate) const MIN_RELAY_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How long a claimed row is held by one relay, without `claim_ttl`.
+pub const DEFAULT_RELAY_CLAIM_TTL: Duration = Duration::from_secs(30);
+/// Failed publishes after which a row is parked, without `max_attempts`.
+pub const DEFAULT_RELAY_MAX_ATTEMPTS: u32 = 10;
+/// One HTTP publish's time limit, without `timeout`.
+pub const DEFAULT_RELAY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `[[relay]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRelay {
+    pub name: String,
+    pub database_url: Option<String>,
+    pub database_url_env: Option<String>,
+    pub target: String,
+    pub url: Option<String>,
+    pub url_env: Option<String>,
+    pub batch_size: Option<u32>,
+    pub poll_interval: Option<String>,
+    pub claim_ttl: Option<String>,
+    pub max_attempts: Option<u32>,
+    pub timeout: Option<String>,
+}
+
+/// Where a relay publishes.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RelayTarget {
+    /// NATS JetStream: each row's destination is the subject, its message id the
+    /// `Nats-Msg-Id` header. The streams that take the subjects must exist.
+    Nats {
+        /// The server URL (default [`DEFAULT_NATS_URL`]).
+        url: Secret,
+    },
+    /// RabbitMQ with publisher confirms: each row's destination is `exchange/routing_key` (or a
+    /// queue name on the default exchange), its message id the AMQP `message_id`.
+    RabbitMq {
+        /// The AMQP URL (default [`DEFAULT_AMQP_URL`]).
+        url: Secret,
+    },
+    /// HTTP POST with `Idempotency-Key` = the message id: each row's destination is a path
+    /// joined to `url`, or a full URL.
+    Http {
+        /// The base URL (`http://` only: TLS is not built in).
+        url: String,
+        /// One request's time limit, connection included (default 10s, 100ms to 1h).
+        timeout: Duration,
+    },
+}
+
+impl RelayTarget {
+    /// `nats`, `rabbitmq` or `http`, as written in `target`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Nats { .. } => "nats",
+            Self::RabbitMq { .. } => "rabbitmq",
+            Self::Http { .. } => "http",
+        }
+    }
+
+    /// The URL with any user and password replaced by `***`.
+    pub fn display_url(&self) -> String {
+        match self {
+            Self::Nats { url } | Self::RabbitMq { url } => redact(url.expose()),
+            Self::Http { url, .. } => redact(url),
+        }
+    }
+}
+
+/// A configured outbox relay: `idem serve` publishes the `idem_outbox` rows of `database_url`
+/// to `target`, marks them published after the target confirmed, backs off and parks failures
+/// (DESIGN.md C7). Several gateways may run the same relay on one PostgreSQL database: a row is
+/// claimed by one relay at a time.
+#[derive(Debug, Clone)]
+pub struct OutboxRelay {
+    /// Its name, in log lines and metrics.
+    pub name: Name,
+    /// The database holding `idem_outbox`: the application's (`database_url`, or the variable
+    /// `database_url_env` names; default the gateway's own `database_url`). The application
+    /// creates the table with idem's `Store::migrate`; the gateway never migrates it.
+    pub database_url: Secret,
+    /// Where rows are published.
+    pub target: RelayTarget,
+    /// Rows claimed and published per cycle (default 100, 1 to 10000).
+    pub batch_size: u32,
+    /// The longest wait between cycles while nothing is due (default 1s, at least 10ms): after
+    /// an idle cycle the relay waits 10 ms (or `poll_interval` if shorter), doubling per idle
+    /// cycle up to this; after a cycle that published, it goes on at once.
+    pub poll_interval: Duration,
+    /// How long a claimed row is held before another relay may claim it again (default 30s);
+    /// it must cover a whole cycle, so for `http` it must exceed `timeout`.
+    pub claim_ttl: Duration,
+    /// Failed publishes after which a row is parked for `idem outbox requeue` (default 10;
+    /// backoff 1s doubling up to 5m between them).
+    pub max_attempts: u32,
+}
+
+impl OutboxRelay {
+    /// The database URL with any user and password replaced by `***`, for logs and
+    /// `idem check-config`.
+    pub fn display_database_url(&self) -> String {
+        redact(self.database_url.expose())
+    }
+}
+
+/// Builds relay `raw`; `gateway_database` is the gateway's own database URL.
+pub(super) fn build(
+    raw: RawRelay,
+    gateway_database: &str,
+    secret: &SecretLookup<'_>,
+) -> Result<OutboxRelay, ConfigError> {
+    let relay_name = name("relay", "relay.name", raw.name)?;
+    let field_name = |field: &str| format!("relay {:?} {field}", relay_name.as_str());
+    let owner = || format!("relay {:?}", relay_name.as_str());
+    let either = |value: &Option<String>, var: &Option<String>, key: &str| match (value, var) {
+        (Some(_), Some(var)) => Err(ConfigError::BadValue {
+            field: field_name(&format!("{key}_env")),
+            value: var.clone(),
+            expected: format!("either {key} or {key}_env, not both"),
+        }),
+        (Some(value), None) => Ok(Some(Secret::new(value.clone()))),
+        (None, Some(var)) => secret(owner(), var).map(Some),
+        (None, None) => Ok(None),
+    };
+    let database_url = either(&raw.database_url, &raw.database_url_env, "database_url")?
+        .unwrap_or_else(|| Secret::new(gateway_database));
+    if crate::store::DatabaseKind::of(database_url.expose()).is_none() {
+        return Err(ConfigError::BadValue {
+            field: field_name("database_url"),
+            value: redact(database_url.expose()),
+            expected: "a sqlite:// or postgres:// URL".into(),
+        });
+    }
+    let url = either(&raw.url, &raw.url_env, "url")?;
+    let url_key = if raw.url_env.is_some() {
+        "url_env"
+    } else {
+        "url"
+    };
+    let check_scheme = |url: &Secret, schemes: &[&str]| {
+        if schemes.iter().any(|s| url.expose().starts_with(s)) {
+            Ok(())
+        } else {
+            Err(ConfigError::BadValue {
+                field: field_name(url_key),
+                value: redact(url.expose()),
+                expected: format!("a URL starting with {}", schemes.join(" or ")),
+            })
+        }
+    };
+    if raw.timeout.is_some() && raw.target != "http" {
+        return Err(ConfigError::BadValue {
+            field: field_name("timeout"),
+            value: raw.timeout.clone().unwrap_or_default(),
+            expected: "no timeout: it is a key of target = \"http\" relays (NATS and RabbitMQ publishes wait for the broker's confirm)".into(),
+        });
+    }
+    let target = match raw.target.as_str() {
+        "nats" => {
+            let url = url.unwrap_or_else(|| Secret::new(DEFAULT_NATS_URL));
+            check_scheme(&url, &["nats://", "tls://"])?;
+            RelayTarget::Nats { url }
+        }
+        "rabbitmq" => {
+            let url = url.unwrap_or_else(|| Secret::new(DEFAULT_AMQP_URL));
+            check_scheme(&url, &["amqp://", "amqps://"])?;
+            RelayTarget::RabbitMq { url }
+        }
+        "http" => {
+            let Some(url) = url else {
+                return Err(ConfigError::BadValue {
+                    field: field_name("url"),
+                    value: String::new(),
+                    expected:
+                        "the base URL rows' paths are joined to, such as \"http://127.0.0.1:3000\""
+                            .into(),
+                });
+            };
+            // TLS is not built in, as for destinations.
+            if !url.expose().starts_with("http://") || reqwest::Url::parse(url.expose()).is_err() {
+                return Err(ConfigError::BadValue {
+                    field: field_name(url_key),
+                    value: redact(url.expose()),
+                    expected:
+                        "an http:// URL (put a TLS-terminating proxy in front of https endpoints)"
+                            .into(),
+                });
+            }
+            let timeout = match &raw.timeout {
+                Some(text) => {
+                    let d = duration::parse(&field_name("timeout"), text)?;
+                    if !(super::MIN_TIMEOUT..=super::MAX_TIMEOUT).contains(&d) {
+                        return Err(out_of_range(
+                            &field_name("timeout"),
+                            text,
+                            "between 100ms and 1h",
+                        ));
+                    }
+                    d
+                }
+                None => DEFAULT_RELAY_TIMEOUT,
+            };
+            RelayTarget::Http {
+                url: url.expose().to_owned(),
+                timeout,
+            }
+        }
+        other => {
+            return Err(ConfigError::BadValue {
+                field: field_name("target"),
+                value: other.into(),
+                expected: "\"nats\", \"rabbitmq\" or \"http\"".into(),
+            });
+        }
+    };
+    let batch_size = raw.batch_size.unwrap_or(DEFAULT_RELAY_BATCH_SIZE);
+    if !(1..=MAX_RELAY_BATCH_SIZE).contains(&batch_size) {
+        return Err(out_of_range(
+            &field_name("batch_size"),
+            &batch_size.to_string(),
+            "between 1 and 10000",
+        ));
+    }
+    let poll_interval = match &raw.poll_interval {
+        Some(text) => {
+            let d = duration::parse(&field_name("poll_interval"), text)?;
+            if d < MIN_RELAY_POLL_INTERVAL {
+                return Err(out_of_range(
+                    &field_name("poll_interval"),
+                    text,
+                    "at least 10ms",
+                ));
+            }
+            d
+        }
+        None => DEFAULT_RELAY_POLL_INTERVAL,
+    };
+    let claim_ttl = match &raw.claim_ttl {
+        Some(text) => duration::parse(&field_name("claim_ttl"), text)?,
+        None => DEFAULT_RELAY_CLAIM_TTL,
+    };
+    if let RelayTarget::Http { timeout, .. } = &target
+        && claim_ttl <= *timeout
+    {
+        return Err(out_of_range(
+            &field_name("claim_ttl"),
+            &humantime::format_duration(claim_ttl).to_string(),
+            &format!(
+                "more than timeout ({}): a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile",
+                humantime::format_duration(*timeout)
+            ),
+        ));
+    }
+    let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_RELAY_MAX_ATTEMPTS);
+    if max_attempts == 0 {
+        return Err(out_of_range(&field_name("max_attempts"), "0", "at least 1"));
+    }
+    Ok(OutboxRelay {
+        name: relay_name,
+        database_url,
+        target,
+        batch_size,
+        poll_interval,
+        claim_ttl,
+        max_attempts,
+    })
+}

@@ -1,0 +1,428 @@
+//! Outbox relays run by the gateway: rows an application commits to `idem_outbox` in its own
+//! database are published by `idem serve` to NATS JetStream (with `Nats-Msg-Id` = the row's
+//! message id), RabbitMQ (AMQP `message_id`) or HTTP (`Idempotency-Key`), and marked published.
+
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use axum::Router;
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use axum::routing;
+use idem::sqlx::{Postgres, Sqlite};
+use idem::{Backend, Store};
+use idem_gateway::{Config, Error};
+use idem_sql::{MessageId, OutboxMessage, OutboxStatus};
+use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties};
+
+use crate::support::{Running, env, pg_database, sqlite, system_clock};
+
+const NATS_URL: &str = "nats://127.0.0.1:4222";
+const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// A name no other test (or earlier run) uses.
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}_{}_{nanos}", std::process::id())
+}
+
+/// The application's database: migrated by the application (idem's tables, `idem_outbox`
+/// among them), as the relay expects.
+async fn app_store<DB: Backend>(url: &str) -> Store<DB> {
+    let store = Store::<DB>::connect(url).await.unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+/// Commits `ids` as outbox rows to `destination` in one transaction of the application.
+async fn enqueue<DB: Backend>(store: &Store<DB>, destination: &str, ids: &[String]) {
+    let mut tx = store.begin().await.unwrap();
+    for id in ids {
+        let message = OutboxMessage::new(destination, format!(r#"{{"id":"{id}"}}"#))
+            .with_message_id(MessageId::new(id.clone()).unwrap());
+        store.outbox().enqueue(&mut tx, &message).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+/// Waits (up to 15 s) until `n` rows of `store`'s outbox are published.
+async fn wait_published<DB: Backend>(store: &Store<DB>, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let published = store
+            .outbox()
+            .list(OutboxStatus::Published, 1000)
+            .await
+            .unwrap();
+        if published.len() >= n {
+            assert_eq!(published.len(), n);
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} rows published",
+            published.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A gateway configuration with no sources and one relay (its keys in `relay`).
+fn config(relay: &str) -> Config {
+    let text = format!(
+        "listen = \"127.0.0.1:0\"\n\n[[relay]]\nname = \"out\"\npoll_interval = \"20ms\"\n{relay}\n"
+    );
+    Config::from_toml(&text, &env).expect("valid configuration")
+}
+
+/// A stream taking `{subject}.>`, and the `Nats-Msg-Id` of each message in it, in order.
+struct Stream {
+    context: jetstream::Context,
+    name: String,
+    subject: String,
+}
+
+impl Stream {
+    async fn new() -> Self {
+        let client = async_nats::connect(NATS_URL).await.expect("NATS on 4222");
+        let context = jetstream::new(client);
+        let name = unique("IDEMRELAY");
+        let subject = name.to_lowercase();
+        context
+            .create_stream(jetstream::stream::Config {
+                name: name.clone(),
+                subjects: vec![format!("{subject}.>")],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        Self {
+            context,
+            name,
+            subject,
+        }
+    }
+
+    /// The `Nats-Msg-Id`s and bodies in the stream, waiting (up to 15 s) for `n` of them.
+    async fn messages(&self, n: u64) -> Vec<(String, Vec<u8>)> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut stream = self.context.get_stream(&self.name).await.unwrap();
+        loop {
+            let count = stream.info().await.unwrap().state.messages;
+            if count >= n {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{count} of {n} messages in the stream"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut out = Vec::new();
+        for seq in 1..=stream.info().await.unwrap().state.last_sequence {
+            let message = stream.get_raw_message(seq).await.unwrap();
+            let id = message
+                .headers
+                .get("Nats-Msg-Id")
+                .map(|v| v.as_str().to_owned())
+                .unwrap_or_default();
+            out.push((id, message.payload.to_vec()));
+        }
+        out
+    }
+
+    async fn delete(self) {
+        let _ = self.context.delete_stream(&self.name).await;
+    }
+}
+
+async fn relays_to_nats<DB: Backend>(app_url: &str) {
+    let app = app_store::<DB>(app_url).await;
+    let stream = Stream::new().await;
+    let subject = format!("{}.orders", stream.subject);
+    let before: Vec<String> = (0..10).map(|n| format!("mid-{n}")).collect();
+    enqueue(&app, &subject, &before).await;
+
+    let (_dir, gateway_store) = sqlite(system_clock()).await;
+    let relay = format!("database_url = \"{app_url}\"\ntarget = \"nats\"\nurl = \"{NATS_URL}\"");
+    let running = Running::start(config(&relay), gateway_store).await;
+    // Rows committed while the gateway runs go out too.
+    let after: Vec<String> = (10..15).map(|n| format!("mid-{n}")).collect();
+    enqueue(&app, &subject, &after).await;
+
+    wait_published(&app, 15).await;
+    let messages = stream.messages(15).await;
+    assert_eq!(messages.len(), 15, "each row published once");
+    let mut ids: Vec<&str> = messages.iter().map(|(id, _)| id.as_str()).collect();
+    ids.sort_unstable();
+    let mut expected: Vec<String> = before.iter().chain(&after).cloned().collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
+    for (id, body) in &messages {
+        assert_eq!(body, format!(r#"{{"id":"{id}"}}"#).as_bytes());
+    }
+    running.server.shutdown().await.unwrap();
+    stream.delete().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serve_relays_rows_of_a_postgres_database_to_nats() {
+    relays_to_nats::<Postgres>(&pg_database().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serve_relays_rows_of_a_sqlite_database_to_nats() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("app.db").display());
+    relays_to_nats::<Sqlite>(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serve_relays_rows_to_rabbitmq_with_their_message_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_url = format!("sqlite://{}", dir.path().join("app.db").display());
+    let app = app_store::<Sqlite>(&app_url).await;
+    let connection = Connection::connect(AMQP_URL, ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ on 5672");
+    let channel = connection.create_channel().await.unwrap();
+    let queue = unique("idem-relay");
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let ids: Vec<String> = (0..5).map(|n| format!("amqp-{n}")).collect();
+    enqueue(&app, &queue, &ids).await;
+
+    let (_dir, gateway_store) = sqlite(system_clock()).await;
+    let relay =
+        format!("database_url = \"{app_url}\"\ntarget = \"rabbitmq\"\nurl = \"{AMQP_URL}\"");
+    let running = Running::start(config(&relay), gateway_store).await;
+    wait_published(&app, 5).await;
+    running.server.shutdown().await.unwrap();
+
+    let mut got = Vec::new();
+    while let Some(message) = channel
+        .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+    {
+        let id = message.delivery.properties.message_id().clone().unwrap();
+        got.push(id.as_str().to_owned());
+    }
+    got.sort();
+    assert_eq!(got, ids, "each row once, with its message id");
+    let _ = channel
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = connection.close(200, "done".into()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serve_relays_rows_over_http_with_idempotency_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_url = format!("sqlite://{}", dir.path().join("app.db").display());
+    let app = app_store::<Sqlite>(&app_url).await;
+    let received: Arc<Mutex<Vec<(String, String, Bytes)>>> = Arc::default();
+    let log = Arc::clone(&received);
+    let receiver = Router::new().route(
+        "/hooks/{name}",
+        routing::post(
+            move |axum::extract::Path(name): axum::extract::Path<String>,
+                  headers: HeaderMap,
+                  body: Bytes| {
+                let log = Arc::clone(&log);
+                async move {
+                    let key = headers
+                        .get("idempotency-key")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    log.lock().unwrap().push((name, key, body));
+                    "ok"
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, receiver).await });
+    let ids: Vec<String> = (0..4).map(|n| format!("http-{n}")).collect();
+    enqueue(&app, "/hooks/orders", &ids).await;
+
+    let (_dir, gateway_store) = sqlite(system_clock()).await;
+    let relay = format!(
+        "database_url = \"{app_url}\"\ntarget = \"http\"\nurl = \"http://{addr}\"\ntimeout = \"2s\""
+    );
+    let running = Running::start(config(&relay), gateway_store).await;
+    wait_published(&app, 4).await;
+    running.server.shutdown().await.unwrap();
+    let mut got = received.lock().unwrap().clone();
+    got.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(got.len(), 4, "each row POSTed once");
+    for ((name, key, body), id) in got.iter().zip(&ids) {
+        assert_eq!(name, "orders");
+        assert_eq!(key, id);
+        assert_eq!(body, format!(r#"{{"id":"{id}"}}"#).as_bytes());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_without_an_outbox_stops_the_start_naming_the_relay() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_url = format!("sqlite://{}", dir.path().join("app.db").display());
+    // A database the application never migrated.
+    let _bare = Store::<Sqlite>::connect(&app_url).await.unwrap();
+    let (_gw_dir, gateway_store) = sqlite(system_clock()).await;
+    let gateway = idem_gateway::Gateway::new(
+        config(&format!("database_url = \"{app_url}\"\ntarget = \"nats\"")),
+        gateway_store,
+    );
+    gateway.migrate().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let error = idem_gateway::Server::start(gateway, listener)
+        .await
+        .expect_err("no outbox table, no start");
+    let Error::Relay { relay, reason } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(relay, "out");
+    assert!(reason.contains("no idem_outbox table"), "{reason}");
+}
+
+#[test]
+fn relay_mistakes_are_named() {
+    let cases = [
+        (
+            "target = \"kafka\"",
+            "relay \"out\" target = \"kafka\" is not valid",
+        ),
+        ("target = \"http\"", "relay \"out\" url = \"\" is not valid"),
+        ("target = \"http\"\nurl = \"https://x\"", "an http:// URL"),
+        (
+            "target = \"nats\"\nurl = \"amqp://x\"",
+            "a URL starting with nats:// or tls://",
+        ),
+        (
+            "target = \"nats\"\ntimeout = \"1s\"",
+            "it is a key of target = \"http\" relays",
+        ),
+        (
+            "target = \"http\"\nurl = \"http://x\"\ntimeout = \"30s\"\nclaim_ttl = \"30s\"",
+            "more than timeout (30s)",
+        ),
+        ("target = \"nats\"\nbatch_size = 0", "between 1 and 10000"),
+        ("target = \"nats\"\nmax_attempts = 0", "at least 1"),
+        (
+            "target = \"nats\"\ndatabase_url = \"mysql://x\"",
+            "a sqlite:// or postgres:// URL",
+        ),
+        (
+            "target = \"nats\"\ndatabase_url_env = \"NOT_SET\"",
+            "relay \"out\" needs its secret in environment variable NOT_SET",
+        ),
+        (
+            "target = \"nats\"\npoll_interval = \"1ms\"",
+            "at least 10ms",
+        ),
+    ];
+    for (relay, expected) in cases {
+        let text = format!("[[relay]]\nname = \"out\"\n{relay}\n");
+        let error = Config::from_toml(&text, &env).expect_err(relay).to_string();
+        assert!(error.contains(expected), "{relay:?}: {error}");
+    }
+    let twice = "[[relay]]\nname = \"out\"\ntarget = \"nats\"\n[[relay]]\nname = \"out\"\ntarget = \"http\"\nurl = \"http://x\"\n";
+    assert_eq!(
+        Config::from_toml(twice, &env).unwrap_err().to_string(),
+        "relay \"out\" is configured twice"
+    );
+    let defaults = Config::from_toml("[[relay]]\nname = \"out\"\ntarget = \"nats\"\n", &env)
+        .unwrap()
+        .relays
+        .remove(0);
+    assert_eq!(
+        defaults.database_url.expose(),
+        idem_gateway::DEFAULT_DATABASE_URL
+    );
+    assert_eq!(defaults.batch_size, 100);
+    assert_eq!(defaults.poll_interval, Duration::from_secs(1));
+    assert_eq!(defaults.claim_ttl, Duration::from_secs(30));
+    assert_eq!(defaults.max_attempts, 10);
+    assert_eq!(
+        defaults.target.display_url(),
+        idem_gateway::DEFAULT_NATS_URL
+    );
+}
+
+/// The binary: `idem serve` with a `[[relay]]` publishes a SQLite application's outbox rows to
+/// NATS, then drains and exits 0 on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idem_serve_publishes_outbox_rows_to_nats() {
+    let dir = tempfile::tempdir().unwrap();
+    let app_url = format!("sqlite://{}", dir.path().join("app.db").display());
+    let app = app_store::<Sqlite>(&app_url).await;
+    let stream = Stream::new().await;
+    let subject = format!("{}.invoices", stream.subject);
+    let ids: Vec<String> = (0..8).map(|n| format!("inv-{n}")).collect();
+    enqueue(&app, &subject, &ids).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\ndatabase_url = \"sqlite://{}/gw/idem.db\"\n\n[[relay]]\nname = \"invoices\"\ndatabase_url_env = \"APP_DATABASE_URL\"\ntarget = \"nats\"\nurl = \"{NATS_URL}\"\npoll_interval = \"50ms\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(["--config", path.to_str().unwrap(), "serve"])
+        .env("APP_DATABASE_URL", &app_url)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let messages = stream.messages(8).await;
+    let mut got: Vec<&str> = messages.iter().map(|(id, _)| id.as_str()).collect();
+    got.sort_unstable();
+    assert_eq!(got, ids);
+    wait_published(&app, 8).await;
+
+    let killed = Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "idem serve exited with {status}");
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("idem serve did not exit after SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stream.delete().await;
+}
