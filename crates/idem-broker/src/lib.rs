@@ -1,6 +1,97 @@
 //! idem over message brokers: NATS JetStream and RabbitMQ consumers that acknowledge a message
 //! only after its transaction committed, and outbox relays that publish with each row's stable
 //! message id to NATS JetStream, RabbitMQ or HTTP.
+//!
+//! ## Consumers: ack after commit
+//!
+//! A [`Processor`] turns each delivery into an idem [`Event`](idem_sql::Event) (by default keyed
+//! `(source, broker message id)`: JetStream `Nats-Msg-Id`, AMQP `message_id`) and runs it through
+//! an [`idem_sql::Runner`]: the claim, the version guard, the handler's writes, its effect intents
+//! ([`idem_sql::EffectLedger::enqueue`]) and outbox rows ([`idem_sql::Outbox::enqueue`]) commit in
+//! one transaction (DESIGN.md C2), and only then is the message acknowledged.
+//! [`JetStreamConsumer`] (pull consumer, explicit acks, in-progress acks while the handler runs)
+//! and [`RabbitMqConsumer`] (quorum queue, retry queues declared by [`RetryTopology`]) settle
+//! each delivery by its [`Disposition`]:
+//!
+//! | delivery | JetStream | RabbitMQ |
+//! |---|---|---|
+//! | applied, duplicate, stale | ack | ack |
+//! | handler or store error | NAK with the [`RetryPolicy`] delay for its delivery count | copy to retry queue *i* (TTL, then back), ack |
+//! | failed on its N-th delivery, or undecodable | dead-letter row in idem's store ([`idem_sql::DeadLetters`]), TERM | dead-letter row, ack |
+//!
+//! A duplicate is acknowledged whatever its delivery count (C3): it never reaches the dead
+//! letters. A dead letter does not block later events of its entity; redriven after a newer
+//! version was applied, the version guard answers it as stale. Consumer names are versioned
+//! (`billing_v2`): dedup and versions are per consumer.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use async_nats::jetstream::{self, consumer::pull::Config};
+//! use idem_broker::{JetStreamConsumer, Processor, RetryPolicy};
+//! use idem_core::Name;
+//! use idem_sql::{Runner, SqliteStore, sqlx};
+//!
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = SqliteStore::connect("sqlite://billing.db").await?;
+//! store.migrate().await?;
+//! let js = jetstream::new(async_nats::connect("127.0.0.1:4222").await?);
+//! let pull = js
+//!     .get_stream("ORDERS")
+//!     .await?
+//!     .get_or_create_consumer("billing_v2", Config {
+//!         durable_name: Some("billing_v2".into()),
+//!         ..Default::default()
+//!     })
+//!     .await?;
+//! let consumer = Name::new("consumer", "billing_v2")?;
+//! let processor = Processor::new(
+//!     store.clone(),
+//!     Runner::new(store.clone(), &consumer),
+//!     Name::new("source", "orders")?,
+//!     |tx, delivery| {
+//!         Box::pin(async move {
+//!             sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
+//!                 .bind(delivery.payload.to_vec())
+//!                 .execute(&mut **tx)
+//!                 .await?;
+//!             Ok(())
+//!         })
+//!     },
+//! )
+//! .retry(RetryPolicy::new(5, vec![Duration::from_secs(1), Duration::from_secs(30)])?);
+//! JetStreamConsumer::new(pull, processor)?
+//!     .concurrency(8)
+//!     .run(async { tokio::signal::ctrl_c().await.ok(); })
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Relays: the outbox, published
+//!
+//! A [`Relay`] claims due rows of an [`idem_sql::Outbox`] by status (never "id greater than the
+//! last one seen": sequence order is not commit order), publishes them with a [`Publisher`] —
+//! [`JetStreamPublisher`] (`Nats-Msg-Id`), [`RabbitMqPublisher`] (publisher confirms,
+//! `message_id`) or [`HttpPublisher`] (`Idempotency-Key`) — marks the confirmed rows published by
+//! message id, backs off on failure and parks a row after the outbox policy's attempts (C7).
+//! Several relays may share one PostgreSQL database (`FOR UPDATE SKIP LOCKED` claims with an
+//! expiry). Order is per aggregate; rows without one are unordered. Delivery is at least once:
+//! JetStream drops a republished copy only within the stream's duplicate window (2 min by
+//! default), so the consumer's inbox remains the guarantee.
+//!
+//! ```no_run
+//! use idem_broker::{JetStreamPublisher, Relay};
+//! # async fn f(store: idem_sql::PgStore) -> Result<(), Box<dyn std::error::Error>> {
+//! let js = async_nats::jetstream::new(async_nats::connect("127.0.0.1:4222").await?);
+//! let relay = Relay::new(store.outbox(), JetStreamPublisher::new(js)).batch_size(500);
+//! let totals = relay.run(async { tokio::signal::ctrl_c().await.ok(); }).await;
+//! println!("published {}, duplicates {}", totals.published, totals.duplicates);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `cargo run -p idem-broker --example upgrade_consumer` runs a consumer, an effect worker and a
+//! relay end to end against a local NATS server.
 
 mod consumer;
 mod jetstream_consumer;

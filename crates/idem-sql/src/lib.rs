@@ -21,9 +21,10 @@ mod version_guard;
 pub use backend::Backend;
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
-    Applied, Backoff, CallOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CALL_TIMEOUT, DEFAULT_KEY_RETENTION,
-    DEFAULT_MAX_EFFECT_ATTEMPTS, DEFAULT_POLL_INTERVAL, EffectCall, EffectLedger, EffectRecord,
-    EffectStatus, EffectWorker, Enqueued, LEASE_MARGIN, Provider, Resolution, WorkerReport,
+    Applied, Backoff, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
+    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
+    EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord, EffectStatus, EffectWorker,
+    Enqueued, Provider, Resolution, WorkerReport,
 };
 pub use error::{BoxError, Error, ErrorKind};
 pub use inbox::{Claim, Inbox};

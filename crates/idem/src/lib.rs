@@ -154,13 +154,84 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Effects and the outbox: work the database cannot roll back
+//!
+//! A charge, an email or an API call cannot join the transaction. Record it as an effect intent
+//! instead, with [`EffectLedger::enqueue`] inside the handler (DESIGN.md C2, C6). Its
+//! [`EffectKey`] is derived from the consumer, the event's dedup key and the effect's name, or
+//! is a business intent key such as `charge:order:50266` that every code path shares. After the
+//! commit an [`EffectWorker`] calls the provider at least once, always with that key as the
+//! provider's idempotency key, and stores the outcome: a timeout is `unknown` and retried with the
+//! same key while the provider keeps keys (24 h by default, as Stripe does), then parked for an
+//! operator. Messages for other services go in the same transaction with [`Outbox::enqueue`]; a
+//! relay of `idem-broker` (feature `broker`: `idem::broker`) publishes them to NATS JetStream,
+//! RabbitMQ or HTTP with their stable message ids (C7), and its JetStream and RabbitMQ
+//! consumers run this same runner and acknowledge only after the commit.
+//!
+//! ```
+//! use idem::{
+//!     CallOutcome, DedupKey, EffectCall, EffectKey, EffectWorker, Enqueued, Event, EventId, Name,
+//!     OutboxMessage, OutboxStatus, Outcome, Runner, SqliteStore,
+//! };
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let url = format!("sqlite://{}", dir.path().join("effects.db").display());
+//! let store = SqliteStore::connect(&url).await?;
+//! store.migrate().await?;
+//! let consumer = Name::new("consumer", "billing_v2")?;
+//! let send_receipt = Name::new("effect", "send_receipt")?;
+//! let event = Event::new(DedupKey::from_event(&Name::new("source", "stripe")?, &EventId::new("evt_C")?));
+//! let key = EffectKey::derive(&consumer, &event.key, &send_receipt);
+//! let request = br#"{"to":"c@example.com","template":"upgraded"}"#;
+//!
+//! let runner = Runner::new(store.clone(), &consumer);
+//! let (effects, outbox) = (store.effects(), store.outbox());
+//! for delivery in 1..=2 {
+//!     let (effects, outbox, effect, key) =
+//!         (effects.clone(), outbox.clone(), send_receipt.clone(), key.clone());
+//!     let outcome = runner
+//!         .run(&event, move |tx| {
+//!             let (effects, outbox, effect, key) =
+//!                 (effects.clone(), outbox.clone(), effect.clone(), key.clone());
+//!             Box::pin(async move {
+//!                 // … the application's own writes, with `&mut **tx` …
+//!                 effects.enqueue(tx, &effect, &key, request).await?;
+//!                 let message = OutboxMessage::new("billing.upgraded", br#"{"plan":"pro"}"#.to_vec());
+//!                 outbox.enqueue(tx, &message).await?;
+//!                 Ok(())
+//!             })
+//!         })
+//!         .await?;
+//!     // The second delivery is a duplicate: no second intent, no second message.
+//!     assert_eq!(outcome == Outcome::Duplicate, delivery == 2);
+//! }
+//!
+//! // After the commit, the worker makes the call with the effect key as the idempotency key.
+//! let worker = EffectWorker::new(store.clone(), |call: EffectCall| async move {
+//!     // e.g. POST to the mail provider with `Idempotency-Key: {call.key}`
+//!     CallOutcome::Succeeded(format!("queued as {}", call.key).into_bytes())
+//! });
+//! assert_eq!(worker.run_once().await?.succeeded, 1);
+//!
+//! // The same key enqueued again (a replay, another code path) gets the stored outcome.
+//! let mut tx = store.begin().await?;
+//! let again = effects.enqueue(&mut tx, &send_receipt, &key, request).await?;
+//! assert!(matches!(again, Enqueued::Completed { .. }));
+//! assert_eq!(outbox.list(OutboxStatus::Pending, 10).await?.len(), 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Crates
 //!
 //! | crate | holds |
 //! |---|---|
 //! | `idem-core` | keys, versions and the C5 rule, leases, retention, clock; no I/O |
 //! | `idem-sql` | the store on SQLite and PostgreSQL (sqlx 0.9), migrations, runner, metrics |
-//! | `idem` | this facade: re-exports both |
+//! | `idem-broker` | NATS JetStream and RabbitMQ consumers, outbox relays (feature `broker`) |
+//! | `idem` | this facade: re-exports `idem-core` and `idem-sql`, and `idem-broker` as `idem::broker` with the `broker` feature |
 //!
 //! Metrics are recorded through the `metrics` facade; their names and meanings are in
 //! [`metric_definitions`].
@@ -180,6 +251,20 @@ pub use idem_sql::{
     ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
     OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
 };
+
+/// The effect ledger (`Store::effects`) and its worker.
+pub use idem_core::{EffectKey, MAX_EFFECT_KEY_BYTES};
+pub use idem_sql::{
+    Applied, Backoff, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
+    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
+    EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord, EffectStatus, EffectWorker,
+    Enqueued, Provider, Resolution, WorkerReport,
+};
+
+/// NATS JetStream and RabbitMQ consumers that acknowledge after the commit, and the outbox
+/// relays (NATS JetStream, RabbitMQ, HTTP): the `idem-broker` crate.
+#[cfg(feature = "broker")]
+pub use idem_broker as broker;
 
 /// Dead letters of broker consumers (`Store::dead_letters`); the consumers are in `idem-broker`.
 pub use idem_sql::{DeadLetter, DeadLetterRecord, DeadLetters};

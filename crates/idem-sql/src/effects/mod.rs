@@ -28,9 +28,9 @@ use idem_core::{EffectKey, FencingToken, Name, Timestamp};
 
 pub use ledger::EffectLedger;
 pub use worker::{
-    Applied, Backoff, CallOutcome, DEFAULT_BATCH_SIZE, DEFAULT_CALL_TIMEOUT, DEFAULT_KEY_RETENTION,
-    DEFAULT_MAX_EFFECT_ATTEMPTS, DEFAULT_POLL_INTERVAL, EffectCall, EffectWorker, LEASE_MARGIN,
-    Provider, WorkerReport,
+    Applied, Backoff, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
+    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
+    EFFECT_LEASE_MARGIN, EffectCall, EffectWorker, Provider, WorkerReport,
 };
 
 use crate::Error;

@@ -17,9 +17,9 @@ use crate::metric_definitions::EFFECTS_TOTAL;
 use crate::{BoxFuture, Error, Store};
 
 /// How many due effects one [`EffectWorker::run_once`] claims by default.
-pub const DEFAULT_BATCH_SIZE: u32 = 16;
+pub const DEFAULT_EFFECT_BATCH_SIZE: u32 = 16;
 /// How long a provider call may take by default before its result counts as unknown: 30 s.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_EFFECT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many attempts a failing effect gets by default before it is dead: 10.
 pub const DEFAULT_MAX_EFFECT_ATTEMPTS: u32 = 10;
 /// How long by default a provider keeps an idempotency key, and so how long an effect whose
@@ -28,10 +28,10 @@ pub const DEFAULT_MAX_EFFECT_ATTEMPTS: u32 = 10;
 /// eligible to be removed from the system automatically after they're at least 24 hours old").
 pub const DEFAULT_KEY_RETENTION: Duration = Duration::from_secs(24 * 3600);
 /// How long [`EffectWorker::run`] sleeps by default when nothing was due: 1 s.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub const DEFAULT_EFFECT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// A claim's lease lasts the call timeout plus this margin (30 s), which covers storing the
 /// result: a worker that is still within its timeout is never taken over.
-pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
+pub const EFFECT_LEASE_MARGIN: Duration = Duration::from_secs(30);
 
 /// One call to the provider: what an [`EffectWorker`] passes to its [`Provider`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,9 +269,9 @@ enum Left {
 }
 
 impl<DB: Backend> EffectWorker<DB> {
-    /// A worker over `store`'s ledger calling `provider`, with [`DEFAULT_BATCH_SIZE`],
-    /// [`DEFAULT_CALL_TIMEOUT`], [`DEFAULT_MAX_EFFECT_ATTEMPTS`], [`Backoff::default`],
-    /// [`DEFAULT_KEY_RETENTION`], [`DEFAULT_POLL_INTERVAL`] and no apply hook.
+    /// A worker over `store`'s ledger calling `provider`, with [`DEFAULT_EFFECT_BATCH_SIZE`],
+    /// [`DEFAULT_EFFECT_CALL_TIMEOUT`], [`DEFAULT_MAX_EFFECT_ATTEMPTS`], [`Backoff::default`],
+    /// [`DEFAULT_KEY_RETENTION`], [`DEFAULT_EFFECT_POLL_INTERVAL`] and no apply hook.
     pub fn new(store: Store<DB>, provider: impl Provider) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -279,12 +279,12 @@ impl<DB: Backend> EffectWorker<DB> {
                 provider: Arc::new(provider),
                 apply: None,
                 effects: Vec::new(),
-                batch_size: DEFAULT_BATCH_SIZE,
-                call_timeout: DEFAULT_CALL_TIMEOUT,
+                batch_size: DEFAULT_EFFECT_BATCH_SIZE,
+                call_timeout: DEFAULT_EFFECT_CALL_TIMEOUT,
                 max_attempts: DEFAULT_MAX_EFFECT_ATTEMPTS,
                 backoff: Backoff::default(),
                 key_retention: DEFAULT_KEY_RETENTION,
-                poll_interval: DEFAULT_POLL_INTERVAL,
+                poll_interval: DEFAULT_EFFECT_POLL_INTERVAL,
             }),
         }
     }
@@ -331,7 +331,7 @@ impl<DB: Backend> EffectWorker<DB> {
     }
 
     /// Sets how long a call may take before its result counts as unknown (at least 1 ms). The
-    /// lease of a claim lasts this plus [`LEASE_MARGIN`].
+    /// lease of a claim lasts this plus [`EFFECT_LEASE_MARGIN`].
     pub fn call_timeout(self, call_timeout: Duration) -> Self {
         self.with(|i| i.call_timeout = call_timeout.max(Duration::from_millis(1)))
     }
@@ -383,7 +383,7 @@ impl<DB: Backend> EffectWorker<DB> {
                 count(&effect, "parked");
                 report.parked += 1;
             }
-            let lease_ms = ms(i.call_timeout.saturating_add(LEASE_MARGIN));
+            let lease_ms = ms(i.call_timeout.saturating_add(EFFECT_LEASE_MARGIN));
             DB::effects_claim(
                 &mut conn,
                 now,
