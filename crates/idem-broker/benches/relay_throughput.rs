@@ -83,18 +83,12 @@ async fn drain<DB: Backend, P: Publisher>(
 ) -> anyhow::Result<(Duration, u64)> {
     let started = Instant::now();
     let runs = relays.iter().map(|relay| async move {
-        let mut published = 0;
-        loop {
-            let report = relay.run_once().await?;
-            ensure!(
-                report.failed == 0 && report.parked == 0,
-                "publishes failed: {report:?}"
-            );
-            published += report.published + report.duplicates;
-            if report.claimed == 0 {
-                return anyhow::Ok(published);
-            }
-        }
+        let report = relay.drain().await?;
+        ensure!(
+            report.failed == 0 && report.parked == 0,
+            "publishes failed: {report:?}"
+        );
+        anyhow::Ok(report.published + report.duplicates)
     });
     let published = futures_util::future::try_join_all(runs)
         .await?

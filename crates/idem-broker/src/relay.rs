@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use idem_sql::{Backend, MessageId, Outbox, OutboxFailure};
+use idem_sql::{Backend, MessageId, Outbox, OutboxFailure, OutboxRow};
+
+use futures_util::FutureExt;
 
 use crate::publisher::{PublishOutcome, Publisher};
 
@@ -157,15 +159,94 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
     /// [`RelayError::Store`] when claiming or recording fails. Rows published but not yet
     /// marked are published again with the same ids after their claim expires.
     pub async fn run_once(&self) -> Result<RelayReport, RelayError> {
-        let rows = self.outbox.claim(self.batch_size, self.claim_ttl).await?;
+        let rows = self.claim().await?;
+        if rows.is_empty() {
+            return Ok(RelayReport::default());
+        }
+        let outcomes = self.publisher.publish(&rows).await;
+        self.record(&rows, outcomes).await
+    }
+
+    /// Cycles until a claim finds nothing due; returns the totals. The cycles overlap: while
+    /// one batch is being published, the next is claimed and the previous one's outcomes are
+    /// recorded, so the store's work and the destination's round trips are not added up. Order
+    /// per aggregate still holds: a row is not claimable while an older row of its aggregate is
+    /// unpublished, and rows being published or recorded are still unpublished.
+    ///
+    /// # Errors
+    /// [`RelayError::Store`] when claiming or recording fails, after the batches already
+    /// published were recorded (where the store allows). Rows published but not marked are
+    /// published again with the same ids after their claim expires.
+    pub async fn drain(&self) -> Result<RelayReport, RelayError> {
+        self.pipeline(|| false).await
+    }
+
+    /// [`drain`](Self::drain), claiming no further batch once `stop` says so.
+    async fn pipeline(&self, mut stop: impl FnMut() -> bool) -> Result<RelayReport, RelayError> {
+        let mut totals = RelayReport::default();
+        let mut current = self.claim().await?;
+        let mut published: Option<(Vec<OutboxRow>, Vec<PublishOutcome>)> = None;
+        loop {
+            if current.is_empty() {
+                // The unrecorded batch may be what held back the next rows of its aggregates:
+                // record it and look again before calling the outbox drained.
+                match published.take() {
+                    Some((rows, outcomes)) => {
+                        totals.add(&self.record(&rows, outcomes).await?);
+                        current = self.claim().await?;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            if stop() {
+                // Claimed but not published: released when the claim expires.
+                break;
+            }
+            let previous = published.take();
+            let (outcomes, next, recorded) =
+                tokio::join!(self.publisher.publish(&current), self.claim(), async {
+                    match previous {
+                        Some((rows, outcomes)) => self.record(&rows, outcomes).await,
+                        None => Ok(RelayReport::default()),
+                    }
+                },);
+            published = Some((current, outcomes));
+            let recorded = recorded.and_then(|r| next.map(|next| (r, next)));
+            match recorded {
+                Ok((report, next)) => {
+                    totals.add(&report);
+                    current = next;
+                }
+                Err(e) => {
+                    if let Some((rows, outcomes)) = published.take() {
+                        totals.add(&self.record(&rows, outcomes).await?);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if let Some((rows, outcomes)) = published {
+            totals.add(&self.record(&rows, outcomes).await?);
+        }
+        Ok(totals)
+    }
+
+    async fn claim(&self) -> Result<Vec<OutboxRow>, RelayError> {
+        Ok(self.outbox.claim(self.batch_size, self.claim_ttl).await?)
+    }
+
+    /// Records what the destination said about `rows`: marks the confirmed ones published,
+    /// the failed ones failed (backoff or park) and the deferred ones deferred.
+    async fn record(
+        &self,
+        rows: &[OutboxRow],
+        mut outcomes: Vec<PublishOutcome>,
+    ) -> Result<RelayReport, RelayError> {
         let mut report = RelayReport {
             claimed: rows.len() as u64,
             ..RelayReport::default()
         };
-        if rows.is_empty() {
-            return Ok(report);
-        }
-        let mut outcomes = self.publisher.publish(&rows).await;
         // A publisher owes one outcome per row; a missing one is a failure, never a success.
         outcomes.resize_with(rows.len(), || PublishOutcome::Failed {
             reason: "the publisher reported no outcome".to_owned(),
@@ -220,30 +301,44 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
         Ok(report)
     }
 
-    /// Runs cycles until `shutdown` completes; returns the totals.
+    /// Runs until `shutdown` completes; returns the totals.
     ///
-    /// After a cycle that claimed rows the next one starts at once (more may be due, and the
-    /// next row of each aggregate just became claimable). After an idle cycle, or one that
-    /// failed ([`RelayError`], logged as a warning), it waits from the minimum wait, doubling
-    /// per idle or failed cycle in a row, up to the maximum (see [`waits`](Self::waits)).
-    /// `shutdown` is checked between cycles and during waits, never in the middle of a cycle,
-    /// so a cycle's confirmed rows are marked before it returns.
+    /// While rows are due it cycles back to back as [`drain`](Self::drain) does (the next
+    /// batch's claim and the last batch's recording overlap each publish). When a claim finds
+    /// nothing, or a cycle failed ([`RelayError`], logged as a warning), it waits from the
+    /// minimum wait, doubling per idle or failed round in a row, up to the maximum (see
+    /// [`waits`](Self::waits)). `shutdown` is checked between cycles and during waits, never in
+    /// the middle of one, so the confirmed rows of every published batch are marked before it
+    /// returns; a batch claimed but not yet published when shutdown came is released when its
+    /// claim expires.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> RelayReport {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut totals = RelayReport::default();
         let mut wait = self.min_wait;
         loop {
-            let pause = match self.run_once().await {
-                Ok(report) => {
+            let mut stopped = false;
+            let round = self
+                .pipeline(|| {
+                    stopped = stopped || shutdown.as_mut().now_or_never().is_some();
+                    stopped
+                })
+                .await;
+            if stopped {
+                if let Ok(report) = round {
                     totals.add(&report);
-                    if report.claimed > 0 {
-                        wait = self.min_wait;
-                        Duration::ZERO
-                    } else {
-                        let pause = wait;
-                        wait = wait.saturating_mul(2).min(self.max_wait);
-                        pause
-                    }
+                }
+                return totals;
+            }
+            let pause = match round {
+                Ok(report) if report.claimed > 0 => {
+                    totals.add(&report);
+                    wait = self.min_wait;
+                    Duration::ZERO
+                }
+                Ok(_) => {
+                    let pause = wait;
+                    wait = wait.saturating_mul(2).min(self.max_wait);
+                    pause
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "outbox relay cycle failed");
