@@ -4,10 +4,12 @@
 //! For NATS JetStream (127.0.0.1:4222) and RabbitMQ with publisher confirms (127.0.0.1:5672),
 //! on a PostgreSQL store (a fresh database from `idem_testkit::pg_url`) and a SQLite store:
 //!
-//! - **relay**: `Relay::run_once` in a loop until the outbox is empty, with 1 relay and with
-//!   `IDEM_BENCH_RELAYS` (default 4) relays on the same store, batches of [`BATCH`] rows: claim, publish (pipelined, then all acks or confirms awaited), mark published. The
-//!   rows were enqueued before the clock starts: writing them is the application's
-//!   transaction, not the relay's work.
+//! - **relay**: `Relay::drain` until the outbox is empty, with 1 relay and with
+//!   `IDEM_BENCH_RELAYS` (default 4) relays on the same store, batches of [`BATCH`] rows:
+//!   claim, publish (pipelined, then all acks or confirms awaited), mark published; on
+//!   PostgreSQL two batches are held by row locks at once, on SQLite the next batch is claimed
+//!   while one is published. The rows were enqueued before the clock starts: writing them is
+//!   the application's transaction, not the relay's work.
 //! - **direct**: the same number of messages, same payload size and headers (`Nats-Msg-Id`; AMQP
 //!   `message_id`, persistent, mandatory), published by the client in batches of [`BATCH`]
 //!   with the same pipelining and the same wait for every ack or confirm. No database.

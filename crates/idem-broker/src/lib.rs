@@ -74,8 +74,10 @@
 //! [`JetStreamPublisher`] (`Nats-Msg-Id`), [`RabbitMqPublisher`] (publisher confirms,
 //! `message_id`) or [`HttpPublisher`] (`Idempotency-Key`) — marks the confirmed rows published by
 //! message id, backs off on failure and parks a row after the outbox policy's attempts (C7).
-//! Several relays may share one PostgreSQL database (`FOR UPDATE SKIP LOCKED` claims with an
-//! expiry). Order is per aggregate; rows without one are unordered. Delivery is at least once:
+//! Several relays may share one PostgreSQL database: there a relay holds its batches by row
+//! locks in open transactions (`FOR UPDATE SKIP LOCKED`; a relay that dies releases them with
+//! its connection), two at a time so that one is published while the other is recorded; on
+//! SQLite it claims a batch with an expiry and claims the next while publishing. Order is per aggregate; rows without one are unordered. Delivery is at least once:
 //! JetStream drops a republished copy only within the stream's duplicate window (2 min by
 //! default), so the consumer's inbox remains the guarantee.
 //!

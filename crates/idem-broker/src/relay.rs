@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use idem_sql::{Backend, MessageId, Outbox, OutboxFailure, OutboxRow};
+use idem_sql::{Backend, LockedBatch, MessageId, Outbox, OutboxFailure, OutboxRow};
 
 use futures_util::FutureExt;
 
@@ -81,10 +81,13 @@ impl RelayReport {
 /// due time, never by "id greater than the last one seen"), publishes them with their stable
 /// message ids, waits for the destination's confirmations, then marks the confirmed rows
 /// published by id, records failures (backoff, park after the outbox policy's
-/// `max_attempts`) and deferrals. Any number of relays may run on one PostgreSQL database: the
-/// claim skips rows another relay is claiming (`FOR UPDATE SKIP LOCKED`) and holds a row for the
-/// claim ttl, so no two relays publish one row at the same time; a relay that crashed
-/// mid-cycle leaves its rows to the next relay once their claim expires.
+/// `max_attempts`) and deferrals. Any number of relays may run on one PostgreSQL database and
+/// never publish one row at the same time: [`run_once`](Self::run_once) claims rows for the
+/// claim ttl (skipping rows another relay is claiming, `FOR UPDATE SKIP LOCKED`), and a relay
+/// that crashed mid-cycle leaves its rows to the next once the claim expires;
+/// [`drain`](Self::drain) and [`run`](Self::run) on PostgreSQL hold each batch by row locks in an
+/// open transaction instead ([`Outbox::lock_due`]: one write per row rather than two; a crashed
+/// relay's locks go with its connection), two batches at a time.
 ///
 /// Delivery is at least once: when the store fails after the broker confirmed, the row is
 /// published again later with the same message id. JetStream drops that copy only within the
@@ -167,9 +170,11 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
         self.record(&rows, outcomes).await
     }
 
-    /// Cycles until a claim finds nothing due; returns the totals. The cycles overlap: while
-    /// one batch is being published, the next is claimed and the previous one's outcomes are
-    /// recorded, so the store's work and the destination's round trips are not added up. Order
+    /// Cycles until a claim finds nothing due; returns the totals. The cycles overlap, so the
+    /// store's work and the destination's round trips are not added up: on PostgreSQL two
+    /// batches are held by row locks at once ([`Outbox::lock_due`]), one published while the
+    /// other is recorded and committed; on SQLite, while one batch is being published, the next
+    /// is claimed and the previous one's outcomes are recorded. Order
     /// per aggregate still holds: a row is not claimable while an older row of its aggregate is
     /// unpublished, and rows being published or recorded are still unpublished.
     ///
@@ -182,7 +187,13 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
     }
 
     /// [`drain`](Self::drain), claiming no further batch once `stop` says so.
-    async fn pipeline(&self, mut stop: impl FnMut() -> bool) -> Result<RelayReport, RelayError> {
+    async fn pipeline(
+        &self,
+        mut stop: impl FnMut() -> bool + Send,
+    ) -> Result<RelayReport, RelayError> {
+        if self.outbox.locks_rows() {
+            return self.lanes(stop).await;
+        }
         let mut totals = RelayReport::default();
         let mut current = self.claim().await?;
         let mut published: Option<(Vec<OutboxRow>, Vec<PublishOutcome>)> = None;
@@ -241,64 +252,9 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
     async fn record(
         &self,
         rows: &[OutboxRow],
-        mut outcomes: Vec<PublishOutcome>,
+        outcomes: Vec<PublishOutcome>,
     ) -> Result<RelayReport, RelayError> {
-        let mut report = RelayReport {
-            claimed: rows.len() as u64,
-            ..RelayReport::default()
-        };
-        // A publisher owes one outcome per row; a missing one is a failure, never a success.
-        outcomes.resize_with(rows.len(), || PublishOutcome::Failed {
-            reason: "the publisher reported no outcome".to_owned(),
-        });
-        let confirmed: Vec<MessageId> = rows
-            .iter()
-            .zip(&outcomes)
-            .filter(|(_, o)| matches!(o, PublishOutcome::Published | PublishOutcome::Duplicate))
-            .map(|(row, _)| row.message_id.clone())
-            .collect();
-        self.outbox.mark_published(&confirmed).await?;
-        for (row, outcome) in rows.iter().zip(outcomes) {
-            match outcome {
-                PublishOutcome::Published => report.published += 1,
-                PublishOutcome::Duplicate => {
-                    tracing::debug!(message_id = %row.message_id, "broker reported a duplicate");
-                    report.duplicates += 1;
-                }
-                PublishOutcome::RetryLater { reason, after } => {
-                    if self.outbox.defer(row, after, &reason).await? {
-                        report.deferred += 1;
-                    }
-                }
-                PublishOutcome::Failed { reason } => {
-                    match self.outbox.mark_failed(row, &reason).await? {
-                        OutboxFailure::Retry { at, attempts } => {
-                            tracing::warn!(message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
-                            report.failed += 1;
-                        }
-                        OutboxFailure::Parked { attempts } => {
-                            tracing::error!(message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked after its last allowed attempt");
-                            report.parked += 1;
-                        }
-                        OutboxFailure::NotHeld => {
-                            tracing::debug!(message_id = %row.message_id, "claim expired before the failure was recorded");
-                        }
-                    }
-                }
-            }
-        }
-        for (outcome, n) in [
-            ("published", report.published),
-            ("duplicate", report.duplicates),
-            ("failed", report.failed),
-            ("parked", report.parked),
-            ("deferred", report.deferred),
-        ] {
-            if n > 0 {
-                metrics::counter!(RELAY_MESSAGES_TOTAL, "outcome" => outcome).increment(n);
-            }
-        }
-        Ok(report)
+        record(&mut ClaimMarks(&self.outbox), rows, outcomes).await
     }
 
     /// Runs until `shutdown` completes; returns the totals.
@@ -311,7 +267,7 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
     /// the middle of one, so the confirmed rows of every published batch are marked before it
     /// returns; a batch claimed but not yet published when shutdown came is released when its
     /// claim expires.
-    pub async fn run(&self, shutdown: impl Future<Output = ()>) -> RelayReport {
+    pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> RelayReport {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut totals = RelayReport::default();
         let mut wait = self.min_wait;
@@ -353,5 +309,164 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+
+    /// The cycles of a relay on PostgreSQL: [`LANES`] loops, each locking a batch
+    /// ([`Outbox::lock_due`]), publishing it and recording its outcomes in the same
+    /// transaction, so one lane's database work overlaps the other's publishing. A lane stops
+    /// when nothing is due to it; the lane that stops last looked after every other lane's
+    /// commit, so the outbox is drained when both have stopped.
+    async fn lanes(&self, stop: impl FnMut() -> bool + Send) -> Result<RelayReport, RelayError> {
+        let stop = std::sync::Mutex::new(stop);
+        let stopped = || stop.lock().map_or(true, |mut stop| stop());
+        let lane = || async {
+            let mut totals = RelayReport::default();
+            while !stopped() {
+                let (mut batch, rows) = self.outbox.lock_due(self.batch_size).await?;
+                if rows.is_empty() {
+                    break;
+                }
+                let outcomes = self.publisher.publish(&rows).await;
+                let report = record(&mut batch, &rows, outcomes).await?;
+                batch.commit().await?;
+                totals.add(&report);
+            }
+            Ok::<_, RelayError>(totals)
+        };
+        let lanes = futures_util::future::join_all((0..LANES).map(|_| lane())).await;
+        let mut totals = RelayReport::default();
+        for lane in lanes {
+            totals.add(&lane?);
+        }
+        Ok(totals)
+    }
+}
+
+/// Batches a relay on PostgreSQL holds at once by lock ([`Relay::drain`]).
+const LANES: usize = 2;
+
+/// Where a relay records what the destination said: the outbox itself for claimed rows, or the
+/// transaction of a [`LockedBatch`].
+trait Marks {
+    async fn published(&mut self, ids: &[MessageId]) -> Result<u64, idem_sql::Error>;
+    async fn failed(
+        &mut self,
+        row: &OutboxRow,
+        reason: &str,
+    ) -> Result<OutboxFailure, idem_sql::Error>;
+    async fn deferred(
+        &mut self,
+        row: &OutboxRow,
+        after: Duration,
+        reason: &str,
+    ) -> Result<bool, idem_sql::Error>;
+}
+
+struct ClaimMarks<'a, DB: Backend>(&'a Outbox<DB>);
+
+impl<DB: Backend> Marks for ClaimMarks<'_, DB> {
+    async fn published(&mut self, ids: &[MessageId]) -> Result<u64, idem_sql::Error> {
+        self.0.mark_published(ids).await
+    }
+    async fn failed(
+        &mut self,
+        row: &OutboxRow,
+        reason: &str,
+    ) -> Result<OutboxFailure, idem_sql::Error> {
+        self.0.mark_failed(row, reason).await
+    }
+    async fn deferred(
+        &mut self,
+        row: &OutboxRow,
+        after: Duration,
+        reason: &str,
+    ) -> Result<bool, idem_sql::Error> {
+        self.0.defer(row, after, reason).await
+    }
+}
+
+impl<DB: Backend> Marks for LockedBatch<DB> {
+    async fn published(&mut self, ids: &[MessageId]) -> Result<u64, idem_sql::Error> {
+        self.mark_published(ids).await
+    }
+    async fn failed(
+        &mut self,
+        row: &OutboxRow,
+        reason: &str,
+    ) -> Result<OutboxFailure, idem_sql::Error> {
+        self.mark_failed(row, reason).await
+    }
+    async fn deferred(
+        &mut self,
+        row: &OutboxRow,
+        after: Duration,
+        reason: &str,
+    ) -> Result<bool, idem_sql::Error> {
+        self.defer(row, after, reason).await
+    }
+}
+
+/// Records what the destination said about `rows` in `marks`: the confirmed ones published, the
+/// failed ones failed (backoff or park) and the deferred ones deferred.
+async fn record<M: Marks>(
+    marks: &mut M,
+    rows: &[OutboxRow],
+    mut outcomes: Vec<PublishOutcome>,
+) -> Result<RelayReport, RelayError> {
+    {
+        let mut report = RelayReport {
+            claimed: rows.len() as u64,
+            ..RelayReport::default()
+        };
+        // A publisher owes one outcome per row; a missing one is a failure, never a success.
+        outcomes.resize_with(rows.len(), || PublishOutcome::Failed {
+            reason: "the publisher reported no outcome".to_owned(),
+        });
+        let confirmed: Vec<MessageId> = rows
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| matches!(o, PublishOutcome::Published | PublishOutcome::Duplicate))
+            .map(|(row, _)| row.message_id.clone())
+            .collect();
+        marks.published(&confirmed).await?;
+        for (row, outcome) in rows.iter().zip(outcomes) {
+            match outcome {
+                PublishOutcome::Published => report.published += 1,
+                PublishOutcome::Duplicate => {
+                    tracing::debug!(message_id = %row.message_id, "broker reported a duplicate");
+                    report.duplicates += 1;
+                }
+                PublishOutcome::RetryLater { reason, after } => {
+                    if marks.deferred(row, after, &reason).await? {
+                        report.deferred += 1;
+                    }
+                }
+                PublishOutcome::Failed { reason } => match marks.failed(row, &reason).await? {
+                    OutboxFailure::Retry { at, attempts } => {
+                        tracing::warn!(message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
+                        report.failed += 1;
+                    }
+                    OutboxFailure::Parked { attempts } => {
+                        tracing::error!(message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked after its last allowed attempt");
+                        report.parked += 1;
+                    }
+                    OutboxFailure::NotHeld => {
+                        tracing::debug!(message_id = %row.message_id, "claim expired before the failure was recorded");
+                    }
+                },
+            }
+        }
+        for (outcome, n) in [
+            ("published", report.published),
+            ("duplicate", report.duplicates),
+            ("failed", report.failed),
+            ("parked", report.parked),
+            ("deferred", report.deferred),
+        ] {
+            if n > 0 {
+                metrics::counter!(RELAY_MESSAGES_TOTAL, "outcome" => outcome).increment(n);
+            }
+        }
+        Ok(report)
     }
 }

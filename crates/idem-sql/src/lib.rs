@@ -30,7 +30,7 @@ pub use error::{BoxError, Error, ErrorKind};
 pub use inbox::{Claim, Inbox};
 pub use lease_store::LeaseStore;
 pub use outbox::{
-    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
+    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
     OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
 };
 pub use retention::GcReport;

@@ -248,7 +248,7 @@ pub use idem_sql::{
 };
 /// The transactional outbox (`Store::outbox`); relays that publish it are in `idem-broker`.
 pub use idem_sql::{
-    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
+    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
     OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
 };
 

@@ -69,6 +69,38 @@ const CLAIM_POSTGRES: &str = concat!(
      t.created_at, t.published_at"
 );
 
+/// The claim by lock, for a relay that holds its transaction open while it publishes ($1 = now,
+/// $2 = limit): on PostgreSQL the due rows, locked until the transaction ends, skipping rows
+/// other relays hold; no row is written until the outcome is recorded, and a relay that dies
+/// releases its locks with its connection. On SQLite the transaction's write lock is the claim.
+macro_rules! lock_due {
+    ($lock:literal) => {
+        concat!(
+            "SELECT seq, message_id, destination, aggregate_type, aggregate_id, headers, payload, \
+     status, attempts, next_attempt_at, claim_token, last_error, created_at, published_at \
+     FROM idem_outbox r \
+     WHERE r.status = 'pending' AND r.next_attempt_at <= $1 \
+       AND (r.aggregate_type IS NULL OR NOT EXISTS ( \
+           SELECT 1 FROM idem_outbox o \
+           WHERE o.aggregate_type = r.aggregate_type AND o.aggregate_id = r.aggregate_id \
+             AND o.seq < r.seq AND o.status <> 'published')) \
+     ORDER BY r.seq LIMIT $2",
+            $lock
+        )
+    };
+}
+
+/// [`FAIL`] for a row held by lock in the caller's transaction: the lock is the fence.
+const FAIL_LOCKED: &str = "UPDATE idem_outbox SET attempts = attempts + 1, \
+         status = CASE WHEN attempts + 1 >= $2 THEN 'parked' ELSE 'pending' END, \
+         next_attempt_at = $3, claim_token = NULL, last_error = $4 \
+     WHERE message_id = $1 AND status = 'pending' \
+     RETURNING status, attempts";
+
+/// [`DEFER`] for a row held by lock in the caller's transaction.
+const DEFER_LOCKED: &str = "UPDATE idem_outbox SET next_attempt_at = $2, claim_token = NULL, last_error = $3 \
+     WHERE message_id = $1 AND status = 'pending'";
+
 const INSERT: &str = "INSERT INTO idem_outbox \
      (message_id, destination, aggregate_type, aggregate_id, headers, payload, status, attempts, \
       next_attempt_at, created_at) \
@@ -121,6 +153,37 @@ pub struct NewOutboxRow<'a> {
 
 /// The outbox's operations on one database.
 pub trait OutboxOps: Database + Sized {
+    /// Whether [`outbox_lock_due`](Self::outbox_lock_due) can be held across a publish: row
+    /// locks that other relays skip (PostgreSQL), not the whole database's write lock (SQLite).
+    const LOCKS_ROWS: bool;
+    /// Claims up to `limit` due rows in the caller's transaction: row locks on PostgreSQL, the
+    /// write lock on SQLite. On PostgreSQL it also relaxes the transaction's commit.
+    fn outbox_lock_due(
+        conn: &mut Self::Connection,
+        now: i64,
+        limit: i64,
+    ) -> impl Future<Output = Res<Vec<RawOutboxRow>>> + Send;
+    /// Marks `ids` published in the caller's transaction.
+    fn outbox_mark_published_locked(
+        conn: &mut Self::Connection,
+        ids: &[&str],
+        now: i64,
+    ) -> impl Future<Output = Res<u64>> + Send;
+    /// Records a failure of a row the caller's transaction holds by lock.
+    fn outbox_fail_locked(
+        conn: &mut Self::Connection,
+        id: &str,
+        max_attempts: i64,
+        next_attempt_at: i64,
+        reason: &str,
+    ) -> impl Future<Output = Res<Option<(String, i64)>>> + Send;
+    /// Defers a row the caller's transaction holds by lock.
+    fn outbox_defer_locked(
+        conn: &mut Self::Connection,
+        id: &str,
+        next_attempt_at: i64,
+        reason: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
     /// Inserts a pending row; `false` when the message id exists already.
     fn outbox_insert(
         conn: &mut Self::Connection,
@@ -223,8 +286,65 @@ macro_rules! mark_published {
 }
 
 macro_rules! outbox_ops {
-    ($db:ident, $claim:expr, $relaxed:expr) => {
+    ($db:ident, $claim:expr, $relaxed:expr, $locks_rows:expr, $lock_due:expr) => {
         impl OutboxOps for $db {
+            const LOCKS_ROWS: bool = $locks_rows;
+
+            async fn outbox_lock_due(
+                conn: &mut Self::Connection,
+                now: i64,
+                limit: i64,
+            ) -> Res<Vec<RawOutboxRow>> {
+                // The whole transaction: its outcomes may be lost in a crash (republished).
+                if let Some(relaxed) = $relaxed {
+                    sqlx::query(relaxed).execute(&mut *conn).await?;
+                }
+                sqlx::query_as($lock_due)
+                    .bind(now)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn outbox_mark_published_locked(
+                conn: &mut Self::Connection,
+                ids: &[&str],
+                now: i64,
+            ) -> Res<u64> {
+                mark_published!($db, conn, ids, now)
+            }
+
+            async fn outbox_fail_locked(
+                conn: &mut Self::Connection,
+                id: &str,
+                max_attempts: i64,
+                next_attempt_at: i64,
+                reason: &str,
+            ) -> Res<Option<(String, i64)>> {
+                sqlx::query_as(FAIL_LOCKED)
+                    .bind(id)
+                    .bind(max_attempts)
+                    .bind(next_attempt_at)
+                    .bind(reason)
+                    .fetch_optional(&mut *conn)
+                    .await
+            }
+
+            async fn outbox_defer_locked(
+                conn: &mut Self::Connection,
+                id: &str,
+                next_attempt_at: i64,
+                reason: &str,
+            ) -> Res<bool> {
+                let done = sqlx::query(DEFER_LOCKED)
+                    .bind(id)
+                    .bind(next_attempt_at)
+                    .bind(reason)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
             async fn outbox_insert(
                 conn: &mut Self::Connection,
                 row: &NewOutboxRow<'_>,
@@ -368,5 +488,17 @@ macro_rules! outbox_ops {
     };
 }
 
-outbox_ops!(Sqlite, CLAIM_SQLITE, None::<&'static str>);
-outbox_ops!(Postgres, CLAIM_POSTGRES, Some(RELAXED_COMMIT));
+outbox_ops!(
+    Sqlite,
+    CLAIM_SQLITE,
+    None::<&'static str>,
+    false,
+    lock_due!("")
+);
+outbox_ops!(
+    Postgres,
+    CLAIM_POSTGRES,
+    Some(RELAXED_COMMIT),
+    true,
+    lock_due!(" FOR UPDATE OF r SKIP LOCKED")
+);
