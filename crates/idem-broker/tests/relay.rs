@@ -22,8 +22,8 @@ use idem_broker::{
 use idem_core::{DedupKey, Entity, EventId, ManualClock, Name, Timestamp};
 use idem_sql::sqlx::{Postgres, Sqlite};
 use idem_sql::{
-    Error, ErrorKind, Event, MessageId, Outbox, OutboxMessage, OutboxPolicy, OutboxStatus, Outcome,
-    Runner, Store,
+    Error, ErrorKind, Event, MessageId, Outbox, OutboxMessage, OutboxPolicy, OutboxRow,
+    OutboxStatus, Outcome, Runner, Store,
 };
 use idem_testkit::{AppDb, both_stores, exec, query_i64};
 use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
@@ -840,6 +840,46 @@ async fn drain_overlaps_cycles_and_keeps_order_and_once<DB: AppDb>(store: Store<
 }
 
 both_stores!(drain_overlaps_cycles_and_keeps_order_and_once);
+
+/// PostgreSQL holds a batch by row locks: another relay skips the locked rows, and a relay that
+/// dies (its transaction dropped uncommitted) leaves every row due again at once, not published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one() {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (store, _clock) = prepared(idem_testkit::pg_store().await).await;
+    let outbox = store.outbox();
+    assert!(outbox.locks_rows());
+    for i in 0..10 {
+        enqueue(
+            &outbox,
+            OutboxMessage::new("/x", "p").with_message_id(id(&format!("lk-{i}"))),
+        )
+        .await;
+    }
+    let (first, held) = outbox.lock_due(6).await.unwrap();
+    let (second, rest) = outbox.lock_due(10).await.unwrap();
+    let ids = |rows: &[OutboxRow]| {
+        rows.iter()
+            .map(|r| r.message_id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(&held),
+        (0..6).map(|i| format!("lk-{i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        ids(&rest),
+        (6..10).map(|i| format!("lk-{i}")).collect::<Vec<_>>()
+    );
+    drop(second);
+    drop(first); // the relay died before recording anything
+    let (_again, rows) = outbox.lock_due(10).await.unwrap();
+    assert_eq!(rows.len(), 10, "every row is due again");
+    assert!(
+        rows.iter()
+            .all(|r| r.status == OutboxStatus::Pending && r.attempts == 0)
+    );
+}
 
 // ---------------------------------------------------------------------------------------------
 // Several relays on one PostgreSQL: each row published exactly once; order per aggregate.
