@@ -118,6 +118,7 @@ pub use nats_publisher::JetStreamPublisher;
 pub use publisher::{PublishOutcome, Publisher, PublisherError};
 pub use rabbitmq_publisher::RabbitMqPublisher;
 pub use relay::{
-    DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_TTL, DEFAULT_MAX_WAIT, DEFAULT_MIN_WAIT,
-    RELAY_MESSAGES_TOTAL, Relay, RelayError, RelayReport, describe_relay_metrics,
+    DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_TTL, DEFAULT_MAX_WAIT, DEFAULT_MIN_WAIT, DEFAULT_RELAY_NAME,
+    RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, Relay, RelayError, RelayReport,
+    describe_relay_metrics,
 };

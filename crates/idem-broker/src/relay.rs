@@ -10,18 +10,31 @@ use futures_util::FutureExt;
 
 use crate::publisher::{PublishOutcome, Publisher};
 
-/// Messages handled by relays; label `outcome` = `published` | `duplicate` | `failed` |
-/// `parked` | `deferred`.
+/// Messages handled by relays; labels `relay` (the relay's [name](Relay::name)) and `outcome` =
+/// `published` | `duplicate` (JetStream had the message id already) | `failed` (backing off) |
+/// `parked` (after the outbox policy's attempts) | `deferred` (HTTP 409, not an attempt).
 pub const RELAY_MESSAGES_TOTAL: &str = "idem_relay_messages_total";
+/// Relay cycles that failed on the outbox's database (claiming or recording), counted by
+/// [`Relay::run`]; label `relay`.
+pub const RELAY_ERRORS_TOTAL: &str = "idem_relay_errors_total";
 
-/// Registers the description of [`RELAY_MESSAGES_TOTAL`] with the installed metrics recorder.
+/// The name of a relay until [`Relay::name`] sets one: the `relay` label of its metrics.
+pub const DEFAULT_RELAY_NAME: &str = "outbox";
+
+/// Registers the descriptions of [`RELAY_MESSAGES_TOTAL`] and [`RELAY_ERRORS_TOTAL`] with the
+/// installed metrics recorder.
 /// Call once after installing it; recording works without this call, only the help text is
 /// missing.
 pub fn describe_relay_metrics() {
     metrics::describe_counter!(
         RELAY_MESSAGES_TOTAL,
         metrics::Unit::Count,
-        "Outbox messages handled by relays, by outcome (published, duplicate, failed, parked, deferred)."
+        "Outbox messages handled by relays, by relay and outcome (published, duplicate, failed, parked, deferred)."
+    );
+    metrics::describe_counter!(
+        RELAY_ERRORS_TOTAL,
+        metrics::Unit::Count,
+        "Relay cycles that failed on the outbox's database, by relay."
     );
 }
 
@@ -104,6 +117,7 @@ pub struct Relay<DB: Backend, P: Publisher> {
     claim_ttl: Duration,
     min_wait: Duration,
     max_wait: Duration,
+    name: String,
 }
 
 impl<DB: Backend, P: Publisher> Relay<DB, P> {
@@ -118,6 +132,16 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
             claim_ttl: DEFAULT_CLAIM_TTL,
             min_wait: DEFAULT_MIN_WAIT,
             max_wait: DEFAULT_MAX_WAIT,
+            name: DEFAULT_RELAY_NAME.to_owned(),
+        }
+    }
+
+    /// Names the relay (default [`DEFAULT_RELAY_NAME`]): the `relay` label of its metrics and a
+    /// field of its log lines, to tell several relays apart.
+    pub fn name(self, name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..self
         }
     }
 
@@ -254,7 +278,7 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
         rows: &[OutboxRow],
         outcomes: Vec<PublishOutcome>,
     ) -> Result<RelayReport, RelayError> {
-        record(&mut ClaimMarks(&self.outbox), rows, outcomes).await
+        record(&self.name, &mut ClaimMarks(&self.outbox), rows, outcomes).await
     }
 
     /// Runs until `shutdown` completes; returns the totals.
@@ -297,7 +321,9 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                     pause
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "outbox relay cycle failed");
+                    tracing::warn!(relay = %self.name, error = %e, "outbox relay cycle failed");
+                    metrics::counter!(RELAY_ERRORS_TOTAL, "relay" => self.name.clone())
+                        .increment(1);
                     let pause = wait;
                     wait = wait.saturating_mul(2).min(self.max_wait);
                     pause
@@ -327,7 +353,7 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                     break;
                 }
                 let outcomes = self.publisher.publish(&rows).await;
-                let report = record(&mut batch, &rows, outcomes).await?;
+                let report = record(&self.name, &mut batch, &rows, outcomes).await?;
                 batch.commit().await?;
                 totals.add(&report);
             }
@@ -409,6 +435,7 @@ impl<DB: Backend> Marks for LockedBatch<DB> {
 /// Records what the destination said about `rows` in `marks`: the confirmed ones published, the
 /// failed ones failed (backoff or park) and the deferred ones deferred.
 async fn record<M: Marks>(
+    relay: &str,
     marks: &mut M,
     rows: &[OutboxRow],
     mut outcomes: Vec<PublishOutcome>,
@@ -443,11 +470,11 @@ async fn record<M: Marks>(
                 }
                 PublishOutcome::Failed { reason } => match marks.failed(row, &reason).await? {
                     OutboxFailure::Retry { at, attempts } => {
-                        tracing::warn!(message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
+                        tracing::warn!(relay, message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
                         report.failed += 1;
                     }
                     OutboxFailure::Parked { attempts } => {
-                        tracing::error!(message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked after its last allowed attempt");
+                        tracing::error!(relay, message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked after its last allowed attempt");
                         report.parked += 1;
                     }
                     OutboxFailure::NotHeld => {
@@ -464,7 +491,8 @@ async fn record<M: Marks>(
             ("deferred", report.deferred),
         ] {
             if n > 0 {
-                metrics::counter!(RELAY_MESSAGES_TOTAL, "outcome" => outcome).increment(n);
+                metrics::counter!(RELAY_MESSAGES_TOTAL, "relay" => relay.to_owned(), "outcome" => outcome)
+                    .increment(n);
             }
         }
         Ok(report)

@@ -269,7 +269,7 @@
 //!
 //! | key | meaning (default) |
 //! |---|---|
-//! | `name` | the relay's name, in logs and the `relay` label of [`idem_relay_total`](metric_definitions::RELAY_TOTAL) |
+//! | `name` | the relay's name, in logs and the `relay` label of [`idem_relay_messages_total`](metric_definitions::RELAY_MESSAGES_TOTAL) |
 //! | `database_url` or `database_url_env` | the database with `idem_outbox` (the gateway's `database_url`) |
 //! | `target` | `nats` (row destination = subject, `Nats-Msg-Id`), `rabbitmq` (destination = `exchange/routing_key` or a queue, AMQP `message_id`, confirms), `http` (POST to `url` + destination path, `Idempotency-Key`) |
 //! | `url` or `url_env` | the target (`nats://127.0.0.1:4222`; `amqp://guest:guest@127.0.0.1:5672/%2f`; required for `http`, `http://` only) |

@@ -30,13 +30,11 @@ pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_se
 /// `body-too-large`.
 pub const BROKER_REJECTED_TOTAL: &str = "idem_broker_rejected_total";
 
-/// Outbox rows handled by the relays `idem serve` runs; labels `relay`, `outcome` =
-/// `published` | `duplicate` (JetStream said it had the message id already) | `failed` (backing
-/// off) | `parked` (after `max_attempts`) | `deferred` (HTTP 409: retried later, not counted as
-/// an attempt).
-pub const RELAY_TOTAL: &str = "idem_relay_total";
-/// Relay cycles that failed on the relay's database (claiming or marking rows); label `relay`.
-pub const RELAY_ERRORS_TOTAL: &str = "idem_relay_errors_total";
+/// Outbox rows handled by the relays `idem serve` runs: idem-broker's
+/// [`RELAY_MESSAGES_TOTAL`](idem_broker::RELAY_MESSAGES_TOTAL) (`idem_relay_messages_total`,
+/// labels `relay`, `outcome`) and [`RELAY_ERRORS_TOTAL`](idem_broker::RELAY_ERRORS_TOTAL)
+/// (`idem_relay_errors_total`, label `relay`), the `relay` label being the `[[relay]]`'s name.
+pub use idem_broker::{RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL};
 
 /// Histogram buckets for ingest and dispatch latency, in seconds: 0.5 ms to 10 s.
 pub const LATENCY_BUCKETS: &[f64] = &[
@@ -76,16 +74,7 @@ pub fn describe() {
         Unit::Seconds,
         "Delivery attempt time, request to response."
     );
-    describe_counter!(
-        RELAY_TOTAL,
-        Unit::Count,
-        "Outbox rows handled by relay and outcome (published, duplicate, failed, parked, deferred)."
-    );
-    describe_counter!(
-        RELAY_ERRORS_TOTAL,
-        Unit::Count,
-        "Relay cycles that failed on the relay's database."
-    );
+    idem_broker::describe_relay_metrics();
     describe_gauge!(BACKLOG, Unit::Count, "Deliveries pending or in flight.");
     describe_gauge!(DEAD_LETTERS, Unit::Count, "Dead-lettered deliveries.");
     describe_gauge!(

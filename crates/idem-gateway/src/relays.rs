@@ -13,24 +13,21 @@ use std::time::Duration;
 use idem::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use idem::sqlx::{Postgres, Sqlite};
 use idem::{Backend, Store};
-use idem_broker::{
-    HttpPublisher, JetStreamPublisher, Publisher, RabbitMqPublisher, Relay, RelayReport,
-};
+use idem_broker::{HttpPublisher, JetStreamPublisher, Publisher, RabbitMqPublisher, Relay};
 use idem_sql::{OutboxPolicy, OutboxStatus};
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::broker::pause;
 use crate::config::{OutboxRelay, RelayTarget, redact_url};
-use crate::metric_definitions::{RELAY_ERRORS_TOTAL, RELAY_TOTAL};
 use crate::store::DatabaseKind;
 
 /// How long connecting to the target or the database may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The first wait after an idle or failed cycle (or `poll_interval`, if shorter).
 const MIN_WAIT: Duration = Duration::from_millis(10);
-/// Connections of a relay's database pool: one cycle uses one at a time.
-const POOL_SIZE: u32 = 2;
+/// Connections of a relay's database pool: two batches in flight (each holding one on
+/// PostgreSQL) and one more to claim or record beside them.
+const POOL_SIZE: u32 = 3;
 /// The backoff of failed publishes: 1 s doubling up to 5 min (the outbox's default).
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest backoff of a failed publish.
@@ -175,65 +172,22 @@ fn relay<DB: Backend, P: Publisher>(
         .claim_ttl(settings.claim_ttl)
 }
 
-/// Runs cycles until `stopped`: after a cycle that claimed rows at once, else after a wait
-/// from [`MIN_WAIT`] doubling up to `poll_interval`. A failed cycle (the database) is logged,
-/// counted in [`RELAY_ERRORS_TOTAL`] and waited on like an idle one.
+/// Runs the relay until `stopped`, with [`Relay::run`]: cycles back to back while rows are due,
+/// else a wait from [`MIN_WAIT`] (or `poll_interval`, if shorter) doubling up to
+/// `poll_interval`. Failed cycles (the database) are logged and counted by the relay
+/// (`idem_relay_errors_total`), and waited on like idle ones.
 async fn run<DB: Backend, P: Publisher + 'static>(
     settings: OutboxRelay,
     relay: Relay<DB, P>,
-    stopped: watch::Receiver<bool>,
+    mut stopped: watch::Receiver<bool>,
 ) {
-    let name = settings.name.to_string();
-    let first_wait = MIN_WAIT.min(settings.poll_interval);
-    let mut wait = first_wait;
-    loop {
-        if *stopped.borrow() {
-            return;
-        }
-        // A cycle is never cut short: what the target confirmed is marked before stopping.
-        let pause_for = match relay.run_once().await {
-            Ok(report) => {
-                record(&name, &report);
-                if report.claimed > 0 {
-                    wait = first_wait;
-                    Duration::ZERO
-                } else {
-                    back_off(&mut wait, settings.poll_interval)
-                }
-            }
-            Err(error) => {
-                tracing::warn!(relay = %name, %error, "outbox relay cycle failed; trying again");
-                metrics::counter!(RELAY_ERRORS_TOTAL, "relay" => name.clone()).increment(1);
-                back_off(&mut wait, settings.poll_interval)
-            }
-        };
-        if pause_for.is_zero() {
-            // Busy: the next cycle at once, after the stop check at the top.
-            tokio::task::yield_now().await;
-        } else if pause(pause_for, &stopped).await {
-            return;
-        }
-    }
-}
-
-/// The wait to take now; doubles `wait` for next time, up to `max`.
-fn back_off(wait: &mut Duration, max: Duration) -> Duration {
-    let now = *wait;
-    *wait = wait.saturating_mul(2).min(max);
-    now
-}
-
-fn record(relay: &str, report: &RelayReport) {
-    for (outcome, n) in [
-        ("published", report.published),
-        ("duplicate", report.duplicates),
-        ("failed", report.failed),
-        ("parked", report.parked),
-        ("deferred", report.deferred),
-    ] {
-        if n > 0 {
-            metrics::counter!(RELAY_TOTAL, "relay" => relay.to_owned(), "outcome" => outcome)
-                .increment(n);
-        }
-    }
+    let relay = relay
+        .name(settings.name.to_string())
+        .waits(MIN_WAIT.min(settings.poll_interval), settings.poll_interval);
+    relay
+        .run(async move {
+            // A closed channel means the gateway is gone: stop as well.
+            let _ = stopped.wait_for(|stop| *stop).await;
+        })
+        .await;
 }
