@@ -44,44 +44,67 @@ impl<DB: Backend> Store<DB> {
         batch_size: NonZeroU32,
     ) -> Result<GcReport, Error> {
         let cutoff = self.now().saturating_sub(policy.keep()).as_millis();
-        let mut report = GcReport::default();
-        for (table, total, label) in [
-            (GcTable::Inbox, &mut report.inbox, "idem_inbox"),
-            (GcTable::Leases, &mut report.leases, "idem_leases"),
-            (GcTable::Parked, &mut report.parked, "idem_parked"),
-        ] {
-            loop {
-                let mut conn = self.pool().acquire().await?;
-                let deleted =
-                    DB::gc_batch(&mut conn, table, cutoff, i64::from(batch_size.get())).await?;
-                *total += deleted;
-                metrics::counter!(GC_DELETED_TOTAL, "table" => label).increment(deleted);
-                if deleted < u64::from(batch_size.get()) {
-                    break;
-                }
-            }
-        }
-        // Published outbox rows only (C9): pending rows are undelivered, parked ones wait for
-        // an operator.
+        Ok(GcReport {
+            inbox: self
+                .gc_table(Table::Core(GcTable::Inbox), cutoff, batch_size)
+                .await?,
+            leases: self
+                .gc_table(Table::Core(GcTable::Leases), cutoff, batch_size)
+                .await?,
+            parked: self
+                .gc_table(Table::Core(GcTable::Parked), cutoff, batch_size)
+                .await?,
+            // Published outbox rows only (C9): pending rows are undelivered, parked ones wait
+            // for an operator.
+            outbox: self.gc_table(Table::Outbox, cutoff, batch_size).await?,
+            // Finished effects only (C9): the others are still to run or wait for an operator.
+            effects: self.gc_table(Table::Effects, cutoff, batch_size).await?,
+        })
+    }
+
+    /// Deletes `table`'s rows older than `cutoff` in batches until a batch comes back short;
+    /// returns how many.
+    async fn gc_table(
+        &self,
+        table: Table,
+        cutoff: i64,
+        batch_size: NonZeroU32,
+    ) -> Result<u64, Error> {
+        let limit = i64::from(batch_size.get());
+        let mut total = 0;
         loop {
             let mut conn = self.pool().acquire().await?;
-            let deleted = DB::outbox_gc(&mut conn, cutoff, i64::from(batch_size.get())).await?;
-            report.outbox += deleted;
-            metrics::counter!(GC_DELETED_TOTAL, "table" => "idem_outbox").increment(deleted);
+            let deleted = match table {
+                Table::Core(table) => DB::gc_batch(&mut conn, table, cutoff, limit).await?,
+                Table::Outbox => DB::outbox_gc(&mut conn, cutoff, limit).await?,
+                Table::Effects => DB::effects_gc(&mut conn, cutoff, limit).await?,
+            };
+            total += deleted;
+            metrics::counter!(GC_DELETED_TOTAL, "table" => table.name()).increment(deleted);
             if deleted < u64::from(batch_size.get()) {
-                break;
+                return Ok(total);
             }
         }
-        // Finished effects only (C9): the others are still to run or wait for an operator.
-        loop {
-            let mut conn = self.pool().acquire().await?;
-            let deleted = DB::effects_gc(&mut conn, cutoff, i64::from(batch_size.get())).await?;
-            report.effects += deleted;
-            metrics::counter!(GC_DELETED_TOTAL, "table" => "idem_effects").increment(deleted);
-            if deleted < u64::from(batch_size.get()) {
-                break;
-            }
+    }
+}
+
+/// The tables retention deletes from.
+#[derive(Debug, Clone, Copy)]
+enum Table {
+    Core(GcTable),
+    Outbox,
+    Effects,
+}
+
+impl Table {
+    /// The `table` label of [`GC_DELETED_TOTAL`].
+    fn name(self) -> &'static str {
+        match self {
+            Self::Core(GcTable::Inbox) => "idem_inbox",
+            Self::Core(GcTable::Leases) => "idem_leases",
+            Self::Core(GcTable::Parked) => "idem_parked",
+            Self::Outbox => "idem_outbox",
+            Self::Effects => "idem_effects",
         }
-        Ok(report)
     }
 }
