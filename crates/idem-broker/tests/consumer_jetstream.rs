@@ -13,9 +13,9 @@ use async_nats::jetstream::consumer::pull::Config as PullConfig;
 use async_nats::jetstream::{self, AckKind, stream};
 use consumer_common::*;
 use futures_util::StreamExt;
-use idem_broker::{DecodeError, Delivery, Disposition, JetStreamConsumer, Processor, RetryPolicy};
-use idem_core::{DedupKey, Entity, EventId, Name, Version};
-use idem_sql::{Event, Runner, Store};
+use idem_broker::{Delivery, Disposition, JetStreamConsumer, Processor, RetryPolicy};
+use idem_core::Name;
+use idem_sql::{Runner, Store};
 use idem_testkit::{AppDb, both_stores};
 use tokio::sync::Notify;
 
@@ -457,22 +457,6 @@ async fn duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered<DB:
     fx.delete().await;
 }
 
-/// Decodes `{"id": "e1", "order": "o1", "seq": 1}`: the event id and the order's sequence are in
-/// the payload, so a redrive (the same payload published again) is the same event.
-fn order_event(source: &Name, delivery: &Delivery) -> Result<Event, DecodeError> {
-    let body: serde_json::Value =
-        serde_json::from_slice(&delivery.payload).map_err(|e| DecodeError::Payload(e.into()))?;
-    let field = |name: &str| {
-        body.get(name)
-            .ok_or_else(|| DecodeError::Payload(format!("no {name}").into()))
-    };
-    let id = field("id")?.as_str().unwrap_or_default().to_owned();
-    let order = field("order")?.as_str().unwrap_or_default().to_owned();
-    let seq = field("seq")?.as_i64().unwrap_or_default();
-    Ok(Event::new(DedupKey::from_event(source, &EventId::new(id)?))
-        .with_entity(Entity::new("order", order)?, Version::sequence(seq)))
-}
-
 // A handler that always fails for e1: retried with backoff, after N = 3 deliveries one dead
 // letter with the error and the metadata, nothing pending; later events of the order are
 // processed, and a redrive of e1 after a newer version was applied is stale.
@@ -481,37 +465,11 @@ async fn failing_handler_is_dead_lettered_after_n_deliveries<DB: AppDb>(store: S
     create_effects_table(&store).await;
     let fx = Fixture::new("dead", Duration::from_secs(5)).await;
     let consumer = consumer_name("dead");
-    let source = Name::new("source", "orders").unwrap();
     let deliveries_of_e1 = Arc::new(Mutex::new(Vec::<(u32, Instant)>::new()));
-    let handler = {
-        let (consumer, seen) = (consumer.clone(), deliveries_of_e1.clone());
-        handler_fn::<DB, _>(move |tx, delivery| {
-            let consumer = consumer.clone();
-            let body: serde_json::Value = serde_json::from_slice(&delivery.payload).unwrap();
-            let id = body["id"].as_str().unwrap().to_owned();
-            if id == "e1" {
-                seen.lock()
-                    .unwrap()
-                    .push((delivery.delivered, Instant::now()));
-            }
-            let delivered = delivery.delivered;
-            Box::pin(async move {
-                if id == "e1" {
-                    return Err(idem_sql::Error::handler("card declined for order o1"));
-                }
-                write_effect(tx, consumer.as_str(), &id, delivered).await
-            })
-        })
-    };
-    let decode_source = source.clone();
-    let processor = Processor::new(
-        store.clone(),
-        Runner::new(store.clone(), &consumer),
-        source,
-        handler,
-    )
-    .decode(move |d| order_event(&decode_source, d))
-    .retry(
+    let processor = fails_on_e1(
+        &store,
+        &consumer,
+        deliveries_of_e1.clone(),
         RetryPolicy::new(
             3,
             vec![Duration::from_millis(300), Duration::from_millis(600)],

@@ -10,11 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use consumer_common::*;
-use idem_broker::{
-    DecodeError, Delivery, Disposition, Processor, RabbitMqConsumer, RetryPolicy, RetryTopology,
-};
-use idem_core::{DedupKey, Entity, EventId, Name, Version};
-use idem_sql::{Event, Runner, Store};
+use idem_broker::{Disposition, Processor, RabbitMqConsumer, RetryPolicy, RetryTopology};
+use idem_core::Name;
+use idem_sql::{Runner, Store};
 use idem_testkit::{AppDb, both_stores};
 use lapin::options::{
     BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions,
@@ -364,27 +362,6 @@ async fn duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered<DB:
     fx.delete().await;
 }
 
-fn order_event(source: &Name, delivery: &Delivery) -> Result<Event, DecodeError> {
-    let body: serde_json::Value =
-        serde_json::from_slice(&delivery.payload).map_err(|e| DecodeError::Payload(e.into()))?;
-    let text = |name: &str| {
-        body.get(name)
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
-            .ok_or_else(|| DecodeError::Payload(format!("no {name}").into()))
-    };
-    let seq = body
-        .get("seq")
-        .and_then(|v| v.as_i64())
-        .ok_or_else(|| DecodeError::Payload("no seq".into()))?;
-    Ok(
-        Event::new(DedupKey::from_event(source, &EventId::new(text("id")?)?)).with_entity(
-            Entity::new("order", text("order")?)?,
-            Version::sequence(seq),
-        ),
-    )
-}
-
 // A handler that always fails for e1: retried through the retry queues (300 ms, then 600 ms),
 // dead-lettered on delivery N = 3 with its metadata, every queue empty; later events of the order
 // are still processed.
@@ -400,37 +377,8 @@ async fn failing_handler_goes_through_the_retry_queues_to_a_dead_letter<DB: AppD
     .unwrap();
     let fx = Fixture::new("idem_dead", policy.clone()).await;
     let consumer = consumer_name("dead");
-    let source = Name::new("source", "orders").unwrap();
     let deliveries_of_e1 = Arc::new(Mutex::new(Vec::<(u32, Instant)>::new()));
-    let handler = {
-        let (consumer, seen) = (consumer.clone(), deliveries_of_e1.clone());
-        handler_fn::<DB, _>(move |tx, delivery| {
-            let consumer = consumer.clone();
-            let body: serde_json::Value = serde_json::from_slice(&delivery.payload).unwrap();
-            let id = body["id"].as_str().unwrap().to_owned();
-            if id == "e1" {
-                seen.lock()
-                    .unwrap()
-                    .push((delivery.delivered, Instant::now()));
-            }
-            let delivered = delivery.delivered;
-            Box::pin(async move {
-                if id == "e1" {
-                    return Err(idem_sql::Error::handler("card declined for order o1"));
-                }
-                write_effect(tx, consumer.as_str(), &id, delivered).await
-            })
-        })
-    };
-    let decode_source = source.clone();
-    let processor = Processor::new(
-        store.clone(),
-        Runner::new(store.clone(), &consumer),
-        source,
-        handler,
-    )
-    .decode(move |d| order_event(&decode_source, d))
-    .retry(policy);
+    let processor = fails_on_e1(&store, &consumer, deliveries_of_e1.clone(), policy);
     let stats = processor.stats();
     let channel = fx.channel().await;
     let (stop, shutdown) = shutdown_pair();

@@ -6,10 +6,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idem_broker::{Delivery, DeliveryStats};
-use idem_core::Name;
+use std::sync::{Arc, Mutex};
+
+use idem_broker::{DecodeError, Delivery, DeliveryStats, Processor, RetryPolicy};
+use idem_core::{DedupKey, Entity, EventId, Name, Version};
 use idem_sql::sqlx::Transaction;
-use idem_sql::{BoxFuture, Store};
+use idem_sql::{BoxFuture, Event, Runner, Store};
 use idem_testkit::{AppDb, Value};
 
 /// A name unique to this test run: `{prefix}_{pid}_{nanos}_{counter}`.
@@ -194,4 +196,68 @@ impl CutProxy {
             task.abort();
         }
     }
+}
+
+/// Decodes the tests' order events, `{"id":"e1","order":"o1","seq":1}`: keyed by `id` under
+/// `source`, about the entity `order` at sequence `seq`.
+pub fn order_event(source: &Name, delivery: &Delivery) -> Result<Event, DecodeError> {
+    let body: serde_json::Value =
+        serde_json::from_slice(&delivery.payload).map_err(|e| DecodeError::Payload(e.into()))?;
+    let text = |name: &str| {
+        body.get(name)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| DecodeError::Payload(format!("no {name}").into()))
+    };
+    let seq = body
+        .get("seq")
+        .and_then(|v| v.as_i64())
+        .ok_or_else(|| DecodeError::Payload("no seq".into()))?;
+    Ok(
+        Event::new(DedupKey::from_event(source, &EventId::new(text("id")?)?)).with_entity(
+            Entity::new("order", text("order")?)?,
+            Version::sequence(seq),
+        ),
+    )
+}
+
+/// A processor of order events (source `orders`) whose handler always fails event `e1` ("card
+/// declined for order o1"), recording each of its deliveries (count, time) in `seen`, and writes
+/// one effect row for every other event.
+pub fn fails_on_e1<DB: AppDb>(
+    store: &Store<DB>,
+    consumer: &Name,
+    seen: Arc<Mutex<Vec<(u32, Instant)>>>,
+    policy: RetryPolicy,
+) -> Processor<DB> {
+    let source = Name::new("source", "orders").unwrap();
+    let handler = {
+        let consumer = consumer.clone();
+        handler_fn::<DB, _>(move |tx, delivery| {
+            let consumer = consumer.clone();
+            let body: serde_json::Value = serde_json::from_slice(&delivery.payload).unwrap();
+            let id = body["id"].as_str().unwrap().to_owned();
+            if id == "e1" {
+                seen.lock()
+                    .unwrap()
+                    .push((delivery.delivered, Instant::now()));
+            }
+            let delivered = delivery.delivered;
+            Box::pin(async move {
+                if id == "e1" {
+                    return Err(idem_sql::Error::handler("card declined for order o1"));
+                }
+                write_effect(tx, consumer.as_str(), &id, delivered).await
+            })
+        })
+    };
+    let decode_source = source.clone();
+    Processor::new(
+        store.clone(),
+        Runner::new(store.clone(), consumer),
+        source,
+        handler,
+    )
+    .decode(move |d| order_event(&decode_source, d))
+    .retry(policy)
 }
