@@ -181,6 +181,17 @@ async fn run_example(
     stop.send(()).ok();
     consumer_task.await??;
     let counts = stats.get();
+    // Acknowledged after each commit: nothing is left for JetStream to redeliver.
+    let info = js
+        .get_stream(&streams[0])
+        .await?
+        .get_consumer::<PullConfig>("billing_v2")
+        .await
+        .map_err(|e| anyhow::anyhow!("reading consumer billing_v2: {e}"))?
+        .info()
+        .await?
+        .clone();
+    let unacked = info.num_ack_pending + info.num_pending as usize;
 
     // 3. The effect worker sends the emails, with the effect key as Idempotency-Key.
     let http = reqwest::Client::new();
@@ -253,7 +264,7 @@ async fn run_example(
     let sent = mail.sent.lock().await.len();
     let calls = mail.calls.load(Ordering::SeqCst);
     println!(
-        "deliveries: {} applied, {} duplicates",
+        "deliveries: {} applied, {} duplicates, {unacked} left unacknowledged",
         counts.applied, counts.duplicate
     );
     println!("accounts upgraded: {accounts} (upgrades {upgrades})");
@@ -265,7 +276,10 @@ async fn run_example(
     let expected = EVENTS as i64;
     if (counts.applied, counts.duplicate) != (EVENTS as u64, EVENTS as u64)
         || (accounts, upgrades) != (expected, expected)
+        || unacked != 0
         || sent != EVENTS
+        // One successful call per email plus the refused ones: no email was sent twice.
+        || calls != EVENTS as u32 + MAIL_FAILURES
         || on_stream != EVENTS as u64
     {
         bail!("expected {EVENTS} of each: not exactly once");
