@@ -914,15 +914,43 @@ async fn gc<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
     answer(gateway.gc().await)
 }
 
-/// `t` (ms since the epoch) as RFC 3339 UTC with milliseconds, for listings.
+/// The last millisecond RFC 3339 can write: 9999-12-31T23:59:59.999Z.
+const LAST_RFC3339_MS: i64 = 253_402_300_799_999;
+
+/// `t` (ms since the epoch) as RFC 3339 UTC with milliseconds, for listings; a time RFC 3339
+/// cannot write (before 1970 or after the year 9999, as a corrupt or hand-edited row may hold)
+/// as the plain number of milliseconds (one past 9999 reads back through [`parse_time`]).
 pub fn format_time(t: i64) -> String {
-    let since_epoch = Duration::from_millis(u64::try_from(t).unwrap_or(0));
-    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + since_epoch).to_string()
+    match u64::try_from(t) {
+        Ok(ms) if t <= LAST_RFC3339_MS => {
+            humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+                .to_string()
+        }
+        // humantime's Display fails past 9999, and `to_string` panics on that.
+        _ => t.to_string(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_rfc3339_cannot_write_are_shown_as_milliseconds() {
+        assert_eq!(format_time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_time(1_769_860_800_250), "2026-01-31T12:00:00.250Z");
+        assert_eq!(format_time(LAST_RFC3339_MS), "9999-12-31T23:59:59.999Z");
+        // Year 10000 and beyond: humantime's Display would fail, and `to_string` panic.
+        assert_eq!(format_time(LAST_RFC3339_MS + 1), "253402300800000");
+        assert_eq!(format_time(i64::MAX), "9223372036854775807");
+        // Before the epoch: not 1970 (which would be wrong), the number as stored.
+        assert_eq!(format_time(-1), "-1");
+        assert_eq!(format_time(i64::MIN), "-9223372036854775808");
+        assert_eq!(
+            parse_time("until", &format_time(LAST_RFC3339_MS + 1), 0),
+            Ok(LAST_RFC3339_MS + 1)
+        );
+    }
 
     #[test]
     fn times_are_read_as_the_cli_and_the_admin_api_take_them() {

@@ -42,8 +42,9 @@ pub enum Error {
         /// What failed, naming the server, stream, queue or consumer.
         reason: String,
     },
-    /// An outbox relay could not start: its database or target cannot be reached, or the
-    /// database has no `idem_outbox` table. The gateway refuses to start, naming the relay.
+    /// An outbox relay could not start: its database or its NATS or RabbitMQ target cannot be
+    /// reached (an HTTP target is not contacted at start), or the database has no
+    /// `idem_outbox` table. The gateway refuses to start, naming the relay.
     #[error("relay {relay:?}: {reason}")]
     Relay {
         /// The relay.

@@ -222,11 +222,12 @@
 //! | not an event: no message id, a body that is not JSON where a field reads it, a field of the wrong shape, a body over `max_body_bytes` | dead-letter row, then `Term` | dead-letter row, then `basic.reject` without requeue (to the queue's dead-letter exchange, if it has one) |
 //!
 //! A message that is not an event is never dropped unrecorded: it is written to idem's
-//! dead-letter table under consumer `idem-gateway` (headers, body, reason, delivery count;
+//! dead-letter table under consumer `idem-gateway` (headers, body cut at `max_body_bytes` with
+//! an oversize body's full length in the reason, reason, delivery count;
 //! `idem dead-letters list`), logged at WARN and counted in
 //! [`idem_broker_rejected_total`](metric_definitions::BROKER_REJECTED_TOTAL); if that row cannot
 //! be written either, the message is retried like a store failure. While a commit is awaited a
-//! JetStream message gets an in-progress ack every half `ack_wait`. On shutdown a reader stops
+//! JetStream message gets an in-progress ack every half of the durable consumer's own `ack_wait`. On shutdown a reader stops
 //! taking messages, finishes (and acks) those it holds, and hands back those waiting for a retry;
 //! messages pulled but not yet taken come again after `ack_wait` (JetStream) or at once
 //! (RabbitMQ requeues a closed channel's unacked deliveries).
@@ -247,7 +248,7 @@
 //! | `stream` | nats | the stream, required; it must exist (the gateway never creates streams) |
 //! | `subject` | nats | the consumer's filter subject (every subject of the stream) |
 //! | `durable` | nats | the durable pull consumer, created when missing with explicit acks (`idem-gateway-{name}`, `.` as `_`); an existing one must ack explicitly and filter as configured |
-//! | `ack_wait` | nats | how long JetStream waits for an ack before redelivering, at least 100ms (30s); used when the consumer is created |
+//! | `ack_wait` | nats | how long JetStream waits for an ack before redelivering, 100ms to 12h (30s); used when the consumer is created: an existing durable keeps its own `ack_wait` and `max_ack_pending` (logged at WARN when they differ from the configuration), and the in-progress acks sent while a commit is awaited follow the durable's `ack_wait` |
 //! | `queue` | rabbitmq | the queue, required, at most 255 bytes; it must exist (never declared here) |
 //!
 //! A key of the other kind, or a signature key, on a broker source is refused
@@ -264,7 +265,10 @@
 //! by status, published with their stable message id, marked by id once the target confirmed,
 //! backed off after a failure and parked after `max_attempts` (for `idem outbox requeue`).
 //! Several gateways may run the same relay on one PostgreSQL database; a row is claimed by one
-//! at a time. Order is kept per aggregate (a parked row holds back its aggregate's later rows).
+//! at a time. Relays on one database must share their target (same kind and URL): `idem_outbox`
+//! has no column naming a row's relay, so relays with different targets would each publish the
+//! other's rows; that is refused ([`ConfigError::RelayTargetConflict`]). Order is kept per
+//! aggregate (a parked row holds back its aggregate's later rows).
 //! A relay stops between cycles on shutdown, never inside one.
 //!
 //! | key | meaning (default) |
@@ -274,14 +278,17 @@
 //! | `target` | `nats` (row destination = subject, `Nats-Msg-Id`), `rabbitmq` (destination = `exchange/routing_key` or a queue, AMQP `message_id`, confirms), `http` (POST to `url` + destination path, `Idempotency-Key`) |
 //! | `url` or `url_env` | the target (`nats://127.0.0.1:4222`; `amqp://guest:guest@127.0.0.1:5672/%2f`; required for `http`, `http://` only) |
 //! | `batch_size` | rows per cycle, 1 to 10000 (100) |
-//! | `poll_interval` | the longest wait between idle cycles, at least 10ms (1s); after an idle cycle the relay waits 10 ms doubling up to it, after a busy one it goes on at once |
-//! | `claim_ttl` | how long a claimed row is held before another relay may take it (30s); must exceed `timeout` |
+//! | `poll_interval` | the longest wait between idle cycles, 10ms to 1h (1s); after an idle cycle the relay waits 10 ms doubling up to it, after a busy one it goes on at once |
+//! | `claim_ttl` | how long a claimed row is held before another relay may take it, 1s to 1h (30s); must exceed `timeout` |
 //! | `max_attempts` | failed publishes before a row is parked, at least 1 (10); backoff 1 s doubling up to 5 min |
 //! | `timeout` | `http` only: one request's limit, 100ms to 1h (10s) |
 //!
-//! At start each relay opens its database (a SQLite file is never created) and reaches its
-//! target; a missing `idem_outbox` table or an unreachable target stops the start with
-//! [`Error::Relay`]. A relay cycle that fails on the database is logged and counted in
+//! At start each relay opens its database (a SQLite file is never created) and connects to a
+//! NATS or RabbitMQ target; a missing `idem_outbox` table or an unreachable broker stops the
+//! start with [`Error::Relay`]. An HTTP target is not contacted at start (a probe request could
+//! have effects, and an endpoint may come up after the gateway): its first publish reaches it,
+//! and an unreachable one is a failed publish, retried with backoff and parked after
+//! `max_attempts`, like any other. A relay cycle that fails on the database is logged and counted in
 //! [`idem_relay_errors_total`](metric_definitions::RELAY_ERRORS_TOTAL).
 //!
 //! ## Operator commands for idem's tables
@@ -305,8 +312,16 @@
 //! | `idem dead-letters show ID` · `delete ID` | one as JSON; delete it |
 //!
 //! Refusals: an unknown key (`no effect is stored under key K`), an effect that is not parked or
-//! dead, an outbox row that is not parked, an unknown message id or dead-letter id, an
-//! `--outcome` that is not JSON, a `--consumer` that is not a name.
+//! dead, an outbox row that is not parked, an unknown message id or dead-letter id, a message
+//! id that is not 1 to 255 bytes of visible ASCII, an `--outcome` that is not JSON, an
+//! `--outcome` with `--failed` or `--retry` (an argument error: only `--succeeded` stores it), a
+//! `--consumer` that is not a name.
+//!
+//! Messages show database URLs without their password. A PostgreSQL server that refuses the
+//! connection or the login is reported at once with the driver's reason; one that does not
+//! answer, after 10 s. Every `idem` command whose output is cut short by its reader
+//! (`idem outbox list | head -1`) exits 0 quietly. Times are RFC 3339 UTC with milliseconds; a
+//! stored time RFC 3339 cannot write (before 1970, after 9999) is shown as its milliseconds.
 
 pub mod admin;
 mod broker;
@@ -327,7 +342,7 @@ pub use config::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL,
     DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT,
     DEFAULT_RETENTION, Destination, NatsSource, Ordering, OutboxRelay, RabbitMqSource, RelayTarget,
-    Route, Secret, Source, SourceKind,
+    Route, Secret, Source, SourceKind, redact_url,
 };
 pub use error::Error;
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};

@@ -31,8 +31,8 @@ pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_se
 pub const BROKER_REJECTED_TOTAL: &str = "idem_broker_rejected_total";
 
 /// Outbox rows handled by the relays `idem serve` runs: idem-broker's
-/// [`RELAY_MESSAGES_TOTAL`](idem_broker::RELAY_MESSAGES_TOTAL) (`idem_relay_messages_total`,
-/// labels `relay`, `outcome`) and [`RELAY_ERRORS_TOTAL`](idem_broker::RELAY_ERRORS_TOTAL)
+/// [`RELAY_MESSAGES_TOTAL`] (`idem_relay_messages_total`,
+/// labels `relay`, `outcome`) and [`RELAY_ERRORS_TOTAL`]
 /// (`idem_relay_errors_total`, label `relay`), the `relay` label being the `[[relay]]`'s name.
 pub use idem_broker::{RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL};
 

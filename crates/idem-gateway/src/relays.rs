@@ -36,8 +36,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// A relay ready to run: its future runs cycles until `stopped`.
 pub(crate) type Running = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Connects relay `settings` (its database, whose `idem_outbox` table must exist, and its
-/// target) and returns the loop to spawn. At start, so that a wrong URL stops the gateway with a
+/// Connects relay `settings` (its database, whose `idem_outbox` table must exist, and its NATS
+/// or RabbitMQ target; an HTTP target is first reached by the first publish) and returns the
+/// loop to spawn. At start, so that a wrong URL stops the gateway with a
 /// message naming the relay.
 ///
 /// # Errors

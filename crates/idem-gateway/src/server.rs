@@ -82,8 +82,9 @@ impl Server {
     /// # Errors
     /// [`Error::Io`] when the listener's address cannot be read.
     /// [`Error::Broker`] when a broker source cannot connect or find its stream or queue;
-    /// [`Error::Relay`] when a relay cannot open its database or reach its target (nothing was
-    /// started in either case).
+    /// [`Error::Relay`] when a relay cannot open its database or connect to its NATS or RabbitMQ
+    /// target (an HTTP target is first reached by the first publish); nothing was started in
+    /// either case.
     pub async fn start<DB: GatewayDb>(
         gateway: Gateway<DB>,
         listener: TcpListener,

@@ -10,7 +10,8 @@
 //! | can never be an event: no message id, unreadable body, oversize | dead-letter row, then term | dead-letter row, then reject (no requeue) |
 //!
 //! A message that can never be an event is written to idem's dead-letter table
-//! (`idem dead-letters list --consumer idem-gateway`) with its headers, body and the reason,
+//! (`idem dead-letters list --consumer idem-gateway`) with its headers, body (cut at
+//! `max_body_bytes`: an oversize body's full length is in the reason) and the reason,
 //! logged at WARN and counted in [`BROKER_REJECTED_TOTAL`]; only then is it terminated or
 //! rejected. If that row cannot be written either, the message is retried like a store failure:
 //! it is never dropped unrecorded.
@@ -124,7 +125,7 @@ impl<DB: GatewayDb> Intake<DB> {
             Err((
                 "body-too-large",
                 format!(
-                    "the body is {} bytes, more than max_body_bytes = {limit}",
+                    "the body is {} bytes, more than max_body_bytes = {limit}; the dead letter keeps its first {limit} bytes",
                     message.body.len()
                 ),
             ))
@@ -161,9 +162,12 @@ impl<DB: GatewayDb> Intake<DB> {
     }
 
     /// Records `message` as a dead letter, logs and counts it: [`Verdict::Reject`]; or, when the
-    /// row cannot be written, [`Verdict::Retry`] (never dropped unrecorded).
+    /// row cannot be written, [`Verdict::Retry`] (never dropped unrecorded). The stored payload
+    /// is at most `max_body_bytes` long (an oversize body is cut there, its length in the
+    /// error), so a broker cannot write more into the database than a webhook can.
     async fn reject(&self, message: &Message, reason: &'static str, detail: String) -> Verdict {
         let source = self.source_name();
+        let kept = message.body.len().min(self.gateway.config().max_body_bytes);
         let headers: Vec<(String, String)> = message
             .headers
             .iter()
@@ -187,7 +191,7 @@ impl<DB: GatewayDb> Intake<DB> {
             entity: None,
             destination: message.origin.clone(),
             headers,
-            payload: message.body.to_vec(),
+            payload: message.body[..kept].to_vec(),
             error: format!("{reason}: {detail}"),
             delivery_count: u32::try_from(message.delivered).unwrap_or(u32::MAX),
         };

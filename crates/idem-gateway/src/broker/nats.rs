@@ -26,6 +26,9 @@ pub(crate) struct Reader {
     settings: NatsSource,
     client: async_nats::Client,
     consumer: Consumer<pull::Config>,
+    /// The consumer's own `ack_wait`: the configured one when the gateway created it, an
+    /// existing durable's otherwise. The in-progress acks follow it.
+    ack_wait: Duration,
 }
 
 impl Reader {
@@ -43,11 +46,12 @@ impl Reader {
             .connect(settings.url.expose())
             .await
             .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))?;
-        let consumer = consumer(&client, &settings).await?;
+        let (consumer, ack_wait) = consumer(&client, &settings).await?;
         Ok(Self {
             settings,
             client,
             consumer,
+            ack_wait,
         })
     }
 
@@ -90,7 +94,7 @@ impl Reader {
                                 in_flight.spawn(take(
                                     intake.clone(),
                                     message,
-                                    self.settings.ack_wait,
+                                    self.ack_wait,
                                     stopped.clone(),
                                 ));
                             }
@@ -127,18 +131,24 @@ impl Reader {
     /// the next round of the read loop tries again.
     async fn reconnect(&mut self, source: &str) {
         match consumer(&self.client, &self.settings).await {
-            Ok(consumer) => self.consumer = consumer,
+            Ok((consumer, ack_wait)) => {
+                self.consumer = consumer;
+                self.ack_wait = ack_wait;
+            }
             Err(error) => tracing::warn!(%source, %error, "cannot get the JetStream consumer"),
         }
     }
 }
 
-/// Gets or creates the durable pull consumer of `settings` and checks that it acks explicitly
-/// and filters as configured.
+/// Gets or creates the durable pull consumer of `settings`, checks that it acks explicitly and
+/// filters as configured, and returns it with its own `ack_wait`. An existing durable keeps its
+/// `ack_wait` and `max_ack_pending` (JetStream does not change them on a get): a difference
+/// from the configuration is logged at WARN, and the in-progress acks follow the durable's
+/// real `ack_wait`, since half the configured one could come after the durable redelivered.
 async fn consumer(
     client: &async_nats::Client,
     settings: &NatsSource,
-) -> Result<Consumer<pull::Config>, String> {
+) -> Result<(Consumer<pull::Config>, Duration), String> {
     let context = jetstream::new(client.clone());
     let stream = context.get_stream(&settings.stream).await.map_err(|e| {
         format!(
@@ -183,7 +193,20 @@ async fn consumer(
             settings.durable, info.config.filter_subject, wanted
         ));
     }
-    Ok(consumer)
+    let max_ack_pending = i64::try_from(settings.max_in_flight).unwrap_or(i64::MAX);
+    if info.config.ack_wait != settings.ack_wait || info.config.max_ack_pending != max_ack_pending {
+        tracing::warn!(
+            durable = %settings.durable,
+            stream = %settings.stream,
+            ack_wait = ?info.config.ack_wait,
+            configured_ack_wait = ?settings.ack_wait,
+            max_ack_pending = info.config.max_ack_pending,
+            configured_max_in_flight = settings.max_in_flight,
+            "the existing JetStream consumer keeps its own ack_wait and max_ack_pending, not the configured ones; in-progress acks follow its ack_wait (delete the consumer, or edit it, to apply the configuration)"
+        );
+    }
+    let ack_wait = info.config.ack_wait;
+    Ok((consumer, ack_wait))
 }
 
 /// The headers of `message` as HTTP headers, with its subject as [`NATS_SUBJECT`]. Headers
@@ -210,7 +233,8 @@ fn headers(message: &async_nats::Message) -> HeaderMap {
 }
 
 /// Takes one message and acks, NAKs or terminates it. While the commit is awaited, sends an
-/// in-progress ack every half `ack_wait`, so that a slow commit causes no redelivery.
+/// in-progress ack every half `ack_wait` (the consumer's own), so that a slow commit causes no
+/// redelivery.
 async fn take<DB: GatewayDb>(
     intake: Intake<DB>,
     message: jetstream::Message,
@@ -234,8 +258,9 @@ async fn take<DB: GatewayDb>(
     let verdict = {
         let take = intake.take(&taken);
         tokio::pin!(take);
-        let mut progress =
-            tokio::time::interval_at(tokio::time::Instant::now() + ack_wait / 2, ack_wait / 2);
+        // At least 1 ms: `interval` panics on a zero period (JetStream's own floor is 1 ms).
+        let half = (ack_wait / 2).max(Duration::from_millis(1));
+        let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + half, half);
         loop {
             tokio::select! {
                 verdict = &mut take => break verdict,

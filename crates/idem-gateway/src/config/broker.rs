@@ -14,6 +14,9 @@ pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 pub(crate) const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 /// The shortest `ack_wait`: JetStream's own minimum is 1 ms, but a commit takes a few.
 pub(crate) const MIN_ACK_WAIT: Duration = Duration::from_millis(100);
+/// The longest `ack_wait`: JetStream keeps it in nanoseconds (an `i64`, so years overflow and
+/// make a broken consumer), and a message held by a stalled gateway waits this long at most.
+pub(crate) const MAX_ACK_WAIT: Duration = Duration::from_secs(12 * 3600);
 /// How many messages of one broker source are taken but not yet acknowledged, without
 /// `max_in_flight` (JetStream `max_ack_pending`, AMQP prefetch).
 pub(crate) const DEFAULT_MAX_IN_FLIGHT: usize = 256;
@@ -47,11 +50,14 @@ pub struct NatsSource {
     /// into `_`).
     pub durable: String,
     /// How long JetStream waits for the ack of a delivered message before delivering it again
-    /// (`ack_wait`, default 30s, at least 100ms). The gateway sends in-progress acks while a
-    /// message waits for its commit, so this bounds a stalled gateway, not a slow commit.
+    /// (`ack_wait`, default 30s, 100ms to 12h). The gateway sends in-progress acks while a
+    /// message waits for its commit, so this bounds a stalled gateway, not a slow commit. Used
+    /// when the consumer is created: an existing durable keeps its own (logged at WARN when
+    /// it differs), and the in-progress acks follow the durable's.
     pub ack_wait: Duration,
     /// Messages taken but not yet acknowledged, at most (`max_in_flight`, default 256, 1 to
-    /// 65535): the consumer's `max_ack_pending`.
+    /// 65535): the consumer's `max_ack_pending` when it is created (an existing durable keeps
+    /// its own, logged at WARN when it differs).
     pub max_in_flight: usize,
 }
 
@@ -95,8 +101,10 @@ impl Broker {
     }
 }
 
-/// `url` with the user information between `//` and `@` replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
+/// `url` with the user information between `//` and `@` replaced by `***`
+/// (`postgres://app:pw@db/app` becomes `postgres://***@db/app`), for logs and messages; a
+/// text without `://` is returned as it is.
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -320,11 +328,11 @@ pub(super) fn build(
     let ack_wait = match &raw.ack_wait {
         Some(text) => {
             let d = duration::parse(&field_name("ack_wait"), text)?;
-            if d < MIN_ACK_WAIT {
+            if !(MIN_ACK_WAIT..=MAX_ACK_WAIT).contains(&d) {
                 return Err(out_of_range(
                     &field_name("ack_wait"),
                     text,
-                    "at least 100ms",
+                    "between 100ms and 12h",
                 ));
             }
             d

@@ -23,7 +23,7 @@ use serde_json_path::JsonPath;
 use crate::ingest::extract::{EntityType, Field, Fields, VersionKind};
 use raw::{RawConfig, RawDestination, RawField, RawRoute, RawSource};
 
-pub(crate) use broker::redact as redact_url;
+pub use broker::redact as redact_url;
 pub use broker::{Broker, DEFAULT_AMQP_URL, DEFAULT_NATS_URL, NatsSource, RabbitMqSource};
 pub use relay::{
     DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS,
@@ -159,6 +159,25 @@ pub enum ConfigError {
         what: &'static str,
         /// The name.
         name: String,
+    },
+    /// Two relays publish the `idem_outbox` rows of one database to different targets:
+    /// `idem_outbox` has no column saying which relay a row is for, so each relay would claim
+    /// and publish rows meant for the other. Relays sharing a database must have the same
+    /// target (same kind and URL); several such relays are fine (they share the rows).
+    #[error(
+        "relays {first:?} and {second:?} both publish the idem_outbox rows of {database}, to different targets ({first_target} and {second_target}): idem_outbox has no column naming a row's relay, so each would publish the other's rows; give them the same target, or separate databases"
+    )]
+    RelayTargetConflict {
+        /// The relay configured first.
+        first: String,
+        /// Its target: kind and URL, without credentials.
+        first_target: String,
+        /// The relay configured later on the same database.
+        second: String,
+        /// Its target: kind and URL, without credentials.
+        second_target: String,
+        /// The database, without credentials.
+        database: String,
     },
     /// A route names a source or destination that is not configured.
     #[error("route {route:?} names {what} {name:?}, which is not configured")]
@@ -312,6 +331,16 @@ pub enum Ordering {
     DropStale,
     /// Every event is sent (accumulating events, ledgers), in no particular order.
     None,
+}
+
+impl Ordering {
+    /// The ordering as written in a route's `ordering`: `drop-stale` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DropStale => "drop-stale",
+            Self::None => "none",
+        }
+    }
 }
 
 /// A configured receiving application.
@@ -535,6 +564,19 @@ impl Config {
             let relay = relay::build(raw_relay, &database_url, &secret)?;
             if relays.iter().any(|r: &OutboxRelay| r.name == relay.name) {
                 return Err(duplicate("relay", &relay.name));
+            }
+            if let Some(other) = relays.iter().find(|r: &&OutboxRelay| {
+                r.database_url == relay.database_url && !r.target.same_as(&relay.target)
+            }) {
+                let describe =
+                    |r: &OutboxRelay| format!("{} at {}", r.target.kind(), r.target.display_url());
+                return Err(ConfigError::RelayTargetConflict {
+                    first: other.name.to_string(),
+                    first_target: describe(other),
+                    second: relay.name.to_string(),
+                    second_target: describe(&relay),
+                    database: relay.display_database_url(),
+                });
             }
             relays.push(relay);
         }

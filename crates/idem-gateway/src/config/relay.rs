@@ -17,8 +17,14 @@ pub(crate) const MAX_RELAY_BATCH_SIZE: u32 = 10_000;
 pub const DEFAULT_RELAY_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The shortest `poll_interval`.
 pub(crate) const MIN_RELAY_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// The longest `poll_interval`: an idle relay still looks for rows at least hourly.
+pub(crate) const MAX_RELAY_POLL_INTERVAL: Duration = Duration::from_secs(3600);
 /// How long a claimed row is held by one relay, without `claim_ttl`.
 pub const DEFAULT_RELAY_CLAIM_TTL: Duration = Duration::from_secs(30);
+/// The shortest `claim_ttl`: a claim must outlive one publish round trip and its mark.
+pub(crate) const MIN_RELAY_CLAIM_TTL: Duration = Duration::from_secs(1);
+/// The longest `claim_ttl`: a row claimed by a relay that died waits at most this long.
+pub(crate) const MAX_RELAY_CLAIM_TTL: Duration = Duration::from_secs(3600);
 /// Failed publishes after which a row is parked, without `max_attempts`.
 pub const DEFAULT_RELAY_MAX_ATTEMPTS: u32 = 10;
 /// One HTTP publish's time limit, without `timeout`.
@@ -77,6 +83,17 @@ impl RelayTarget {
         }
     }
 
+    /// Whether `other` publishes to the same place: the same kind and URL (an HTTP target's
+    /// `timeout` aside).
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Nats { url: a }, Self::Nats { url: b })
+            | (Self::RabbitMq { url: a }, Self::RabbitMq { url: b }) => a == b,
+            (Self::Http { url: a, .. }, Self::Http { url: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+
     /// The URL with any user and password replaced by `***`.
     pub fn display_url(&self) -> String {
         match self {
@@ -102,12 +119,12 @@ pub struct OutboxRelay {
     pub target: RelayTarget,
     /// Rows claimed and published per cycle (default 100, 1 to 10000).
     pub batch_size: u32,
-    /// The longest wait between cycles while nothing is due (default 1s, at least 10ms): after
+    /// The longest wait between cycles while nothing is due (default 1s, 10ms to 1h): after
     /// an idle cycle the relay waits 10 ms (or `poll_interval` if shorter), doubling per idle
     /// cycle up to this; after a cycle that published, it goes on at once.
     pub poll_interval: Duration,
-    /// How long a claimed row is held before another relay may claim it again (default 30s);
-    /// it must cover a whole cycle, so for `http` it must exceed `timeout`.
+    /// How long a claimed row is held before another relay may claim it again (default 30s, 1s
+    /// to 1h); it must cover a whole cycle, so for `http` it must exceed `timeout`.
     pub claim_ttl: Duration,
     /// Failed publishes after which a row is parked for `idem outbox requeue` (default 10;
     /// backoff 1s doubling up to 5m between them).
@@ -243,11 +260,11 @@ pub(super) fn build(
     let poll_interval = match &raw.poll_interval {
         Some(text) => {
             let d = duration::parse(&field_name("poll_interval"), text)?;
-            if d < MIN_RELAY_POLL_INTERVAL {
+            if !(MIN_RELAY_POLL_INTERVAL..=MAX_RELAY_POLL_INTERVAL).contains(&d) {
                 return Err(out_of_range(
                     &field_name("poll_interval"),
                     text,
-                    "at least 10ms",
+                    "between 10ms and 1h",
                 ));
             }
             d
@@ -255,7 +272,17 @@ pub(super) fn build(
         None => DEFAULT_RELAY_POLL_INTERVAL,
     };
     let claim_ttl = match &raw.claim_ttl {
-        Some(text) => duration::parse(&field_name("claim_ttl"), text)?,
+        Some(text) => {
+            let d = duration::parse(&field_name("claim_ttl"), text)?;
+            if !(MIN_RELAY_CLAIM_TTL..=MAX_RELAY_CLAIM_TTL).contains(&d) {
+                return Err(out_of_range(
+                    &field_name("claim_ttl"),
+                    text,
+                    "between 1s and 1h",
+                ));
+            }
+            d
+        }
         None => DEFAULT_RELAY_CLAIM_TTL,
     };
     if let RelayTarget::Http { timeout, .. } = &target

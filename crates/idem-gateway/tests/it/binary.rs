@@ -56,6 +56,25 @@ fn check_config_refuses_a_missing_secret_naming_it() {
     );
 }
 
+/// `check-config` shows each route's ordering as it is written in the file.
+#[test]
+fn check_config_shows_routes_as_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), 1, "127.0.0.1:1".parse().unwrap());
+    let output = Command::new(BINARY)
+        .args(["--config", path.to_str().unwrap(), "check-config"])
+        .env("BIN_STRIPE_SECRET", "whsec_bin")
+        .env("BIN_APP_SECRET", "whsec_aGVsbG8=")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("  route         stripe.app: stripe -> app (ordering drop-stale)\n"),
+        "{stdout}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_forwards_a_real_stripe_event_and_drains_on_sigterm() {
     let downstream = Downstream::ok().await;

@@ -37,7 +37,12 @@ fn unique(prefix: &str) -> String {
 /// A configuration with one broker source `orders` (its keys in `source`) routed to the
 /// downstream `app`.
 fn config(source: &str, app: &Downstream) -> Config {
-    let text = format!(
+    Config::from_toml(&config_text(source, app), &env).expect("valid configuration")
+}
+
+/// The text of [`config`]; top-level keys may be put before it.
+fn config_text(source: &str, app: &Downstream) -> String {
+    format!(
         r#"
 listen = "127.0.0.1:0"
 poll_interval = "20ms"
@@ -58,8 +63,7 @@ destination = "app"
 ordering = "none"
 "#,
         app.addr
-    );
-    Config::from_toml(&text, &env).expect("valid configuration")
+    )
 }
 
 /// Waits (up to 15 s) until the downstream has received requests with `n` distinct
@@ -231,12 +235,14 @@ async fn nats_messages_are_forwarded_once_and_acked<DB: GatewayDb>(store: Store<
     }
     let info = nats.wait_drained("gw").await;
     assert_eq!(
-        info.num_redelivered, 0,
-        "every message acked at its first delivery"
-    );
-    assert_eq!(
         info.delivered.stream_sequence, 26,
         "20 + 5 copies + 1 without id"
+    );
+    // The consumer sequence counts every delivery, redeliveries included (num_redelivered
+    // counts only those still unacked): 26 deliveries for 26 messages.
+    assert_eq!(
+        info.delivered.consumer_sequence, 26,
+        "every message acked (or terminated) at its first delivery"
     );
 
     let dead = dead_letters(running.gateway.store()).await;
@@ -269,21 +275,28 @@ async fn nats_store_failure_naks_and_the_message_comes_again<DB: GatewayDb + App
     )
     .await;
     nats.publish("created", Some("o-1"), r#"{"n":1}"#).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let consumer_sequence = || async {
         let mut consumer: jetstream::consumer::PullConsumer = nats
             .context
             .get_consumer_from_stream("gw", &nats.stream)
             .await
             .unwrap();
-        let info = consumer.info().await.unwrap();
-        // NAKed with a delay: delivered once, not acked, waiting for its redelivery.
-        if info.delivered.stream_sequence == 1 && info.num_ack_pending == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "message not taken: {info:?}");
+        consumer.info().await.unwrap().delivered.consumer_sequence
+    };
+    // Each delivery of the one message raises the consumer sequence. A second delivery within
+    // the source's ack_wait (5 s) proves the first was NAKed (with its 1 s delay), not left to
+    // time out.
+    let published = Instant::now();
+    while consumer_sequence().await < 2 {
+        assert!(
+            published.elapsed() < Duration::from_secs(5),
+            "no second delivery within ack_wait: the first was not NAKed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The second delivery fails too (its commit needs the missing table, a matter of
+    // milliseconds) and is NAKed for 2 s; the table is back before the third.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(app.received().is_empty());
     idem_testkit::exec(
         running.gateway.store(),
@@ -295,7 +308,10 @@ async fn nats_store_failure_naks_and_the_message_comes_again<DB: GatewayDb + App
     running.settle().await;
     assert_eq!(app.with_key("orders:o-1").len(), 1);
     let info = nats.wait_drained("gw").await;
-    assert_eq!(info.num_redelivered, 0, "acked at its second delivery");
+    assert_eq!(
+        info.delivered.consumer_sequence, 3,
+        "two deliveries NAKed while the table was away, acked at the third"
+    );
     running.server.shutdown().await.unwrap();
     nats.delete().await;
 }
@@ -361,6 +377,64 @@ both_stores!(
     nats_messages_are_forwarded_once_and_acked,
     nats_store_failure_naks_and_the_message_comes_again
 );
+
+/// An existing durable keeps its own ack_wait (1 s here, where the source says 5 s): the
+/// in-progress acks sent while a commit waits follow the durable's, so a commit held up for 3 s
+/// causes no redelivery (at half the configured 5 s they would come after the durable's 1 s
+/// had run out), and the difference is logged at WARN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_existing_durables_ack_wait_paces_the_in_progress_acks() {
+    crate::support::capture_logs();
+    let nats = Nats::new().await;
+    let durable = unique("slow").replace('_', "-");
+    let stream = nats.context.get_stream(&nats.stream).await.unwrap();
+    stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some(durable.clone()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(1),
+            max_ack_pending: 1000,
+            filter_subject: format!("{}.>", nats.subject),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let app = Downstream::ok().await;
+    let (_dir, store) = crate::support::postgres(crate::support::system_clock()).await;
+    let running = Running::start(config(&nats.source(&durable), &app), store).await;
+    let warnings = crate::support::lines_with("WARN", &durable);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    for value in [
+        "ack_wait=1s",
+        "configured_ack_wait=5s",
+        "max_ack_pending=1000",
+        "configured_max_in_flight=256",
+    ] {
+        assert!(warnings[0].contains(value), "{value}: {}", warnings[0]);
+    }
+
+    // Inserts into the events table wait for this lock: the message's commit is held 3 s.
+    let mut lock = running.gateway.store().pool().begin().await.unwrap();
+    idem::sqlx::query("LOCK TABLE idem_gateway_events IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    nats.publish("created", Some("o-1"), r#"{"n":1}"#).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(app.received().is_empty(), "the commit was held");
+    lock.commit().await.unwrap();
+
+    wait_for_keys(&app, 1).await;
+    running.settle().await;
+    assert_eq!(app.with_key("orders:o-1").len(), 1);
+    let info = nats.wait_drained(&durable).await;
+    assert_eq!(
+        info.delivered.consumer_sequence, 1,
+        "delivered once: in-progress acks every 0.5 s kept the 1 s ack_wait from running out"
+    );
+    running.server.shutdown().await.unwrap();
+    nats.delete().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_stream_stops_the_start_naming_it() {
@@ -595,6 +669,46 @@ both_stores!(
     rabbitmq_store_failure_requeues_and_the_message_comes_again
 );
 
+/// A body over `max_body_bytes` never becomes an event, and its dead letter is no way around
+/// the limit: the stored payload is cut at `max_body_bytes` (1024 here) and the error gives the
+/// body's full length (5000 bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_message_is_dead_lettered_cut_at_max_body_bytes() {
+    let rabbit = Rabbit::new().await;
+    let app = Downstream::ok().await;
+    let text = format!(
+        "max_body_bytes = 1024\n{}",
+        config_text(&rabbit.source(), &app)
+    );
+    let config = Config::from_toml(&text, &env).unwrap();
+    let (_dir, store) = crate::support::sqlite(crate::support::system_clock()).await;
+    let running = Running::start(config, store).await;
+    let body = format!(r#"{{"pad":"{}"}}"#, "x".repeat(4990));
+    assert_eq!(body.len(), 5000);
+    rabbit.publish(Some("big-1"), "order.created", &body).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let dead = loop {
+        let dead = dead_letters(running.gateway.store()).await;
+        if !dead.is_empty() {
+            break dead;
+        }
+        assert!(Instant::now() < deadline, "no dead letter");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].event_id.as_deref(), Some("big-1"));
+    assert_eq!(dead[0].payload.len(), 1024);
+    assert_eq!(dead[0].payload, body.as_bytes()[..1024]);
+    assert_eq!(
+        dead[0].error,
+        "body-too-large: the body is 5000 bytes, more than max_body_bytes = 1024; the dead letter keeps its first 1024 bytes"
+    );
+    running.server.shutdown().await.unwrap();
+    assert!(app.received().is_empty());
+    assert_eq!(rabbit.ready().await, 0, "rejected, not requeued");
+    rabbit.delete().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_queue_stops_the_start_naming_it() {
     let app = Downstream::ok().await;
@@ -703,7 +817,16 @@ fn broker_source_mistakes_are_named() {
         ("kind = \"nats\"\nstream = \"S.T\"", "a JetStream name"),
         (
             "kind = \"nats\"\nstream = \"S\"\nack_wait = \"10ms\"",
-            "at least 100ms",
+            "source \"orders\" ack_wait = \"10ms\" is not valid; expected between 100ms and 12h",
+        ),
+        // JetStream holds ack_wait in i64 nanoseconds: years would make a broken durable.
+        (
+            "kind = \"nats\"\nstream = \"S\"\nack_wait = \"1000years\"",
+            "source \"orders\" ack_wait = \"1000years\" is not valid; expected between 100ms and 12h",
+        ),
+        (
+            "kind = \"nats\"\nstream = \"S\"\nack_wait = \"13h\"",
+            "source \"orders\" ack_wait = \"13h\" is not valid; expected between 100ms and 12h",
         ),
         (
             "kind = \"rabbitmq\"\nqueue = \"q\"\nmax_in_flight = 0",
@@ -759,6 +882,8 @@ fn check_config_shows_broker_sources_and_relays_without_credentials() {
     std::fs::write(
         &path,
         r#"
+database_url = "postgres://gw:t0ps3cret@127.0.0.1/gw"
+
 [[source]]
 name = "orders"
 kind = "nats"
@@ -803,7 +928,11 @@ url = "http://127.0.0.1:3000"
         stdout.contains("relay         out: idem_outbox of postgres://***@127.0.0.1/app -> http at http://127.0.0.1:3000"),
         "{stdout}"
     );
-    for secret in ["hunter2", "s3cret", "pw@"] {
+    assert!(
+        stdout.contains("  database      postgres://***@127.0.0.1/gw\n"),
+        "{stdout}"
+    );
+    for secret in ["hunter2", "s3cret", "pw@", "t0ps3cret"] {
         assert!(!stdout.contains(secret), "{stdout}");
     }
 }

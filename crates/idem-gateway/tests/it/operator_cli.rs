@@ -16,6 +16,8 @@ use idem_sql::{
     OutboxMessage, OutboxPolicy, OutboxStatus,
 };
 
+use idem_testkit::AppDb;
+
 use crate::support::pg_database;
 
 /// Runs `idem ARGS --database URL`: (exit success, stdout, stderr).
@@ -29,6 +31,20 @@ fn idem(url: &str, args: &[&str]) -> (bool, String, String) {
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs `idem ARGS --database URL`: (exit code, stderr).
+fn idem_exit(url: &str, args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(args)
+        .args(["--database", url])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
@@ -144,6 +160,31 @@ async fn effects_commands<DB: Backend>(url: &str) {
     assert_eq!(shown["request"]["amount"], 500);
     assert_eq!(shown["last_error"], "card declined");
 
+    // --outcome is stored only with --succeeded: with --failed or --retry it would be lost,
+    // so the command is refused as an argument error (exit 2) and changes nothing.
+    for other in [&["--failed", "declined"][..], &["--retry"]] {
+        let mut args = vec!["effects", "resolve", "charge:order:50266"];
+        args.extend_from_slice(other);
+        args.extend_from_slice(&["--outcome", "{}"]);
+        let (code, stderr) = idem_exit(url, &args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--outcome goes with --succeeded only: {} stores no outcome, so it would be lost",
+                other[0]
+            )),
+            "{stderr}"
+        );
+    }
+    assert_eq!(
+        ledger
+            .get(&key("charge:order:50266"))
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        EffectStatus::Dead
+    );
     ok(
         url,
         &[
@@ -179,6 +220,16 @@ async fn effects_commands<DB: Backend>(url: &str) {
     );
     let email = ledger.get(&key("receipt:evt_C")).await.unwrap().unwrap();
     assert_eq!(email.status, EffectStatus::Succeeded);
+    // Finished effects are never attempted again: no next attempt time is shown for them; a
+    // pending one shows when it runs.
+    for finished in ["charge:order:50266", "receipt:evt_C"] {
+        let shown: serde_json::Value =
+            serde_json::from_str(&ok(url, &["effects", "show", finished])).unwrap();
+        assert_eq!(shown.get("next_attempt_at"), None, "{finished}: {shown}");
+    }
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(url, &["effects", "show", "refund:order:7"])).unwrap();
+    assert!(shown["next_attempt_at"].is_string(), "{shown}");
     assert_eq!(
         email.outcome.as_deref(),
         Some(br#"{"id":"em_1"}"#.as_slice())
@@ -251,7 +302,7 @@ async fn effects_commands_on_postgres() {
     effects_commands::<Postgres>(&pg_database().await).await;
 }
 
-async fn outbox_commands<DB: Backend>(url: &str) {
+async fn outbox_commands<DB: Backend + AppDb>(url: &str) {
     let store = app::<DB>(url).await;
     let mut tx = store.begin().await.unwrap();
     for id in ["mid-1", "mid-2"] {
@@ -280,6 +331,25 @@ async fn outbox_commands<DB: Backend>(url: &str) {
     assert_eq!(shown["destination"], "/hooks/orders");
     assert_eq!(shown["payload"]["id"], "mid-1");
     assert_eq!(shown["attempts"], 1);
+    // A time past the year 9999 (a hand-edited or corrupt row) cannot be written in RFC 3339:
+    // it is shown as its milliseconds, not a panic.
+    let rows = idem_testkit::exec(
+        &store,
+        "UPDATE idem_outbox SET next_attempt_at = 253402300800000 WHERE message_id = 'mid-1'",
+        vec![],
+    )
+    .await;
+    assert_eq!(rows, 1);
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(url, &["outbox", "show", "mid-1"])).unwrap();
+    assert_eq!(shown["next_attempt_at"], "253402300800000");
+    let stderr = refused(url, &["outbox", "show", "bad id"]);
+    assert!(
+        stderr.contains(
+            "\"bad id\" is not a valid message id: expected 1 to 255 bytes of visible ASCII ('!' to '~', no spaces), as `idem outbox list` shows them"
+        ),
+        "{stderr}"
+    );
 
     ok(url, &["outbox", "requeue", "mid-1"]);
     let row = store
@@ -401,4 +471,92 @@ fn a_database_without_idem_tables_is_named_and_never_created() {
         stderr.contains("neither sqlite:// nor postgres://"),
         "{stderr}"
     );
+}
+
+/// An unreachable PostgreSQL server is reported at once with its cause (not "pool timed out"
+/// after 30 s), and the password in --database is never printed; so is a login the server
+/// refuses.
+#[test]
+fn an_unreachable_database_is_named_at_once_without_its_password() {
+    // Nothing listens on port 1.
+    let started = std::time::Instant::now();
+    let stderr = refused(
+        "postgres://app:hunter2@127.0.0.1:1/app",
+        &["outbox", "list"],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(stderr.contains("127.0.0.1:1/app"), "{stderr}");
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    assert!(!stderr.contains("pool timed out"), "{stderr}");
+
+    // The real server, a user it does not know.
+    let started = std::time::Instant::now();
+    let stderr = refused(
+        "postgres://idem_nobody:hunter2@127.0.0.1:5432/postgres",
+        &["effects", "list"],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(stderr.contains("idem_nobody"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    assert!(!stderr.contains("pool timed out"), "{stderr}");
+}
+
+/// Runs `idem ARGS` with its stdout a pipe whose reader is gone before (or while) it writes, as
+/// `idem … | head -1` does: (exit code, stderr).
+fn idem_into_closed_pipe(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A reader that stops early (`| head -1`) ends the command quietly: exit 0, no panic, no
+/// message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_into_a_closed_pipe_ends_quietly() {
+    let (code, stderr) = idem_into_closed_pipe(&["check-config"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+
+    // 1000 rows, about 100 KB: more than a pipe holds, so the writer meets the closed pipe
+    // however early it starts.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("app.db").display());
+    let store = app::<Sqlite>(&url).await;
+    let mut tx = store.begin().await.unwrap();
+    for n in 0..1000 {
+        let message = OutboxMessage::new("/hooks/orders", format!(r#"{{"n":{n}}}"#));
+        store.outbox().enqueue(&mut tx, &message).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let (code, stderr) = idem_into_closed_pipe(&[
+        "outbox",
+        "list",
+        "--status",
+        "pending",
+        "--limit",
+        "1000",
+        "--database",
+        &url,
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr, "");
 }

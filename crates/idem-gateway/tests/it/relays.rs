@@ -337,9 +337,33 @@ fn relay_mistakes_are_named() {
         ),
         (
             "target = \"nats\"\npoll_interval = \"1ms\"",
-            "at least 10ms",
+            "relay \"out\" poll_interval = \"1ms\" is not valid; expected between 10ms and 1h",
+        ),
+        (
+            "target = \"nats\"\npoll_interval = \"2h\"",
+            "relay \"out\" poll_interval = \"2h\" is not valid; expected between 10ms and 1h",
+        ),
+        (
+            "target = \"nats\"\nclaim_ttl = \"500ms\"",
+            "relay \"out\" claim_ttl = \"500ms\" is not valid; expected between 1s and 1h",
+        ),
+        (
+            "target = \"nats\"\nclaim_ttl = \"1000years\"",
+            "relay \"out\" claim_ttl = \"1000years\" is not valid; expected between 1s and 1h",
+        ),
+        // TLS is not built in: an https target is refused as for destinations, from url_env too.
+        (
+            "target = \"http\"\nurl_env = \"HTTPS_TARGET\"",
+            "relay \"out\" url_env = \"https://***@hooks.example.com\" is not valid; expected an http:// URL (put a TLS-terminating proxy in front of https endpoints)",
         ),
     ];
+    let env = |var: &str| {
+        if var == "HTTPS_TARGET" {
+            Some("https://user:pw@hooks.example.com".to_owned())
+        } else {
+            env(var)
+        }
+    };
     for (relay, expected) in cases {
         let text = format!("[[relay]]\nname = \"out\"\n{relay}\n");
         let error = Config::from_toml(&text, &env).expect_err(relay).to_string();
@@ -350,6 +374,15 @@ fn relay_mistakes_are_named() {
         Config::from_toml(twice, &env).unwrap_err().to_string(),
         "relay \"out\" is configured twice"
     );
+    let bounds = Config::from_toml(
+        "[[relay]]\nname = \"out\"\ntarget = \"nats\"\nclaim_ttl = \"1h\"\npoll_interval = \"10ms\"\n",
+        &env,
+    )
+    .unwrap()
+    .relays
+    .remove(0);
+    assert_eq!(bounds.claim_ttl, Duration::from_secs(3600));
+    assert_eq!(bounds.poll_interval, Duration::from_millis(10));
     let defaults = Config::from_toml("[[relay]]\nname = \"out\"\ntarget = \"nats\"\n", &env)
         .unwrap()
         .relays
@@ -365,6 +398,56 @@ fn relay_mistakes_are_named() {
     assert_eq!(
         defaults.target.display_url(),
         idem_gateway::DEFAULT_NATS_URL
+    );
+}
+
+/// `idem_outbox` has no column naming a row's relay: two relays on one database with different
+/// targets would publish each other's rows, so the configuration is refused, naming both and why.
+/// Relays with the same target on one database (they share the rows), or with different targets
+/// on different databases, are accepted.
+#[test]
+fn relays_on_one_database_must_share_their_target() {
+    let relay = |name: &str, database: &str, target: &str| {
+        format!("[[relay]]\nname = \"{name}\"\ndatabase_url = \"{database}\"\n{target}\n")
+    };
+    let app = "postgres://app:pw@127.0.0.1/app";
+    let nats = "target = \"nats\"\nurl = \"nats://127.0.0.1:4222\"";
+    let http = "target = \"http\"\nurl = \"http://127.0.0.1:3000\"";
+    let other_nats = "target = \"nats\"\nurl = \"nats://127.0.0.1:4223\"";
+    for (second, second_target) in [
+        (http, "http at http://127.0.0.1:3000"),
+        (other_nats, "nats at nats://127.0.0.1:4223"),
+    ] {
+        let text = relay("to-nats", app, nats) + &relay("second", app, second);
+        assert_eq!(
+            Config::from_toml(&text, &env).unwrap_err().to_string(),
+            format!(
+                "relays \"to-nats\" and \"second\" both publish the idem_outbox rows of postgres://***@127.0.0.1/app, to different targets (nats at nats://127.0.0.1:4222 and {second_target}): idem_outbox has no column naming a row's relay, so each would publish the other's rows; give them the same target, or separate databases"
+            )
+        );
+    }
+    // The gateway's own database is the default: a relay without database_url shares it.
+    let text = relay("explicit", idem_gateway::DEFAULT_DATABASE_URL, nats)
+        + "[[relay]]\nname = \"implicit\"\n"
+        + http;
+    assert!(matches!(
+        Config::from_toml(&text, &env),
+        Err(idem_gateway::ConfigError::RelayTargetConflict { .. })
+    ));
+
+    let same_target = relay("a", app, nats) + &relay("b", app, nats);
+    assert_eq!(
+        Config::from_toml(&same_target, &env).unwrap().relays.len(),
+        2
+    );
+    let two_databases =
+        relay("a", app, nats) + &relay("b", "postgres://app:pw@127.0.0.1/other", http);
+    assert_eq!(
+        Config::from_toml(&two_databases, &env)
+            .unwrap()
+            .relays
+            .len(),
+        2
     );
 }
 

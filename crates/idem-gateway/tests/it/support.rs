@@ -391,10 +391,15 @@ pub fn capture_logs() {
 
 /// The captured log lines of level ERROR that contain `needle`.
 pub fn error_lines_with(needle: &str) -> Vec<String> {
+    lines_with("ERROR", needle)
+}
+
+/// The captured log lines of `level` (`ERROR`, `WARN`, `INFO`) that contain `needle`.
+pub fn lines_with(level: &str, needle: &str) -> Vec<String> {
     let logs = LOGS.lock().unwrap();
     String::from_utf8_lossy(&logs)
         .lines()
-        .filter(|l| l.contains("ERROR") && l.contains(needle))
+        .filter(|l| l.contains(level) && l.contains(needle))
         .map(str::to_owned)
         .collect()
 }

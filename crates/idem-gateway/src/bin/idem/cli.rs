@@ -18,6 +18,36 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// Refuses the argument combinations clap's attributes cannot express: `effects resolve
+    /// --outcome` without `--succeeded` (a `requires = "succeeded"` would always be met, a bool
+    /// flag being present as `false`), which would silently drop the outcome.
+    ///
+    /// # Errors
+    /// A clap error naming the arguments; `exit()` on it prints it with the usage and exits 2,
+    /// as for every other argument error.
+    pub fn check(&self) -> Result<(), clap::Error> {
+        if let Command::Effects(LedgerArgs {
+            command:
+                EffectsCommand::Resolve {
+                    succeeded: false,
+                    outcome: Some(_),
+                    retry,
+                    ..
+                },
+            ..
+        }) = &self.command
+        {
+            let other = if *retry { "--retry" } else { "--failed" };
+            return Err(<Self as clap::CommandFactory>::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "--outcome goes with --succeeded only: {other} stores no outcome, so it would be lost"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The log filter when `RUST_LOG` is not set: quiet for the demo (its table is the output);
     /// sqlx's statement and NOTICE lines only from WARN.
     pub fn log_filter(&self) -> &'static str {
@@ -129,9 +159,9 @@ pub enum EffectsCommand {
         /// The effect did happen: store --outcome and finish it as succeeded.
         #[arg(long)]
         succeeded: bool,
-        /// With --succeeded: the outcome, inline JSON or @FILE (the file's bytes as they are);
-        /// default empty.
-        #[arg(long, requires = "succeeded", value_name = "JSON|@FILE")]
+        /// With --succeeded only (refused with --failed or --retry): the outcome, inline JSON
+        /// or @FILE (the file's bytes as they are); default empty.
+        #[arg(long, value_name = "JSON|@FILE")]
         outcome: Option<String>,
         /// The effect did not happen and must not: finish it as failed with this reason.
         #[arg(long, value_name = "REASON")]

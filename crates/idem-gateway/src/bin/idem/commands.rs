@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use idem::Store;
 use idem::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use idem::sqlx::{Postgres, Sqlite};
-use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb, Server};
+use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb, Server, redact_url};
 use std::str::FromStr;
 
 use std::io::IsTerminal;
@@ -64,6 +64,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         };
         // 1 is a finding (a mode did not match); an operational error exits 3.
         return Ok(result.unwrap_or_else(|e| {
+            if crate::is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
             eprintln!("error: {}", crate::chain(&e));
             ExitCode::from(VERIFY_ERROR_EXIT)
         }));
@@ -131,6 +134,7 @@ fn no_tables(url: &str, error: idem::sqlx::Error) -> anyhow::Error {
         }
         _ => false,
     };
+    let url = redact_url(url);
     if missing {
         anyhow::anyhow!(
             "no idem gateway tables at {url}: check database_url or --config (idem serve creates them)"
@@ -171,19 +175,22 @@ async fn with_store<DB: GatewayDb>(
         }
         Command::Events(EventsCommand::List { source, limit }) => {
             let events = gateway.list_events(source.as_deref(), limit).await?;
-            println!(
+            outln!(
                 "{:<24} {:<10} {:<32} {:<36} entity",
-                "received", "source", "event id", "type"
-            );
+                "received",
+                "source",
+                "event id",
+                "type"
+            )?;
             for e in events {
-                println!(
+                outln!(
                     "{:<24} {:<10} {:<32} {:<36} {}",
                     format_time(e.received_at),
                     e.source,
                     e.event_id,
                     e.event_type.unwrap_or_default(),
                     e.entity.unwrap_or_default()
-                );
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -191,17 +198,21 @@ async fn with_store<DB: GatewayDb>(
             let Some(detail) = gateway.show_event(&source, &event_id).await? else {
                 bail!("no event {event_id:?} of source {source:?} is stored");
             };
-            println!("{}", serde_json::to_string_pretty(&detail)?);
+            outln!("{}", serde_json::to_string_pretty(&detail)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Dlq(DlqCommand::List { destination, limit }) => {
             let dead = gateway.dead_letters(destination.as_deref(), limit).await?;
-            println!(
+            outln!(
                 "{:>6} {:<12} {:<10} {:<32} {:>8}  since",
-                "id", "destination", "source", "event id", "attempts"
-            );
+                "id",
+                "destination",
+                "source",
+                "event id",
+                "attempts"
+            )?;
             for d in dead {
-                println!(
+                outln!(
                     "{:>6} {:<12} {:<10} {:<32} {:>8}  {}",
                     d.id,
                     d.destination,
@@ -209,23 +220,25 @@ async fn with_store<DB: GatewayDb>(
                     d.event_id,
                     d.attempts,
                     format_time(d.updated_at)
-                );
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Dlq(DlqCommand::Redrive { destination, id }) => {
             // An unknown destination is refused, naming the configured ones.
             let n = gateway.redrive(destination.as_deref(), id).await?;
-            println!("{n} dead letters redriven; a running `idem serve` sends them now");
+            outln!("{n} dead letters redriven; a running `idem serve` sends them now")?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay(args) => replay(&gateway, args).await,
         Command::Gc => {
             let report = gateway.gc().await?;
-            println!(
+            outln!(
                 "deleted {} inbox keys and {} finished events; dropped {} raw bodies",
-                report.inbox_keys, report.events, report.bodies
-            );
+                report.inbox_keys,
+                report.events,
+                report.bodies
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -276,7 +289,7 @@ async fn replay<DB: GatewayDb>(
     };
     let report = gateway.replay(&request, &progress).await?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body",
         report.matched,
         report.requeued,
@@ -293,7 +306,7 @@ async fn replay<DB: GatewayDb>(
             " (use --force to send them)"
         },
         report.no_body
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -340,46 +353,50 @@ async fn shutdown_signal() {
 }
 
 fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
-    println!("configuration is valid");
-    println!("  listen        {}", config.listen);
-    println!("  database      {}", config.database_url);
-    println!(
+    outln!("configuration is valid")?;
+    outln!("  listen        {}", config.listen)?;
+    outln!("  database      {}", redact_url(&config.database_url))?;
+    outln!(
         "  retention     {}",
         humantime::format_duration(config.retention)
-    );
+    )?;
     for source in &config.sources {
         match source.broker() {
             // Checked here as written; `idem serve` connects and finds the stream or queue.
-            Some(broker) => println!(
+            Some(broker) => outln!(
                 "  source        {} ({}, {} at {})",
                 source.name,
                 source.kind,
                 broker.describe(),
                 broker.display_url()
-            ),
-            None => println!(
+            )?,
+            None => outln!(
                 "  source        {} ({}, redelivery horizon {})",
                 source.name,
                 source.kind,
                 humantime::format_duration(source.kind.redelivery_horizon())
-            ),
+            )?,
         }
     }
     for destination in &config.destinations {
-        println!(
+        outln!(
             "  destination   {} -> {}",
-            destination.name, destination.url
-        );
+            destination.name,
+            destination.url
+        )?;
     }
     for route in &config.routes {
-        println!(
-            "  route         {}: {} -> {} ({:?})",
-            route.name, route.source, route.destination, route.ordering
-        );
+        outln!(
+            "  route         {}: {} -> {} (ordering {})",
+            route.name,
+            route.source,
+            route.destination,
+            route.ordering.as_str()
+        )?;
     }
     for relay in &config.relays {
         // Checked here as written; `idem serve` opens the database and reaches the target.
-        println!(
+        outln!(
             "  relay         {}: idem_outbox of {} -> {} at {} (batch {}, poll {})",
             relay.name,
             relay.display_database_url(),
@@ -387,29 +404,29 @@ fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
             relay.target.display_url(),
             relay.batch_size,
             humantime::format_duration(relay.poll_interval)
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn demo() -> anyhow::Result<ExitCode> {
-    println!("idem demo: a gateway on SQLite in a temporary directory, an application behind it,");
-    println!("and the payloads of testdata/ sent 3x each (two copies at once), one Stripe object");
-    println!("out of order, one bad signature; the application fails the first attempt of some.\n");
+    outln!("idem demo: a gateway on SQLite in a temporary directory, an application behind it,")?;
+    outln!("and the payloads of testdata/ sent 3x each (two copies at once), one Stripe object")?;
+    outln!("out of order, one bad signature; the application fails the first attempt of some.\n")?;
     let report = idem_gateway::demo::run().await?;
-    print!("{}", report.table());
-    println!(
+    out!("{}", report.table())?;
+    outln!(
         "\n{} unique events in {:.1} s",
         report.unique_events,
         report.elapsed.as_secs_f64()
-    );
+    )?;
     if report.passed() {
-        println!("PASS: every unique non-stale event was delivered exactly once, in entity order");
+        outln!("PASS: every unique non-stale event was delivered exactly once, in entity order")?;
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("FAIL:");
+        outln!("FAIL:")?;
         for problem in &report.problems {
-            println!("  - {problem}");
+            outln!("  - {problem}")?;
         }
         Ok(ExitCode::FAILURE)
     }
@@ -459,29 +476,31 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if let Some(file) = &args.replay {
         let lines = idem_verify::events::load(file)?;
         let report = idem_verify::replay(&lines, &target, &commands, budget).await?;
-        println!(
+        outln!(
             "replayed {} deliveries of {} events from {} against the in-order run of the same events",
             report.deliveries,
             report.events,
             file.display()
-        );
+        )?;
         for line in &report.state_diff {
-            println!("  {line}");
+            outln!("  {line}")?;
         }
         for n in &report.duplicate_non_2xx {
-            println!(
+            outln!(
                 "  duplicate {} at step {} answered {}",
-                n.event_id, n.step, n.status
-            );
+                n.event_id,
+                n.step,
+                n.status
+            )?;
         }
         if let Some(path) = &args.json {
             write_json(path, &report)?;
         }
         return Ok(if report.diverged {
-            println!("DIVERGED: the sequence reproduces");
+            outln!("DIVERGED: the sequence reproduces")?;
             ExitCode::FAILURE
         } else {
-            println!("MATCHED: the sequence does not diverge");
+            outln!("MATCHED: the sequence does not diverge")?;
             ExitCode::SUCCESS
         });
     }
@@ -501,14 +520,14 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating --out {}", args.out.display()))?;
-    println!(
+    outln!(
         "idem verify: {} events from {} -> {} (seed {}, budget {})",
         events.len(),
         events_path.display(),
         args.target,
         args.seed,
         humantime::format_duration(budget)
-    );
+    )?;
     let options = Options {
         events,
         target,
@@ -530,10 +549,15 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     })
     .await?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "{:<13} {:<14} {:>10} {:>11} {:>9} {:>8}",
-        "mode", "verdict", "deliveries", "state diffs", "dup non-2xx", "seconds"
-    );
+        "mode",
+        "verdict",
+        "deliveries",
+        "state diffs",
+        "dup non-2xx",
+        "seconds"
+    )?;
     for m in &report.modes {
         let verdict = match m.verdict {
             Verdict::Matched => "matched",
@@ -542,7 +566,7 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             Verdict::Skipped => "SKIPPED",
             _ => "unknown",
         };
-        println!(
+        outln!(
             "{:<13} {:<14} {:>10} {:>11} {:>9} {:>8.1}",
             m.mode.name(),
             verdict,
@@ -550,11 +574,11 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             m.state_diff.len(),
             m.duplicate_non_2xx.len(),
             m.seconds
-        );
+        )?;
     }
     for m in &report.modes {
         if let Some(note) = &m.note {
-            println!("note: {}: {note}", m.mode.name());
+            outln!("note: {}: {note}", m.mode.name())?;
         }
     }
     if !report.baseline_non_2xx.is_empty() {
@@ -568,7 +592,7 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             .take(3)
             .map(|n| n.event_id.as_str())
             .collect();
-        println!(
+        outln!(
             "note: the baseline got non-2xx ({}) for {} of {} events, e.g. {}{} (their duplicates are not findings)",
             statuses.join(", "),
             report.baseline_non_2xx.len(),
@@ -579,12 +603,12 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             } else {
                 ""
             }
-        );
+        )?;
     }
     for m in &report.modes {
         if let Some(minimal) = &m.minimal {
-            println!();
-            print!("{}", minimal.explanation);
+            outln!()?;
+            out!("{}", minimal.explanation)?;
         }
     }
     if let Some(path) = &args.json {
@@ -595,19 +619,19 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .filter(|m| m.verdict != Verdict::Matched)
         .count();
-    println!();
+    outln!()?;
     if report.passed {
-        println!(
+        outln!(
             "PASS: every mode matched the baseline ({:.1} s)",
             report.seconds
-        );
+        )?;
         Ok(ExitCode::SUCCESS)
     } else {
-        println!(
+        outln!(
             "FAIL: {diverged} of {} modes did not match ({:.1} s)",
             report.modes.len(),
             report.seconds
-        );
+        )?;
         Ok(ExitCode::FAILURE)
     }
 }

@@ -4,17 +4,18 @@
 
 use std::process::ExitCode;
 use std::str::FromStr;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use idem::sqlx::postgres::PgPoolOptions;
 use idem::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use idem::sqlx::{self, Postgres, Sqlite};
 use idem::{Backend, Name, Store};
 use idem_core::EffectKey;
-use idem_gateway::DatabaseKind;
 use idem_gateway::admin::format_time;
+use idem_gateway::{DatabaseKind, redact_url};
 use idem_sql::{
-    DeadLetter, EffectRecord, EffectStatus, MessageId, OutboxRow, OutboxStatus, Resolution,
+    DeadLetter, EffectRecord, EffectStatus, MAX_MESSAGE_ID_BYTES, MessageId, OutboxRow,
+    OutboxStatus, Resolution,
 };
 use serde_json::{Value, json};
 
@@ -38,17 +39,25 @@ macro_rules! with_db {
     };
 }
 
-/// Opens `url` and checks that idem's `table` is there.
+/// How long opening a PostgreSQL database may take: a server that does not answer at all
+/// (packets dropped) would otherwise hold the command for the operating system's TCP timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens `url` and checks that idem's `table` is there. Messages show the URL without its
+/// user and password.
 ///
 /// # Errors
 /// A URL that is neither SQLite nor PostgreSQL, a database that cannot be opened (a SQLite file
-/// that does not exist is not created), or a missing `table`, each naming the database.
+/// that does not exist is not created; a PostgreSQL server that refuses, or rejects the login,
+/// is reported at once with the driver's reason; one that does not answer, after 10 s), or a
+/// missing `table`, each naming the database.
 async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
     let check = format!("SELECT 1 FROM {table} LIMIT 1");
+    let shown = redact_url(url);
     match DatabaseKind::of(url) {
         Some(DatabaseKind::Sqlite) => {
             let options = SqliteConnectOptions::from_str(url)
-                .with_context(|| format!("{url:?} is not a SQLite URL"))?
+                .with_context(|| format!("{shown:?} is not a SQLite URL"))?
                 .create_if_missing(false);
             let pool = SqlitePoolOptions::new()
                 .max_connections(1)
@@ -62,24 +71,31 @@ async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
             Ok(Db::Sqlite(Store::from_pool(pool)))
         }
         Some(DatabaseKind::Postgres) => {
-            let pool = PgPoolOptions::new()
-                .max_connections(1)
-                .connect(url)
-                .await
-                .with_context(|| format!("cannot open the database at {url}"))?;
+            // idem's connect opens one connection before the pool: a refused connection or a
+            // failed login is reported at once with its cause, where a bare pool retries for
+            // 30 s and then says only "pool timed out".
+            let store =
+                tokio::time::timeout(CONNECT_TIMEOUT, Store::<Postgres>::connect_with(url, 1))
+                    .await
+                    .map_err(|_| {
+                        anyhow::anyhow!("no answer from the database at {shown} within 10s")
+                    })?
+                    // idem's error names the database, without the password.
+                    .map_err(anyhow::Error::new)?;
             sqlx::query(sqlx::AssertSqlSafe(check))
-                .fetch_optional(&pool)
+                .fetch_optional(store.pool())
                 .await
                 .map_err(|e| missing(url, table, e))?;
-            Ok(Db::Postgres(Store::from_pool(pool)))
+            Ok(Db::Postgres(store))
         }
-        _ => bail!("database {url:?} is neither sqlite:// nor postgres://"),
+        _ => bail!("database {shown:?} is neither sqlite:// nor postgres://"),
     }
 }
 
 /// A missing table (or SQLite file) says idem's tables were never made there: name the table
-/// and what to check. Other errors pass through with the database named.
+/// and what to check. Other errors pass through with the database named (without credentials).
 fn missing(url: &str, table: &str, error: sqlx::Error) -> anyhow::Error {
+    let url = redact_url(url);
     let is_missing = match &error {
         sqlx::Error::Database(e) => {
             let message = e.message();
@@ -144,7 +160,7 @@ fn effect_key(text: &str) -> anyhow::Result<EffectKey> {
 }
 
 fn effect_json(record: &EffectRecord) -> Value {
-    json!({
+    let mut shown = json!({
         "key": record.key.as_str(),
         "effect": record.effect.as_str(),
         "status": record.status.as_str(),
@@ -156,7 +172,14 @@ fn effect_json(record: &EffectRecord) -> Value {
         "next_attempt_at": format_time(record.next_attempt_at.as_millis()),
         "created_at": format_time(record.created_at.as_millis()),
         "updated_at": format_time(record.updated_at.as_millis()),
-    })
+    });
+    // A finished effect is never attempted again: its stored next time means nothing.
+    if record.status.is_finished()
+        && let Some(fields) = shown.as_object_mut()
+    {
+        fields.remove("next_attempt_at");
+    }
+    shown
 }
 
 /// `idem effects …` on the database at `url`.
@@ -175,13 +198,17 @@ async fn effects_on<DB: Backend>(
                 Some(status) => vec![effect_status(status)],
                 None => vec![EffectStatus::Parked, EffectStatus::Dead],
             };
-            println!(
+            outln!(
                 "{:<40} {:<16} {:<9} {:>8}  {:<24} last error",
-                "key", "effect", "status", "attempts", "updated"
-            );
+                "key",
+                "effect",
+                "status",
+                "attempts",
+                "updated"
+            )?;
             for status in statuses {
                 for e in ledger.list(status, limit).await? {
-                    println!(
+                    outln!(
                         "{:<40} {:<16} {:<9} {:>8}  {:<24} {}",
                         e.key.as_str(),
                         e.effect.as_str(),
@@ -189,7 +216,7 @@ async fn effects_on<DB: Backend>(
                         e.attempts,
                         format_time(e.updated_at.as_millis()),
                         cell(e.last_error.as_deref().unwrap_or_default(), 60)
-                    );
+                    )?;
                 }
             }
         }
@@ -198,7 +225,7 @@ async fn effects_on<DB: Backend>(
             let Some(record) = ledger.get(&key).await? else {
                 bail!("no effect is stored under key {key}");
             };
-            println!("{}", serde_json::to_string_pretty(&effect_json(&record))?);
+            outln!("{}", serde_json::to_string_pretty(&effect_json(&record))?)?;
         }
         EffectsCommand::Resolve {
             key,
@@ -222,7 +249,7 @@ async fn effects_on<DB: Backend>(
             // Unknown keys and effects that are not parked or dead are refused by the ledger,
             // naming the key (and the status).
             let record = ledger.resolve(&key, resolution).await?;
-            println!("effect {} is now {}", record.key, record.status);
+            outln!("effect {} is now {}", record.key, record.status)?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -264,12 +291,24 @@ fn outbox_json(row: &OutboxRow) -> Value {
     })
 }
 
+/// `text` as a message id, or an error saying what one is.
 fn message_id(text: &str) -> anyhow::Result<MessageId> {
-    MessageId::new(text).with_context(|| format!("{text:?} is not a message id"))
+    MessageId::new(text).map_err(|_| {
+        anyhow::anyhow!(
+            "{text:?} is not a valid message id: expected 1 to {MAX_MESSAGE_ID_BYTES} bytes of visible ASCII ('!' to '~', no spaces), as `idem outbox list` shows them"
+        )
+    })
 }
 
 /// `idem outbox …` on the database at `url`.
 pub async fn outbox(url: &str, command: OutboxCommand) -> anyhow::Result<ExitCode> {
+    // A malformed id is the argument's fault, whatever the database: say so first.
+    if let OutboxCommand::Show { message_id: id }
+    | OutboxCommand::Requeue { message_id: id }
+    | OutboxCommand::Discard { message_id: id } = &command
+    {
+        message_id(id)?;
+    }
     with_db!(open(url, "idem_outbox").await?, store => outbox_on(&store, command).await)
 }
 
@@ -285,12 +324,16 @@ async fn outbox_on<DB: Backend>(
                 OutboxStatusArg::Published => OutboxStatus::Published,
                 OutboxStatusArg::Parked => OutboxStatus::Parked,
             };
-            println!(
+            outln!(
                 "{:<36} {:<28} {:<9} {:>8}  {:<24} last error",
-                "message id", "destination", "status", "attempts", "created"
-            );
+                "message id",
+                "destination",
+                "status",
+                "attempts",
+                "created"
+            )?;
             for row in outbox.list(status, limit).await? {
-                println!(
+                outln!(
                     "{:<36} {:<28} {:<9} {:>8}  {:<24} {}",
                     row.message_id.as_str(),
                     cell(&row.destination, 28),
@@ -298,28 +341,28 @@ async fn outbox_on<DB: Backend>(
                     row.attempts,
                     format_time(row.created_at.as_millis()),
                     cell(row.last_error.as_deref().unwrap_or_default(), 60)
-                );
+                )?;
             }
         }
         OutboxCommand::Show { message_id: id } => {
             let Some(row) = outbox.get(&message_id(&id)?).await? else {
                 bail!("no outbox row has message id {id:?}");
             };
-            println!("{}", serde_json::to_string_pretty(&outbox_json(&row))?);
+            outln!("{}", serde_json::to_string_pretty(&outbox_json(&row))?)?;
         }
         OutboxCommand::Requeue { message_id: id } => {
             let parsed = message_id(&id)?;
             if !outbox.requeue(&parsed).await? {
                 not_parked(&outbox.get(&parsed).await?, &id, "requeued")?;
             }
-            println!("outbox row {id} is pending again; a running relay publishes it now");
+            outln!("outbox row {id} is pending again; a running relay publishes it now")?;
         }
         OutboxCommand::Discard { message_id: id } => {
             let parsed = message_id(&id)?;
             if !outbox.discard(&parsed).await? {
                 not_parked(&outbox.get(&parsed).await?, &id, "discarded")?;
             }
-            println!("outbox row {id} is deleted and will never be published");
+            outln!("outbox row {id} is deleted and will never be published")?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -373,12 +416,17 @@ async fn dead_letters_on<DB: Backend>(
             let consumer = Name::new("consumer", consumer.clone())
                 .with_context(|| format!("--consumer {consumer:?}"))?;
             let list = letters.list(&consumer, limit).await?;
-            println!(
+            outln!(
                 "{:>6} {:<12} {:<28} {:<28} {:>10}  {:<24} error",
-                "id", "source", "event id", "subject or queue", "deliveries", "last failed"
-            );
+                "id",
+                "source",
+                "event id",
+                "subject or queue",
+                "deliveries",
+                "last failed"
+            )?;
             for d in &list {
-                println!(
+                outln!(
                     "{:>6} {:<12} {:<28} {:<28} {:>10}  {:<24} {}",
                     d.id,
                     cell(&d.source, 12),
@@ -387,7 +435,7 @@ async fn dead_letters_on<DB: Backend>(
                     d.delivery_count,
                     format_time(d.last_failed_at.as_millis()),
                     cell(&d.error, 60)
-                );
+                )?;
             }
             if list.is_empty() {
                 eprintln!("no dead letters of consumer {consumer} (--consumer NAME for another)");
@@ -397,16 +445,16 @@ async fn dead_letters_on<DB: Backend>(
             let Some(letter) = letters.get(id).await? else {
                 bail!("no dead letter has id {id}");
             };
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&dead_letter_json(&letter))?
-            );
+            )?;
         }
         DeadLettersCommand::Delete { id } => {
             if !letters.delete(id).await? {
                 bail!("no dead letter has id {id}");
             }
-            println!("dead letter {id} deleted");
+            outln!("dead letter {id} deleted")?;
         }
     }
     Ok(ExitCode::SUCCESS)
