@@ -148,7 +148,10 @@ impl RetryPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Delivery {
-    /// The NATS subject the message was published to, or the RabbitMQ queue it was consumed from.
+    /// Where the message was consumed from (not where a relay sends messages, despite the name):
+    /// JetStream, the message's subject (the subject it was published to and stored under);
+    /// RabbitMQ, the name of the consumer's main queue (not the exchange or routing key it was
+    /// published with, nor the retry queue a retried copy came back through).
     pub destination: String,
     /// The broker message id: JetStream `Nats-Msg-Id` header, AMQP `message_id` property.
     pub message_id: Option<String>,
@@ -158,7 +161,8 @@ pub struct Delivery {
     /// The body.
     pub payload: Bytes,
     /// Which delivery of this message this is, 1 for the first: JetStream's delivered count;
-    /// for RabbitMQ computed from `x-delivery-count` and the retry path's `x-death` counts.
+    /// for RabbitMQ computed from `x-delivery-count` and the retry path's counts
+    /// ([`RetryTopology::delivered`](crate::RetryTopology::delivered)).
     pub delivered: u32,
 }
 

@@ -12,11 +12,20 @@ use crate::publisher::{PublishOutcome, Publisher, PublisherError};
 /// The header that carries the row's message id (draft-ietf-httpapi-idempotency-key-header).
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
-/// The default time limit of one request, connect to last body byte.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default time limit of one request of [`HttpPublisher::new`], connect to last body byte.
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The wait after a 409 that carries no `Retry-After` header.
+/// The wait after a 409 that carries no `Retry-After` header, or one that is not a number of
+/// seconds (an HTTP date is not read).
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The shortest wait after a 409: a smaller `Retry-After` (`0` in particular) is raised to it, so
+/// that a receiver answering `Retry-After: 0` is not sent the request in a tight loop.
+pub const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The longest wait after a 409: a larger `Retry-After` is lowered to it, so that one answer
+/// cannot hold a row back for days.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// Publishes outbox rows as HTTP POST requests: the row's payload is the body, its message id
 /// the `Idempotency-Key` header (draft-ietf-httpapi-idempotency-key-header), its headers go
@@ -26,8 +35,10 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Answers, per request:
 /// - 2xx: [`PublishOutcome::Published`];
 /// - 409 Conflict (the receiver is still processing a request with this key):
-///   [`PublishOutcome::RetryLater`] after its `Retry-After` seconds, or
-///   [`DEFAULT_RETRY_AFTER`]; not counted as a failed attempt;
+///   [`PublishOutcome::RetryLater`] after its `Retry-After` seconds clamped to
+///   [`MIN_RETRY_AFTER`] (1 s) .. [`MAX_RETRY_AFTER`] (1 h), or [`DEFAULT_RETRY_AFTER`] without
+///   one; the relay counts it as an attempt (so a receiver answering 409 forever gets the row
+///   parked after the outbox policy's `max_attempts`) and waits at least the policy's backoff;
 /// - any other status (other 4xx, 5xx, 1xx, 3xx) and transport errors (refused connection,
 ///   timeout): [`PublishOutcome::Failed`], counted toward the park with backoff. A refused
 ///   request (4xx) is unlikely to succeed unchanged, and parking it for an operator is the
@@ -41,13 +52,14 @@ pub struct HttpPublisher {
 }
 
 impl HttpPublisher {
-    /// A publisher to `base_url` (`http://127.0.0.1:8080`) with [`DEFAULT_TIMEOUT`] per request.
+    /// A publisher to `base_url` (`http://127.0.0.1:8080`) with [`DEFAULT_HTTP_TIMEOUT`] per
+    /// request.
     ///
     /// # Errors
     /// [`PublisherError::Http`] when the client cannot be built.
     pub fn new(base_url: impl Into<String>) -> Result<Self, PublisherError> {
         let client = reqwest::Client::builder()
-            .timeout(DEFAULT_TIMEOUT)
+            .timeout(DEFAULT_HTTP_TIMEOUT)
             .build()?;
         Ok(Self::with_client(client, base_url))
     }
@@ -102,7 +114,9 @@ impl HttpPublisher {
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
-                .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs);
+                .map_or(DEFAULT_RETRY_AFTER, |seconds| {
+                    Duration::from_secs(seconds).clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
+                });
             PublishOutcome::RetryLater {
                 reason: format!("POST {url}: 409 Conflict (request with this key in flight)"),
                 after,

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::context::ConsumerInfoErrorKind;
 use async_nats::jetstream::{AckKind, Message};
 use futures_util::StreamExt;
 use idem_sql::Backend;
@@ -34,6 +35,10 @@ const BROKER: &str = "jetstream";
 /// How long one pull request waits for messages before it is renewed (an idle consumer sends one
 /// request per this period).
 const PULL_EXPIRY: Duration = Duration::from_secs(5);
+
+/// How long past [`PULL_EXPIRY`] a pull may stay unanswered before the consumer checks that it
+/// still exists.
+const PULL_GRACE: Duration = Duration::from_secs(1);
 
 /// A JetStream pull consumer running a [`Processor`] for each message: claim + handler + version
 /// guard + effects + outbox rows in one transaction, then the acknowledgement (C2).
@@ -159,8 +164,11 @@ impl<DB: Backend> JetStreamConsumer<DB> {
     /// short is not processed; JetStream redelivers it after ack_wait.
     ///
     /// # Errors
-    /// [`ConsumerError::Pull`] when a pull request fails (connection closed, consumer deleted);
-    /// the messages in flight are finished first. Messages this consumer did not acknowledge are
+    /// [`ConsumerError::Pull`] when a pull request cannot be made (connection closed), or when
+    /// the durable consumer or its stream was deleted (a pull answered with an error or not
+    /// answered 1 s past its 5 s expiry, and the consumer's info then "not found"), within
+    /// about 6 s of the deletion; the messages in flight are finished first. Other
+    /// errors ending a pull are logged as warnings and the consumer pulls again. Messages this consumer did not acknowledge are
     /// redelivered by JetStream after ack_wait; run the consumer again to go on.
     pub async fn run<S>(self, shutdown: S) -> Result<(), ConsumerError>
     where
@@ -193,10 +201,19 @@ impl<DB: Backend> JetStreamConsumer<DB> {
                 Ok(batch) => batch,
                 Err(e) => break Err(ConsumerError::Pull(Box::new(e))),
             };
+            // A live consumer ends each pull by PULL_EXPIRY (status 408); one deleted before the
+            // pull reached it does not answer at all.
+            let silent = tokio::time::sleep(PULL_EXPIRY + PULL_GRACE);
+            tokio::pin!(silent);
+            // Ok(true): shut down; Ok(false): pull again; Err: stop with that error.
             let stop = loop {
                 let next = tokio::select! {
                     next = batch.next() => next,
-                    () = &mut shutdown => break true,
+                    () = &mut shutdown => break Ok(true),
+                    () = &mut silent => match self.deleted().await {
+                        Some(gone) => break Err(gone),
+                        None => break Ok(false),
+                    },
                 };
                 match next {
                     Some(Ok(message)) => {
@@ -206,7 +223,7 @@ impl<DB: Backend> JetStreamConsumer<DB> {
                             if let Err(e) = message.ack_with(AckKind::Nak(None)).await {
                                 self.processor.ack_failed(BROKER, &e);
                             }
-                            break false;
+                            break Ok(false);
                         };
                         in_flight.spawn(handle(
                             self.processor.clone(),
@@ -216,21 +233,41 @@ impl<DB: Backend> JetStreamConsumer<DB> {
                         ));
                     }
                     Some(Err(e)) => {
+                        // A consumer deleted while the pull waits answers it with a status (409
+                        // "Consumer Deleted"): its info tells that apart from a passing error.
+                        if let Some(gone) = self.deleted().await {
+                            break Err(gone);
+                        }
                         tracing::warn!(consumer = %self.processor.consumer(), error = %e, "JetStream pull batch ended with an error; pulling again");
-                        break false;
+                        break Ok(false);
                     }
-                    None => break false,
+                    None => break Ok(false),
                 }
                 // Reap finished tasks so the set does not grow on a long batch.
                 while in_flight.try_join_next().is_some() {}
             };
             drop(permits);
-            if stop {
-                break Ok(());
+            match stop {
+                Ok(true) => break Ok(()),
+                Ok(false) => {}
+                Err(e) => break Err(e),
             }
         };
         while in_flight.join_next().await.is_some() {}
         result
+    }
+
+    /// [`ConsumerError::Pull`] when the server says the durable consumer or its stream does not
+    /// exist (any other answer, a timeout included, is not taken as a deletion).
+    async fn deleted(&self) -> Option<ConsumerError> {
+        let gone = self.pull.get_info().await.err().filter(|e| {
+            matches!(
+                e.kind(),
+                ConsumerInfoErrorKind::NotFound | ConsumerInfoErrorKind::StreamNotFound
+            )
+        })?;
+        tracing::error!(consumer = %self.processor.consumer(), error = %gone, "JetStream consumer or stream deleted; stopping");
+        Some(ConsumerError::Pull(Box::new(gone)))
     }
 }
 

@@ -105,7 +105,9 @@ pub use consumer::{
     Processor, RetryPolicy, decode_message_id, describe_consumer_metrics,
 };
 pub use jetstream_consumer::JetStreamConsumer;
-pub use rabbitmq_consumer::{RabbitMqConsumer, RetryTopology, X_DEATH, X_DELIVERY_COUNT};
+pub use rabbitmq_consumer::{
+    RabbitMqConsumer, RetryTopology, X_DEATH, X_DELIVERY_COUNT, X_IDEM_DELIVERY_COUNT,
+};
 
 mod http_publisher;
 mod nats_publisher;
@@ -113,12 +115,15 @@ mod publisher;
 mod rabbitmq_publisher;
 mod relay;
 
-pub use http_publisher::{DEFAULT_RETRY_AFTER, DEFAULT_TIMEOUT, HttpPublisher, IDEMPOTENCY_KEY};
+pub use http_publisher::{
+    DEFAULT_HTTP_TIMEOUT, DEFAULT_RETRY_AFTER, HttpPublisher, IDEMPOTENCY_KEY, MAX_RETRY_AFTER,
+    MIN_RETRY_AFTER,
+};
 pub use nats_publisher::JetStreamPublisher;
 pub use publisher::{PublishOutcome, Publisher, PublisherError};
 pub use rabbitmq_publisher::RabbitMqPublisher;
 pub use relay::{
     DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_TTL, DEFAULT_MAX_WAIT, DEFAULT_MIN_WAIT, DEFAULT_RELAY_NAME,
-    RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, Relay, RelayError, RelayReport,
-    describe_relay_metrics,
+    MAX_CLAIM_TTL, MIN_CLAIM_TTL, RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, Relay, RelayError,
+    RelayReport, describe_relay_metrics,
 };

@@ -23,6 +23,12 @@ const NATS_MSG_ID: &str = "Nats-Msg-Id";
 /// optimisation, and the consumer's inbox (idem's claim on the message id) remains the
 /// guarantee of one effect per message.
 ///
+/// The destination must be a literal subject: tokens separated by `.`, none empty, without
+/// whitespace or control characters and without the wildcards `*` and `>` (NATS subject naming,
+/// <https://docs.nats.io/nats-concepts/subjects#characters-allowed-and-recommended-for-subject-names>).
+/// A row with another destination is [`PublishOutcome::Failed`] without being sent: a publish to
+/// `orders.>` is not a message to every `orders` subject, and the server may still take it.
+///
 /// A batch is pipelined: every message is sent before any ack is awaited, then the acks are
 /// collected in order. The context's ack timeout (5 s unless set with
 /// `ContextBuilder::timeout`) bounds each wait.
@@ -40,6 +46,7 @@ impl JetStreamPublisher {
     }
 
     async fn send(&self, row: &OutboxRow) -> Result<PublishAckFuture, String> {
+        literal_subject(&row.destination)?;
         let mut headers = HeaderMap::new();
         for (name, value) in &row.headers {
             if name.eq_ignore_ascii_case(NATS_MSG_ID) {
@@ -63,6 +70,21 @@ impl JetStreamPublisher {
             .await
             .map_err(|e| format!("publish to {}: {e}", row.destination))
     }
+}
+
+/// Checks that `subject` is a literal NATS subject to publish to (see [`JetStreamPublisher`]).
+fn literal_subject(subject: &str) -> Result<(), String> {
+    let refuse = |why: &str| Err(format!("subject {subject:?} cannot be published to: {why}"));
+    if subject.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return refuse("it has whitespace or a control character");
+    }
+    if subject.contains(['*', '>']) {
+        return refuse("it has a wildcard ('*' or '>'); publish to a literal subject");
+    }
+    if subject.split('.').any(str::is_empty) {
+        return refuse("it has an empty token (empty, a leading or trailing '.', or '..')");
+    }
+    Ok(())
 }
 
 impl Publisher for JetStreamPublisher {

@@ -15,13 +15,15 @@ pub enum PublishOutcome {
     /// message id (JetStream's publish ack with `duplicate: true`). The relay marks the row
     /// published and counts a duplicate.
     Duplicate,
-    /// Not now, and not a failure: the destination said the message id is in flight (HTTP 409
-    /// for an `Idempotency-Key` being processed). The relay releases the row until `after`
-    /// without counting an attempt.
+    /// Not now: the destination said the message id is in flight (HTTP 409 for an
+    /// `Idempotency-Key` being processed). The relay puts the row off until the later of
+    /// `after` and the outbox policy's backoff, and counts an attempt
+    /// ([`Outbox::defer`](idem_sql::Outbox::defer)), so that a destination that answers "not
+    /// now" forever gets the row parked after the policy's `max_attempts`.
     RetryLater {
-        /// Why.
+        /// Why, for the row's `last_error` and the logs.
         reason: String,
-        /// How long to wait before the next attempt.
+        /// How long the destination asked to wait before the next attempt.
         after: Duration,
     },
     /// The message was not confirmed (refused, unroutable, nacked, timed out, connection

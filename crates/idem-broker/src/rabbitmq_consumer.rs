@@ -16,8 +16,9 @@
 //!   retry queue is not lost on its way back.
 //!
 //! The retry path: when a delivery fails and may be retried, the consumer publishes a copy of the
-//! message (same properties, `message_id`, body and headers, without `x-delivery-count`) to retry
-//! queue *i* with publisher confirms, and acknowledges the original only after the broker
+//! message (same properties, `message_id`, body and headers, without `x-delivery-count`, with
+//! [`X_IDEM_DELIVERY_COUNT`] set to the deliveries so far) to retry queue *i* with publisher
+//! confirms, and acknowledges the original only after the broker
 //! confirmed the copy; retry queue *i* holds it for `backoff[i]` (its `x-message-ttl`) and then
 //! dead-letters it through the default exchange back to the main queue. A crash between the
 //! confirm and the ack leaves two copies: the inbox answers the second as a duplicate.
@@ -47,6 +48,13 @@ const BROKER: &str = "rabbitmq";
 pub const X_DELIVERY_COUNT: &str = "x-delivery-count";
 /// The header RabbitMQ adds when it dead-letters a message (here: when a retry copy expires).
 pub const X_DEATH: &str = "x-death";
+/// The header idem sets on each retry copy: how many deliveries of the message there were so far
+/// (the failed one included). The delivery count does not rely on [`X_DEATH`] alone because
+/// RabbitMQ 3.13.0 to 3.13.2 dropped the `x-death` header of messages republished by a client,
+/// so a failing message was never seen to reach its limit and was retried forever
+/// (<https://github.com/rabbitmq/rabbitmq-server/issues/11331>, fixed in 3.13.3 by
+/// <https://github.com/rabbitmq/rabbitmq-server/pull/11339>).
+pub const X_IDEM_DELIVERY_COUNT: &str = "x-idem-delivery-count";
 
 /// The queues of one consumed queue: the main quorum queue and one retry queue per step of the
 /// retry policy's backoff schedule, named `{queue}.retry.{i}` (i from 0), each holding messages
@@ -135,8 +143,10 @@ impl RetryTopology {
     }
 
     /// The number of the delivery `headers` belong to (1 for the first): 1 + the quorum queue's
-    /// `x-delivery-count` (returns in this pass through the main queue) + the `count`s of the
-    /// `x-death` entries of this topology's retry queues (earlier passes).
+    /// `x-delivery-count` (returns in this pass through the main queue) + the deliveries of
+    /// earlier passes, which is the larger of idem's [`X_IDEM_DELIVERY_COUNT`] (set on each retry
+    /// copy) and the sum of the `count`s of the [`X_DEATH`] entries of this topology's retry
+    /// queues (which RabbitMQ 3.13.0 to 3.13.2 lose, see [`X_IDEM_DELIVERY_COUNT`]).
     pub fn delivered(&self, headers: Option<&FieldTable>) -> u32 {
         let Some(headers) = headers else {
             return 1;
@@ -164,9 +174,15 @@ impl RetryTopology {
                 .sum(),
             _ => 0,
         };
+        let earlier = headers
+            .inner()
+            .get(X_IDEM_DELIVERY_COUNT)
+            .and_then(as_i64)
+            .unwrap_or(0)
+            .max(retried);
         let total = 1i64
             .saturating_add(returned.max(0))
-            .saturating_add(retried.max(0));
+            .saturating_add(earlier.max(0));
         u32::try_from(total).unwrap_or(u32::MAX)
     }
 }
@@ -338,7 +354,7 @@ async fn handle<DB: Backend>(
     if let Disposition::Retry { .. } = disposition {
         let step = processor.retry_policy().step(delivered);
         let retry_queue = topology.retry_queues[step].0.as_str();
-        if let Err(e) = publish_retry(&channel, retry_queue, &amqp_delivery).await {
+        if let Err(e) = publish_retry(&channel, retry_queue, &amqp_delivery, delivered).await {
             // The copy may not exist: return the message to the queue instead (an immediate
             // redelivery, counted by x-delivery-count) rather than acknowledging it.
             processor.ack_failed(BROKER, &e);
@@ -370,24 +386,29 @@ enum RetryPublishError {
     NotConfirmed { queue: String },
 }
 
-/// Publishes a copy of `original` to `retry_queue` through the default exchange and waits for
-/// the publisher confirm.
+/// Publishes a copy of `original`, its `delivered`-th delivery, to `retry_queue` through the
+/// default exchange and waits for the publisher confirm.
 async fn publish_retry(
     channel: &Channel,
     retry_queue: &str,
     original: &AmqpDelivery,
+    delivered: u32,
 ) -> Result<(), RetryPublishError> {
     let publish_error = |source| RetryPublishError::Publish {
         queue: retry_queue.to_owned(),
         source,
     };
     let mut headers = original.properties.headers().clone().unwrap_or_default();
-    let kept: std::collections::BTreeMap<ShortString, AMQPValue> = headers
+    let mut kept: std::collections::BTreeMap<ShortString, AMQPValue> = headers
         .inner()
         .iter()
         .filter(|(name, _)| name.as_str() != X_DELIVERY_COUNT)
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
+    kept.insert(
+        X_IDEM_DELIVERY_COUNT.into(),
+        AMQPValue::LongLongInt(i64::from(delivered)),
+    );
     headers = FieldTable::from(kept);
     let properties: BasicProperties = original
         .properties
@@ -535,6 +556,36 @@ mod tests {
             topology.delivered(Some(&headers)),
             7,
             "1 + 2 returns + 4 retries"
+        );
+    }
+
+    /// RabbitMQ 3.13.0 to 3.13.2 drop `x-death` from a client's retry copy (rabbitmq-server
+    /// issue 11331): idem's own count still says which delivery it is.
+    #[test]
+    fn delivery_number_from_idems_count_alone() {
+        let policy = RetryPolicy::new(3, vec![Duration::from_millis(100)]).unwrap();
+        let topology = RetryTopology::new("orders", &policy).unwrap();
+
+        // The copy of the 2nd delivery, back from the retry queue without x-death: the 3rd,
+        // the last allowed by N = 3.
+        let mut headers = FieldTable::default();
+        headers.insert(X_IDEM_DELIVERY_COUNT.into(), AMQPValue::LongLongInt(2));
+        assert_eq!(topology.delivered(Some(&headers)), 3);
+        assert!(policy.exhausted(topology.delivered(Some(&headers))));
+
+        // Returned once to the main queue in this pass as well: the 4th.
+        headers.insert(X_DELIVERY_COUNT.into(), AMQPValue::LongInt(1));
+        assert_eq!(topology.delivered(Some(&headers)), 4);
+
+        // Where both are present, the larger count of earlier deliveries wins: x-death says 5
+        // passes through the retry queue, idem's header 2.
+        let mut deaths = FieldArray::default();
+        deaths.push(death("orders.retry.0", 5));
+        headers.insert(X_DEATH.into(), AMQPValue::FieldArray(deaths));
+        assert_eq!(
+            topology.delivered(Some(&headers)),
+            7,
+            "1 + 1 return + 5 passes"
         );
     }
 

@@ -30,7 +30,9 @@ const PERSISTENT: u8 = 2;
 /// it one effect.
 ///
 /// A channel that the broker closed (for example after a publish to an exchange that does not
-/// exist) is replaced by a new one at the next batch.
+/// exist, AMQP 404 NOT_FOUND) is replaced by a new one, and the rows of the batch that the
+/// closing cut off are sent again on it one at a time: one unroutable row fails alone, not its
+/// whole batch.
 #[derive(Debug)]
 pub struct RabbitMqPublisher {
     connection: Connection,
@@ -101,9 +103,16 @@ fn properties(row: &OutboxRow) -> Result<BasicProperties, String> {
         .with_headers(headers))
 }
 
-impl Publisher for RabbitMqPublisher {
-    async fn publish(&self, batch: &[OutboxRow]) -> Vec<PublishOutcome> {
-        let failed = |reason: String| PublishOutcome::Failed { reason };
+impl RabbitMqPublisher {
+    /// Publishes `batch` on the open channel and awaits its confirms. Per row: `Ok` with the
+    /// broker's answer (or a failure of the row itself: a bad destination, no channel), or `Err`
+    /// when its publish or confirm failed on the channel, which may be another row's doing: the
+    /// broker closes the channel on an error such as a publish to a missing exchange, and every
+    /// later row of the batch then fails with it.
+    async fn publish_on_channel(&self, batch: &[OutboxRow]) -> Vec<Result<PublishOutcome, String>> {
+        let failed = |reason: String| -> Result<PublishOutcome, String> {
+            Ok(PublishOutcome::Failed { reason })
+        };
         let channel = match self.channel().await {
             Ok(channel) => channel,
             Err(e) => return batch.iter().map(|_| failed(e.to_string())).collect(),
@@ -111,7 +120,7 @@ impl Publisher for RabbitMqPublisher {
         let mut confirms = Vec::with_capacity(batch.len());
         for row in batch {
             let sent = match route(&row.destination).and_then(|r| Ok((r, properties(row)?))) {
-                Err(reason) => Err(reason),
+                Err(reason) => Err(failed(reason)),
                 Ok(((exchange, routing_key), properties)) => channel
                     .basic_publish(
                         exchange,
@@ -124,16 +133,16 @@ impl Publisher for RabbitMqPublisher {
                         properties,
                     )
                     .await
-                    .map_err(|e| format!("publish to {}: {e}", row.destination)),
+                    .map_err(|e| Err(format!("publish to {}: {e}", row.destination))),
             };
             confirms.push(sent);
         }
         let mut outcomes = Vec::with_capacity(batch.len());
         for (row, sent) in batch.iter().zip(confirms) {
             let outcome = match sent {
-                Err(reason) => failed(reason),
+                Err(outcome) => outcome,
                 Ok(confirm) => match confirm.await {
-                    Ok(Confirmation::Ack(None)) => PublishOutcome::Published,
+                    Ok(Confirmation::Ack(None)) => Ok(PublishOutcome::Published),
                     Ok(Confirmation::Ack(Some(returned))) => failed(format!(
                         "returned by the broker, no queue took it ({} {}): {}",
                         returned.reply_code, returned.reply_text, row.destination
@@ -144,11 +153,38 @@ impl Publisher for RabbitMqPublisher {
                     Ok(Confirmation::NotRequested) => {
                         failed("the channel is not in confirm mode".to_owned())
                     }
-                    Err(e) => failed(format!("confirm for {}: {e}", row.destination)),
+                    Err(e) => Err(format!("confirm for {}: {e}", row.destination)),
                 },
             };
             outcomes.push(outcome);
         }
         outcomes
+    }
+}
+
+impl Publisher for RabbitMqPublisher {
+    /// Publishes the batch on one channel. Rows whose publish or confirm failed on the channel
+    /// (closed by the broker because of any row of the batch, or lost with the connection) are
+    /// then sent again one at a time, each on an open channel, so that only a row that fails on
+    /// its own is reported [`PublishOutcome::Failed`] and counts an attempt. A row resent this
+    /// way may reach its queue twice (its first confirm may have been lost with the channel),
+    /// under the same `message_id`.
+    async fn publish(&self, batch: &[OutboxRow]) -> Vec<PublishOutcome> {
+        let mut outcomes = self.publish_on_channel(batch).await;
+        if batch.len() > 1 {
+            for (row, outcome) in batch.iter().zip(outcomes.iter_mut()) {
+                if outcome.is_err() {
+                    *outcome = self
+                        .publish_on_channel(std::slice::from_ref(row))
+                        .await
+                        .pop()
+                        .unwrap_or_else(|| Err("no outcome for a resent row".to_owned()));
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|outcome| outcome.unwrap_or_else(|reason| PublishOutcome::Failed { reason }))
+            .collect()
     }
 }

@@ -12,7 +12,8 @@ use crate::publisher::{PublishOutcome, Publisher};
 
 /// Messages handled by relays; labels `relay` (the relay's [name](Relay::name)) and `outcome` =
 /// `published` | `duplicate` (JetStream had the message id already) | `failed` (backing off) |
-/// `parked` (after the outbox policy's attempts) | `deferred` (HTTP 409, not an attempt).
+/// `parked` (after the outbox policy's attempts) | `deferred` (HTTP 409: waiting for the
+/// destination's `Retry-After`, counted as an attempt).
 pub const RELAY_MESSAGES_TOTAL: &str = "idem_relay_messages_total";
 /// Relay cycles that failed on the outbox's database (claiming or recording), counted by
 /// [`Relay::run`]; label `relay`.
@@ -43,6 +44,12 @@ pub const DEFAULT_BATCH_SIZE: u32 = 100;
 /// The default claim lease: a row claimed by a relay that neither confirms nor fails it within
 /// this time is claimed again by the next relay cycle.
 pub const DEFAULT_CLAIM_TTL: Duration = Duration::from_secs(30);
+/// The shortest claim lease [`Relay::claim_ttl`] sets: a shorter one (zero in particular) would
+/// let another relay claim the rows again while the first is still publishing them.
+pub const MIN_CLAIM_TTL: Duration = Duration::from_secs(1);
+/// The longest claim lease [`Relay::claim_ttl`] sets: the rows of a relay that died are stuck
+/// for as long as its lease.
+pub const MAX_CLAIM_TTL: Duration = Duration::from_secs(3600);
 /// The default shortest wait of [`Relay::run`] after an idle cycle or an error.
 pub const DEFAULT_MIN_WAIT: Duration = Duration::from_millis(50);
 /// The default longest wait of [`Relay::run`] between cycles while idle or failing.
@@ -71,9 +78,12 @@ pub struct RelayReport {
     pub duplicates: u64,
     /// Failed publishes that left the row pending, backing off.
     pub failed: u64,
-    /// Failed publishes that were the row's last allowed attempt: the row is now parked.
+    /// Failed (or deferred) publishes that were the row's last allowed attempt: the row is now
+    /// parked.
     pub parked: u64,
-    /// Rows released to retry later without counting an attempt (HTTP 409).
+    /// Rows the destination answered "not now" (HTTP 409), put off until the later of its
+    /// `Retry-After` and the outbox policy's backoff; counted as an attempt (a deferral that
+    /// was the row's last allowed attempt is counted in `parked` instead).
     pub deferred: u64,
 }
 
@@ -94,8 +104,9 @@ impl RelayReport {
 /// due time, never by "id greater than the last one seen"), publishes them with their stable
 /// message ids, waits for the destination's confirmations, then marks the confirmed rows
 /// published by id, records failures (backoff, park after the outbox policy's
-/// `max_attempts`) and deferrals. Any number of relays may run on one PostgreSQL database and
-/// never publish one row at the same time: [`run_once`](Self::run_once) claims rows for the
+/// `max_attempts`) and deferrals (attempts too, due again after the destination's wait). Any
+/// number of relays may run on one PostgreSQL database and never publish one row at the same
+/// time: [`run_once`](Self::run_once) claims rows for the
 /// claim ttl (skipping rows another relay is claiming, `FOR UPDATE SKIP LOCKED`), and a relay
 /// that crashed mid-cycle leaves its rows to the next once the claim expires;
 /// [`drain`](Self::drain) and [`run`](Self::run) on PostgreSQL hold each batch by row locks in an
@@ -153,10 +164,17 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
         }
     }
 
-    /// Sets the claim lease. It must cover a whole cycle (publish, confirms, marking) with a
-    /// margin, else another relay publishes the same rows again meanwhile.
+    /// Sets the claim lease of [`run_once`](Self::run_once) and of [`drain`](Self::drain) and
+    /// [`run`](Self::run) on SQLite (default [`DEFAULT_CLAIM_TTL`]), clamped to
+    /// [`MIN_CLAIM_TTL`] (1 s) .. [`MAX_CLAIM_TTL`] (1 h): a zero lease would leave claimed rows
+    /// due at once, and two relays would publish every row twice. It must cover a whole cycle
+    /// (publish, confirms, marking) with a margin, else another relay publishes the same rows
+    /// again meanwhile (with the same message ids).
     pub fn claim_ttl(self, claim_ttl: Duration) -> Self {
-        Self { claim_ttl, ..self }
+        Self {
+            claim_ttl: claim_ttl.clamp(MIN_CLAIM_TTL, MAX_CLAIM_TTL),
+            ..self
+        }
     }
 
     /// Sets the waits of [`run`](Self::run) after an idle or failed cycle: from `min`, doubling
@@ -285,8 +303,9 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
     ///
     /// While rows are due it cycles back to back as [`drain`](Self::drain) does (the next
     /// batch's claim and the last batch's recording overlap each publish). When a claim finds
-    /// nothing, or a cycle failed ([`RelayError`], logged as a warning), it waits from the
-    /// minimum wait, doubling per idle or failed round in a row, up to the maximum (see
+    /// nothing, only rows the destination deferred (HTTP 409: they are not due again before
+    /// their `Retry-After`), or a cycle failed ([`RelayError`], logged as a warning), it waits
+    /// from the minimum wait, doubling per idle or failed round in a row, up to the maximum (see
     /// [`waits`](Self::waits)). `shutdown` is checked between cycles and during waits, never in
     /// the middle of one, so the confirmed rows of every published batch are marked before it
     /// returns; a batch claimed but not yet published when shutdown came is released when its
@@ -310,12 +329,14 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                 return totals;
             }
             let pause = match round {
-                Ok(report) if report.claimed > 0 => {
+                // A round whose rows were all deferred did nothing that makes more rows due: idle.
+                Ok(report) if report.claimed > report.deferred => {
                     totals.add(&report);
                     wait = self.min_wait;
                     Duration::ZERO
                 }
-                Ok(_) => {
+                Ok(report) => {
+                    totals.add(&report);
                     let pause = wait;
                     wait = wait.saturating_mul(2).min(self.max_wait);
                     pause
@@ -385,7 +406,7 @@ trait Marks {
         row: &OutboxRow,
         after: Duration,
         reason: &str,
-    ) -> Result<bool, idem_sql::Error>;
+    ) -> Result<OutboxFailure, idem_sql::Error>;
 }
 
 struct ClaimMarks<'a, DB: Backend>(&'a Outbox<DB>);
@@ -406,7 +427,7 @@ impl<DB: Backend> Marks for ClaimMarks<'_, DB> {
         row: &OutboxRow,
         after: Duration,
         reason: &str,
-    ) -> Result<bool, idem_sql::Error> {
+    ) -> Result<OutboxFailure, idem_sql::Error> {
         self.0.defer(row, after, reason).await
     }
 }
@@ -427,13 +448,13 @@ impl<DB: Backend> Marks for LockedBatch<DB> {
         row: &OutboxRow,
         after: Duration,
         reason: &str,
-    ) -> Result<bool, idem_sql::Error> {
+    ) -> Result<OutboxFailure, idem_sql::Error> {
         self.defer(row, after, reason).await
     }
 }
 
 /// Records what the destination said about `rows` in `marks`: the confirmed ones published, the
-/// failed ones failed (backoff or park) and the deferred ones deferred.
+/// failed ones failed (backoff or park) and the deferred ones deferred (an attempt too).
 async fn record<M: Marks>(
     relay: &str,
     marks: &mut M,
@@ -464,8 +485,18 @@ async fn record<M: Marks>(
                     report.duplicates += 1;
                 }
                 PublishOutcome::RetryLater { reason, after } => {
-                    if marks.deferred(row, after, &reason).await? {
-                        report.deferred += 1;
+                    match marks.deferred(row, after, &reason).await? {
+                        OutboxFailure::Retry { at, attempts } => {
+                            tracing::info!(relay, message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish deferred");
+                            report.deferred += 1;
+                        }
+                        OutboxFailure::Parked { attempts } => {
+                            tracing::error!(relay, message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked: deferred on its last allowed attempt");
+                            report.parked += 1;
+                        }
+                        OutboxFailure::NotHeld => {
+                            tracing::debug!(message_id = %row.message_id, "claim expired before the deferral was recorded");
+                        }
                     }
                 }
                 PublishOutcome::Failed { reason } => match marks.failed(row, &reason).await? {

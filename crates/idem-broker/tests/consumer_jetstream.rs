@@ -740,3 +740,99 @@ async fn undecodable_message_is_dead_lettered_at_once<DB: AppDb>(store: Store<DB
     );
     fx.delete().await;
 }
+
+// The durable consumer deleted under a running consumer (an operator's mistake, a redeploy that
+// recreates it): run stops with ConsumerError::Pull instead of pulling on forever.
+both_stores!(deleted_durable_consumer_stops_run_with_a_pull_error);
+async fn deleted_durable_consumer_stops_run_with_a_pull_error<DB: AppDb>(store: Store<DB>) {
+    create_effects_table(&store).await;
+    let fx = Fixture::new("deleted", Duration::from_secs(30)).await;
+    let consumer = consumer_name("deleted");
+    let (_client, pull) = fx.pull().await;
+    let processor = Processor::new(
+        store.clone(),
+        Runner::new(store.clone(), &consumer),
+        Name::new("source", "orders").unwrap(),
+        effect_handler::<DB>(consumer.clone()),
+    );
+    // Never notified: only the deletion may end the run.
+    let (_stop, shutdown) = shutdown_pair();
+    let run = tokio::spawn(
+        JetStreamConsumer::new(pull, processor)
+            .unwrap()
+            .run(shutdown),
+    );
+    fx.publish("before-delete", "{}").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!run.is_finished(), "the consumer runs until the deletion");
+    assert_eq!(effect_rows(&store, &consumer).await, 1, "it was working");
+    fx.js
+        .get_stream(&fx.stream)
+        .await
+        .expect("get stream")
+        .delete_consumer(&fx.durable)
+        .await
+        .expect("delete the durable consumer");
+    let deleted = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("run returns within 10 s of the deletion")
+        .unwrap();
+    assert!(
+        matches!(ended, Err(idem_broker::ConsumerError::Pull(_))),
+        "{ended:?}"
+    );
+    println!("run returned {:?} after the deletion", deleted.elapsed());
+    fx.delete().await;
+}
+
+// The same deletion while no pull waits (the one slot is busy with a 2.5 s handler): the next
+// pull goes to a consumer that no longer exists, and run still stops with ConsumerError::Pull,
+// within the 5 s pull expiry plus 1 s of that pull.
+both_stores!(consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error);
+async fn consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error<DB: AppDb>(
+    store: Store<DB>,
+) {
+    create_effects_table(&store).await;
+    let fx = Fixture::new("deleted_busy", Duration::from_secs(30)).await;
+    let consumer = consumer_name("deleted_busy");
+    let runs = Arc::new(AtomicU32::new(0));
+    let (_client, pull) = fx.pull().await;
+    let processor = Processor::new(
+        store.clone(),
+        Runner::new(store.clone(), &consumer),
+        Name::new("source", "orders").unwrap(),
+        slow_handler::<DB>(consumer.clone(), runs.clone()),
+    );
+    let (_stop, shutdown) = shutdown_pair();
+    let run = tokio::spawn(
+        JetStreamConsumer::new(pull, processor)
+            .unwrap()
+            .run(shutdown),
+    );
+    fx.publish("slow", "{}").await;
+    let start = Instant::now();
+    while runs.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the handler starts"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fx.js
+        .get_stream(&fx.stream)
+        .await
+        .expect("get stream")
+        .delete_consumer(&fx.durable)
+        .await
+        .expect("delete the durable consumer");
+    let ended = tokio::time::timeout(Duration::from_secs(12), run)
+        .await
+        .expect("run returns within 2.5 s + 6 s of the deletion, with a margin")
+        .unwrap();
+    assert!(
+        matches!(ended, Err(idem_broker::ConsumerError::Pull(_))),
+        "{ended:?}"
+    );
+    fx.delete().await;
+}

@@ -14,7 +14,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use idem_broker::{
     HttpPublisher, JetStreamPublisher, PublishOutcome, Publisher, RabbitMqPublisher, Relay,
     RelayError, RelayReport,
@@ -522,7 +522,7 @@ async fn failing_destination_backs_off_parks_and_requeue_publishes<DB: AppDb>(st
     let _lock = OUTBOX_LOCK.lock().await;
     let (store, clock) = prepared(store).await;
     let policy = OutboxPolicy {
-        max_attempts: 3,
+        max_attempts: 4,
         backoff_base: Duration::from_secs(2),
         backoff_max: Duration::from_secs(60),
     };
@@ -533,7 +533,8 @@ async fn failing_destination_backs_off_parks_and_requeue_publishes<DB: AppDb>(st
     dest.answer("/mail", StatusCode::SERVICE_UNAVAILABLE, None);
     let mail = enqueue(&outbox, OutboxMessage::new("/mail", "receipt")).await;
 
-    // 503: failed, backing off 2 s, then 4 s (policy), then parked at the third failure.
+    // 503: failed, backing off 2 s; 409: deferred by its Retry-After (7 s, more than the 4 s
+    // backoff), an attempt too; 422: failed, backing off 8 s; parked at the fourth attempt.
     let report = relay.run_once().await.unwrap();
     assert_eq!((report.failed, report.parked), (1, 0));
     let row = outbox.get(&mail).await.unwrap().unwrap();
@@ -549,12 +550,13 @@ async fn failing_destination_backs_off_parks_and_requeue_publishes<DB: AppDb>(st
     assert_eq!(relay.run_once().await.unwrap().claimed, 0, "backing off");
 
     clock.advance(Duration::from_secs(2));
-    // 409: the receiver has the key in flight; deferred by its Retry-After, not counted.
+    // 409: the receiver has the key in flight; deferred by its Retry-After, counted as an
+    // attempt (a receiver answering 409 forever must not keep the row forever).
     dest.answer("/mail", StatusCode::CONFLICT, Some("7"));
     let report = relay.run_once().await.unwrap();
     assert_eq!((report.deferred, report.failed), (1, 0));
     let row = outbox.get(&mail).await.unwrap().unwrap();
-    assert_eq!(row.attempts, 1, "a 409 is not a failed attempt");
+    assert_eq!(row.attempts, 2, "a 409 counts as an attempt");
     assert_eq!(
         row.next_attempt_at,
         T0.saturating_add(Duration::from_secs(2 + 7))
@@ -565,13 +567,13 @@ async fn failing_destination_backs_off_parks_and_requeue_publishes<DB: AppDb>(st
     let report = relay.run_once().await.unwrap();
     assert_eq!((report.failed, report.parked), (1, 0));
     let row = outbox.get(&mail).await.unwrap().unwrap();
-    assert_eq!(row.attempts, 2);
+    assert_eq!(row.attempts, 3);
     assert_eq!(
         row.next_attempt_at,
-        T0.saturating_add(Duration::from_secs(9 + 4))
+        T0.saturating_add(Duration::from_secs(9 + 8))
     );
 
-    clock.advance(Duration::from_secs(4));
+    clock.advance(Duration::from_secs(8));
     let report = relay.run_once().await.unwrap();
     assert_eq!((report.failed, report.parked), (0, 1));
     assert_eq!(status(&outbox, &mail).await, Some(OutboxStatus::Parked));
@@ -584,7 +586,7 @@ async fn failing_destination_backs_off_parks_and_requeue_publishes<DB: AppDb>(st
     let parked = outbox.list(OutboxStatus::Parked, 10).await.unwrap();
     assert_eq!(parked.len(), 1);
     assert_eq!(parked[0].message_id, mail);
-    assert_eq!(parked[0].attempts, 3);
+    assert_eq!(parked[0].attempts, 4);
 
     // Retention never deletes parked rows.
     let policy = idem_core::RetentionPolicy::new(
@@ -1022,12 +1024,21 @@ async fn a_row_committed_late_with_a_lower_seq_is_still_published() {
 async fn rabbitmq_confirms_with_message_id_and_persistence<DB: AppDb>(store: Store<DB>) {
     let _lock = OUTBOX_LOCK.lock().await;
     let (store, _clock) = prepared(store).await;
+    let queue = unique("idem_relay");
+    cleaning_up(
+        confirms_with_message_id_and_persistence(store, queue.clone()),
+        delete_queues(&[queue.as_str()]),
+    )
+    .await;
+}
+
+/// The body of [`rabbitmq_confirms_with_message_id_and_persistence`], on `queue`.
+async fn confirms_with_message_id_and_persistence<DB: AppDb>(store: Store<DB>, queue: String) {
     let outbox = store.outbox();
     let connection = lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
         .await
         .expect("connect to RabbitMQ");
     let channel = connection.create_channel().await.unwrap();
-    let queue = unique("idem_relay");
     channel
         .queue_declare(
             queue.as_str().into(),
@@ -1142,10 +1153,6 @@ async fn rabbitmq_confirms_with_message_id_and_persistence<DB: AppDb>(store: Sto
             .map(|s| s.as_str()),
         Some(again.as_str())
     );
-    channel
-        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-        .await
-        .unwrap();
 }
 
 both_stores!(rabbitmq_confirms_with_message_id_and_persistence);
@@ -1160,14 +1167,28 @@ async fn jetstream_publisher_reports_duplicates_and_missing_streams() {
     let (store, _clock) = prepared(store).await;
     let outbox = store.outbox();
     let js = jetstream().await;
-    let (name, mut stream) = new_stream(&js, None).await;
+    let (name, stream) = new_stream(&js, None).await;
+    cleaning_up(
+        reports_duplicates_and_missing_streams(&outbox, &js, &name, stream),
+        delete_stream(&name),
+    )
+    .await;
+}
+
+/// The body of [`jetstream_publisher_reports_duplicates_and_missing_streams`].
+async fn reports_duplicates_and_missing_streams(
+    outbox: &Outbox<Sqlite>,
+    js: &jetstream::Context,
+    name: &str,
+    mut stream: stream::Stream,
+) {
     for (mid, subject) in [
         ("j-1", format!("{name}.a")),
         ("j-2", format!("{name}.b")),
         ("j-3", unique("no_stream_takes_this")),
     ] {
         enqueue(
-            &outbox,
+            outbox,
             OutboxMessage::new(subject, mid).with_message_id(id(mid)),
         )
         .await;
@@ -1189,5 +1210,297 @@ async fn jetstream_publisher_reports_duplicates_and_missing_streams() {
         [PublishOutcome::Duplicate, PublishOutcome::Duplicate]
     );
     assert_eq!(stream.info().await.unwrap().state.messages, 2);
-    js.delete_stream(&name).await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Review findings: 409 loops, zero claim leases, channel-closing rows, wildcard subjects.
+
+/// Runs `body`, then `cleanup` whether `body` panicked or not (then the panic goes on), so that
+/// a failing test does not leave its queues or streams on the broker.
+async fn cleaning_up(body: impl Future<Output = ()>, cleanup: impl Future<Output = ()>) {
+    let result = std::panic::AssertUnwindSafe(body).catch_unwind().await;
+    cleanup.await;
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Deletes `queues` on a connection of its own (the test's channel may be closed).
+async fn delete_queues(queues: &[&str]) {
+    let connection = lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ");
+    let channel = connection.create_channel().await.unwrap();
+    for queue in queues {
+        channel
+            .queue_delete((*queue).into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
+}
+
+/// Deletes the stream `name` if it exists.
+async fn delete_stream(name: &str) {
+    let _ = jetstream().await.delete_stream(name).await;
+}
+
+/// A receiver answering 409 forever: each answer counts as an attempt and waits its Retry-After
+/// clamped to 1 s .. 1 h, or the policy's backoff when longer; the row parks after the policy's
+/// 4 attempts, after exactly 4 POSTs.
+async fn a_receiver_answering_409_forever_parks_the_row<DB: AppDb>(store: Store<DB>) {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (store, clock) = prepared(store).await;
+    let outbox = store.outbox().with_policy(OutboxPolicy {
+        max_attempts: 4,
+        backoff_base: Duration::from_millis(500),
+        backoff_max: Duration::from_secs(60),
+    });
+    let dest = Destination::default();
+    let relay = Relay::new(
+        outbox.clone(),
+        HttpPublisher::new(dest.serve().await).unwrap(),
+    );
+    let busy = enqueue(&outbox, OutboxMessage::new("/busy", "x")).await;
+    let mut now = T0;
+    // (Retry-After, expected wait): 0 s is raised to 1 s (above the 0.5 s backoff); 100000 s is
+    // lowered to 1 h; 1 s is below the third attempt's 2 s backoff, which wins.
+    for (attempt, (retry_after, wait)) in [("0", 1), ("100000", 3600), ("1", 2)]
+        .into_iter()
+        .enumerate()
+    {
+        dest.answer("/busy", StatusCode::CONFLICT, Some(retry_after));
+        let report = relay.run_once().await.unwrap();
+        assert_eq!((report.deferred, report.parked), (1, 0), "{report:?}");
+        let row = outbox.get(&busy).await.unwrap().unwrap();
+        assert_eq!(row.attempts, attempt as u32 + 1, "a 409 counts");
+        now = now.saturating_add(Duration::from_secs(wait));
+        assert_eq!(row.next_attempt_at, now, "Retry-After {retry_after}");
+        assert_eq!(
+            relay.run_once().await.unwrap().claimed,
+            0,
+            "not due before the wait"
+        );
+        clock.advance(Duration::from_secs(wait));
+    }
+    let report = relay.run_once().await.unwrap();
+    assert_eq!((report.deferred, report.parked), (0, 1), "{report:?}");
+    let row = outbox.get(&busy).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (OutboxStatus::Parked, 4));
+    clock.advance(Duration::from_secs(86_400));
+    assert_eq!(relay.run_once().await.unwrap().claimed, 0);
+    assert_eq!(dest.received().len(), 4, "one POST per attempt");
+}
+
+both_stores!(a_receiver_answering_409_forever_parks_the_row);
+
+/// The finding: `Retry-After: 0` made 3,288 POSTs in 6 s. On the real clock, `run` against a
+/// receiver answering 409 with `Retry-After: 0` for 2.5 s POSTs at most once per second (at 0 s,
+/// 1 s and 2 s), and every deferral is counted.
+async fn retry_after_zero_is_not_a_hot_loop<DB: AppDb>(store: Store<DB>) {
+    let _lock = OUTBOX_LOCK.lock().await;
+    exec(&store, "DELETE FROM idem_outbox", vec![]).await;
+    let outbox = store.outbox().with_policy(OutboxPolicy {
+        max_attempts: 100,
+        backoff_base: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(10),
+    });
+    let dest = Destination::default();
+    dest.answer("/busy", StatusCode::CONFLICT, Some("0"));
+    let relay = Relay::new(
+        outbox.clone(),
+        HttpPublisher::new(dest.serve().await).unwrap(),
+    )
+    .waits(Duration::from_millis(10), Duration::from_millis(100));
+    enqueue(&outbox, OutboxMessage::new("/busy", "x")).await;
+    let totals = relay
+        .run(tokio::time::sleep(Duration::from_millis(2500)))
+        .await;
+    let posts = dest.received().len() as u64;
+    assert!((2..=3).contains(&posts), "{posts} POSTs in 2.5 s");
+    assert_eq!(totals.deferred, posts, "{totals:?}");
+    exec(&store, "DELETE FROM idem_outbox", vec![]).await;
+}
+
+both_stores!(retry_after_zero_is_not_a_hot_loop);
+
+/// The finding: with `claim_ttl(Duration::ZERO)` two relays calling `run_once` at once published
+/// every row twice. The lease is raised to 1 s: each of the 10 rows is published once.
+async fn a_zero_claim_ttl_still_publishes_each_row_once<DB: AppDb>(store: Store<DB>) {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (store, _clock) = prepared(store).await;
+    let outbox = store.outbox();
+    for i in 0..10 {
+        enqueue(
+            &outbox,
+            OutboxMessage::new("/x", "p").with_message_id(id(&format!("ttl-{i}"))),
+        )
+        .await;
+    }
+    let dest = Destination::default();
+    let base = dest.serve().await;
+    let relay = || {
+        Relay::new(outbox.clone(), HttpPublisher::new(base.clone()).unwrap())
+            .claim_ttl(Duration::ZERO)
+    };
+    let (a, b) = (relay(), relay());
+    let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.published + rb.published, 10, "{ra:?} {rb:?}");
+    let mut per_key: HashMap<String, usize> = HashMap::new();
+    for r in dest.received() {
+        *per_key.entry(r.key.unwrap()).or_default() += 1;
+    }
+    assert_eq!(per_key.len(), 10);
+    assert!(
+        per_key.values().all(|&n| n == 1),
+        "no row was published twice: {per_key:?}"
+    );
+}
+
+both_stores!(a_zero_claim_ttl_still_publishes_each_row_once);
+
+/// The finding: one row to an exchange that does not exist (the broker closes the channel) made
+/// the other rows of its batch fail with "invalid channel state: Closed" until they parked. With
+/// max_attempts 2 and two cycles: the 3 good rows are in their queue, only `bad-ex` is parked.
+async fn an_unroutable_row_does_not_fail_its_batch<DB: AppDb>(store: Store<DB>) {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (store, clock) = prepared(store).await;
+    let queue = unique("idem_relay");
+    cleaning_up(
+        async {
+            let outbox = store.outbox().with_policy(OutboxPolicy {
+                max_attempts: 2,
+                ..OutboxPolicy::default()
+            });
+            let connection =
+                lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
+                    .await
+                    .expect("connect to RabbitMQ");
+            let channel = connection.create_channel().await.unwrap();
+            let durable = QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            };
+            channel
+                .queue_declare(queue.as_str().into(), durable, FieldTable::default())
+                .await
+                .unwrap();
+            let bad = enqueue(
+                &outbox,
+                OutboxMessage::new(format!("{}/rk", unique("nosuchexchange")), "bad")
+                    .with_message_id(id("bad-ex")),
+            )
+            .await;
+            let mut good = Vec::new();
+            for i in 0..3 {
+                good.push(
+                    enqueue(
+                        &outbox,
+                        OutboxMessage::new(queue.clone(), format!("good-{i}")),
+                    )
+                    .await,
+                );
+            }
+            let relay = Relay::new(
+                outbox.clone(),
+                RabbitMqPublisher::connect(AMQP_URL).await.unwrap(),
+            );
+            let first = relay.run_once().await.unwrap();
+            assert_eq!(
+                (first.published, first.failed, first.parked),
+                (3, 1, 0),
+                "{first:?}"
+            );
+            clock.advance(Duration::from_secs(60));
+            let second = relay.run_once().await.unwrap();
+            assert_eq!(
+                (second.claimed, second.parked),
+                (1, 1),
+                "only bad-ex is left: {second:?}"
+            );
+            let parked: Vec<MessageId> = outbox
+                .list(OutboxStatus::Parked, 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.message_id)
+                .collect();
+            assert_eq!(parked, std::slice::from_ref(&bad));
+            let reason = outbox.get(&bad).await.unwrap().unwrap().last_error.unwrap();
+            assert!(
+                reason.contains("404") || reason.contains("NOT_FOUND"),
+                "{reason}"
+            );
+            for g in &good {
+                let row = outbox.get(g).await.unwrap().unwrap();
+                assert_eq!((row.status, row.attempts), (OutboxStatus::Published, 0));
+            }
+            let declared = channel
+                .queue_declare(
+                    queue.as_str().into(),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                declared.message_count(),
+                3,
+                "the queue holds the 3 good rows"
+            );
+        },
+        delete_queues(&[queue.as_str()]),
+    )
+    .await;
+}
+
+both_stores!(an_unroutable_row_does_not_fail_its_batch);
+
+/// The finding: a row to `relayout.>` was accepted and marked published. Wildcards, whitespace
+/// and empty tokens are refused before sending; the literal subject next to them is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jetstream_refuses_subjects_that_are_not_literal() {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (_dir, store) = idem_testkit::sqlite_store().await;
+    let (store, _clock) = prepared(store).await;
+    let js = jetstream().await;
+    let (name, mut stream) = new_stream(&js, None).await;
+    cleaning_up(
+        async {
+            let outbox = store.outbox();
+            let bad = [
+                format!("{name}.>"),
+                format!("{name}.*"),
+                format!("{name}.a*"),
+                format!("{name}.a b"),
+                format!("{name}..x"),
+                format!("{name}."),
+            ];
+            let mut ids = Vec::new();
+            for subject in &bad {
+                ids.push(enqueue(&outbox, OutboxMessage::new(subject.clone(), "x")).await);
+            }
+            let ok = enqueue(&outbox, OutboxMessage::new(format!("{name}.ok"), "x")).await;
+            let relay = Relay::new(outbox.clone(), JetStreamPublisher::new(js.clone()));
+            let report = relay.run_once().await.unwrap();
+            assert_eq!((report.published, report.failed), (1, 6), "{report:?}");
+            assert_eq!(status(&outbox, &ok).await, Some(OutboxStatus::Published));
+            for (subject, id) in bad.iter().zip(&ids) {
+                let row = outbox.get(id).await.unwrap().unwrap();
+                assert_eq!(row.status, OutboxStatus::Pending, "{subject}");
+                let reason = row.last_error.unwrap();
+                assert!(reason.contains("cannot be published to"), "{reason}");
+            }
+            assert_eq!(
+                stream.info().await.unwrap().state.messages,
+                1,
+                "only the literal subject reached the stream"
+            );
+        },
+        delete_stream(&name),
+    )
+    .await;
 }

@@ -24,7 +24,9 @@ pub struct DeadLetterRecord {
     pub dedup_key: Option<DedupKey>,
     /// The entity the event is about, if known.
     pub entity: Option<Entity>,
-    /// The NATS subject or RabbitMQ queue the message was consumed from.
+    /// Where the message was consumed from: for JetStream the message's subject, for RabbitMQ
+    /// the consumer's main queue (not the exchange or routing key it was published with, nor a
+    /// retry queue).
     pub destination: String,
     /// The message's headers as (name, value) pairs, in arrival order; binary values as the
     /// consumer chose to render them.
@@ -54,7 +56,9 @@ pub struct DeadLetter {
     pub aggregate_type: Option<String>,
     /// The entity's aggregate id, if known.
     pub aggregate_id: Option<String>,
-    /// The NATS subject or RabbitMQ queue the message was consumed from.
+    /// Where the message was consumed from: for JetStream the message's subject, for RabbitMQ
+    /// the consumer's main queue (not the exchange or routing key it was published with, nor a
+    /// retry queue).
     pub destination: String,
     /// The message's headers, (name, value) pairs in arrival order.
     pub headers: Vec<(String, String)>,

@@ -247,7 +247,8 @@ pub struct OutboxRow {
     pub payload: Vec<u8>,
     /// Where the row stands.
     pub status: OutboxStatus,
-    /// Failed publish attempts so far (deferrals such as HTTP 409 do not count).
+    /// Publish attempts so far that did not get the message confirmed: failures and deferrals
+    /// ([`Outbox::defer`], such as HTTP 409) alike.
     pub attempts: u32,
     /// When the row is next due; while claimed, when the claim expires.
     pub next_attempt_at: Timestamp,
@@ -317,10 +318,11 @@ fn decode_headers(text: &str) -> Option<Vec<(String, String)>> {
 }
 
 /// Retries of failed publishes: exponential backoff from `backoff_base`, doubling per failed
-/// attempt up to `backoff_max`, and parking after `max_attempts` failures.
+/// attempt up to `backoff_max`, and parking after `max_attempts` attempts. A deferral
+/// ([`Outbox::defer`]) counts as an attempt and waits at least the backoff too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutboxPolicy {
-    /// Failed attempts after which a row is parked (at least 1).
+    /// Attempts (failures and deferrals) after which a row is parked (at least 1).
     pub max_attempts: u32,
     /// The wait after the first failure.
     pub backoff_base: Duration,
@@ -352,7 +354,7 @@ impl OutboxPolicy {
     }
 }
 
-/// What [`Outbox::mark_failed`] did.
+/// What [`Outbox::mark_failed`] or [`Outbox::defer`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutboxFailure {
     /// The row backs off and is due again at `at`.
@@ -362,7 +364,7 @@ pub enum OutboxFailure {
         /// Failed attempts so far.
         attempts: u32,
     },
-    /// This failure was the last allowed: the row is parked.
+    /// This failure (or deferral) was the last allowed attempt: the row is parked.
     Parked {
         /// Failed attempts so far.
         attempts: u32,
@@ -423,7 +425,7 @@ impl<DB: Backend> Outbox<DB> {
     /// the transaction is what makes a write after the commit impossible: `commit` consumes
     /// it.
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0382
     /// # use idem_sql::{OutboxMessage, SqliteStore, Error};
     /// async fn handler(store: SqliteStore) -> Result<(), Error> {
     ///     let mut tx = store.begin().await?;
@@ -614,9 +616,13 @@ impl<DB: Backend> Outbox<DB> {
         ))
     }
 
-    /// Releases the claim on `row` until `delay` from now without counting an attempt: for
-    /// answers that mean "not now" rather than "failed" (HTTP 409 for an idempotency key still
-    /// in flight). Fenced by the row's claim token; returns whether it was still held.
+    /// Records that the destination answered "not now" for a claimed `row` (HTTP 409 for an
+    /// idempotency key still in flight) with `reason`, asking to wait `delay`. It counts as an
+    /// attempt, so that a destination answering "not now" forever gets the row parked after
+    /// [`OutboxPolicy::max_attempts`] rather than retried forever; the row is due again after
+    /// the longer of `delay` and the policy's backoff for this attempt
+    /// ([`OutboxPolicy::backoff`]). Fenced by the row's claim token, as
+    /// [`mark_failed`](Self::mark_failed).
     ///
     /// # Errors
     /// [`Error::Database`].
@@ -625,13 +631,29 @@ impl<DB: Backend> Outbox<DB> {
         row: &OutboxRow,
         delay: Duration,
         reason: &str,
-    ) -> Result<bool, Error> {
+    ) -> Result<OutboxFailure, Error> {
         let Some(ClaimToken(token)) = row.claim else {
-            return Ok(false);
+            return Ok(OutboxFailure::NotHeld);
         };
-        let at = self.store.now().saturating_add(delay).as_millis();
+        let at = self.deferred_until(row, delay);
         let mut conn = self.store.pool().acquire().await?;
-        Ok(DB::outbox_defer(&mut conn, row.message_id.as_str(), token, at, reason).await?)
+        let result = DB::outbox_fail(
+            &mut conn,
+            row.message_id.as_str(),
+            token,
+            i64::from(self.policy.max_attempts),
+            at.as_millis(),
+            reason,
+        )
+        .await?;
+        failure(result, at)
+    }
+
+    /// When a row deferred now by `delay` is due again: after `delay` and after the policy's
+    /// backoff for this attempt, whichever is later.
+    fn deferred_until(&self, row: &OutboxRow, delay: Duration) -> Timestamp {
+        let backoff = self.policy.backoff(row.attempts.saturating_add(1));
+        self.store.now().saturating_add(delay.max(backoff))
     }
 
     /// Up to `limit` rows with `status`, oldest first: for operators (`parked` ones to requeue).
@@ -726,8 +748,9 @@ impl<DB: Backend> LockedBatch<DB> {
         failure(result, at)
     }
 
-    /// Puts `row` off until `delay` from now without counting an attempt (as
-    /// [`Outbox::defer`]), effective at the commit. Returns whether the row was still pending.
+    /// Records a "not now" answer for `row` (as [`Outbox::defer`]: counts an attempt, due again
+    /// after the longer of `delay` and the policy's backoff, parked at the last attempt; the
+    /// lock is the fence), effective at the commit.
     ///
     /// # Errors
     /// [`Error::Database`].
@@ -736,9 +759,18 @@ impl<DB: Backend> LockedBatch<DB> {
         row: &OutboxRow,
         delay: Duration,
         reason: &str,
-    ) -> Result<bool, Error> {
-        let at = self.outbox.store.now().saturating_add(delay).as_millis();
-        Ok(DB::outbox_defer_locked(&mut self.tx, row.message_id.as_str(), at, reason).await?)
+    ) -> Result<OutboxFailure, Error> {
+        let at = self.outbox.deferred_until(row, delay);
+        let max_attempts = i64::from(self.outbox.policy.max_attempts);
+        let result = DB::outbox_fail_locked(
+            &mut self.tx,
+            row.message_id.as_str(),
+            max_attempts,
+            at.as_millis(),
+            reason,
+        )
+        .await?;
+        failure(result, at)
     }
 
     /// Commits the recorded outcomes and releases the rows.

@@ -97,27 +97,20 @@ const FAIL_LOCKED: &str = "UPDATE idem_outbox SET attempts = attempts + 1, \
      WHERE message_id = $1 AND status = 'pending' \
      RETURNING status, attempts";
 
-/// [`DEFER`] for a row held by lock in the caller's transaction.
-const DEFER_LOCKED: &str = "UPDATE idem_outbox SET next_attempt_at = $2, claim_token = NULL, last_error = $3 \
-     WHERE message_id = $1 AND status = 'pending'";
-
 const INSERT: &str = "INSERT INTO idem_outbox \
      (message_id, destination, aggregate_type, aggregate_id, headers, payload, status, attempts, \
       next_attempt_at, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7) \
      ON CONFLICT (message_id) DO NOTHING";
 
-/// Fenced by the claim token: only the relay holding the claim records its failure. Parks the
-/// row when this failure reaches $3 attempts.
+/// Fenced by the claim token: only the relay holding the claim records its failure or deferral
+/// (both count an attempt; they differ only in $4, when the row is due again). Parks the row
+/// when this attempt reaches $3.
 const FAIL: &str = "UPDATE idem_outbox SET attempts = attempts + 1, \
          status = CASE WHEN attempts + 1 >= $3 THEN 'parked' ELSE 'pending' END, \
          next_attempt_at = $4, claim_token = NULL, last_error = $5 \
      WHERE message_id = $1 AND claim_token = $2 AND status = 'pending' \
      RETURNING status, attempts";
-
-/// Fenced as [`FAIL`]; does not count an attempt.
-const DEFER: &str = "UPDATE idem_outbox SET next_attempt_at = $3, claim_token = NULL, last_error = $4 \
-     WHERE message_id = $1 AND claim_token = $2 AND status = 'pending'";
 
 const REQUEUE: &str = "UPDATE idem_outbox \
      SET status = 'pending', attempts = 0, next_attempt_at = $2, claim_token = NULL \
@@ -177,13 +170,6 @@ pub trait OutboxOps: Database + Sized {
         next_attempt_at: i64,
         reason: &str,
     ) -> impl Future<Output = Res<Option<(String, i64)>>> + Send;
-    /// Defers a row the caller's transaction holds by lock.
-    fn outbox_defer_locked(
-        conn: &mut Self::Connection,
-        id: &str,
-        next_attempt_at: i64,
-        reason: &str,
-    ) -> impl Future<Output = Res<bool>> + Send;
     /// Inserts a pending row; `false` when the message id exists already.
     fn outbox_insert(
         conn: &mut Self::Connection,
@@ -213,14 +199,6 @@ pub trait OutboxOps: Database + Sized {
         next_attempt_at: i64,
         reason: &str,
     ) -> impl Future<Output = Res<Option<(String, i64)>>> + Send;
-    /// Releases the claim `token` until `next_attempt_at` without counting an attempt.
-    fn outbox_defer(
-        conn: &mut Self::Connection,
-        id: &str,
-        token: i64,
-        next_attempt_at: i64,
-        reason: &str,
-    ) -> impl Future<Output = Res<bool>> + Send;
     /// Up to `limit` rows with `status`, oldest first.
     fn outbox_list(
         conn: &mut Self::Connection,
@@ -330,21 +308,6 @@ macro_rules! outbox_ops {
                     .await
             }
 
-            async fn outbox_defer_locked(
-                conn: &mut Self::Connection,
-                id: &str,
-                next_attempt_at: i64,
-                reason: &str,
-            ) -> Res<bool> {
-                let done = sqlx::query(DEFER_LOCKED)
-                    .bind(id)
-                    .bind(next_attempt_at)
-                    .bind(reason)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(done.rows_affected() == 1)
-            }
-
             async fn outbox_insert(
                 conn: &mut Self::Connection,
                 row: &NewOutboxRow<'_>,
@@ -417,23 +380,6 @@ macro_rules! outbox_ops {
                     .bind(reason)
                     .fetch_optional(&mut *conn)
                     .await
-            }
-
-            async fn outbox_defer(
-                conn: &mut Self::Connection,
-                id: &str,
-                token: i64,
-                next_attempt_at: i64,
-                reason: &str,
-            ) -> Res<bool> {
-                let done = sqlx::query(DEFER)
-                    .bind(id)
-                    .bind(token)
-                    .bind(next_attempt_at)
-                    .bind(reason)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(done.rows_affected() == 1)
             }
 
             async fn outbox_list(
