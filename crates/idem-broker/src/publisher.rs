@@ -34,6 +34,14 @@ pub enum PublishOutcome {
         /// Why, for the row's `last_error` and the logs.
         reason: String,
     },
+    /// The destination could not be reached at all (no connection, and connecting again
+    /// failed): nothing about this row is known to be wrong. The relay records nothing for it
+    /// (no attempt counted: the row is released when its claim expires, or at once when held
+    /// by lock) and backs off as after a failed cycle, so a broker outage never parks rows.
+    Unavailable {
+        /// Why, for the logs.
+        reason: String,
+    },
 }
 
 /// Publishes batches of outbox rows, each with its row's stable message id (DESIGN.md C7):
@@ -44,7 +52,8 @@ pub enum PublishOutcome {
 pub trait Publisher: Send + Sync {
     /// Publishes `batch` and waits for the destination's confirmations. Returns one
     /// [`PublishOutcome`] per row, in the order of `batch`. Never fails as a whole: a
-    /// connection problem is a [`PublishOutcome::Failed`] for each row it affected.
+    /// connection problem is a [`PublishOutcome::Unavailable`] (destination unreachable) or a
+    /// [`PublishOutcome::Failed`] (a confirm lost with it) for each row it affected.
     fn publish(&self, batch: &[OutboxRow]) -> impl Future<Output = Vec<PublishOutcome>> + Send;
 }
 

@@ -32,11 +32,21 @@ const PERSISTENT: u8 = 2;
 /// A channel that the broker closed (for example after a publish to an exchange that does not
 /// exist, AMQP 404 NOT_FOUND) is replaced by a new one, and the rows of the batch that the
 /// closing cut off are sent again on it one at a time: one unroutable row fails alone, not its
-/// whole batch.
+/// whole batch. A connection that was lost (broker restart, network drop) is opened again at
+/// the next batch when the publisher was made with [`connect`](Self::connect); until it can
+/// be, rows are [`PublishOutcome::Unavailable`] (no attempt counted).
 #[derive(Debug)]
 pub struct RabbitMqPublisher {
+    /// The URI to connect again to; `None` when made from a connection.
+    uri: Option<String>,
+    link: Mutex<Link>,
+}
+
+/// The connection and its confirm-mode channel, replaced together when the connection is lost.
+#[derive(Debug)]
+struct Link {
     connection: Connection,
-    channel: Mutex<Option<Channel>>,
+    channel: Option<Channel>,
 }
 
 impl RabbitMqPublisher {
@@ -47,32 +57,45 @@ impl RabbitMqPublisher {
     /// [`PublisherError::Amqp`] when the connection or the channel cannot be opened.
     pub async fn connect(uri: &str) -> Result<Self, PublisherError> {
         let connection = Connection::connect(uri, ConnectionProperties::default()).await?;
-        let publisher = Self::from_connection(connection);
+        let publisher = Self {
+            uri: Some(uri.to_owned()),
+            ..Self::from_connection(connection)
+        };
         publisher.channel().await?;
         Ok(publisher)
     }
 
-    /// A publisher on an open `connection`; its channel is opened at the first batch.
+    /// A publisher on an open `connection`; its channel is opened at the first batch. It cannot
+    /// connect again if the connection is lost (use [`connect`](Self::connect) for that).
     pub fn from_connection(connection: Connection) -> Self {
         Self {
-            connection,
-            channel: Mutex::new(None),
+            uri: None,
+            link: Mutex::new(Link {
+                connection,
+                channel: None,
+            }),
         }
     }
 
-    /// The open confirm-mode channel, opened anew when there is none or the broker closed it.
+    /// The open confirm-mode channel, opened anew when there is none or the broker closed it,
+    /// on a connection opened anew when the old one was lost.
     async fn channel(&self) -> Result<Channel, PublisherError> {
-        let mut slot = self.channel.lock().await;
-        if let Some(channel) = slot.as_ref()
+        let mut link = self.link.lock().await;
+        if let Some(channel) = link.channel.as_ref()
             && channel.status().connected()
         {
             return Ok(channel.clone());
         }
-        let channel = self.connection.create_channel().await?;
+        if !link.connection.status().connected()
+            && let Some(uri) = &self.uri
+        {
+            link.connection = Connection::connect(uri, ConnectionProperties::default()).await?;
+        }
+        let channel = link.connection.create_channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await?;
-        *slot = Some(channel.clone());
+        link.channel = Some(channel.clone());
         Ok(channel)
     }
 }
@@ -115,7 +138,17 @@ impl RabbitMqPublisher {
         };
         let channel = match self.channel().await {
             Ok(channel) => channel,
-            Err(e) => return batch.iter().map(|_| failed(e.to_string())).collect(),
+            Err(e) => {
+                let reason = e.to_string();
+                return batch
+                    .iter()
+                    .map(|_| {
+                        Ok(PublishOutcome::Unavailable {
+                            reason: reason.clone(),
+                        })
+                    })
+                    .collect();
+            }
         };
         let mut confirms = Vec::with_capacity(batch.len());
         for row in batch {
@@ -171,15 +204,15 @@ impl Publisher for RabbitMqPublisher {
     /// under the same `message_id`.
     async fn publish(&self, batch: &[OutboxRow]) -> Vec<PublishOutcome> {
         let mut outcomes = self.publish_on_channel(batch).await;
-        if batch.len() > 1 {
-            for (row, outcome) in batch.iter().zip(outcomes.iter_mut()) {
-                if outcome.is_err() {
-                    *outcome = self
-                        .publish_on_channel(std::slice::from_ref(row))
-                        .await
-                        .pop()
-                        .unwrap_or_else(|| Err("no outcome for a resent row".to_owned()));
-                }
+        // Also for a batch of one: its channel may have died with the connection, and the
+        // resend goes out on a new one.
+        for (row, outcome) in batch.iter().zip(outcomes.iter_mut()) {
+            if outcome.is_err() {
+                *outcome = self
+                    .publish_on_channel(std::slice::from_ref(row))
+                    .await
+                    .pop()
+                    .unwrap_or_else(|| Err("no outcome for a resent row".to_owned()));
             }
         }
         outcomes

@@ -85,6 +85,9 @@ pub struct RelayReport {
     /// `Retry-After` and the outbox policy's backoff; counted as an attempt (a deferral that
     /// was the row's last allowed attempt is counted in `parked` instead).
     pub deferred: u64,
+    /// Rows the destination could not be reached for ([`PublishOutcome::Unavailable`]):
+    /// nothing recorded, no attempt counted; the cycles stop and [`Relay::run`] backs off.
+    pub unavailable: u64,
 }
 
 impl RelayReport {
@@ -95,6 +98,7 @@ impl RelayReport {
         self.failed += other.failed;
         self.parked += other.parked;
         self.deferred += other.deferred;
+        self.unavailable += other.unavailable;
     }
 }
 
@@ -169,7 +173,8 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
     /// [`MIN_CLAIM_TTL`] (1 s) .. [`MAX_CLAIM_TTL`] (1 h): a zero lease would leave claimed rows
     /// due at once, and two relays would publish every row twice. It must cover a whole cycle
     /// (publish, confirms, marking) with a margin, else another relay publishes the same rows
-    /// again meanwhile (with the same message ids).
+    /// again meanwhile (with the same message ids); for `drain` and `run` on SQLite, which
+    /// claim the next batch while one is published, about two publishes and their marking.
     pub fn claim_ttl(self, claim_ttl: Duration) -> Self {
         Self {
             claim_ttl: claim_ttl.clamp(MIN_CLAIM_TTL, MAX_CLAIM_TTL),
@@ -239,13 +244,19 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
         let mut totals = RelayReport::default();
         let mut current = self.claim().await?;
         let mut published: Option<(Vec<OutboxRow>, Vec<PublishOutcome>)> = None;
+        // Set when the destination could not be reached: no more claims this round.
+        let mut unreachable = false;
         loop {
             if current.is_empty() {
                 // The unrecorded batch may be what held back the next rows of its aggregates:
                 // record it and look again before calling the outbox drained.
                 match published.take() {
                     Some((rows, outcomes)) => {
-                        totals.add(&self.record(&rows, outcomes).await?);
+                        let report = self.record(&rows, outcomes).await?;
+                        totals.add(&report);
+                        if unreachable || report.unavailable > 0 {
+                            break;
+                        }
                         current = self.claim().await?;
                         continue;
                     }
@@ -270,6 +281,12 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                 Ok((report, next)) => {
                     totals.add(&report);
                     current = next;
+                    if report.unavailable > 0 {
+                        // The destination is down: stop claiming (the rows just claimed are
+                        // released when their claim expires); `run` backs off.
+                        unreachable = true;
+                        current.clear();
+                    }
                 }
                 Err(e) => {
                     if let Some((rows, outcomes)) = published.take() {
@@ -329,6 +346,15 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                 return totals;
             }
             let pause = match round {
+                Ok(report) if report.unavailable > 0 => {
+                    tracing::warn!(relay = %self.name, rows = report.unavailable, "outbox relay destination unreachable; backing off");
+                    metrics::counter!(RELAY_ERRORS_TOTAL, "relay" => self.name.clone())
+                        .increment(1);
+                    totals.add(&report);
+                    let pause = wait;
+                    wait = wait.saturating_mul(2).min(self.max_wait);
+                    pause
+                }
                 // A round whose rows were all deferred did nothing that makes more rows due: idle.
                 Ok(report) if report.claimed > report.deferred => {
                     totals.add(&report);
@@ -377,6 +403,11 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                 let report = record(&self.name, &mut batch, &rows, outcomes).await?;
                 batch.commit().await?;
                 totals.add(&report);
+                if report.unavailable > 0 {
+                    // The destination is down; the unrecorded rows are due again at once, so
+                    // stop here and let `run` back off.
+                    break;
+                }
             }
             Ok::<_, RelayError>(totals)
         };
@@ -499,6 +530,10 @@ async fn record<M: Marks>(
                         }
                     }
                 }
+                PublishOutcome::Unavailable { reason } => {
+                    tracing::debug!(relay, message_id = %row.message_id, %reason, "destination unreachable; nothing recorded");
+                    report.unavailable += 1;
+                }
                 PublishOutcome::Failed { reason } => match marks.failed(row, &reason).await? {
                     OutboxFailure::Retry { at, attempts } => {
                         tracing::warn!(relay, message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
@@ -520,6 +555,7 @@ async fn record<M: Marks>(
             ("failed", report.failed),
             ("parked", report.parked),
             ("deferred", report.deferred),
+            ("unavailable", report.unavailable),
         ] {
             if n > 0 {
                 metrics::counter!(RELAY_MESSAGES_TOTAL, "relay" => relay.to_owned(), "outcome" => outcome)

@@ -5,6 +5,7 @@
 //! process) and relays claim any due row, so every test holds [`OUTBOX_LOCK`] and starts from an
 //! empty `idem_outbox`.
 
+mod consumer_common;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1458,6 +1459,104 @@ async fn an_unroutable_row_does_not_fail_its_batch<DB: AppDb>(store: Store<DB>) 
 }
 
 both_stores!(an_unroutable_row_does_not_fail_its_batch);
+
+/// The connection to RabbitMQ drops (a broker restart, a network blip): the next cycle connects
+/// again and publishes. While RabbitMQ cannot be reached at all, rows are unavailable: no attempt
+/// is counted, nothing is parked, and they go out once it is back.
+async fn a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing<DB: AppDb>(
+    store: Store<DB>,
+) {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (store, clock) = prepared(store).await;
+    let queue = unique("idem_relay_reconnect");
+    cleaning_up(
+        async {
+            let outbox = store.outbox().with_policy(OutboxPolicy {
+                max_attempts: 1,
+                ..OutboxPolicy::default()
+            });
+            let connection =
+                lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
+                    .await
+                    .expect("connect to RabbitMQ");
+            let channel = connection.create_channel().await.unwrap();
+            let durable = QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            };
+            channel
+                .queue_declare(queue.as_str().into(), durable, FieldTable::default())
+                .await
+                .unwrap();
+            let proxy = consumer_common::CutProxy::start("127.0.0.1:5672").await;
+            let via_proxy = format!("amqp://guest:guest@{}/%2f", proxy.addr());
+            let relay = Relay::new(
+                outbox.clone(),
+                RabbitMqPublisher::connect(&via_proxy).await.unwrap(),
+            );
+            enqueue(&outbox, OutboxMessage::new(queue.clone(), "1")).await;
+            assert_eq!(relay.run_once().await.unwrap().published, 1);
+
+            proxy.drop_connections();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let second = enqueue(&outbox, OutboxMessage::new(queue.clone(), "2")).await;
+            let report = relay.run_once().await.unwrap();
+            assert_eq!(
+                (report.published, report.failed, report.parked),
+                (1, 0, 0),
+                "{report:?}"
+            );
+            assert_eq!(
+                status(&outbox, &second).await,
+                Some(OutboxStatus::Published)
+            );
+
+            proxy.cut();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let third = enqueue(&outbox, OutboxMessage::new(queue.clone(), "3")).await;
+            let report = relay.run_once().await.unwrap();
+            assert_eq!(
+                (report.unavailable, report.failed, report.parked),
+                (1, 0, 0),
+                "{report:?}"
+            );
+            let row = outbox.get(&third).await.unwrap().unwrap();
+            assert_eq!(
+                (row.status, row.attempts),
+                (OutboxStatus::Pending, 0),
+                "no attempt counted"
+            );
+
+            // RabbitMQ is back (a relay on a working connection): the row goes out.
+            clock.advance(Duration::from_secs(120)); // past the claim
+            let healthy = Relay::new(
+                outbox.clone(),
+                RabbitMqPublisher::connect(AMQP_URL).await.unwrap(),
+            );
+            assert_eq!(healthy.run_once().await.unwrap().published, 1);
+            let declared = channel
+                .queue_declare(
+                    queue.as_str().into(),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                declared.message_count(),
+                3,
+                "each row reached the queue once"
+            );
+        },
+        delete_queues(&[queue.as_str()]),
+    )
+    .await;
+}
+
+both_stores!(a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing);
 
 /// The finding: a row to `relayout.>` was accepted and marked published. Wildcards, whitespace
 /// and empty tokens are refused before sending; the literal subject next to them is published.

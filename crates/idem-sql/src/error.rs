@@ -227,6 +227,19 @@ fn classify(e: &sqlx::Error) -> ErrorKind {
 /// `url` with the password of its authority (`user:password@`) replaced by `***`, for errors and
 /// logs.
 pub(crate) fn redact(url: &str) -> String {
+    let (url, query) = match url.split_once('?') {
+        Some((url, query)) => (url, Some(redact_query(query))),
+        None => (url, None),
+    };
+    let url = redact_userinfo(url);
+    match query {
+        Some(query) => format!("{url}?{query}"),
+        None => url,
+    }
+}
+
+/// The URL with the password of its userinfo (`user:password@`) replaced by `***`.
+fn redact_userinfo(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -240,6 +253,19 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+/// A query string with the values of `password` and `sslpassword` (which sqlx's PostgreSQL
+/// driver reads as credentials) replaced by `***`.
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if name == "password" || name == "sslpassword" => format!("{name}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;
@@ -251,6 +277,10 @@ mod tests {
             "postgres://u:***@h:5432/db"
         );
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            redact("postgres://u:a@h/db?sslmode=disable&password=s3cret&sslpassword=k"),
+            "postgres://u:***@h/db?sslmode=disable&password=***&sslpassword=***"
+        );
         assert_eq!(redact("sqlite://./a@b.db"), "sqlite://./a@b.db");
         assert_eq!(redact("not a url"), "not a url");
     }

@@ -156,7 +156,8 @@ where
 /// point (after a commit, before the ack) the way a network failure or a killed pod would.
 pub struct CutProxy {
     addr: std::net::SocketAddr,
-    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    accept: tokio::task::AbortHandle,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl CutProxy {
@@ -166,9 +167,9 @@ impl CutProxy {
             .await
             .expect("bind the proxy");
         let addr = listener.local_addr().expect("proxy address");
-        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let upstream = upstream.to_owned();
-        let registry = tasks.clone();
+        let registry = connections.clone();
         let accept = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 let upstream = upstream.clone();
@@ -180,8 +181,11 @@ impl CutProxy {
                 registry.lock().unwrap().push(conn.abort_handle());
             }
         });
-        tasks.lock().unwrap().push(accept.abort_handle());
-        Self { addr, tasks }
+        Self {
+            addr,
+            accept: accept.abort_handle(),
+            connections,
+        }
     }
 
     /// `host:port` of the proxy.
@@ -192,7 +196,14 @@ impl CutProxy {
     /// Closes every connection and stops accepting new ones: nothing the client sends from now on
     /// reaches the broker.
     pub fn cut(&self) {
-        for task in self.tasks.lock().unwrap().drain(..) {
+        self.accept.abort();
+        self.drop_connections();
+    }
+
+    /// Closes every connection but goes on accepting new ones: a network drop the client can
+    /// recover from by connecting again.
+    pub fn drop_connections(&self) {
+        for task in self.connections.lock().unwrap().drain(..) {
             task.abort();
         }
     }
