@@ -267,7 +267,10 @@
 //! Several gateways may run the same relay on one PostgreSQL database; a row is claimed by one
 //! at a time. Relays on one database must share their target (same kind and URL): `idem_outbox`
 //! has no column naming a row's relay, so relays with different targets would each publish the
-//! other's rows; that is refused ([`ConfigError::RelayTargetConflict`]). Order is kept per
+//! other's rows; that is refused ([`ConfigError::RelayTargetConflict`]). "One database" is
+//! what the URLs reach, not how they are written: the same PostgreSQL host (`localhost`,
+//! `127.0.0.1`, `::1` and a local socket alike), port (5432 when not given) and database name,
+//! whatever the other parameters (`sslmode`, a password); or the same SQLite file. Order is kept per
 //! aggregate (a parked row holds back its aggregate's later rows).
 //! A relay stops between cycles on shutdown, never inside one.
 //!
@@ -281,7 +284,7 @@
 //! | `poll_interval` | the longest wait between idle cycles, 10ms to 1h (1s); after an idle cycle the relay waits 10 ms doubling up to it, after a busy one it goes on at once |
 //! | `claim_ttl` | how long a claimed row is held before another relay may take it, 1s to 1h (30s); must exceed `timeout` |
 //! | `max_attempts` | failed publishes before a row is parked, at least 1 (10); backoff 1 s doubling up to 5 min |
-//! | `timeout` | `http` only: one request's limit, 100ms to 1h (10s) |
+//! | `timeout` | `http` only: one request's limit, 100ms to 30m (10s); `claim_ttl` (at most 1h) must exceed it |
 //!
 //! At start each relay opens its database (a SQLite file is never created) and connects to a
 //! NATS or RabbitMQ target; a missing `idem_outbox` table or an unreachable broker stops the

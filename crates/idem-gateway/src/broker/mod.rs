@@ -12,6 +12,8 @@
 //! A message that can never be an event is written to idem's dead-letter table
 //! (`idem dead-letters list --consumer idem-gateway`) with its headers, body (cut at
 //! `max_body_bytes`: an oversize body's full length is in the reason) and the reason,
+//! under the dedup key `{source}:{message id}` when it has an id (a copy that arrives again
+//! updates that row: its headers, body, reason, delivery count and last failure time),
 //! logged at WARN and counted in [`BROKER_REJECTED_TOTAL`]; only then is it terminated or
 //! rejected. If that row cannot be written either, the message is retried like a store failure:
 //! it is never dropped unrecorded.
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
-use idem::{DedupKey, Name};
+use idem::{DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;
 use tokio::sync::{mpsc, watch};
 
@@ -183,11 +185,18 @@ impl<DB: GatewayDb> Intake<DB> {
             .get(id_header(self.gateway.source(self.index).kind))
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        // Keyed as the inbox keys events, so a copy of the message that arrives again (a
+        // publisher's retry) updates its row instead of adding one; a message without a usable
+        // id cannot be told from another, so it gets a row each time.
+        let dedup_key = event_id
+            .as_deref()
+            .and_then(|id| EventId::new(id).ok())
+            .map(|id| DedupKey::from_event(source, &id));
         let letter = DeadLetterRecord {
             consumer: Name::new("consumer", INBOX_CONSUMER).expect("a valid name"),
             source: source.clone(),
             event_id,
-            dedup_key: None,
+            dedup_key,
             entity: None,
             destination: message.origin.clone(),
             headers,

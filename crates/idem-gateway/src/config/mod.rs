@@ -479,7 +479,7 @@ impl Config {
         if crate::store::DatabaseKind::of(&database_url).is_none() {
             return Err(ConfigError::BadValue {
                 field: "database_url".into(),
-                value: database_url,
+                value: redact_url(&database_url),
                 expected: "a sqlite:// or postgres:// URL".into(),
             });
         }
@@ -566,7 +566,8 @@ impl Config {
                 return Err(duplicate("relay", &relay.name));
             }
             if let Some(other) = relays.iter().find(|r: &&OutboxRelay| {
-                r.database_url == relay.database_url && !r.target.same_as(&relay.target)
+                relay::same_database(r.database_url.expose(), relay.database_url.expose())
+                    && !r.target.same_as(&relay.target)
             }) {
                 let describe =
                     |r: &OutboxRelay| format!("{} at {}", r.target.kind(), r.target.display_url());
@@ -575,7 +576,15 @@ impl Config {
                     first_target: describe(other),
                     second: relay.name.to_string(),
                     second_target: describe(&relay),
-                    database: relay.display_database_url(),
+                    database: if other.display_database_url() == relay.display_database_url() {
+                        relay.display_database_url()
+                    } else {
+                        format!(
+                            "{} (the database of {} too)",
+                            relay.display_database_url(),
+                            other.display_database_url()
+                        )
+                    },
                 });
             }
             relays.push(relay);

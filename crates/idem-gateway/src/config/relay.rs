@@ -1,12 +1,17 @@
 //! Outbox relays in the configuration: `[[relay]]`, each publishing the `idem_outbox` rows of
 //! one database to NATS JetStream, RabbitMQ or HTTP.
 
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use idem::Name;
 use serde::Deserialize;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::sqlite::SqliteConnectOptions;
 
-use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, redact};
+use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, percent_decode, redact};
 use super::{ConfigError, Secret, SecretLookup, duration, name, out_of_range};
 
 /// Rows a relay claims and publishes per cycle, without `batch_size`.
@@ -29,6 +34,9 @@ pub(crate) const MAX_RELAY_CLAIM_TTL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_RELAY_MAX_ATTEMPTS: u32 = 10;
 /// One HTTP publish's time limit, without `timeout`.
 pub const DEFAULT_RELAY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest `timeout`: `claim_ttl` must exceed it and is at most [`MAX_RELAY_CLAIM_TTL`],
+/// so this leaves room for one.
+pub(crate) const MAX_RELAY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// `[[relay]]` as written.
 #[derive(Debug, Deserialize)]
@@ -68,7 +76,8 @@ pub enum RelayTarget {
     Http {
         /// The base URL (`http://` only: TLS is not built in).
         url: String,
-        /// One request's time limit, connection included (default 10s, 100ms to 1h).
+        /// One request's time limit, connection included (default 10s, 100ms to 30m: less
+        /// than `claim_ttl`, which is at most 1h).
         timeout: Duration,
     },
 }
@@ -137,6 +146,97 @@ impl OutboxRelay {
     pub fn display_database_url(&self) -> String {
         redact(self.database_url.expose())
     }
+}
+
+/// Which database a URL reaches, for telling whether two relays share one whatever the URLs'
+/// spelling: sqlx parses the URL (with the defaults it connects with), so a default port, a
+/// query parameter such as `sslmode` or a password make no difference.
+#[derive(Debug, PartialEq, Eq)]
+enum DatabaseIdentity {
+    /// A PostgreSQL server and database. `host` is lowercase, with `localhost`, every loopback
+    /// address and a Unix-domain socket directory all `loopback` (each is this machine's server
+    /// on `port`); `database` defaults to the user name, as the server's does.
+    Postgres {
+        host: String,
+        port: u16,
+        database: String,
+    },
+    /// A SQLite file: its canonical path when it exists (so `./a.db`, `a.db` and a symlink
+    /// agree), else the path made absolute.
+    Sqlite(PathBuf),
+    /// A URL sqlx cannot parse (its connection fails at start, naming it): compared as written.
+    Unparsed(String),
+}
+
+impl DatabaseIdentity {
+    fn of(url: &str) -> Self {
+        match crate::store::DatabaseKind::of(url) {
+            Some(crate::store::DatabaseKind::Postgres) => {
+                match PgConnectOptions::from_str(&identity_parameters(url)) {
+                    Ok(options) => {
+                        let host = options.get_host().trim_matches(['[', ']']).to_lowercase();
+                        let loopback = host == "localhost"
+                            || host.starts_with('/')
+                            || options.get_socket().is_some()
+                            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+                        Self::Postgres {
+                            host: if loopback {
+                                "loopback".to_owned()
+                            } else {
+                                host
+                            },
+                            port: options.get_port(),
+                            database: options
+                                .get_database()
+                                .unwrap_or(options.get_username())
+                                .to_owned(),
+                        }
+                    }
+                    Err(_) => Self::Unparsed(url.to_owned()),
+                }
+            }
+            Some(crate::store::DatabaseKind::Sqlite) => match SqliteConnectOptions::from_str(url) {
+                Ok(options) => {
+                    let path = options.get_filename();
+                    Self::Sqlite(
+                        std::fs::canonicalize(path)
+                            .or_else(|_| std::path::absolute(path))
+                            .unwrap_or_else(|_| path.to_owned()),
+                    )
+                }
+                Err(_) => Self::Unparsed(url.to_owned()),
+            },
+            None => Self::Unparsed(url.to_owned()),
+        }
+    }
+}
+
+/// PostgreSQL URL `url` with only the query parameters that choose the server, database or
+/// user: sqlx logs every other parameter it does not know with its value, and a password
+/// (`sslpassword`) can be one.
+fn identity_parameters(url: &str) -> String {
+    const KEPT: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let key = pair.split('=').next().unwrap_or_default();
+            KEPT.contains(&percent_decode(key).as_str())
+        })
+        .collect();
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+/// Whether database URLs `a` and `b` reach the same database (see [`DatabaseIdentity`]).
+pub(crate) fn same_database(a: &str, b: &str) -> bool {
+    DatabaseIdentity::of(a) == DatabaseIdentity::of(b)
 }
 
 /// Builds relay `raw`; `gateway_database` is the gateway's own database URL.
@@ -225,11 +325,11 @@ pub(super) fn build(
             let timeout = match &raw.timeout {
                 Some(text) => {
                     let d = duration::parse(&field_name("timeout"), text)?;
-                    if !(super::MIN_TIMEOUT..=super::MAX_TIMEOUT).contains(&d) {
+                    if !(super::MIN_TIMEOUT..=MAX_RELAY_TIMEOUT).contains(&d) {
                         return Err(out_of_range(
                             &field_name("timeout"),
                             text,
-                            "between 100ms and 1h",
+                            "between 100ms and 30m (claim_ttl, at most 1h, must exceed it)",
                         ));
                     }
                     d
@@ -288,14 +388,25 @@ pub(super) fn build(
     if let RelayTarget::Http { timeout, .. } = &target
         && claim_ttl <= *timeout
     {
-        return Err(out_of_range(
-            &field_name("claim_ttl"),
-            &humantime::format_duration(claim_ttl).to_string(),
-            &format!(
-                "more than timeout ({}): a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile",
-                humantime::format_duration(*timeout)
+        let timeout = humantime::format_duration(*timeout);
+        let why = "a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile";
+        let fix = format!("set claim_ttl between {timeout} and 1h");
+        // Name the key the user wrote: a default claim_ttl is not theirs to find.
+        return Err(match &raw.claim_ttl {
+            Some(text) => out_of_range(
+                &field_name("claim_ttl"),
+                text,
+                &format!("more than timeout ({timeout}): {why}; {fix}"),
             ),
-        ));
+            None => out_of_range(
+                &field_name("timeout"),
+                raw.timeout.as_deref().unwrap_or_default(),
+                &format!(
+                    "less than claim_ttl, which is {} by default: {why}; {fix}",
+                    humantime::format_duration(claim_ttl)
+                ),
+            ),
+        });
     }
     let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_RELAY_MAX_ATTEMPTS);
     if max_attempts == 0 {
@@ -310,4 +421,43 @@ pub(super) fn build(
         claim_ttl,
         max_attempts,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the parameters that pick the server, database or user reach sqlx's parser (which
+    /// logs the value of any it does not know, `sslpassword` among them).
+    #[test]
+    fn identity_keeps_only_the_parameters_that_choose_the_database() {
+        assert_eq!(
+            identity_parameters(
+                "postgres://u@h/db?sslmode=require&sslpassword=k3y&port=6000&dbname=other#x"
+            ),
+            "postgres://u@h/db?port=6000&dbname=other"
+        );
+        assert_eq!(
+            identity_parameters("postgres://u@h/db?password=s3cret"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(
+            identity_parameters("postgres://u@h/db"),
+            "postgres://u@h/db"
+        );
+        // Parameters that choose the database count as the URL's parts do.
+        assert!(same_database(
+            "postgres://u@127.0.0.1:5432/db",
+            "postgres://u@elsewhere/ignored?host=localhost&port=5432&dbname=db"
+        ));
+        assert!(!same_database(
+            "postgres://u@127.0.0.1/db",
+            "postgres://u@127.0.0.1/db?port=5433"
+        ));
+        // Without a database name the server uses the user's name.
+        assert!(same_database(
+            "postgres://app@127.0.0.1/app",
+            "postgres://app@localhost"
+        ));
+    }
 }

@@ -709,6 +709,112 @@ async fn an_oversize_message_is_dead_lettered_cut_at_max_body_bytes() {
     rabbit.delete().await;
 }
 
+/// Dead letters without their payloads, for assertion messages: id, dedup key, event id, first
+/// and last failure (ms).
+fn rows(dead: &[idem_sql::DeadLetter]) -> Vec<String> {
+    dead.iter()
+        .map(|d| {
+            format!(
+                "{} {:?} {:?} {}..{}",
+                d.id,
+                d.dedup_key,
+                d.event_id,
+                d.first_failed_at.as_millis(),
+                d.last_failed_at.as_millis()
+            )
+        })
+        .collect()
+}
+
+/// Waits (up to 10 s) until the gateway's dead letters satisfy `done`, and returns them.
+async fn dead_letters_until<DB: GatewayDb>(
+    store: &Store<DB>,
+    done: impl Fn(&[idem_sql::DeadLetter]) -> bool,
+) -> Vec<idem_sql::DeadLetter> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let dead = dead_letters(store).await;
+        if done(&dead) {
+            return dead;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "dead letters so far: {:?}",
+            rows(&dead)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A rejected message that arrives again (its publisher sent `big-1` twice) keeps one dead
+/// letter, keyed `orders:big-1` as the inbox keys events, whose last failure is the second
+/// arrival; messages without an id cannot be told apart, so two of them make two rows.
+async fn a_rejected_message_that_arrives_again_keeps_one_dead_letter<DB: GatewayDb>(
+    store: Store<DB>,
+) {
+    let rabbit = Rabbit::new().await;
+    let app = Downstream::ok().await;
+    let text = format!(
+        "max_body_bytes = 1024\n{}",
+        config_text(&rabbit.source(), &app)
+    );
+    let running = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = format!(r#"{{"pad":"{}"}}"#, "x".repeat(4990));
+    rabbit.publish(Some("big-1"), "order.created", &body).await;
+    let first = dead_letters_until(running.gateway.store(), |dead| !dead.is_empty()).await;
+    assert_eq!(first.len(), 1, "{:?}", rows(&first));
+    // The store's clock counts milliseconds: the second failure is at a later one.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    rabbit.publish(Some("big-1"), "order.created", &body).await;
+    let dead = dead_letters_until(running.gateway.store(), |dead| {
+        dead.len() > 1
+            || dead
+                .first()
+                .is_some_and(|d| d.last_failed_at.as_millis() > first[0].last_failed_at.as_millis())
+    })
+    .await;
+    assert_eq!(
+        dead.len(),
+        1,
+        "one row for both copies of big-1: {:?}",
+        rows(&dead)
+    );
+    let letter = &dead[0];
+    assert_eq!(letter.id, first[0].id);
+    assert_eq!(letter.dedup_key.as_deref(), Some("orders:big-1"));
+    assert_eq!(letter.event_id.as_deref(), Some("big-1"));
+    assert_eq!(letter.first_failed_at, first[0].first_failed_at);
+    assert!(
+        letter.last_failed_at.as_millis() >= first[0].first_failed_at.as_millis() + 50,
+        "{:?}",
+        rows(&dead)
+    );
+    // Each copy was a first delivery of its own AMQP message.
+    assert_eq!(letter.delivery_count, 1);
+    assert!(
+        letter
+            .error
+            .starts_with("body-too-large: the body is 5000 bytes")
+    );
+
+    rabbit.publish(None, "order.created", &body).await;
+    rabbit.publish(None, "order.created", &body).await;
+    let dead = dead_letters_until(running.gateway.store(), |dead| dead.len() >= 3).await;
+    assert_eq!(dead.len(), 3, "{:?}", rows(&dead));
+    assert_eq!(
+        dead.iter().filter(|d| d.dedup_key.is_none()).count(),
+        2,
+        "{:?}",
+        rows(&dead)
+    );
+    running.server.shutdown().await.unwrap();
+    assert!(app.received().is_empty());
+    assert_eq!(rabbit.ready().await, 0, "rejected, not requeued");
+    rabbit.delete().await;
+}
+
+both_stores!(a_rejected_message_that_arrives_again_keeps_one_dead_letter);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_queue_stops_the_start_naming_it() {
     let app = Downstream::ok().await;
@@ -871,6 +977,60 @@ async fn a_broker_source_takes_no_webhooks() {
     running.server.shutdown().await.unwrap();
     assert!(app.received().is_empty());
     nats.delete().await;
+}
+
+/// `idem check-config` hides a password given in a database URL's query string (sqlx reads
+/// `password` and `sslpassword` there), the gateway's and a relay's; a bad `database_url` is
+/// refused without it too.
+#[test]
+fn check_config_hides_query_string_passwords() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        r#"
+database_url = "postgres://postgres@127.0.0.1:5999/x?password=s3cret"
+
+[[relay]]
+name = "out"
+database_url = "postgres://app@127.0.0.1/app?sslmode=require&sslpassword=k3y"
+target = "http"
+url = "http://127.0.0.1:3000"
+"#,
+    )
+    .unwrap();
+    let check = |path: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_idem"))
+            .args(["--config", path.to_str().unwrap(), "check-config"])
+            .output()
+            .unwrap()
+    };
+    let output = check(&path);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("  database      postgres://***@127.0.0.1:5999/x?password=***\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "relay         out: idem_outbox of postgres://***@127.0.0.1/app?sslmode=require&sslpassword=*** -> http at http://127.0.0.1:3000"
+        ),
+        "{stdout}"
+    );
+    for secret in ["s3cret", "k3y"] {
+        assert!(!stdout.contains(secret), "{stdout}");
+    }
+
+    std::fs::write(&path, "database_url = \"mysql://db/x?password=s3cret\"\n").unwrap();
+    let output = check(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("database_url = \"mysql://db/x?password=***\" is not valid"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
 }
 
 /// `idem check-config` shows broker sources and relays, never their credentials, and opens no

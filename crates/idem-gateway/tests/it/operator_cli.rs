@@ -311,12 +311,17 @@ async fn outbox_commands<DB: Backend + AppDb>(url: &str) {
         store.outbox().enqueue(&mut tx, &message).await.unwrap();
     }
     tx.commit().await.unwrap();
-    // Nothing listens on port 1: with one allowed attempt, both rows are parked.
+    // A receiver that answers 500: with one allowed attempt, both rows are parked.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let receiver = format!("http://{}", listener.local_addr().unwrap());
+    let failing =
+        axum::Router::new().fallback(|| async { axum::http::StatusCode::INTERNAL_SERVER_ERROR });
+    tokio::spawn(async move { axum::serve(listener, failing).await });
     let outbox = store.outbox().with_policy(OutboxPolicy {
         max_attempts: 1,
         ..OutboxPolicy::default()
     });
-    let relay = Relay::new(outbox, HttpPublisher::new("http://127.0.0.1:1").unwrap());
+    let relay = Relay::new(outbox, HttpPublisher::new(receiver).unwrap());
     assert_eq!(relay.run_once().await.unwrap().parked, 2);
 
     let listed = ok(url, &["outbox", "list"]);
@@ -508,6 +513,28 @@ fn an_unreachable_database_is_named_at_once_without_its_password() {
     assert!(stderr.contains("idem_nobody"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
     assert!(!stderr.contains("pool timed out"), "{stderr}");
+}
+
+/// sqlx reads a password from the query string too (`?password=`, `?sslpassword=`): the
+/// message about a database that cannot be reached names it without either value.
+#[test]
+fn a_password_in_the_query_string_is_never_printed() {
+    // Nothing listens on port 5999.
+    let stderr = refused(
+        "postgres://postgres@127.0.0.1:5999/x?password=s3cret&sslpassword=k3y",
+        &["effects", "list"],
+    );
+    assert!(stderr.contains("127.0.0.1:5999/x"), "{stderr}");
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert!(!stderr.contains("k3y"), "{stderr}");
+    let stderr = refused(
+        "mysql://app:s3cret@db/x?password=s3cret",
+        &["outbox", "list"],
+    );
+    assert!(
+        stderr.contains("\"mysql://***@db/x?password=***\" is neither sqlite:// nor postgres://"),
+        "{stderr}"
+    );
 }
 
 /// Runs `idem ARGS` with its stdout a pipe whose reader is gone before (or while) it writes, as

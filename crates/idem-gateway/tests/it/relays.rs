@@ -451,6 +451,145 @@ fn relays_on_one_database_must_share_their_target() {
     );
 }
 
+/// "One database" is the database the URLs reach, not their text: a re-check ran a NATS relay
+/// on `…@127.0.0.1:5432/db` and a RabbitMQ relay on `…@localhost:5432/db`, and the RabbitMQ
+/// relay parked 510 NATS-bound rows. `localhost` and the loopback addresses, a missing default
+/// port (5432) and extra parameters (`sslmode`, a password) all name one PostgreSQL database;
+/// `./x.db`, `x.db` and the absolute path one SQLite file. Another port, database name or host
+/// is another database.
+#[test]
+fn relays_on_one_database_are_found_however_the_url_is_written() {
+    let relay = |name: &str, database: &str, target: &str| {
+        format!("[[relay]]\nname = \"{name}\"\ndatabase_url = \"{database}\"\n{target}\n")
+    };
+    let nats = "target = \"nats\"\nurl = \"nats://127.0.0.1:4222\"";
+    let rabbit = "target = \"rabbitmq\"\nurl = \"amqp://guest:guest@127.0.0.1:5672/%2f\"";
+    let first = "postgres://postgres@127.0.0.1:5432/db";
+    for second in [
+        "postgres://postgres@localhost:5432/db",
+        "postgres://postgres@127.0.0.1/db",
+        "postgres://postgres@127.0.0.1:5432/db?sslmode=disable",
+        "postgresql://other:pw@[::1]/db?password=x",
+        "postgres://postgres@LOCALHOST/db",
+    ] {
+        let text = relay("to-nats", first, nats) + &relay("to-rabbit", second, rabbit);
+        let error = Config::from_toml(&text, &env).expect_err(second);
+        let idem_gateway::ConfigError::RelayTargetConflict {
+            first: a,
+            second: b,
+            database,
+            ..
+        } = &error
+        else {
+            panic!("{second}: {error}");
+        };
+        assert_eq!((a.as_str(), b.as_str()), ("to-nats", "to-rabbit"));
+        assert_eq!(
+            database,
+            &format!(
+                "{} (the database of postgres://***@127.0.0.1:5432/db too)",
+                idem_gateway::redact_url(second)
+            )
+        );
+        assert!(!error.to_string().contains("pw@"), "{error}");
+    }
+    for other in [
+        "postgres://postgres@127.0.0.1:5433/db",
+        "postgres://postgres@127.0.0.1:5432/db2",
+        "postgres://postgres@10.0.0.7:5432/db",
+    ] {
+        let text = relay("to-nats", first, nats) + &relay("to-rabbit", other, rabbit);
+        assert_eq!(
+            Config::from_toml(&text, &env).expect(other).relays.len(),
+            2,
+            "{other}"
+        );
+    }
+
+    // SQLite: the file, whichever way its path is written.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app.db");
+    std::fs::write(&file, b"").unwrap();
+    let absolute = format!("sqlite://{}", file.display());
+    let dotted = format!("sqlite://{}/./app.db?mode=rw", dir.path().display());
+    let text = relay("to-nats", &absolute, nats) + &relay("to-rabbit", &dotted, rabbit);
+    assert!(matches!(
+        Config::from_toml(&text, &env),
+        Err(idem_gateway::ConfigError::RelayTargetConflict { .. })
+    ));
+    let elsewhere = format!("sqlite://{}", dir.path().join("other.db").display());
+    let text = relay("to-nats", &absolute, nats) + &relay("to-rabbit", &elsewhere, rabbit);
+    assert_eq!(Config::from_toml(&text, &env).unwrap().relays.len(), 2);
+}
+
+/// `idem serve` whose relay database cannot be reached stops, naming it without the password
+/// its URL gives in the query string (sqlx reads `password` there; `sslpassword` it only logs,
+/// with its value, unless filtered).
+#[test]
+fn serve_names_an_unreachable_relay_database_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "listen = \"127.0.0.1:0\"\ndatabase_url = \"sqlite://{}/gw/idem.db\"\n\n[[relay]]\nname = \"out\"\ndatabase_url = \"postgres://postgres@127.0.0.1:5999/x?password=s3cret&sslpassword=k3y\"\ntarget = \"http\"\nurl = \"http://127.0.0.1:3000\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    // Nothing listens on port 5999.
+    let output = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(["--config", path.to_str().unwrap(), "serve"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("postgres://***@127.0.0.1:5999/x?password=***&sslpassword=***"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert!(!stderr.contains("k3y"), "{stderr}");
+}
+
+/// A relay's HTTP `timeout` is at most 30m, so that a `claim_ttl` (at most 1h) can exceed it;
+/// when claim_ttl does not, the error names the key the user wrote and the range to set
+/// claim_ttl in, whether or not claim_ttl was written.
+#[test]
+fn relay_timeout_and_claim_ttl_errors_say_what_to_set() {
+    let error = |keys: &str| {
+        let text = format!(
+            "[[relay]]\nname = \"out\"\ntarget = \"http\"\nurl = \"http://127.0.0.1:3000\"\n{keys}\n"
+        );
+        Config::from_toml(&text, &env).expect_err(keys).to_string()
+    };
+    assert_eq!(
+        error("timeout = \"1h\""),
+        "relay \"out\" timeout = \"1h\" is not valid; expected between 100ms and 30m (claim_ttl, at most 1h, must exceed it)"
+    );
+    assert_eq!(
+        error("timeout = \"31m\"\nclaim_ttl = \"1h\""),
+        "relay \"out\" timeout = \"31m\" is not valid; expected between 100ms and 30m (claim_ttl, at most 1h, must exceed it)"
+    );
+    // claim_ttl left at its default (30s): the error is about the timeout the user wrote.
+    assert_eq!(
+        error("timeout = \"5m\""),
+        "relay \"out\" timeout = \"5m\" is not valid; expected less than claim_ttl, which is 30s by default: a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile; set claim_ttl between 5m and 1h"
+    );
+    assert_eq!(
+        error("timeout = \"30m\"\nclaim_ttl = \"10m\""),
+        "relay \"out\" claim_ttl = \"10m\" is not valid; expected more than timeout (30m): a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile; set claim_ttl between 30m and 1h"
+    );
+    // The longest timeout with the longest claim_ttl is accepted.
+    let text = "[[relay]]\nname = \"out\"\ntarget = \"http\"\nurl = \"http://127.0.0.1:3000\"\ntimeout = \"30m\"\nclaim_ttl = \"1h\"\n";
+    let relay = Config::from_toml(text, &env).unwrap().relays.remove(0);
+    assert_eq!(relay.claim_ttl, Duration::from_secs(3600));
+    let idem_gateway::RelayTarget::Http { timeout, .. } = relay.target else {
+        panic!("an http target");
+    };
+    assert_eq!(timeout, Duration::from_secs(30 * 60));
+}
+
 /// The binary: `idem serve` with a `[[relay]]` publishes a SQLite application's outbox rows to
 /// NATS, then drains and exits 0 on SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,7 +90,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(DatabaseKind::Sqlite) => {
             // Admin commands read what `idem serve` made: they never create a database.
             let options = SqliteConnectOptions::from_str(&url)
-                .with_context(|| format!("database_url {url:?} is not a SQLite URL"))?
+                .with_context(|| {
+                    format!("database_url {:?} is not a SQLite URL", redact_url(&url))
+                })?
                 .create_if_missing(false);
             let pool = SqlitePoolOptions::new()
                 .max_connections(1)
@@ -116,7 +118,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         _ => bail!(
             "database_url {:?} is neither sqlite:// nor postgres://",
-            config.database_url
+            redact_url(&config.database_url)
         ),
     }
 }
