@@ -39,10 +39,13 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 ///   [`MIN_RETRY_AFTER`] (1 s) .. [`MAX_RETRY_AFTER`] (1 h), or [`DEFAULT_RETRY_AFTER`] without
 ///   one; the relay counts it as an attempt (so a receiver answering 409 forever gets the row
 ///   parked after the outbox policy's `max_attempts`) and waits at least the policy's backoff;
-/// - any other status (other 4xx, 5xx, 1xx, 3xx) and transport errors (refused connection,
-///   timeout): [`PublishOutcome::Failed`], counted toward the park with backoff. A refused
-///   request (4xx) is unlikely to succeed unchanged, and parking it for an operator is the
-///   point.
+/// - any other status (other 4xx, 5xx, 1xx, 3xx) and transport errors after the connection
+///   was made (timeout, connection lost mid-request: the receiver may have the request):
+///   [`PublishOutcome::Failed`], counted toward the park with backoff. A refused request (4xx)
+///   is unlikely to succeed unchanged, and parking it for an operator is the point;
+/// - no connection at all (refused, unknown host): [`PublishOutcome::Unavailable`], no attempt
+///   counted, the relay backs off: a receiver that is down or restarting never gets rows
+///   parked.
 ///
 /// The requests of a batch run concurrently.
 #[derive(Debug, Clone)]
@@ -99,6 +102,13 @@ impl HttpPublisher {
             .await;
         let response = match sent {
             Ok(response) => response,
+            // Not even connected: the receiver never saw the request (down, or restarting).
+            Err(e) if e.is_connect() => {
+                return PublishOutcome::Unavailable {
+                    reason: format!("POST {url}: {e}"),
+                };
+            }
+            // A timeout or a connection lost mid-request: the receiver may have it.
             Err(e) => {
                 return PublishOutcome::Failed {
                     reason: format!("POST {url}: {e}"),

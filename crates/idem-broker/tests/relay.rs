@@ -1558,6 +1558,51 @@ async fn a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing<
 
 both_stores!(a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing);
 
+/// An HTTP receiver that is down (nothing listens): the rows are unavailable, not failed; after
+/// many cycles, even with one allowed attempt, nothing is parked, and they go out once it is up.
+async fn a_receiver_that_is_down_parks_nothing<DB: AppDb>(store: Store<DB>) {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (store, clock) = prepared(store).await;
+    let outbox = store.outbox().with_policy(OutboxPolicy {
+        max_attempts: 1,
+        ..OutboxPolicy::default()
+    });
+    let row = enqueue(&outbox, OutboxMessage::new("/hooks", "x")).await;
+    // A port that was free a moment ago: nothing listens on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = Relay::new(
+        outbox.clone(),
+        HttpPublisher::new(format!("http://127.0.0.1:{port}")).unwrap(),
+    );
+    for _ in 0..3 {
+        let report = down.run_once().await.unwrap();
+        assert_eq!(
+            (report.unavailable, report.failed, report.parked),
+            (1, 0, 0),
+            "{report:?}"
+        );
+        clock.advance(Duration::from_secs(120)); // past the claim
+    }
+    let pending = outbox.get(&row).await.unwrap().unwrap();
+    assert_eq!(
+        (pending.status, pending.attempts),
+        (OutboxStatus::Pending, 0)
+    );
+    let dest = Destination::default();
+    let up = Relay::new(
+        outbox.clone(),
+        HttpPublisher::new(dest.serve().await).unwrap(),
+    );
+    assert_eq!(up.run_once().await.unwrap().published, 1);
+    assert_eq!(dest.received().len(), 1);
+}
+
+both_stores!(a_receiver_that_is_down_parks_nothing);
+
 /// The finding: a row to `relayout.>` was accepted and marked published. Wildcards, whitespace
 /// and empty tokens are refused before sending; the literal subject next to them is published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
