@@ -345,36 +345,32 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
                 }
                 return totals;
             }
-            let pause = match round {
-                Ok(report) if report.unavailable > 0 => {
-                    tracing::warn!(relay = %self.name, rows = report.unavailable, "outbox relay destination unreachable; backing off");
-                    metrics::counter!(RELAY_ERRORS_TOTAL, "relay" => self.name.clone())
-                        .increment(1);
-                    totals.add(&report);
-                    let pause = wait;
-                    wait = wait.saturating_mul(2).min(self.max_wait);
-                    pause
-                }
-                // A round whose rows were all deferred did nothing that makes more rows due: idle.
-                Ok(report) if report.claimed > report.deferred => {
-                    totals.add(&report);
-                    wait = self.min_wait;
-                    Duration::ZERO
-                }
+            // Busy: rows were handled and more may be due. A round whose rows were all deferred
+            // made nothing due sooner, so it waits like an idle or failed one.
+            let busy = match round {
                 Ok(report) => {
                     totals.add(&report);
-                    let pause = wait;
-                    wait = wait.saturating_mul(2).min(self.max_wait);
-                    pause
+                    if report.unavailable > 0 {
+                        tracing::warn!(relay = %self.name, rows = report.unavailable, "outbox relay destination unreachable; backing off");
+                        metrics::counter!(RELAY_ERRORS_TOTAL, "relay" => self.name.clone())
+                            .increment(1);
+                    }
+                    report.unavailable == 0 && report.claimed > report.deferred
                 }
                 Err(e) => {
                     tracing::warn!(relay = %self.name, error = %e, "outbox relay cycle failed");
                     metrics::counter!(RELAY_ERRORS_TOTAL, "relay" => self.name.clone())
                         .increment(1);
-                    let pause = wait;
-                    wait = wait.saturating_mul(2).min(self.max_wait);
-                    pause
+                    false
                 }
+            };
+            let pause = if busy {
+                wait = self.min_wait;
+                Duration::ZERO
+            } else {
+                let pause = wait;
+                wait = wait.saturating_mul(2).min(self.max_wait);
+                pause
             };
             tokio::select! {
                 biased;
@@ -492,76 +488,85 @@ async fn record<M: Marks>(
     rows: &[OutboxRow],
     mut outcomes: Vec<PublishOutcome>,
 ) -> Result<RelayReport, RelayError> {
-    {
-        let mut report = RelayReport {
-            claimed: rows.len() as u64,
-            ..RelayReport::default()
-        };
-        // A publisher owes one outcome per row; a missing one is a failure, never a success.
-        outcomes.resize_with(rows.len(), || PublishOutcome::Failed {
-            reason: "the publisher reported no outcome".to_owned(),
-        });
-        let confirmed: Vec<MessageId> = rows
-            .iter()
-            .zip(&outcomes)
-            .filter(|(_, o)| matches!(o, PublishOutcome::Published | PublishOutcome::Duplicate))
-            .map(|(row, _)| row.message_id.clone())
-            .collect();
-        marks.published(&confirmed).await?;
-        for (row, outcome) in rows.iter().zip(outcomes) {
-            match outcome {
-                PublishOutcome::Published => report.published += 1,
-                PublishOutcome::Duplicate => {
-                    tracing::debug!(message_id = %row.message_id, "broker reported a duplicate");
-                    report.duplicates += 1;
-                }
-                PublishOutcome::RetryLater { reason, after } => {
-                    match marks.deferred(row, after, &reason).await? {
-                        OutboxFailure::Retry { at, attempts } => {
-                            tracing::info!(relay, message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish deferred");
-                            report.deferred += 1;
-                        }
-                        OutboxFailure::Parked { attempts } => {
-                            tracing::error!(relay, message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked: deferred on its last allowed attempt");
-                            report.parked += 1;
-                        }
-                        OutboxFailure::NotHeld => {
-                            tracing::debug!(message_id = %row.message_id, "claim expired before the deferral was recorded");
-                        }
-                    }
-                }
-                PublishOutcome::Unavailable { reason } => {
-                    tracing::debug!(relay, message_id = %row.message_id, %reason, "destination unreachable; nothing recorded");
-                    report.unavailable += 1;
-                }
-                PublishOutcome::Failed { reason } => match marks.failed(row, &reason).await? {
-                    OutboxFailure::Retry { at, attempts } => {
-                        tracing::warn!(relay, message_id = %row.message_id, destination = %row.destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
-                        report.failed += 1;
-                    }
-                    OutboxFailure::Parked { attempts } => {
-                        tracing::error!(relay, message_id = %row.message_id, destination = %row.destination, attempts, %reason, "outbox row parked after its last allowed attempt");
-                        report.parked += 1;
-                    }
-                    OutboxFailure::NotHeld => {
-                        tracing::debug!(message_id = %row.message_id, "claim expired before the failure was recorded");
-                    }
-                },
+    let mut report = RelayReport {
+        claimed: rows.len() as u64,
+        ..RelayReport::default()
+    };
+    // A publisher owes one outcome per row; a missing one is a failure, never a success.
+    outcomes.resize_with(rows.len(), || PublishOutcome::Failed {
+        reason: "the publisher reported no outcome".to_owned(),
+    });
+    let confirmed: Vec<MessageId> = rows
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| matches!(o, PublishOutcome::Published | PublishOutcome::Duplicate))
+        .map(|(row, _)| row.message_id.clone())
+        .collect();
+    marks.published(&confirmed).await?;
+    for (row, outcome) in rows.iter().zip(outcomes) {
+        match outcome {
+            PublishOutcome::Published => report.published += 1,
+            PublishOutcome::Duplicate => {
+                tracing::debug!(message_id = %row.message_id, "broker reported a duplicate");
+                report.duplicates += 1;
+            }
+            PublishOutcome::Unavailable { reason } => {
+                tracing::debug!(relay, message_id = %row.message_id, %reason, "destination unreachable; nothing recorded");
+                report.unavailable += 1;
+            }
+            // Both count an attempt; a deferral ("not now", HTTP 409) waits at least as long
+            // as the destination asked.
+            PublishOutcome::RetryLater { reason, after } => {
+                let failure = marks.deferred(row, after, &reason).await?;
+                count_failure(relay, row, &reason, failure, true, &mut report);
+            }
+            PublishOutcome::Failed { reason } => {
+                let failure = marks.failed(row, &reason).await?;
+                count_failure(relay, row, &reason, failure, false, &mut report);
             }
         }
-        for (outcome, n) in [
-            ("published", report.published),
-            ("duplicate", report.duplicates),
-            ("failed", report.failed),
-            ("parked", report.parked),
-            ("deferred", report.deferred),
-            ("unavailable", report.unavailable),
-        ] {
-            if n > 0 {
-                metrics::counter!(RELAY_MESSAGES_TOTAL, "relay" => relay.to_owned(), "outcome" => outcome)
+    }
+    for (outcome, n) in [
+        ("published", report.published),
+        ("duplicate", report.duplicates),
+        ("failed", report.failed),
+        ("parked", report.parked),
+        ("deferred", report.deferred),
+        ("unavailable", report.unavailable),
+    ] {
+        if n > 0 {
+            metrics::counter!(RELAY_MESSAGES_TOTAL, "relay" => relay.to_owned(), "outcome" => outcome)
                     .increment(n);
-            }
         }
-        Ok(report)
+    }
+    Ok(report)
+}
+
+/// Counts and logs what recording a failed or deferred publish of `row` did.
+fn count_failure(
+    relay: &str,
+    row: &OutboxRow,
+    reason: &str,
+    failure: OutboxFailure,
+    deferred: bool,
+    report: &mut RelayReport,
+) {
+    let (message_id, destination) = (&row.message_id, &row.destination);
+    match failure {
+        OutboxFailure::Retry { at, attempts } if deferred => {
+            tracing::info!(relay, %message_id, %destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish deferred");
+            report.deferred += 1;
+        }
+        OutboxFailure::Retry { at, attempts } => {
+            tracing::warn!(relay, %message_id, %destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
+            report.failed += 1;
+        }
+        OutboxFailure::Parked { attempts } => {
+            tracing::error!(relay, %message_id, %destination, attempts, %reason, "outbox row parked after its last allowed attempt");
+            report.parked += 1;
+        }
+        OutboxFailure::NotHeld => {
+            tracing::debug!(%message_id, "claim expired before the outcome was recorded");
+        }
     }
 }

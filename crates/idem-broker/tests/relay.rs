@@ -1226,6 +1226,37 @@ async fn cleaning_up(body: impl Future<Output = ()>, cleanup: impl Future<Output
     }
 }
 
+/// Declares the durable queue `queue` on a connection of its own; returns the connection (keep
+/// it alive) and a channel on it.
+async fn declare_queue(queue: &str) -> (lapin::Connection, lapin::Channel) {
+    let connection = lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
+        .await
+        .expect("connect to RabbitMQ");
+    let channel = connection.create_channel().await.unwrap();
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), durable, FieldTable::default())
+        .await
+        .unwrap();
+    (connection, channel)
+}
+
+/// How many messages `queue` holds (a passive declare).
+async fn queue_depth(channel: &lapin::Channel, queue: &str) -> u32 {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .unwrap()
+        .message_count()
+}
+
 /// Deletes `queues` on a connection of its own (the test's channel may be closed).
 async fn delete_queues(queues: &[&str]) {
     let connection = lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
@@ -1373,19 +1404,7 @@ async fn an_unroutable_row_does_not_fail_its_batch<DB: AppDb>(store: Store<DB>) 
                 max_attempts: 2,
                 ..OutboxPolicy::default()
             });
-            let connection =
-                lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
-                    .await
-                    .expect("connect to RabbitMQ");
-            let channel = connection.create_channel().await.unwrap();
-            let durable = QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            };
-            channel
-                .queue_declare(queue.as_str().into(), durable, FieldTable::default())
-                .await
-                .unwrap();
+            let (_connection, channel) = declare_queue(&queue).await;
             let bad = enqueue(
                 &outbox,
                 OutboxMessage::new(format!("{}/rk", unique("nosuchexchange")), "bad")
@@ -1436,22 +1455,8 @@ async fn an_unroutable_row_does_not_fail_its_batch<DB: AppDb>(store: Store<DB>) 
                 let row = outbox.get(g).await.unwrap().unwrap();
                 assert_eq!((row.status, row.attempts), (OutboxStatus::Published, 0));
             }
-            let declared = channel
-                .queue_declare(
-                    queue.as_str().into(),
-                    QueueDeclareOptions {
-                        passive: true,
-                        ..QueueDeclareOptions::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap();
-            assert_eq!(
-                declared.message_count(),
-                3,
-                "the queue holds the 3 good rows"
-            );
+            let depth = queue_depth(&channel, &queue).await;
+            assert_eq!(depth, 3, "the queue holds the 3 good rows");
         },
         delete_queues(&[queue.as_str()]),
     )
@@ -1475,19 +1480,7 @@ async fn a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing<
                 max_attempts: 1,
                 ..OutboxPolicy::default()
             });
-            let connection =
-                lapin::Connection::connect(AMQP_URL, lapin::ConnectionProperties::default())
-                    .await
-                    .expect("connect to RabbitMQ");
-            let channel = connection.create_channel().await.unwrap();
-            let durable = QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            };
-            channel
-                .queue_declare(queue.as_str().into(), durable, FieldTable::default())
-                .await
-                .unwrap();
+            let (_connection, channel) = declare_queue(&queue).await;
             let proxy = consumer_common::CutProxy::start("127.0.0.1:5672").await;
             let via_proxy = format!("amqp://guest:guest@{}/%2f", proxy.addr());
             let relay = Relay::new(
@@ -1534,22 +1527,8 @@ async fn a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing<
                 RabbitMqPublisher::connect(AMQP_URL).await.unwrap(),
             );
             assert_eq!(healthy.run_once().await.unwrap().published, 1);
-            let declared = channel
-                .queue_declare(
-                    queue.as_str().into(),
-                    QueueDeclareOptions {
-                        passive: true,
-                        ..QueueDeclareOptions::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap();
-            assert_eq!(
-                declared.message_count(),
-                3,
-                "each row reached the queue once"
-            );
+            let depth = queue_depth(&channel, &queue).await;
+            assert_eq!(depth, 3, "each row reached the queue once");
         },
         delete_queues(&[queue.as_str()]),
     )

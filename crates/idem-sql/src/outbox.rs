@@ -551,10 +551,22 @@ impl<DB: Backend> Outbox<DB> {
     /// # Errors
     /// [`Error::Database`].
     pub async fn mark_failed(&self, row: &OutboxRow, reason: &str) -> Result<OutboxFailure, Error> {
+        self.count_attempt(row, reason, Duration::ZERO).await
+    }
+
+    /// Counts a failed attempt of the claimed `row` (fenced by its claim token): due again
+    /// after the policy's backoff, or `at_least`, whichever is later; parked on the last
+    /// allowed attempt.
+    async fn count_attempt(
+        &self,
+        row: &OutboxRow,
+        reason: &str,
+        at_least: Duration,
+    ) -> Result<OutboxFailure, Error> {
         let Some(ClaimToken(token)) = row.claim else {
             return Ok(OutboxFailure::NotHeld);
         };
-        let at = self.retry_at(row);
+        let at = self.due_after(row, at_least);
         let mut conn = self.store.pool().acquire().await?;
         let result = DB::outbox_fail(
             &mut conn,
@@ -568,11 +580,11 @@ impl<DB: Backend> Outbox<DB> {
         failure(result, at)
     }
 
-    /// When a row that failed now is due again under the policy.
-    fn retry_at(&self, row: &OutboxRow) -> Timestamp {
-        self.store
-            .now()
-            .saturating_add(self.policy.backoff(row.attempts.saturating_add(1)))
+    /// When a row that failed an attempt now is due again: after the policy's backoff for the
+    /// attempt, or after `at_least`, whichever is later.
+    fn due_after(&self, row: &OutboxRow, at_least: Duration) -> Timestamp {
+        let backoff = self.policy.backoff(row.attempts.saturating_add(1));
+        self.store.now().saturating_add(at_least.max(backoff))
     }
 
     /// Whether [`lock_due`](Self::lock_due) claims rows by row locks that other relays skip
@@ -632,28 +644,7 @@ impl<DB: Backend> Outbox<DB> {
         delay: Duration,
         reason: &str,
     ) -> Result<OutboxFailure, Error> {
-        let Some(ClaimToken(token)) = row.claim else {
-            return Ok(OutboxFailure::NotHeld);
-        };
-        let at = self.deferred_until(row, delay);
-        let mut conn = self.store.pool().acquire().await?;
-        let result = DB::outbox_fail(
-            &mut conn,
-            row.message_id.as_str(),
-            token,
-            i64::from(self.policy.max_attempts),
-            at.as_millis(),
-            reason,
-        )
-        .await?;
-        failure(result, at)
-    }
-
-    /// When a row deferred now by `delay` is due again: after `delay` and after the policy's
-    /// backoff for this attempt, whichever is later.
-    fn deferred_until(&self, row: &OutboxRow, delay: Duration) -> Timestamp {
-        let backoff = self.policy.backoff(row.attempts.saturating_add(1));
-        self.store.now().saturating_add(delay.max(backoff))
+        self.count_attempt(row, reason, delay).await
     }
 
     /// Up to `limit` rows with `status`, oldest first: for operators (`parked` ones to requeue).
@@ -735,17 +726,7 @@ impl<DB: Backend> LockedBatch<DB> {
         row: &OutboxRow,
         reason: &str,
     ) -> Result<OutboxFailure, Error> {
-        let at = self.outbox.retry_at(row);
-        let max_attempts = i64::from(self.outbox.policy.max_attempts);
-        let result = DB::outbox_fail_locked(
-            &mut self.tx,
-            row.message_id.as_str(),
-            max_attempts,
-            at.as_millis(),
-            reason,
-        )
-        .await?;
-        failure(result, at)
+        self.count_attempt(row, reason, Duration::ZERO).await
     }
 
     /// Records a "not now" answer for `row` (as [`Outbox::defer`]: counts an attempt, due again
@@ -760,7 +741,17 @@ impl<DB: Backend> LockedBatch<DB> {
         delay: Duration,
         reason: &str,
     ) -> Result<OutboxFailure, Error> {
-        let at = self.outbox.deferred_until(row, delay);
+        self.count_attempt(row, reason, delay).await
+    }
+
+    /// [`Outbox::count_attempt`] for a row this transaction holds by lock.
+    async fn count_attempt(
+        &mut self,
+        row: &OutboxRow,
+        reason: &str,
+        at_least: Duration,
+    ) -> Result<OutboxFailure, Error> {
+        let at = self.outbox.due_after(row, at_least);
         let max_attempts = i64::from(self.outbox.policy.max_attempts);
         let result = DB::outbox_fail_locked(
             &mut self.tx,

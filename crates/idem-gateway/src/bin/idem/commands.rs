@@ -126,18 +126,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// A missing table (or, for SQLite, a missing file) says the database was never served: name
 /// it and what to check, instead of the driver's "no such table". Other errors pass through.
 fn no_tables(url: &str, error: idem::sqlx::Error) -> anyhow::Error {
-    let missing = match &error {
-        idem::sqlx::Error::Database(e) => {
-            let message = e.message();
-            message.contains("no such table")
-                || message.contains("unable to open database file")
-                || e.code().as_deref() == Some("42P01")
-                || e.code().as_deref() == Some("14")
-        }
-        _ => false,
-    };
     let url = redact_url(url);
-    if missing {
+    if crate::ledgers::is_missing_table(&error) {
         anyhow::anyhow!(
             "no idem gateway tables at {url}: check database_url or --config (idem serve creates them)"
         )

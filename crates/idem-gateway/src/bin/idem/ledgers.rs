@@ -96,7 +96,19 @@ async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
 /// and what to check. Other errors pass through with the database named (without credentials).
 fn missing(url: &str, table: &str, error: sqlx::Error) -> anyhow::Error {
     let url = redact_url(url);
-    let is_missing = match &error {
+    if is_missing_table(&error) {
+        anyhow::anyhow!(
+            "no {table} table at {url}: check --database (the application creates idem's tables with Store::migrate)"
+        )
+    } else {
+        anyhow::Error::new(error).context(format!("cannot read the database at {url}"))
+    }
+}
+
+/// Whether `error` says the table (or, for SQLite, the database file) is not there: PostgreSQL
+/// 42P01 `undefined_table`, SQLite "no such table" or SQLITE_CANTOPEN (14).
+pub(crate) fn is_missing_table(error: &sqlx::Error) -> bool {
+    match error {
         sqlx::Error::Database(e) => {
             let message = e.message();
             message.contains("no such table")
@@ -105,13 +117,6 @@ fn missing(url: &str, table: &str, error: sqlx::Error) -> anyhow::Error {
                 || e.code().as_deref() == Some("14")
         }
         _ => false,
-    };
-    if is_missing {
-        anyhow::anyhow!(
-            "no {table} table at {url}: check --database (the application creates idem's tables with Store::migrate)"
-        )
-    } else {
-        anyhow::Error::new(error).context(format!("cannot read the database at {url}"))
     }
 }
 
