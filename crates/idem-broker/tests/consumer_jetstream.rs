@@ -578,25 +578,8 @@ async fn concurrent_in_flight_messages_on_postgres() {
         fx.publish(&format!("c{n}-a"), &body).await;
         fx.publish(&format!("c{n}-b"), &body).await;
     }
-    let open = Arc::new(AtomicUsize::new(0));
     let max_open = Arc::new(AtomicUsize::new(0));
-    let handler = {
-        let (consumer, open, max_open) = (consumer.clone(), open.clone(), max_open.clone());
-        handler_fn::<idem_sql::sqlx::Postgres, _>(move |tx, delivery| {
-            let (consumer, open, max_open) = (consumer.clone(), open.clone(), max_open.clone());
-            let body: serde_json::Value = serde_json::from_slice(&delivery.payload).unwrap();
-            let id = body["id"].as_str().unwrap().to_owned();
-            let delivered = delivery.delivered;
-            Box::pin(async move {
-                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
-                max_open.fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                let result = write_effect(tx, consumer.as_str(), &id, delivered).await;
-                open.fetch_sub(1, Ordering::SeqCst);
-                result
-            })
-        })
-    };
+    let handler = concurrency_probe(&consumer, max_open.clone());
     let decode_source = source.clone();
     let processor = Processor::new(
         store.clone(),

@@ -272,3 +272,34 @@ pub fn fails_on_e1<DB: AppDb>(
     .decode(move |d| order_event(&decode_source, d))
     .retry(policy)
 }
+
+/// A PostgreSQL handler that writes one effect row per event after a 5 ms pause, recording in
+/// `max_open` the most handlers that were running at once.
+pub fn concurrency_probe(
+    consumer: &Name,
+    max_open: Arc<std::sync::atomic::AtomicUsize>,
+) -> impl for<'t> Fn(
+    &'t mut Transaction<'static, idem_sql::sqlx::Postgres>,
+    &'t Delivery,
+) -> BoxFuture<'t, Result<(), idem_sql::Error>>
++ Send
++ Sync
++ Clone
++ 'static {
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let consumer = consumer.clone();
+    handler_fn::<idem_sql::sqlx::Postgres, _>(move |tx, delivery| {
+        let (consumer, open, max_open) = (consumer.clone(), open.clone(), max_open.clone());
+        let body: serde_json::Value = serde_json::from_slice(&delivery.payload).unwrap();
+        let id = body["id"].as_str().unwrap().to_owned();
+        let delivered = delivery.delivered;
+        Box::pin(async move {
+            let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+            max_open.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let result = write_effect(tx, consumer.as_str(), &id, delivered).await;
+            open.fetch_sub(1, Ordering::SeqCst);
+            result
+        })
+    })
+}
