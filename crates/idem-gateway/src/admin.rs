@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use idem::RetentionPolicy;
+use idem_core::RetentionPolicy;
 use serde::de::{self, DeserializeOwned};
 use serde::{Deserialize, Deserializer, Serialize};
 use subtle::ConstantTimeEq;
@@ -484,8 +484,8 @@ impl<DB: GatewayDb> Gateway<DB> {
         let config = self.config();
         let batch = NonZeroU32::new(GC_BATCH).unwrap_or(NonZeroU32::MIN);
         // Checked against every source's horizon when the configuration was loaded.
-        let policy =
-            RetentionPolicy::new(config.retention, Duration::ZERO).map_err(idem::Error::from)?;
+        let policy = RetentionPolicy::new(config.retention, Duration::ZERO)
+            .map_err(idem_sql::Error::from)?;
         let inbox = self.store().gc(&policy, batch).await?;
         let mut report = GcReport {
             inbox_keys: inbox.inbox,
@@ -495,7 +495,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         loop {
             let mut tx = self.store().begin().await?;
             let n = DB::collect_events(&mut tx, cutoff, i64::from(GC_BATCH)).await?;
-            tx.commit().await.map_err(idem::Error::from)?;
+            tx.commit().await.map_err(idem_sql::Error::from)?;
             report.events += n;
             if n < u64::from(GC_BATCH) {
                 break;

@@ -14,13 +14,13 @@ pub enum Error {
     /// source or destination) or an empty time range; nothing was changed.
     #[error(transparent)]
     Request(#[from] RequestError),
-    /// A store operation failed (idem's tables or the gateway's). [`idem::Error::kind`] says
+    /// A store operation failed (idem's tables or the gateway's). [`idem_sql::Error::kind`] says
     /// whether a retry can succeed.
     #[error(transparent)]
-    Store(#[from] idem::Error),
+    Store(#[from] idem_sql::Error),
     /// Applying the gateway's migrations failed.
     #[error("migrating the gateway's tables failed: {0}")]
-    Migrate(#[from] idem::sqlx::migrate::MigrateError),
+    Migrate(#[from] idem_sql::sqlx::migrate::MigrateError),
     /// A destination's dispatcher stopped (it panicked or ended) while the server ran: its
     /// events would be accepted but never sent, so `/readyz` fails and the server stops.
     #[error(
@@ -71,8 +71,8 @@ pub enum Error {
     },
 }
 
-impl From<idem::sqlx::Error> for Error {
-    fn from(e: idem::sqlx::Error) -> Self {
-        Self::Store(idem::Error::from(e))
+impl From<idem_sql::sqlx::Error> for Error {
+    fn from(e: idem_sql::sqlx::Error) -> Self {
+        Self::Store(idem_sql::Error::from(e))
     }
 }

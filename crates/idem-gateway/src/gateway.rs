@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use idem::{Inbox, Name, Store, Timestamp};
+use idem_core::{Name, Timestamp};
+use idem_sql::{Inbox, Store};
 use tokio::sync::Notify;
 
 use crate::Error;
@@ -15,7 +16,7 @@ use crate::store::GatewayDb;
 /// (`{source}:{event id}`) is claimed under it.
 pub const INBOX_CONSUMER: &str = "idem-gateway";
 
-/// A gateway over a store on `DB` ([`idem::sqlx::Sqlite`] or [`idem::sqlx::Postgres`]): what
+/// A gateway over a store on `DB` ([`idem_sql::sqlx::Sqlite`] or [`idem_sql::sqlx::Postgres`]): what
 /// ingest, dispatch and the admin commands share. Cheap to clone.
 pub struct Gateway<DB: GatewayDb> {
     inner: Arc<Inner<DB>>,
@@ -75,7 +76,7 @@ pub struct Stats {
 
 impl<DB: GatewayDb> Gateway<DB> {
     /// A gateway with `config` over `store` (whose clock is the gateway's clock: give the store a
-    /// [`ManualClock`](idem::ManualClock) with [`Store::with_clock`] in tests).
+    /// [`ManualClock`](idem_core::ManualClock) with [`Store::with_clock`] in tests).
     pub fn new(config: Config, store: Store<DB>) -> Self {
         let inbox = store.inbox(&Name::new("consumer", INBOX_CONSUMER).expect("a valid name"));
         let wake = config.destinations.iter().map(|_| Notify::new()).collect();

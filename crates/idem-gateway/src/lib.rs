@@ -20,7 +20,7 @@
 //! ([Outbox relays](#outbox-relays)).
 //!
 //! ```no_run
-//! use idem::SqliteStore;
+//! use idem_sql::SqliteStore;
 //! use idem_gateway::{Config, Gateway, Server};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {

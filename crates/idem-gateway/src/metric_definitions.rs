@@ -1,5 +1,5 @@
 //! Every metric the gateway records, named once and described here. idem's own metrics (claims,
-//! stale events, ties, lease takeovers) come from `idem::metric_definitions`.
+//! stale events, ties, lease takeovers) come from `idem_sql::metric_definitions`.
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 
@@ -43,7 +43,7 @@ pub const LATENCY_BUCKETS: &[f64] = &[
 
 /// Registers the descriptions and units above (and idem's) with the installed recorder.
 pub fn describe() {
-    idem::metric_definitions::describe();
+    idem_sql::metric_definitions::describe();
     describe_counter!(
         INGEST_TOTAL,
         Unit::Count,

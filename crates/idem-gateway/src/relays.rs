@@ -10,10 +10,10 @@ use std::pin::Pin;
 use std::str::FromStr;
 use std::time::Duration;
 
-use idem::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-use idem::sqlx::{Postgres, Sqlite};
-use idem::{Backend, Store};
 use idem_broker::{HttpPublisher, JetStreamPublisher, Publisher, RabbitMqPublisher, Relay};
+use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::{Backend, Store};
 use idem_sql::{OutboxPolicy, OutboxStatus};
 use tokio::sync::watch;
 
@@ -63,7 +63,7 @@ pub(crate) async fn connect(
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
                 .busy_timeout(CONNECT_TIMEOUT);
-            let pool = idem::sqlx::pool::PoolOptions::<Sqlite>::new()
+            let pool = idem_sql::sqlx::pool::PoolOptions::<Sqlite>::new()
                 .max_connections(POOL_SIZE)
                 .acquire_timeout(CONNECT_TIMEOUT)
                 .connect_with(options)

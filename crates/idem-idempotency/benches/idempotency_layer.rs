@@ -35,9 +35,9 @@ use axum::extract::State;
 use axum::http::{Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use idem::SqliteStore;
-use idem::sqlx::{self, Sqlite};
 use idem_idempotency::{IdempotencyLayer, Principal, SqlStore, Tx};
+use idem_sql::SqliteStore;
+use idem_sql::sqlx::{self, Sqlite};
 use tower::ServiceExt;
 
 const ROUNDS: usize = 5;
@@ -49,7 +49,7 @@ async fn own_transaction(State(store): State<SqliteStore>) -> Response {
         let mut tx = store.begin().await?;
         sqlx::query(INSERT).bind(10_i64).execute(&mut *tx).await?;
         tx.commit().await?;
-        Ok::<_, idem::Error>(())
+        Ok::<_, idem_sql::Error>(())
     };
     match write.await {
         Ok(()) => (StatusCode::CREATED, "{\"id\":\"p\"}").into_response(),

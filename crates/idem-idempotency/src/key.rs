@@ -10,7 +10,7 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 
 /// The longest key accepted, in bytes after unquoting: 255, as Stripe documents for its keys and
 /// as idem's lease key column holds. A longer key is refused with a 400, never truncated.
-pub const MAX_KEY_BYTES: usize = idem::MAX_ID_BYTES;
+pub const MAX_KEY_BYTES: usize = idem_core::MAX_ID_BYTES;
 
 /// The longest principal accepted, in bytes: 200. A principal is stored behind a short namespace
 /// in the SQL store's scope column, which holds 255 bytes.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::header::{self, HeaderName};
 use http::request::Parts;
 use http::{Method, StatusCode};
-use idem::Ttl;
+use idem_core::Ttl;
 use tower::Layer;
 
 use crate::fingerprint::BodyMode;

@@ -32,7 +32,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let dir = tempfile::tempdir()?;
 //! # let url = format!("sqlite://{}", dir.path().join("app.db").display());
-//! let store = idem::SqliteStore::connect(&url).await?; // or idem::PgStore, or a RedisStore
+//! let store = idem_sql::SqliteStore::connect(&url).await?; // or idem_sql::PgStore, or a RedisStore
 //! store.migrate().await?;
 //!
 //! let app = Router::new()
@@ -120,8 +120,8 @@
 //! ## Transactional mode
 //!
 //! With [`IdempotencyLayer::transactional`] (SQL stores), each keyed request runs in one
-//! database transaction: `BEGIN`, the claim ([`idem::LeaseStore::acquire_in`]), the handler's
-//! writes through its [`Tx`], the stored response ([`idem::LeaseStore::complete_in`]), `COMMIT`.
+//! database transaction: `BEGIN`, the claim ([`idem_sql::LeaseStore::acquire_in`]), the handler's
+//! writes through its [`Tx`], the stored response ([`idem_sql::LeaseStore::complete_in`]), `COMMIT`.
 //! The claim, the effect and its record commit together, in one commit, or not at all: a crash
 //! cannot leave an effect without its record, and a 5xx, a panic or a response that is not
 //! stored rolls everything back, which also frees the key (no separate release).
@@ -140,7 +140,7 @@
 //!
 //! ```no_run
 //! use axum::{Router, routing::post};
-//! use idem::sqlx::{self, Sqlite};
+//! use idem_sql::sqlx::{self, Sqlite};
 //! use idem_idempotency::{IdempotencyLayer, SqlStore, Tx};
 //!
 //! async fn create_payment(tx: Tx<Sqlite>) -> Result<&'static str, String> {
@@ -152,7 +152,7 @@
 //!     Ok("created") // committed by the layer, with the claim and the stored response
 //! }
 //!
-//! # fn app(store: idem::SqliteStore) -> Router {
+//! # fn app(store: idem_sql::SqliteStore) -> Router {
 //! Router::new()
 //!     .route("/payments", post(create_payment))
 //!     .route_layer(IdempotencyLayer::transactional(SqlStore::new(store)))

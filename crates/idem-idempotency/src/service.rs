@@ -12,7 +12,7 @@ use http::header::HeaderValue;
 use http::request::Parts;
 use http::{Request, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use idem::{FencingToken, Timestamp, Ttl};
+use idem_core::{FencingToken, Timestamp, Ttl};
 use tower::Service;
 
 use crate::error::{BoxError, Rejection, StoreError};

@@ -41,17 +41,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail, ensure};
-use idem::sqlx::postgres::PgPoolOptions;
-use idem::sqlx::sqlite::{
+use idem_core::{DedupKey, EventId, Name};
+use idem_sql::sqlx::postgres::PgPoolOptions;
+use idem_sql::sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
-use idem::sqlx::{
+use idem_sql::sqlx::{
     self, Connection, PgConnection, Pool, Postgres, QueryBuilder, Sqlite, SqliteConnection,
 };
-use idem::{
-    Backend, Claim, DedupKey, Event, EventId, Inbox, Name, Outcome, PgStore, Runner, SqliteStore,
-    Store,
-};
+use idem_sql::{Backend, Claim, Event, Inbox, Outcome, PgStore, Runner, SqliteStore, Store};
 
 /// Events per transaction on the batched and raw paths (the batch size).
 const BATCH: usize = 500;

@@ -12,12 +12,16 @@
 //!   `name::sqlite` and `name::postgres`.
 
 pub mod crash_stream;
+pub mod downstream;
+pub mod nats;
+pub mod outbox;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use idem::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
-use idem::{Backend, PgStore, SqliteStore, Store};
+use idem_sql::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
+use idem_sql::{Backend, PgStore, SqliteStore, Store};
 use tempfile::TempDir;
 use tokio::sync::OnceCell;
 
@@ -69,6 +73,27 @@ pub async fn pg_url() -> String {
     URL.get_or_init(create_pg_database).await.clone()
 }
 
+/// A fresh PostgreSQL database for one test, created beside this process's test database
+/// ([`pg_url`], and dropped with it when stale), and its URL.
+///
+/// # Panics
+/// As [`pg_store`].
+pub async fn pg_database() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let base = pg_url().await;
+    let (server, own) = base.rsplit_once('/').expect("a database URL");
+    let name = format!("{own}_g{}", N.fetch_add(1, Ordering::SeqCst));
+    let mut admin = PgConnection::connect(&base)
+        .await
+        .unwrap_or_else(|e| panic!("connect to PostgreSQL at {base}: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    admin.close().await.ok();
+    format!("{server}/{name}")
+}
+
 async fn create_pg_database() -> String {
     let admin_url =
         std::env::var("IDEM_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.into());
@@ -105,6 +130,16 @@ async fn create_pg_database() -> String {
         .rsplit_once('/')
         .map_or(admin_url.as_str(), |(b, _)| b);
     format!("{base}/{name}")
+}
+
+/// `{prefix}_{pid}_{nanoseconds}`: a name (stream, queue, consumer) no other test or earlier run
+/// uses.
+pub fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos();
+    format!("{prefix}_{}_{nanos}", std::process::id())
 }
 
 /// A bind value for [`AppDb`] statements.

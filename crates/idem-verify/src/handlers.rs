@@ -3,7 +3,7 @@
 //!
 //! | path | handler | bug, and the mode that finds it |
 //! |---|---|---|
-//! | `/a/…` | [`Flavor::Correct`]: idem inbox + version guard through [`idem::Runner`], ledger rows keyed by event id | none |
+//! | `/a/…` | [`Flavor::Correct`]: idem inbox + version guard through [`idem_sql::Runner`], ledger rows keyed by event id | none |
 //! | `/b/…` | [`Flavor::Increment`]: adds `data.object.amount` to a balance on every delivery | duplicate |
 //! | `/c/…` | [`Flavor::CheckThenInsert`]: `SELECT` "seen?", waits 50 ms, then inserts, outside one transaction | concurrent |
 //! | `/d/…` | [`Flavor::LastWriteWins`]: stores whichever status arrives last | shuffle, replay-later |
@@ -24,9 +24,10 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use idem::{DedupKey, Entity, Event, EventId, Name, Runner, SqliteStore, Timestamp, Version, sqlx};
+use idem_core::{DedupKey, Entity, EventId, Name, Timestamp, Version};
 use idem_http::verify::Verifier;
 use idem_http::verify::stripe::StripeVerifier;
+use idem_sql::{Event, Runner, SqliteStore, sqlx};
 use serde_json::{Value, json};
 
 /// Why the handlers could not start.
@@ -35,7 +36,7 @@ use serde_json::{Value, json};
 pub enum HandlerError {
     /// A database could not be opened or set up.
     #[error("reference handler database: {0}")]
-    Store(#[from] idem::Error),
+    Store(#[from] idem_sql::Error),
     /// A table could not be created.
     #[error("reference handler schema: {0}")]
     Schema(#[from] sqlx::Error),
@@ -116,8 +117,8 @@ impl Flavor {
 
 struct App {
     stores: [SqliteStore; 4],
-    status: Runner<idem::sqlx::Sqlite>,
-    ledger: Runner<idem::sqlx::Sqlite>,
+    status: Runner<idem_sql::sqlx::Sqlite>,
+    ledger: Runner<idem_sql::sqlx::Sqlite>,
     source: Name,
     verifier: Option<StripeVerifier>,
 }
@@ -148,7 +149,7 @@ pub async fn router(dir: &Path, secret: Option<&str>) -> Result<Router, HandlerE
     let verifier = secret
         .map(|s| StripeVerifier::new([s]).map_err(|e| HandlerError::Secret(e.to_string())))
         .transpose()?;
-    let name = |what, value: &str| Name::new(what, value).map_err(idem::Error::from);
+    let name = |what, value: &str| Name::new(what, value).map_err(idem_sql::Error::from);
     let app = App {
         status: Runner::new(stores[0].clone(), &name("consumer", "reference_status")?),
         ledger: Runner::new(stores[0].clone(), &name("consumer", "reference_ledger")?),

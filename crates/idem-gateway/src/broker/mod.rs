@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
-use idem::{DedupKey, EventId, Name};
+use idem_core::{DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;
 use tokio::sync::{mpsc, watch};
 

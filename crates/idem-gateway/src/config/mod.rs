@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::HeaderName;
-use idem::{Name, RetentionPolicy, horizon};
+use idem_core::{Name, RetentionPolicy, horizon};
 use idem_http::verify::{self, Encoding, Verifier};
 use serde_json_path::JsonPath;
 
@@ -149,7 +149,7 @@ pub enum ConfigError {
         /// Its kind.
         kind: SourceKind,
         /// The error naming both durations in seconds.
-        error: idem::RuleError,
+        error: idem_core::Error,
     },
     /// Two sources, destinations, routes or relays share a name, or two routes join the same source and
     /// destination.

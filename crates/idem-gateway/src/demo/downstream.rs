@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use idem::{Clock, SystemClock};
+use idem_core::{Clock, SystemClock};
 use idem_http::verify::Verifier;
 use idem_http::verify::standard_webhooks::StandardWebhooksVerifier;
 use tokio::sync::watch;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use idem::SqliteStore;
+use idem_sql::SqliteStore;
 
 use crate::{Config, Error, Gateway, Server};
 use downstream::{Downstream, fails_first_attempt};
@@ -208,7 +208,7 @@ ordering = "none"
 }
 
 /// Waits until nothing is pending or in flight; `false` after [`SETTLE_TIMEOUT`].
-async fn settle(gateway: &Gateway<idem::sqlx::Sqlite>) -> Result<bool, Error> {
+async fn settle(gateway: &Gateway<idem_sql::sqlx::Sqlite>) -> Result<bool, Error> {
     let deadline = Instant::now() + SETTLE_TIMEOUT;
     while Instant::now() < deadline {
         let stats = gateway.stats().await?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
-use idem::{Acquire, FencingToken, LeaseKey, Timestamp, Ttl};
+use idem_core::{Acquire, FencingToken, LeaseKey, Timestamp, Ttl};
 use rand::Rng;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -89,7 +89,7 @@ async fn start_due<DB: GatewayDb>(
     client: &reqwest::Client,
     permits: &Arc<Semaphore>,
     tasks: &mut JoinSet<()>,
-) -> Result<Duration, idem::Error> {
+) -> Result<Duration, idem_sql::Error> {
     let destination = gateway.destination(index);
     let name = destination.name.as_str();
     let ttl = Ttl::new(destination.timeout + LEASE_MARGIN)?;
@@ -263,7 +263,7 @@ async fn send_one<DB: GatewayDb>(
 async fn record<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     row: &Finished<'_>,
-) -> Result<bool, idem::Error> {
+) -> Result<bool, idem_sql::Error> {
     let mut tx = gateway.store().begin().await?;
     let written = DB::finish_attempt(&mut tx, row).await?;
     tx.commit().await?;

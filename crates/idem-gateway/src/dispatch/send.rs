@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use idem::Timestamp;
+use idem_core::Timestamp;
 use idem_http::verify::standard_webhooks;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use sha2::{Digest, Sha256};

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use idem::{Advance, Claim, DedupKey, ErrorKind};
+use idem_core::{Advance, DedupKey};
+use idem_sql::{Claim, ErrorKind};
 use tokio::sync::{mpsc, oneshot};
 
 use super::extract::Extracted;
@@ -89,7 +90,7 @@ pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Re
 pub(crate) async fn commit<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     batch: &[Incoming],
-) -> Result<Vec<Answer>, idem::Error> {
+) -> Result<Vec<Answer>, idem_sql::Error> {
     metrics::histogram!(INGEST_BATCH_SIZE).record(batch.len() as f64);
     let mut pause = RETRY_PAUSE;
     let mut tries = 1;
@@ -133,7 +134,7 @@ struct Decision {
 async fn commit_once<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     batch: &[Incoming],
-) -> Result<Vec<Answer>, idem::Error> {
+) -> Result<Vec<Answer>, idem_sql::Error> {
     let now = gateway.now().as_millis();
     let mut tx = gateway.store().begin().await?;
     let keys: Vec<DedupKey> = batch.iter().map(|i| i.key.clone()).collect();
@@ -262,7 +263,7 @@ async fn commit_once<DB: GatewayDb>(
         .await?;
         decisions.push(decision);
     }
-    tx.commit().await.map_err(idem::Error::from)?;
+    tx.commit().await.map_err(idem_sql::Error::from)?;
 
     for decision in decisions {
         let route = &gateway.config().routes[decision.route];

@@ -1,7 +1,7 @@
 //! Reading an event's id, type, entity and version from a delivery's headers and raw body.
 
 use axum::http::{HeaderMap, HeaderName};
-use idem::{Entity, EventId, Name, Version};
+use idem_core::{Entity, EventId, Name, Version};
 use serde_json::Value;
 use serde_json_path::JsonPath;
 

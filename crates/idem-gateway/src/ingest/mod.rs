@@ -12,7 +12,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use idem::DedupKey;
+use idem_core::DedupKey;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 

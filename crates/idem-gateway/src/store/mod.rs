@@ -5,7 +5,7 @@ mod sql;
 
 use std::future::Future;
 
-use idem::Backend;
+use idem_sql::Backend;
 use sqlx::Pool;
 
 /// The gateway's own migrations table, apart from idem's `idem_migrations` and an application's

@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use idem::{ManualClock, Store, Timestamp};
+use idem_core::{ManualClock, Timestamp};
 use idem_gateway::admin::{ReplayRequest, RequestError};
 use idem_gateway::{Config, GatewayDb};
 use idem_http::verify::stripe;
+use idem_sql::Store;
 use idem_testkit::AppDb;
 
 use crate::support::{
@@ -238,7 +239,7 @@ async fn admin_api_needs_the_token() {
 async fn admin_gateway() -> (
     Downstream,
     Option<tempfile::TempDir>,
-    Running<idem::sqlx::Sqlite>,
+    Running<idem_sql::sqlx::Sqlite>,
 ) {
     capture_logs();
     let downstream = Downstream::ok().await;

@@ -1,7 +1,7 @@
 //! Two gateway processes sharing one PostgreSQL database.
 
-use idem::PgStore;
 use idem_gateway::Config;
+use idem_sql::PgStore;
 
 use crate::support::{
     Downstream, Running, STRIPE_SECRET, capture_logs, config_text, env, pg_database, post,

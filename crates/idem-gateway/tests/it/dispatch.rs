@@ -4,10 +4,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use idem::{Store, Timestamp};
+use idem_core::Timestamp;
 use idem_gateway::{Config, GatewayDb};
 use idem_http::verify::Verifier;
 use idem_http::verify::standard_webhooks::StandardWebhooksVerifier;
+use idem_sql::Store;
 use idem_testkit::AppDb;
 
 use crate::support::{

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use idem::{ManualClock, Timestamp};
+use idem_core::{ManualClock, Timestamp};
 use idem_gateway::{Config, PROBLEM_JSON};
 use idem_http::verify::{github, standard_webhooks, stripe};
 
@@ -21,7 +21,7 @@ async fn gateway_at(
     now: i64,
     downstream: &Downstream,
     extra: &str,
-) -> (Option<tempfile::TempDir>, Running<idem::sqlx::Sqlite>) {
+) -> (Option<tempfile::TempDir>, Running<idem_sql::sqlx::Sqlite>) {
     capture_logs();
     let clock = ManualClock::new(Timestamp(now * 1000));
     let (dir, store) = sqlite(Arc::new(clock)).await;

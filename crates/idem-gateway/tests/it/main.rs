@@ -6,7 +6,6 @@
 mod support;
 
 mod admin;
-mod binary;
 mod brokers;
 mod cluster;
 mod config;
@@ -14,6 +13,5 @@ mod demo;
 mod dispatch;
 mod ingest;
 mod observability;
-mod operator_cli;
 mod relays;
 mod scenarios;

@@ -2,77 +2,28 @@
 //! database are published by `idem serve` to NATS JetStream (with `Nats-Msg-Id` = the row's
 //! message id), RabbitMQ (AMQP `message_id`) or HTTP (`Idempotency-Key`), and marked published.
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_nats::jetstream;
 use axum::Router;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing;
-use idem::sqlx::{Postgres, Sqlite};
-use idem::{Backend, Store};
 use idem_gateway::{Config, Error};
-use idem_sql::{MessageId, OutboxMessage, OutboxStatus};
+use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::{Backend, Store};
 use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
+
+use idem_testkit::nats::TestStream as Stream;
+use idem_testkit::outbox::{app_store, enqueue, wait_published};
+use idem_testkit::unique;
 
 use crate::support::{Running, env, pg_database, sqlite, system_clock};
 
 const NATS_URL: &str = "nats://127.0.0.1:4222";
 const AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-
-/// A name no other test (or earlier run) uses.
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}_{}_{nanos}", std::process::id())
-}
-
-/// The application's database: migrated by the application (idem's tables, `idem_outbox`
-/// among them), as the relay expects.
-async fn app_store<DB: Backend>(url: &str) -> Store<DB> {
-    let store = Store::<DB>::connect(url).await.unwrap();
-    store.migrate().await.unwrap();
-    store
-}
-
-/// Commits `ids` as outbox rows to `destination` in one transaction of the application.
-async fn enqueue<DB: Backend>(store: &Store<DB>, destination: &str, ids: &[String]) {
-    let mut tx = store.begin().await.unwrap();
-    for id in ids {
-        let message = OutboxMessage::new(destination, format!(r#"{{"id":"{id}"}}"#))
-            .with_message_id(MessageId::new(id.clone()).unwrap());
-        store.outbox().enqueue(&mut tx, &message).await.unwrap();
-    }
-    tx.commit().await.unwrap();
-}
-
-/// Waits (up to 15 s) until `n` rows of `store`'s outbox are published.
-async fn wait_published<DB: Backend>(store: &Store<DB>, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let published = store
-            .outbox()
-            .list(OutboxStatus::Published, 1000)
-            .await
-            .unwrap();
-        if published.len() >= n {
-            assert_eq!(published.len(), n);
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} of {n} rows published",
-            published.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// A gateway configuration with no sources and one relay (its keys in `relay`).
 fn config(relay: &str) -> Config {
@@ -80,67 +31,6 @@ fn config(relay: &str) -> Config {
         "listen = \"127.0.0.1:0\"\n\n[[relay]]\nname = \"out\"\npoll_interval = \"20ms\"\n{relay}\n"
     );
     Config::from_toml(&text, &env).expect("valid configuration")
-}
-
-/// A stream taking `{subject}.>`, and the `Nats-Msg-Id` of each message in it, in order.
-struct Stream {
-    context: jetstream::Context,
-    name: String,
-    subject: String,
-}
-
-impl Stream {
-    async fn new() -> Self {
-        let client = async_nats::connect(NATS_URL).await.expect("NATS on 4222");
-        let context = jetstream::new(client);
-        let name = unique("IDEMRELAY");
-        let subject = name.to_lowercase();
-        context
-            .create_stream(jetstream::stream::Config {
-                name: name.clone(),
-                subjects: vec![format!("{subject}.>")],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        Self {
-            context,
-            name,
-            subject,
-        }
-    }
-
-    /// The `Nats-Msg-Id`s and bodies in the stream, waiting (up to 15 s) for `n` of them.
-    async fn messages(&self, n: u64) -> Vec<(String, Vec<u8>)> {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let mut stream = self.context.get_stream(&self.name).await.unwrap();
-        loop {
-            let count = stream.info().await.unwrap().state.messages;
-            if count >= n {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{count} of {n} messages in the stream"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let mut out = Vec::new();
-        for seq in 1..=stream.info().await.unwrap().state.last_sequence {
-            let message = stream.get_raw_message(seq).await.unwrap();
-            let id = message
-                .headers
-                .get("Nats-Msg-Id")
-                .map(|v| v.as_str().to_owned())
-                .unwrap_or_default();
-            out.push((id, message.payload.to_vec()));
-        }
-        out
-    }
-
-    async fn delete(self) {
-        let _ = self.context.delete_stream(&self.name).await;
-    }
 }
 
 async fn relays_to_nats<DB: Backend>(app_url: &str) {
@@ -522,36 +412,6 @@ fn relays_on_one_database_are_found_however_the_url_is_written() {
     assert_eq!(Config::from_toml(&text, &env).unwrap().relays.len(), 2);
 }
 
-/// `idem serve` whose relay database cannot be reached stops, naming it without the password
-/// its URL gives in the query string (sqlx reads `password` there; `sslpassword` it only logs,
-/// with its value, unless filtered).
-#[test]
-fn serve_names_an_unreachable_relay_database_without_its_password() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("idem.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "listen = \"127.0.0.1:0\"\ndatabase_url = \"sqlite://{}/gw/idem.db\"\n\n[[relay]]\nname = \"out\"\ndatabase_url = \"postgres://postgres@127.0.0.1:5999/x?password=s3cret&sslpassword=k3y\"\ntarget = \"http\"\nurl = \"http://127.0.0.1:3000\"\n",
-            dir.path().display()
-        ),
-    )
-    .unwrap();
-    // Nothing listens on port 5999.
-    let output = Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(["--config", path.to_str().unwrap(), "serve"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("postgres://***@127.0.0.1:5999/x?password=***&sslpassword=***"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("s3cret"), "{stderr}");
-    assert!(!stderr.contains("k3y"), "{stderr}");
-}
-
 /// A relay's HTTP `timeout` is at most 30m, so that a `claim_ttl` (at most 1h) can exceed it;
 /// when claim_ttl does not, the error names the key the user wrote and the range to set
 /// claim_ttl in, whether or not claim_ttl was written.
@@ -588,63 +448,4 @@ fn relay_timeout_and_claim_ttl_errors_say_what_to_set() {
         panic!("an http target");
     };
     assert_eq!(timeout, Duration::from_secs(30 * 60));
-}
-
-/// The binary: `idem serve` with a `[[relay]]` publishes a SQLite application's outbox rows to
-/// NATS, then drains and exits 0 on SIGTERM.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idem_serve_publishes_outbox_rows_to_nats() {
-    let dir = tempfile::tempdir().unwrap();
-    let app_url = format!("sqlite://{}", dir.path().join("app.db").display());
-    let app = app_store::<Sqlite>(&app_url).await;
-    let stream = Stream::new().await;
-    let subject = format!("{}.invoices", stream.subject);
-    let ids: Vec<String> = (0..8).map(|n| format!("inv-{n}")).collect();
-    enqueue(&app, &subject, &ids).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let path = dir.path().join("idem.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "listen = \"127.0.0.1:{port}\"\ndatabase_url = \"sqlite://{}/gw/idem.db\"\n\n[[relay]]\nname = \"invoices\"\ndatabase_url_env = \"APP_DATABASE_URL\"\ntarget = \"nats\"\nurl = \"{NATS_URL}\"\npoll_interval = \"50ms\"\n",
-            dir.path().display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
-        .args(["--config", path.to_str().unwrap(), "serve"])
-        .env("APP_DATABASE_URL", &app_url)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let messages = stream.messages(8).await;
-    let mut got: Vec<&str> = messages.iter().map(|(id, _)| id.as_str()).collect();
-    got.sort_unstable();
-    assert_eq!(got, ids);
-    wait_published(&app, 8).await;
-
-    let killed = Command::new("kill")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "idem serve exited with {status}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("idem serve did not exit after SIGTERM");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stream.delete().await;
 }

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
-use idem::Store;
 use idem_gateway::{Config, GatewayDb};
+use idem_sql::Store;
 use idem_testkit::AppDb;
 
 use crate::support::{

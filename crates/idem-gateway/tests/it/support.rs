@@ -4,19 +4,13 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing;
-use idem::sqlx::{self, Connection, PgConnection};
-use idem::{Clock, PgStore, SqliteStore, Store, SystemClock};
+use idem_core::{Clock, SystemClock};
 use idem_gateway::{Config, Gateway, GatewayDb, Server, Stats};
 use idem_http::verify::stripe;
+use idem_sql::{PgStore, SqliteStore, Store};
 use idem_testkit::AppDb;
 use tempfile::TempDir;
 
@@ -96,70 +90,8 @@ pub fn env(var: &str) -> Option<String> {
     secrets.get(var).map(|s| (*s).to_owned())
 }
 
-/// One request the downstream received.
-#[derive(Debug, Clone)]
-pub struct Received {
-    pub headers: HeaderMap,
-    pub body: Bytes,
-}
-
-impl Received {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-/// Decides the downstream's answer to a request: status and optional `Retry-After`.
-pub type Behaviour = Arc<dyn Fn(&Received) -> StatusCode + Send + Sync>;
-
-/// A real local HTTP application that records what it receives.
-#[derive(Clone)]
-pub struct Downstream {
-    pub addr: SocketAddr,
-    received: Arc<Mutex<Vec<Received>>>,
-}
-
-impl Downstream {
-    /// Starts one on 127.0.0.1 at a free port, answering as `behaviour` says.
-    pub async fn start(behaviour: Behaviour) -> Self {
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&received);
-        let app = Router::new().route(
-            "/events",
-            routing::post(move |headers: HeaderMap, body: Bytes| {
-                let log = Arc::clone(&log);
-                let behaviour = Arc::clone(&behaviour);
-                async move {
-                    let request = Received { headers, body };
-                    let status = behaviour(&request);
-                    log.lock().unwrap().push(request);
-                    (status, "downstream says hi").into_response()
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { addr, received }
-    }
-
-    /// One that answers 200 to everything.
-    pub async fn ok() -> Self {
-        Self::start(Arc::new(|_| StatusCode::OK)).await
-    }
-
-    pub fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
-    }
-
-    /// The requests carrying `Idempotency-Key: key`.
-    pub fn with_key(&self, key: &str) -> Vec<Received> {
-        self.received()
-            .into_iter()
-            .filter(|r| r.header("idempotency-key") == Some(key))
-            .collect()
-    }
-}
+pub use idem_testkit::downstream::Downstream;
+pub use idem_testkit::pg_database;
 
 /// A gateway serving on a free port, and what it runs on.
 pub struct Running<DB: GatewayDb> {
@@ -305,25 +237,6 @@ pub async fn sqlite(clock: Arc<dyn Clock>) -> (Option<TempDir>, SqliteStore) {
     let url = format!("sqlite://{}", dir.path().join("idem.db").display());
     let store = SqliteStore::connect(&url).await.unwrap().with_clock(clock);
     (Some(dir), store)
-}
-
-/// A fresh PostgreSQL database for one test (beside this process's idem test database) and its
-/// URL.
-pub async fn pg_database() -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let base = idem_testkit::pg_url().await;
-    let name = format!(
-        "{}_g{}",
-        base.rsplit_once('/').unwrap().1,
-        N.fetch_add(1, Ordering::SeqCst)
-    );
-    let mut admin = PgConnection::connect(&base).await.unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin.close().await.ok();
-    format!("{}/{name}", base.rsplit_once('/').unwrap().0)
 }
 
 /// A store on a fresh PostgreSQL database, with `clock`.

@@ -8,7 +8,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
-use idem::{FencingToken, Timestamp, Ttl};
+use idem_core::{FencingToken, Timestamp, Ttl};
 
 use crate::error::StoreError;
 use crate::fingerprint::Fingerprint;

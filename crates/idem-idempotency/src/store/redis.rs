@@ -30,7 +30,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem::{Clock, FencingToken, RetentionPolicy, SystemClock, Timestamp, Ttl};
+use idem_core::{Clock, FencingToken, RetentionPolicy, SystemClock, Timestamp, Ttl};
 use redis::aio::ConnectionManager;
 use redis::{RedisError, Script, Value};
 use sha2::{Digest, Sha256};
@@ -145,7 +145,7 @@ impl RedisStore {
         }
     }
 
-    /// The same store reading time from `clock` (a [`ManualClock`](idem::ManualClock) in
+    /// The same store reading time from `clock` (a [`ManualClock`](idem_core::ManualClock) in
     /// tests) for lease expiry.
     pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
         Self { clock, ..self }

@@ -1,4 +1,4 @@
-//! The store on SQLite and PostgreSQL, over idem's fenced leases ([`idem::LeaseStore`]).
+//! The store on SQLite and PostgreSQL, over idem's fenced leases ([`idem_sql::LeaseStore`]).
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum_core::extract::FromRequestParts;
-use idem::sqlx::{self, Pool, Postgres, Sqlite, Transaction};
-use idem::{
-    Acquire, Backend, ErrorKind, FencingToken, LeaseKey, LeaseStore, RetentionPolicy, Store,
-    Timestamp, Ttl,
-};
+use idem_core::{Acquire, FencingToken, LeaseKey, RetentionPolicy, Timestamp, Ttl};
+use idem_sql::sqlx::{self, Pool, Postgres, Sqlite, Transaction};
+use idem_sql::{Backend, ErrorKind, LeaseStore, Store};
 use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use super::{BoxFuture, Claim, IdempotencyStore, OpenTransaction, Scope, TransactionalStore};
@@ -119,7 +117,7 @@ impl<DB: SqlBackend> SqlStore<DB> {
         loop {
             let deleted = DB::gc_idempotency_batch(self.store.pool(), cutoff, limit)
                 .await
-                .map_err(|e| map_error(idem::Error::Database(e)))?;
+                .map_err(|e| map_error(idem_sql::Error::Database(e)))?;
             total += deleted;
             if deleted < u64::from(batch_size.get()) {
                 return Ok(total);
@@ -236,7 +234,7 @@ impl<DB: SqlBackend> TransactionalStore for SqlStore<DB> {
 /// not keep the guard past the handler's return:
 ///
 /// ```no_run
-/// use idem::sqlx::{self, Sqlite};
+/// use idem_sql::sqlx::{self, Sqlite};
 /// use idem_idempotency::Tx;
 ///
 /// async fn create_payment(tx: Tx<Sqlite>) -> Result<&'static str, String> {
@@ -374,7 +372,7 @@ impl<DB: SqlBackend> OpenTransaction for SqlTransaction<DB> {
             }
             tx.commit()
                 .await
-                .map_err(|e| map_error(idem::Error::Database(e)))
+                .map_err(|e| map_error(idem_sql::Error::Database(e)))
         })
     }
 
@@ -384,7 +382,7 @@ impl<DB: SqlBackend> OpenTransaction for SqlTransaction<DB> {
                 Some(tx) => tx
                     .rollback()
                     .await
-                    .map_err(|e| map_error(idem::Error::Database(e))),
+                    .map_err(|e| map_error(idem_sql::Error::Database(e))),
                 None => Ok(()),
             }
         })
@@ -402,16 +400,16 @@ fn lease_key(scope: &Scope) -> Result<LeaseKey, StoreError> {
 }
 
 /// Whether `e` is PostgreSQL's `lock_not_available`, which ends a wait past `lock_timeout`.
-fn is_lock_not_available(e: &idem::Error) -> bool {
+fn is_lock_not_available(e: &idem_sql::Error) -> bool {
     match e {
-        idem::Error::Database(sqlx::Error::Database(db)) => {
+        idem_sql::Error::Database(sqlx::Error::Database(db)) => {
             db.code().as_deref() == Some(LOCK_NOT_AVAILABLE)
         }
         _ => false,
     }
 }
 
-fn map_error(e: idem::Error) -> StoreError {
+fn map_error(e: idem_sql::Error) -> StoreError {
     match e.kind() {
         ErrorKind::Fenced => StoreError::Fenced,
         ErrorKind::Unavailable | ErrorKind::Conflict => StoreError::Unavailable(e.into()),
@@ -421,8 +419,8 @@ fn map_error(e: idem::Error) -> StoreError {
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for idem::sqlx::Sqlite {}
-    impl Sealed for idem::sqlx::Postgres {}
+    impl Sealed for idem_sql::sqlx::Sqlite {}
+    impl Sealed for idem_sql::sqlx::Postgres {}
 }
 
 /// The databases [`SqlStore`] runs on: [`sqlx::Sqlite`] and [`sqlx::Postgres`]. Sealed.
@@ -450,7 +448,7 @@ pub trait SqlBackend: Backend + sealed::Sealed {
         key: &LeaseKey,
         fingerprint: &[u8],
         lease: Ttl,
-    ) -> impl Future<Output = Result<Acquire, idem::Error>> + Send;
+    ) -> impl Future<Output = Result<Acquire, idem_sql::Error>> + Send;
 }
 
 /// The same SQL on both databases: `substr` with literal bounds compares bytes on SQLite and
@@ -531,7 +529,7 @@ impl SqlBackend for Sqlite {
         key: &LeaseKey,
         fingerprint: &[u8],
         lease: Ttl,
-    ) -> Result<Acquire, idem::Error> {
+    ) -> Result<Acquire, idem_sql::Error> {
         leases.acquire_in(tx, key, fingerprint, lease).await
     }
 }
@@ -556,7 +554,7 @@ impl SqlBackend for Postgres {
         key: &LeaseKey,
         fingerprint: &[u8],
         lease: Ttl,
-    ) -> Result<Acquire, idem::Error> {
+    ) -> Result<Acquire, idem_sql::Error> {
         let lock_ms = CLAIM_LOCK_TIMEOUT.as_millis().to_string();
         let previous: String = sqlx::query_scalar(PG_BEFORE_CLAIM)
             .bind(lock_ms)

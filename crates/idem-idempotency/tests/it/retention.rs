@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use idem::{Acquire, LeaseKey, ManualClock, RetentionPolicy, Store, Timestamp, Ttl};
+use idem_core::{Acquire, LeaseKey, ManualClock, RetentionPolicy, Timestamp, Ttl};
 use idem_idempotency::{
     BodyMode, Claim, DEFAULT_RETENTION, Fingerprint, IdempotencyKey, IdempotencyStore, Principal,
     RedisStore, Scope, SqlStore, StoredResponse,
 };
+use idem_sql::Store;
 use idem_testkit::AppDb;
 use redis::AsyncCommands;
 
@@ -50,7 +51,7 @@ fn lease() -> Ttl {
     Ttl::new(Duration::from_secs(30)).unwrap()
 }
 
-async fn token(store: &dyn IdempotencyStore, scope: &Scope) -> idem::FencingToken {
+async fn token(store: &dyn IdempotencyStore, scope: &Scope) -> idem_core::FencingToken {
     match store.claim(scope, &fp(), lease()).await.unwrap() {
         Claim::Acquired { token, .. } => token,
         other => panic!("expected Acquired, got {other:?}"),

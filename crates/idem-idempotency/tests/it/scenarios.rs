@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, Request};
-use idem::Ttl;
+use idem_core::Ttl;
 use idem_idempotency::{BodyMode, IdempotencyLayer};
 use serde_json::json;
 use tower::ServiceExt;

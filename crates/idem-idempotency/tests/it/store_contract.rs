@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use idem::{FencingToken, Ttl};
+use idem_core::{FencingToken, Ttl};
 use idem_idempotency::{
     BodyMode, Claim, Fingerprint, IdempotencyKey, IdempotencyStore, Scope, StoreError,
     StoredResponse,

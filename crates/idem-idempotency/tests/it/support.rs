@@ -12,7 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use bytes::Bytes;
 use http::request::Parts;
-use idem::{Clock, FencingToken, ManualClock, RetentionPolicy, SystemClock, Timestamp, Ttl};
+use idem_core::{Clock, FencingToken, ManualClock, RetentionPolicy, SystemClock, Timestamp, Ttl};
 use idem_idempotency::store::BoxFuture;
 use idem_idempotency::{
     Claim, Fingerprint, IdempotencyStore, Principal, RedisStore, Scope, SqlStore, StoreError,

@@ -1,5 +1,5 @@
 //! The consumer of the crash test (`tests/it/crash.rs`): it applies the deterministic delivery
-//! stream of [`idem_testkit::crash_stream`] through [`idem::Runner`], and the test kills it with
+//! stream of [`idem_testkit::crash_stream`] through [`idem_sql::Runner`], and the test kills it with
 //! SIGKILL again and again, then checks that every event took effect exactly once.
 //!
 //! ```text
@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail, ensure};
 use clap::Parser;
-use idem::{DedupKey, Entity, Event, EventId, Name, Outcome, Runner, Store, Version};
-use idem::{PgStore, SqliteStore};
+use idem_core::{DedupKey, Entity, EventId, Name, Version};
+use idem_sql::{Event, Outcome, Runner, Store};
+use idem_sql::{PgStore, SqliteStore};
 use idem_testkit::AppDb;
 use idem_testkit::crash_stream::{self, Delivery, Stream};
 
@@ -169,7 +170,7 @@ async fn apply<DB: AppDb>(
                 .await?;
                 DB::execute(&mut **tx, INCREMENT_COUNTER, vec![entity_id.into()]).await?;
                 if pause {
-                    say(format_args!("paused {position}")).map_err(idem::Error::handler)?;
+                    say(format_args!("paused {position}")).map_err(idem_sql::Error::handler)?;
                     std::future::pending::<()>().await;
                 }
                 Ok(())

@@ -2,8 +2,8 @@
 //! (and `Send + Sync`) for both databases. Checked at compile time: a regression fails the build
 //! of this suite.
 
-use idem::sqlx::{Postgres, Sqlite};
-use idem::{Inbox, LeaseStore, Runner, Store, VersionGuard};
+use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::{Inbox, LeaseStore, Runner, Store, VersionGuard};
 
 fn shareable<T: Clone + Send + Sync + 'static>() {}
 

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use idem::metric_definitions::CLAIMS_TOTAL;
-use idem::{Claim, DedupKey, Entity, ErrorKind, Event, Outcome, Runner, Store, Version};
+use idem_core::{DedupKey, Entity, Version};
+use idem_sql::metric_definitions::CLAIMS_TOTAL;
+use idem_sql::{Claim, ErrorKind, Event, Outcome, Runner, Store};
 use idem_testkit::{AppDb, both_stores};
 use tokio::sync::Barrier;
 
@@ -77,7 +78,7 @@ async fn concurrent_raw_claims_one_fresh<DB: AppDb>(store: Store<DB>) {
             let mut tx = store.begin().await?;
             let claim = inbox.claim(&mut tx, &key).await?;
             tx.commit().await?;
-            Ok::<_, idem::Error>(claim)
+            Ok::<_, idem_sql::Error>(claim)
         }));
     }
     let mut claims = Vec::with_capacity(TASKS);
@@ -150,7 +151,7 @@ async fn failing_handler_rolls_back<DB: AppDb>(store: Store<DB>) {
             let name = c.to_owned();
             Box::pin(async move {
                 support::write_effect::<DB>(&mut **tx, &name, "evt_boom", "before boom").await?;
-                Err::<(), _>(idem::Error::handler("boom"))
+                Err::<(), _>(idem_sql::Error::handler("boom"))
             })
         })
         .await
@@ -231,7 +232,7 @@ async fn panicking_handler_rolls_back<DB: AppDb>(store: Store<DB>) {
 }
 
 /// The panic of `panicking_handler_rolls_back`, typed as a handler's result.
-fn panic_in_handler() -> Result<(), idem::Error> {
+fn panic_in_handler() -> Result<(), idem_sql::Error> {
     panic!("handler panics after its write (expected by this test)")
 }
 
@@ -334,7 +335,7 @@ async fn waiting_claim_proceeds_after_rollback<DB: AppDb>(store: Store<DB>) {
             let mut tx = store.begin().await?;
             let claim = inbox.claim(&mut tx, &key).await?;
             tx.commit().await?;
-            Ok::<_, idem::Error>(claim)
+            Ok::<_, idem_sql::Error>(claim)
         })
     };
     // Not a synchronisation: the second must still be waiting however long this takes.
@@ -431,7 +432,7 @@ async fn concurrent_overlapping_batches_claim_each_key_once<DB: AppDb>(store: St
             let mut tx = store.begin().await?;
             let claims = inbox.claim_many(&mut tx, &batch).await?;
             tx.commit().await?;
-            Ok::<_, idem::Error>(batch.into_iter().zip(claims).collect::<Vec<_>>())
+            Ok::<_, idem_sql::Error>(batch.into_iter().zip(claims).collect::<Vec<_>>())
         }));
     }
     let mut fresh: std::collections::HashMap<DedupKey, usize> = Default::default();
@@ -456,13 +457,13 @@ async fn concurrent_overlapping_batches_claim_each_key_once<DB: AppDb>(store: St
 /// still give one applied and 31 duplicates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_claims_use_read_committed_over_a_serializable_default() {
-    use idem::sqlx::postgres::PgPoolOptions;
+    use idem_sql::sqlx::postgres::PgPoolOptions;
 
     let pool = PgPoolOptions::new()
         .max_connections(16)
         .after_connect(|conn, _| {
             Box::pin(async move {
-                idem::sqlx::query("SET default_transaction_isolation = 'serializable'")
+                idem_sql::sqlx::query("SET default_transaction_isolation = 'serializable'")
                     .execute(conn)
                     .await?;
                 Ok(())
@@ -471,18 +472,18 @@ async fn postgres_claims_use_read_committed_over_a_serializable_default() {
         .connect(&idem_testkit::pg_url().await)
         .await
         .unwrap();
-    let store = idem::PgStore::from_pool(pool);
+    let store = idem_sql::PgStore::from_pool(pool);
     store.migrate().await.unwrap();
 
     let mut conn = store.pool().acquire().await.unwrap();
-    let default: String = idem::sqlx::query_scalar("SHOW transaction_isolation")
+    let default: String = idem_sql::sqlx::query_scalar("SHOW transaction_isolation")
         .fetch_one(&mut *conn)
         .await
         .unwrap();
     assert_eq!(default, "serializable", "the pool's default, outside idem");
     drop(conn);
     let mut tx = store.begin().await.unwrap();
-    let level: String = idem::sqlx::query_scalar("SHOW transaction_isolation")
+    let level: String = idem_sql::sqlx::query_scalar("SHOW transaction_isolation")
         .fetch_one(&mut *tx)
         .await
         .unwrap();

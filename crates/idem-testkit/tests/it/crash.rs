@@ -15,8 +15,9 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use idem::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
-use idem::{DedupKey, EventId, Name, Store};
+use idem_core::{DedupKey, EventId, Name};
+use idem_sql::Store;
+use idem_sql::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
 use idem_testkit::crash_stream::{self, Stream};
 use idem_testkit::{AppDb, Value, pg_url, query_i64, sqlite_url};
 use rand::rngs::StdRng;

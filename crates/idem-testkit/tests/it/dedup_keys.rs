@@ -4,7 +4,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use idem::{DedupKey, Event, EventId, ManualClock, Name, Outcome, Runner, Store, Timestamp};
+use idem_core::{DedupKey, EventId, ManualClock, Name, Timestamp};
+use idem_sql::{Event, Outcome, Runner, Store};
 use idem_testkit::{AppDb, both_stores};
 use proptest::prelude::*;
 use serde_json::{Value as Json, json};

@@ -18,17 +18,15 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use idem::sqlx::Transaction;
-use idem::{
-    DedupKey, ErrorKind, EventId, ManualClock, Name, Outcome, RetentionPolicy, Runner, Store,
-    Timestamp,
-};
 use idem_core::EffectKey;
+use idem_core::{DedupKey, EventId, ManualClock, Name, RetentionPolicy, Timestamp};
 use idem_sql::metric_definitions::EFFECTS_TOTAL;
+use idem_sql::sqlx::Transaction;
 use idem_sql::{
     Applied, Backoff, CallOutcome, EffectCall, EffectStatus, EffectWorker, Enqueued, Provider,
     Resolution, WorkerReport,
 };
+use idem_sql::{ErrorKind, Outcome, Runner, Store};
 use idem_testkit::{AppDb, both_stores, exec, query_i64};
 use tokio::sync::{Barrier, Notify};
 
@@ -259,7 +257,7 @@ async fn email_is_retried_until_sent_and_the_upgrade_applied_once<DB: AppDb>(sto
     let billing = consumer("billing_v2");
     let send_welcome = effect_name("send_welcome");
     let runner = Runner::new(store.clone(), &billing);
-    let event = idem::Event::new(stripe_key("evt_C"));
+    let event = idem_sql::Event::new(stripe_key("evt_C"));
     let key = EffectKey::derive(&billing, &event.key, &send_welcome);
     let request = b"to=ada@example.com; template=welcome_pro".to_vec();
 
@@ -371,7 +369,7 @@ async fn email_is_retried_until_sent_and_the_upgrade_applied_once<DB: AppDb>(sto
 }
 
 fn now(clock: &ManualClock) -> Timestamp {
-    idem::Clock::now(clock)
+    idem_core::Clock::now(clock)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -529,7 +527,7 @@ async fn recharge_intent_is_written_before_the_call<DB: AppDb>(store: Store<DB>)
                     )
                     .await?;
                     if fail_apply.swap(false, Ordering::SeqCst) {
-                        return Err(idem::Error::handler("balance write failed"));
+                        return Err(idem_sql::Error::handler("balance write failed"));
                     }
                     applied.fetch_add(1, Ordering::SeqCst);
                     Ok(())
@@ -543,7 +541,7 @@ async fn recharge_intent_is_written_before_the_call<DB: AppDb>(store: Store<DB>)
         let ledger = store.effects();
         let intent = intent.clone();
         async move {
-            let event = idem::Event::new(DedupKey::from_event(
+            let event = idem_sql::Event::new(DedupKey::from_event(
                 &Name::new("source", "meter").unwrap(),
                 &EventId::new(event_id).unwrap(),
             ));
@@ -583,7 +581,7 @@ async fn recharge_intent_is_written_before_the_call<DB: AppDb>(store: Store<DB>)
                             None
                         };
                         if fail_after_enqueue {
-                            return Err(idem::Error::handler("the usage transaction failed"));
+                            return Err(idem_sql::Error::handler("the usage transaction failed"));
                         }
                         Ok(seen)
                     })
@@ -815,7 +813,7 @@ async fn unknown_past_key_retention_is_parked_and_resolved<DB: AppDb>(store: Sto
     assert!(
         matches!(
             &again,
-            idem::Error::EffectNotResolvable {
+            idem_sql::Error::EffectNotResolvable {
                 status: EffectStatus::Succeeded,
                 ..
             }
@@ -826,7 +824,7 @@ async fn unknown_past_key_retention_is_parked_and_resolved<DB: AppDb>(store: Sto
     let missing = EffectKey::intent(&format!("charge:order:404:{charge}")).unwrap();
     assert!(matches!(
         ledger.resolve(&missing, Resolution::Retry).await,
-        Err(idem::Error::EffectNotFound { .. })
+        Err(idem_sql::Error::EffectNotFound { .. })
     ));
 
     // The second did not: run it again (the provider answers in time now).
@@ -873,7 +871,7 @@ async fn same_key_different_request_is_a_conflict<DB: AppDb>(store: Store<DB>) {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, idem::Error::EffectConflict { key: k, what: "request" } if *k == key),
+        matches!(&err, idem_sql::Error::EffectConflict { key: k, what: "request" } if *k == key),
         "{err:?}"
     );
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
@@ -889,7 +887,7 @@ async fn same_key_different_request_is_a_conflict<DB: AppDb>(store: Store<DB>) {
         .unwrap_err();
     assert!(matches!(
         err,
-        idem::Error::EffectConflict {
+        idem_sql::Error::EffectConflict {
             what: "effect name",
             ..
         }
@@ -1131,7 +1129,7 @@ async fn retention_deletes_only_finished_effects<DB: AppDb>(store: Store<DB>) {
     // Keep 3 days, collect 4 days later; the unknown one is not due (its backoff is 1 s, but
     // no worker runs), so it stays unknown.
     clock.advance(4 * 24 * HOUR);
-    let policy = RetentionPolicy::new(3 * 24 * HOUR, idem::horizon::STRIPE).unwrap();
+    let policy = RetentionPolicy::new(3 * 24 * HOUR, idem_core::horizon::STRIPE).unwrap();
     let report = store
         .gc(&policy, NonZeroU32::new(2).unwrap())
         .await
@@ -1201,7 +1199,7 @@ async fn stalled_worker_cannot_overwrite_its_successor<DB: AppDb>(store: Store<D
     loop {
         let row = ledger.get(&key).await.unwrap().unwrap();
         if row.status == EffectStatus::Running {
-            assert_eq!(row.lease_token, idem::FencingToken(1));
+            assert_eq!(row.lease_token, idem_core::FencingToken(1));
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -1215,7 +1213,7 @@ async fn stalled_worker_cannot_overwrite_its_successor<DB: AppDb>(store: Store<D
     clock.advance(SECOND);
     assert_eq!(b.run_once().await.unwrap(), report(1, |r| r.succeeded = 1));
     let b_row = ledger.get(&key).await.unwrap().unwrap();
-    assert_eq!(b_row.lease_token, idem::FencingToken(2));
+    assert_eq!(b_row.lease_token, idem_core::FencingToken(2));
     assert_eq!(b_row.outcome, psp.answer(key.as_str()));
 
     let fenced0 = support::counter(
@@ -1254,7 +1252,7 @@ fn recording_hook<DB: AppDb>(
 ) -> impl for<'t> Fn(
     &'t mut Transaction<'static, DB>,
     &'t Applied,
-) -> idem::BoxFuture<'t, Result<(), idem::Error>>
+) -> idem_sql::BoxFuture<'t, Result<(), idem_sql::Error>>
 + Send
 + Sync
 + 'static {

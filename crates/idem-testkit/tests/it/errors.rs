@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use idem::{Error, ErrorKind, Event, PgStore, Runner, SqliteStore, Store};
+use idem_sql::{Error, ErrorKind, Event, PgStore, Runner, SqliteStore, Store};
 use idem_testkit::{AppDb, both_stores};
 
 use crate::support::{consumer, stripe_key};

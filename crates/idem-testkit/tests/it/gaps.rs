@@ -4,11 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem::metric_definitions::{GAP_SIZE, GAPS_TOTAL};
-use idem::{
-    Entity, ErrorKind, Event, GapPolicy, ManualClock, Name, Outcome, Runner, Store, Timestamp,
-    Version,
-};
+use idem_core::{Entity, GapPolicy, ManualClock, Name, Timestamp, Version};
+use idem_sql::metric_definitions::{GAP_SIZE, GAPS_TOTAL};
+use idem_sql::{ErrorKind, Event, Outcome, Runner, Store};
 use idem_testkit::{AppDb, both_stores};
 
 use crate::support::{self, consumer};
@@ -19,14 +17,14 @@ const T0: Timestamp = Timestamp(1_700_000_000_000);
 
 fn order_event(consumer: &Name, seq: i64) -> Event {
     Event::new(
-        idem::DedupKey::command(format!("{consumer}-order-{seq}")).expect("valid command id"),
+        idem_core::DedupKey::command(format!("{consumer}-order-{seq}")).expect("valid command id"),
     )
     .with_entity(Entity::new("order", "o_1").unwrap(), Version::sequence(seq))
 }
 
 /// Delivers sequence number `seq` of order `o_1`; the handler records one effect per delivery it
 /// runs, named after the sequence number.
-async fn deliver<DB: AppDb>(runner: &Runner<DB>, seq: i64) -> Result<Outcome<()>, idem::Error> {
+async fn deliver<DB: AppDb>(runner: &Runner<DB>, seq: i64) -> Result<Outcome<()>, idem_sql::Error> {
     let name = runner.consumer().to_string();
     runner
         .run(&order_event(runner.consumer(), seq), |tx| {

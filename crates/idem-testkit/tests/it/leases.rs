@@ -4,11 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem::metric_definitions::LEASE_TAKEOVERS_TOTAL;
-use idem::{
-    Acquire, Error, ErrorKind, FencingToken, LeaseKey, ManualClock, RuleError, Store, Timestamp,
-    Ttl,
-};
+use idem_core::{Acquire, Error as RuleError, FencingToken, LeaseKey, ManualClock, Timestamp, Ttl};
+use idem_sql::metric_definitions::LEASE_TAKEOVERS_TOTAL;
+use idem_sql::{Error, ErrorKind, Store};
 use idem_testkit::{AppDb, both_stores};
 use tokio::sync::Barrier;
 

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use idem::metric_definitions::{STALE_TOTAL, TIES_TOTAL};
-use idem::{Entity, Event, Outcome, Runner, Store, Version};
+use idem_core::{Entity, Version};
+use idem_sql::metric_definitions::{STALE_TOTAL, TIES_TOTAL};
+use idem_sql::{Event, Outcome, Runner, Store};
 use idem_testkit::{AppDb, both_stores};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -36,7 +37,7 @@ impl SubEvent {
         &self,
         runner: &Runner<DB>,
         sub: &str,
-    ) -> Result<Outcome<()>, idem::Error> {
+    ) -> Result<Outcome<()>, idem_sql::Error> {
         let row = StateRow {
             consumer: runner.consumer().to_string(),
             object_id: sub.to_owned(),

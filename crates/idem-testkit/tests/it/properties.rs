@@ -1,12 +1,13 @@
 //! Seeded properties on both databases: the Stripe corpus shuffled and duplicated ends in the
-//! expected state, and the runner's outcomes match an in-memory model built on `idem::decide`.
+//! expected state, and the runner's outcomes match an in-memory model built on `idem_core::decide`.
 //!
 //! Each case draws its deliveries from `StdRng::seed_from_u64(seed)`; a failure names the seed.
 //! `IDEM_SEED=<n>` runs that one seed only.
 
 use std::collections::{HashMap, HashSet};
 
-use idem::{Advance, DedupKey, Entity, Event, Name, Outcome, Runner, Store, Version, decide};
+use idem_core::{Advance, DedupKey, Entity, Name, Version, decide};
+use idem_sql::{Event, Outcome, Runner, Store};
 use idem_testkit::{AppDb, both_stores};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -107,7 +108,7 @@ async fn shuffled_stripe_corpus_reaches_expected_state<DB: AppDb>(store: Store<D
             let e = &events[i];
             let event = Event::new(DedupKey::from_event(
                 &stripe,
-                &idem::EventId::new(e.id.clone()).unwrap(),
+                &idem_core::EventId::new(e.id.clone()).unwrap(),
             ))
             .with_entity(
                 Entity::new(e.object_type.clone(), e.object_id.clone()).unwrap(),
@@ -188,7 +189,7 @@ struct SmallEvent {
     seq: i64,
 }
 
-/// The reference model: the keys seen, and per entity the stored version, as `idem::decide`
+/// The reference model: the keys seen, and per entity the stored version, as `idem_core::decide`
 /// defines them (default gap policy: apply).
 #[derive(Default)]
 struct Model {

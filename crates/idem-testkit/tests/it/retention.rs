@@ -5,10 +5,11 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem::{
-    Acquire, DedupKey, Entity, ErrorKind, FencingToken, GcReport, LeaseKey, ManualClock,
-    RetentionPolicy, RuleError, Store, Timestamp, Ttl, Version, horizon,
+use idem_core::{
+    Acquire, DedupKey, Entity, Error as RuleError, FencingToken, LeaseKey, ManualClock,
+    RetentionPolicy, Timestamp, Ttl, Version, horizon,
 };
+use idem_sql::{ErrorKind, GcReport, Store};
 use idem_testkit::{AppDb, both_stores, query_i64};
 
 use crate::support::{self, consumer, stripe_key};
@@ -35,7 +36,7 @@ fn retention_shorter_than_stripe_horizon_is_refused() {
         text.contains("86400") && text.contains("259200"),
         "the message must name both numbers: {text}"
     );
-    assert_eq!(idem::Error::from(err).kind(), ErrorKind::InvalidInput);
+    assert_eq!(idem_sql::Error::from(err).kind(), ErrorKind::InvalidInput);
     assert_eq!(
         RetentionPolicy::new(3 * DAY, horizon::STRIPE)
             .unwrap()
@@ -76,7 +77,10 @@ async fn gc_deletes_old_rows_in_batches<DB: AppDb>(store: Store<DB>) {
         .collect();
     let mut tx = store.begin().await.unwrap();
     for key in &old_keys {
-        assert_eq!(inbox.claim(&mut tx, key).await.unwrap(), idem::Claim::Fresh);
+        assert_eq!(
+            inbox.claim(&mut tx, key).await.unwrap(),
+            idem_sql::Claim::Fresh
+        );
     }
     for id in ["sub_1", "sub_2", "sub_3"] {
         guard
@@ -123,7 +127,10 @@ async fn gc_deletes_old_rows_in_batches<DB: AppDb>(store: Store<DB>) {
         .collect();
     let mut tx = store.begin().await.unwrap();
     for key in &new_keys {
-        assert_eq!(inbox.claim(&mut tx, key).await.unwrap(), idem::Claim::Fresh);
+        assert_eq!(
+            inbox.claim(&mut tx, key).await.unwrap(),
+            idem_sql::Claim::Fresh
+        );
     }
     tx.commit().await.unwrap();
 

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use idem::sqlx::{Connection, Database};
-use idem::{DedupKey, EventId, Name, Store};
+use idem_core::{DedupKey, EventId, Name};
+use idem_sql::Store;
+use idem_sql::sqlx::{Connection, Database};
 use idem_testkit::{AppDb, exec, query_i64};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use serde_json::Value as Json;
@@ -63,7 +64,7 @@ pub async fn write_effect<DB: AppDb>(
     consumer: &str,
     event_id: &str,
     note: &str,
-) -> Result<(), idem::Error> {
+) -> Result<(), idem_sql::Error> {
     DB::execute(
         conn,
         "INSERT INTO app_effects (consumer, event_id, note) VALUES ($1, $2, $3)",
@@ -86,7 +87,7 @@ pub struct StateRow {
 
 impl StateRow {
     /// Upserts the row inside the handler's transaction.
-    pub async fn write<DB: AppDb>(&self, conn: &mut DB::Connection) -> Result<(), idem::Error> {
+    pub async fn write<DB: AppDb>(&self, conn: &mut DB::Connection) -> Result<(), idem_sql::Error> {
         DB::execute(
             conn,
             "INSERT INTO app_state (consumer, object_id, status, event_type, event_id, created) \
@@ -267,7 +268,9 @@ pub async fn connection_is_clean<DB: AppDb>(conn: &mut DB::Connection) -> Result
         // SAVEPOINT outside a transaction block fails with 25P01 (no_active_sql_transaction);
         // inside one it succeeds, and inside an aborted one it fails with 25P02.
         match DB::execute(conn, "SAVEPOINT idem_pool_probe", vec![]).await {
-            Err(idem::sqlx::Error::Database(e)) if e.code().as_deref() == Some("25P01") => Ok(()),
+            Err(idem_sql::sqlx::Error::Database(e)) if e.code().as_deref() == Some("25P01") => {
+                Ok(())
+            }
             other => Err(format!("inside a server-side transaction: {other:?}")),
         }
     } else {

@@ -4,10 +4,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use idem::Store;
-use idem::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use idem::sqlx::{Postgres, Sqlite};
 use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb, Server, redact_url};
+use idem_sql::Store;
+use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use idem_sql::sqlx::{Postgres, Sqlite};
 use std::str::FromStr;
 
 use std::io::IsTerminal;
@@ -100,7 +100,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await
                 .map_err(|e| no_tables(&url, e))?;
             let store = Store::<Sqlite>::from_pool(pool);
-            idem::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
+            idem_sql::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
                 .fetch_optional(store.pool())
                 .await
                 .map_err(|e| no_tables(&url, e))?;
@@ -109,7 +109,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(DatabaseKind::Postgres) => {
             let store = Store::<Postgres>::connect(&url).await?;
             if !serve {
-                idem::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
+                idem_sql::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
                     .fetch_optional(store.pool())
                     .await
                     .map_err(|e| no_tables(&url, e))?;
@@ -125,7 +125,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// A missing table (or, for SQLite, a missing file) says the database was never served: name
 /// it and what to check, instead of the driver's "no such table". Other errors pass through.
-fn no_tables(url: &str, error: idem::sqlx::Error) -> anyhow::Error {
+fn no_tables(url: &str, error: idem_sql::sqlx::Error) -> anyhow::Error {
     let url = redact_url(url);
     if crate::ledgers::is_missing_table(&error) {
         anyhow::anyhow!(

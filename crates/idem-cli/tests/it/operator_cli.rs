@@ -7,10 +7,11 @@
 use std::process::Command;
 use std::time::Duration;
 
-use idem::sqlx::{Postgres, Sqlite};
-use idem::{Backend, Name, Store};
 use idem_broker::{HttpPublisher, Relay};
 use idem_core::EffectKey;
+use idem_core::Name;
+use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::{Backend, Store};
 use idem_sql::{
     CallOutcome, DeadLetterRecord, EffectCall, EffectStatus, EffectWorker, Enqueued, MessageId,
     OutboxMessage, OutboxPolicy, OutboxStatus,
@@ -18,11 +19,11 @@ use idem_sql::{
 
 use idem_testkit::AppDb;
 
-use crate::support::pg_database;
+use crate::support::{IDEM, pg_database};
 
 /// Runs `idem ARGS --database URL`: (exit success, stdout, stderr).
 fn idem(url: &str, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_idem"))
+    let output = Command::new(IDEM)
         .args(args)
         .args(["--database", url])
         .env("RUST_LOG", "warn")
@@ -37,7 +38,7 @@ fn idem(url: &str, args: &[&str]) -> (bool, String, String) {
 
 /// Runs `idem ARGS --database URL`: (exit code, stderr).
 fn idem_exit(url: &str, args: &[&str]) -> (Option<i32>, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_idem"))
+    let output = Command::new(IDEM)
         .args(args)
         .args(["--database", url])
         .env("RUST_LOG", "warn")
@@ -540,7 +541,7 @@ fn a_password_in_the_query_string_is_never_printed() {
 /// Runs `idem ARGS` with its stdout a pipe whose reader is gone before (or while) it writes, as
 /// `idem … | head -1` does: (exit code, stderr).
 fn idem_into_closed_pipe(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+    let mut child = Command::new(IDEM)
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())

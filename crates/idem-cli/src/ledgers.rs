@@ -7,12 +7,13 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use idem::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use idem::sqlx::{self, Postgres, Sqlite};
-use idem::{Backend, Name, Store};
 use idem_core::EffectKey;
+use idem_core::Name;
 use idem_gateway::admin::format_time;
 use idem_gateway::{DatabaseKind, redact_url};
+use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use idem_sql::sqlx::{self, Postgres, Sqlite};
+use idem_sql::{Backend, Store};
 use idem_sql::{
     DeadLetter, EffectRecord, EffectStatus, MAX_MESSAGE_ID_BYTES, MessageId, OutboxRow,
     OutboxStatus, Resolution,

@@ -9,7 +9,7 @@
 //!   `IDEM_BENCH_PRELOAD` events already stored (default 1,000,000; SQLite, group commit on);
 //! - the dispatch rate to a local application that answers 200 at once, on both stores.
 //!
-//! `cargo bench -p idem-gateway --bench ingest`. Environment: `IDEM_BENCH_SECS` (load per
+//! `cargo bench -p idem-cli --bench ingest`. Environment: `IDEM_BENCH_SECS` (load per
 //! setting, default 5), `IDEM_BENCH_PRELOAD`, `IDEM_BENCH_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`; set it empty to skip PostgreSQL).
 
@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idem::sqlx::{self, Connection, PgConnection, SqliteConnection};
 use idem_http::verify::stripe;
+use idem_sql::sqlx::{self, Connection, PgConnection, SqliteConnection};
 
 const CONNECTIONS: usize = 64;
 const SECRET: &str = "whsec_bench";
@@ -251,7 +251,7 @@ async fn measure(database_url: &str, group_commit: bool, secs: u64) -> Measured 
 /// a long-running gateway would hold them.
 async fn preload_sqlite(url: &str, n: u64) {
     let started = Instant::now();
-    let store = idem::SqliteStore::connect(url).await.expect("open");
+    let store = idem_sql::SqliteStore::connect(url).await.expect("open");
     let gateway = idem_gateway::Gateway::new(idem_gateway::Config::defaults(), store.clone());
     gateway.migrate().await.expect("migrate");
     let mut conn = SqliteConnection::connect(url).await.expect("connect");

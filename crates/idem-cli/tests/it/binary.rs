@@ -6,9 +6,7 @@ use std::time::{Duration, Instant};
 
 use idem_http::verify::stripe;
 
-use crate::support::{Downstream, unix_now};
-
-const BINARY: &str = env!("CARGO_BIN_EXE_idem");
+use crate::support::{Downstream, IDEM as BINARY, unix_now};
 
 fn config(dir: &std::path::Path, port: u16, app: std::net::SocketAddr) -> std::path::PathBuf {
     let path = dir.join("idem.toml");
@@ -217,7 +215,7 @@ async fn typos_and_inverted_ranges_are_refused() {
     };
     let text = std::fs::read_to_string(&path).unwrap();
     let config = idem_gateway::Config::from_toml(&text, &env).unwrap();
-    let store = idem::SqliteStore::connect(&url).await.unwrap();
+    let store = idem_sql::SqliteStore::connect(&url).await.unwrap();
     idem_gateway::Gateway::new(config, store)
         .migrate()
         .await

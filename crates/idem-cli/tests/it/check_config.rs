@@ -1,0 +1,121 @@
+//! `idem check-config`: the configuration as it was read, never a credential.
+
+use crate::support::IDEM;
+
+/// `idem check-config` hides a password given in a database URL's query string (sqlx reads
+/// `password` and `sslpassword` there), the gateway's and a relay's; a bad `database_url` is
+/// refused without it too.
+#[test]
+fn check_config_hides_query_string_passwords() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        r#"
+database_url = "postgres://postgres@127.0.0.1:5999/x?password=s3cret"
+
+[[relay]]
+name = "out"
+database_url = "postgres://app@127.0.0.1/app?sslmode=require&sslpassword=k3y"
+target = "http"
+url = "http://127.0.0.1:3000"
+"#,
+    )
+    .unwrap();
+    let check = |path: &std::path::Path| {
+        std::process::Command::new(IDEM)
+            .args(["--config", path.to_str().unwrap(), "check-config"])
+            .output()
+            .unwrap()
+    };
+    let output = check(&path);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("  database      postgres://***@127.0.0.1:5999/x?password=***\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "relay         out: idem_outbox of postgres://***@127.0.0.1/app?sslmode=require&sslpassword=*** -> http at http://127.0.0.1:3000"
+        ),
+        "{stdout}"
+    );
+    for secret in ["s3cret", "k3y"] {
+        assert!(!stdout.contains(secret), "{stdout}");
+    }
+
+    std::fs::write(&path, "database_url = \"mysql://db/x?password=s3cret\"\n").unwrap();
+    let output = check(&path);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("database_url = \"mysql://db/x?password=***\" is not valid"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+}
+
+/// `idem check-config` shows broker sources and relays, never their credentials, and opens no
+/// connection.
+#[test]
+fn check_config_shows_broker_sources_and_relays_without_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        r#"
+database_url = "postgres://gw:t0ps3cret@127.0.0.1/gw"
+
+[[source]]
+name = "orders"
+kind = "nats"
+url = "nats://user:hunter2@127.0.0.1:4222"
+stream = "ORDERS"
+subject = "orders.>"
+
+[[source]]
+name = "billing"
+kind = "rabbitmq"
+url_env = "CHECK_AMQP_URL"
+queue = "billing-events"
+
+[[relay]]
+name = "out"
+database_url = "postgres://app:pw@127.0.0.1/app"
+target = "http"
+url = "http://127.0.0.1:3000"
+"#,
+    )
+    .unwrap();
+    let output = std::process::Command::new(IDEM)
+        .args(["--config", path.to_str().unwrap(), "check-config"])
+        .env("CHECK_AMQP_URL", "amqp://guest:s3cret@127.0.0.1:5672/%2f")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(
+            "source        orders (nats, stream ORDERS (orders.>) as idem-gateway-orders at nats://***@127.0.0.1:4222)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "source        billing (rabbitmq, queue billing-events at amqp://***@127.0.0.1:5672/%2f)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("relay         out: idem_outbox of postgres://***@127.0.0.1/app -> http at http://127.0.0.1:3000"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  database      postgres://***@127.0.0.1/gw\n"),
+        "{stdout}"
+    );
+    for secret in ["hunter2", "s3cret", "pw@", "t0ps3cret"] {
+        assert!(!stdout.contains(secret), "{stdout}");
+    }
+}

@@ -1,0 +1,9 @@
+//! Tests of the `idem` binary: each runs the built executable as a user would (arguments,
+//! environment, exit codes, what it prints) against real databases, brokers and a local
+//! application.
+
+mod binary;
+mod check_config;
+mod operator_cli;
+mod relays;
+mod support;
