@@ -314,9 +314,11 @@ pub enum ConsumerError {
     /// JetStream: the pull request failed (connection closed, consumer deleted, …). The consumer
     /// stopped after finishing its in-flight messages; unacknowledged ones are redelivered after
     /// ack_wait.
+    #[cfg(feature = "nats")]
     #[error("JetStream pull failed: {0}")]
     Pull(#[source] async_nats::Error),
     /// RabbitMQ: a channel operation (declare, qos, consume, cancel, confirm mode) failed.
+    #[cfg(feature = "rabbitmq")]
     #[error("RabbitMQ {operation} failed: {source}")]
     Amqp {
         /// The AMQP method, e.g. `queue.declare`.

@@ -95,32 +95,44 @@
 //! `cargo run -p idem-broker --example upgrade_consumer` runs a consumer, an effect worker and a
 //! relay end to end against a local NATS server.
 
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
 mod consumer;
+#[cfg(feature = "nats")]
 mod jetstream_consumer;
+#[cfg(feature = "rabbitmq")]
 mod rabbitmq_consumer;
 
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
 pub use consumer::{
     ACK_FAILURES_TOTAL, ConsumerError, DEFAULT_MAX_DELIVERIES, DELIVERIES_TOTAL, DecodeError,
     DecodeFn, Delivery, DeliveryCounts, DeliveryStats, Disposition, HandlerFn, ObserverFn,
     Processor, RetryPolicy, decode_message_id, describe_consumer_metrics,
 };
+#[cfg(feature = "nats")]
 pub use jetstream_consumer::JetStreamConsumer;
+#[cfg(feature = "rabbitmq")]
 pub use rabbitmq_consumer::{
     RabbitMqConsumer, RetryTopology, X_DEATH, X_DELIVERY_COUNT, X_IDEM_DELIVERY_COUNT,
 };
 
+#[cfg(feature = "http")]
 mod http_publisher;
+#[cfg(feature = "nats")]
 mod nats_publisher;
 mod publisher;
+#[cfg(feature = "rabbitmq")]
 mod rabbitmq_publisher;
 mod relay;
 
+#[cfg(feature = "http")]
 pub use http_publisher::{
     DEFAULT_HTTP_TIMEOUT, DEFAULT_RETRY_AFTER, HttpPublisher, IDEMPOTENCY_KEY, MAX_RETRY_AFTER,
     MIN_RETRY_AFTER,
 };
+#[cfg(feature = "nats")]
 pub use nats_publisher::JetStreamPublisher;
 pub use publisher::{PublishOutcome, Publisher, PublisherError};
+#[cfg(feature = "rabbitmq")]
 pub use rabbitmq_publisher::RabbitMqPublisher;
 pub use relay::{
     DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_TTL, DEFAULT_MAX_WAIT, DEFAULT_MIN_WAIT, DEFAULT_RELAY_NAME,

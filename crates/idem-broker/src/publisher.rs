@@ -62,9 +62,11 @@ pub trait Publisher: Send + Sync {
 #[non_exhaustive]
 pub enum PublisherError {
     /// RabbitMQ: the connection or the confirm-mode channel could not be opened.
+    #[cfg(feature = "rabbitmq")]
     #[error("RabbitMQ: {0}")]
     Amqp(#[from] lapin::Error),
     /// The HTTP client could not be built (for example no TLS backend for an `https` URL).
+    #[cfg(feature = "http")]
     #[error("HTTP client: {0}")]
     Http(#[from] reqwest::Error),
 }

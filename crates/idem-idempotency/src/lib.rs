@@ -186,6 +186,8 @@ pub use layer::{
 };
 pub use record::StoredResponse;
 pub use service::Idempotency;
+#[cfg(feature = "redis")]
 pub use store::redis::RedisStore;
-pub use store::sql::{DEFAULT_RETENTION, SqlStore, Tx, TxFinished, TxGuard};
-pub use store::{Claim, IdempotencyStore, Scope, TransactionalStore};
+#[cfg(feature = "sql")]
+pub use store::sql::{SqlStore, Tx, TxFinished, TxGuard};
+pub use store::{Claim, DEFAULT_RETENTION, IdempotencyStore, Scope, TransactionalStore};

@@ -191,13 +191,16 @@ impl From<sqlx::Error> for Error {
 
 /// SQLite primary result codes (the low byte of an extended code): SQLITE_BUSY and
 /// SQLITE_LOCKED (<https://sqlite.org/rescode.html>).
+#[cfg(feature = "sqlite")]
 const SQLITE_BUSY: i64 = 5;
+#[cfg(feature = "sqlite")]
 const SQLITE_LOCKED: i64 = 6;
 
 fn classify(e: &sqlx::Error) -> ErrorKind {
     match e {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or(Cow::Borrowed(""));
+            #[cfg(feature = "sqlite")]
             if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
                 return match code.parse::<i64>() {
                     Ok(n) if matches!(n & 0xff, SQLITE_BUSY | SQLITE_LOCKED) => ErrorKind::Conflict,

@@ -37,7 +37,11 @@ pub use outbox::{
 };
 pub use retention::GcReport;
 pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
-pub use store::{DEFAULT_MAX_CONNECTIONS, PgStore, SqliteStore, Store};
+#[cfg(feature = "postgres")]
+pub use store::PgStore;
+#[cfg(feature = "sqlite")]
+pub use store::SqliteStore;
+pub use store::{DEFAULT_MAX_CONNECTIONS, Store};
 pub use version_guard::VersionGuard;
 
 /// The sqlx this crate is built with, for opening transactions and writing queries with the same

@@ -20,8 +20,10 @@ pub struct Store<DB: Backend> {
 }
 
 /// A store on SQLite.
+#[cfg(feature = "sqlite")]
 pub type SqliteStore = Store<sqlx::Sqlite>;
 /// A store on PostgreSQL.
+#[cfg(feature = "postgres")]
 pub type PgStore = Store<sqlx::Postgres>;
 
 impl<DB: Backend> Clone for Store<DB> {

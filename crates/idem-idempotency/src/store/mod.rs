@@ -1,12 +1,15 @@
 //! Where claims and stored responses are kept: the [`IdempotencyStore`] trait and its SQL and
 //! Redis implementations.
 
+#[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "sql")]
 pub mod sql;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use idem_core::{FencingToken, Timestamp, Ttl};
 
@@ -14,6 +17,10 @@ use crate::error::StoreError;
 use crate::fingerprint::Fingerprint;
 use crate::key::{IdempotencyKey, Principal};
 use crate::record::StoredResponse;
+
+/// How long completed records are kept by default: 72 hours, longer than the 24 hours Stripe
+/// promises for its own keys and than the 3 days over which idem's senders redeliver.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(72 * 3600);
 
 /// A boxed, sendable future, as the store traits return (they are object-safe, so the layer
 /// holds one `Arc<dyn IdempotencyStore>` whatever the backend).

@@ -39,7 +39,7 @@ use super::{BoxFuture, Claim, IdempotencyStore, Scope};
 use crate::error::StoreError;
 use crate::fingerprint::Fingerprint;
 use crate::record::StoredResponse;
-use crate::store::sql::DEFAULT_RETENTION;
+use crate::store::DEFAULT_RETENTION;
 
 /// KEYS: record, counter. ARGV: fingerprint, now (ms), lease (ms), retention (ms), principal,
 /// key. A live or completed record is never changed.

@@ -15,10 +15,7 @@ use super::{BoxFuture, Claim, IdempotencyStore, OpenTransaction, Scope, Transact
 use crate::error::{Rejection, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::record::StoredResponse;
-
-/// How long completed records are kept by default: 72 hours, longer than the 24 hours Stripe
-/// promises for its own keys and than the 3 days over which idem's senders redeliver.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(72 * 3600);
+use crate::store::DEFAULT_RETENTION;
 
 /// The prefix of the lease scope of every idempotency record: `idempotency/{principal}`. It keeps
 /// these leases apart from other users of `idem_leases` (effect workers, forwarding), so that

@@ -2,7 +2,11 @@
 
 use std::future::Future;
 
-use sqlx::{Database, Postgres, Sqlite};
+use sqlx::Database;
+#[cfg(feature = "postgres")]
+use sqlx::Postgres;
+#[cfg(feature = "sqlite")]
+use sqlx::Sqlite;
 
 type Res<T> = Result<T, sqlx::Error>;
 
@@ -150,5 +154,7 @@ macro_rules! dead_letter_ops {
     };
 }
 
+#[cfg(feature = "sqlite")]
 dead_letter_ops!(Sqlite);
+#[cfg(feature = "postgres")]
 dead_letter_ops!(Postgres);

@@ -4,7 +4,11 @@
 
 use std::future::Future;
 
-use sqlx::{Database, PgConnection, Postgres, Sqlite, SqliteConnection};
+use sqlx::Database;
+#[cfg(feature = "postgres")]
+use sqlx::{PgConnection, Postgres};
+#[cfg(feature = "sqlite")]
+use sqlx::{Sqlite, SqliteConnection};
 
 type Res<T> = Result<T, sqlx::Error>;
 
@@ -372,7 +376,9 @@ macro_rules! effect_ops {
     };
 }
 
+#[cfg(feature = "sqlite")]
 effect_ops!(Sqlite, SqliteConnection, "");
 // Rows another worker is claiming are skipped rather than waited for, so concurrent workers
 // claim disjoint batches; the row locks hold until the UPDATE's own commit.
+#[cfg(feature = "postgres")]
 effect_ops!(Postgres, PgConnection, " FOR UPDATE SKIP LOCKED");

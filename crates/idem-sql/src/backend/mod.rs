@@ -7,8 +7,10 @@
 pub(crate) mod dead_letter_ops;
 pub(crate) mod effect_ops;
 pub(crate) mod outbox_ops;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod sql;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
 use std::future::Future;
@@ -28,7 +30,9 @@ pub trait Backend:
 {
 }
 
+#[cfg(feature = "sqlite")]
 impl Backend for sqlx::Sqlite {}
+#[cfg(feature = "postgres")]
 impl Backend for sqlx::Postgres {}
 
 /// The operations behind [`Backend`]; unnameable outside the crate.

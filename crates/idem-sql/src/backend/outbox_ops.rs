@@ -4,7 +4,11 @@
 
 use std::future::Future;
 
-use sqlx::{Database, Postgres, QueryBuilder, Sqlite};
+use sqlx::Database;
+#[cfg(feature = "postgres")]
+use sqlx::Postgres;
+#[cfg(feature = "sqlite")]
+use sqlx::{QueryBuilder, Sqlite};
 
 /// A row of `idem_outbox` as read, in the column order of [`COLUMNS`]: seq, message_id,
 /// destination, aggregate_type, aggregate_id, headers, payload, status, attempts,
@@ -50,6 +54,7 @@ macro_rules! due_rows {
 }
 
 /// SQLite: one UPDATE under the database's single write lock ($2 = claim ttl, $4 = token).
+#[cfg(feature = "sqlite")]
 const CLAIM_SQLITE: &str = concat!(
     "UPDATE idem_outbox SET claim_token = $4, next_attempt_at = $1 + $2 WHERE seq IN (",
     due_rows!(""),
@@ -59,6 +64,7 @@ const CLAIM_SQLITE: &str = concat!(
 
 /// PostgreSQL: rows another relay is claiming right now are skipped, not waited for; the claim
 /// commits with the statement, so the row is then not due until the claim expires.
+#[cfg(feature = "postgres")]
 const CLAIM_POSTGRES: &str = concat!(
     "WITH due AS (",
     due_rows!(" FOR UPDATE OF r SKIP LOCKED"),
@@ -126,9 +132,11 @@ const GC: &str = "DELETE FROM idem_outbox WHERE seq IN \
 /// in a database crash is harmless: the row is pending again and is republished with the same
 /// message id, which C7 allows and downstream deduplication absorbs. Enqueues, which are the
 /// application's own transaction, are never relaxed.
+#[cfg(feature = "postgres")]
 const RELAXED_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 
 /// Message ids per `mark_published` statement: far below both databases' parameter limits.
+#[cfg(feature = "sqlite")]
 const PUBLISHED_CHUNK: usize = 1000;
 
 type Res<T> = Result<T, sqlx::Error>;
@@ -434,6 +442,7 @@ macro_rules! outbox_ops {
     };
 }
 
+#[cfg(feature = "sqlite")]
 outbox_ops!(
     Sqlite,
     CLAIM_SQLITE,
@@ -441,6 +450,7 @@ outbox_ops!(
     false,
     lock_due!("")
 );
+#[cfg(feature = "postgres")]
 outbox_ops!(
     Postgres,
     CLAIM_POSTGRES,
