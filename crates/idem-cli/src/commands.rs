@@ -4,15 +4,17 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb, Server, redact_url};
+use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb, Server};
 use idem_sql::Store;
+use idem_sql::redact_url;
 use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use idem_sql::sqlx::{Postgres, Sqlite};
 use std::str::FromStr;
 
 use std::io::IsTerminal;
 
-use idem_gateway::admin::{ReplayRequest, format_time, parse_time};
+use idem_gateway::operations::ReplayRequest;
+use idem_gateway::time::{format_time, parse_time};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs, VerifyArgs};

@@ -1,7 +1,7 @@
 //! The gateway's error type.
 
-use crate::admin::RequestError;
 use crate::config::ConfigError;
+use crate::time::format_time;
 
 /// What can stop the gateway or one of its commands.
 #[derive(Debug, thiserror::Error)]
@@ -74,5 +74,92 @@ pub enum Error {
 impl From<idem_sql::sqlx::Error> for Error {
     fn from(e: idem_sql::sqlx::Error) -> Self {
         Self::Store(idem_sql::Error::from(e))
+    }
+}
+
+/// An admin request the gateway refuses, naming what was wrong and what it accepts; nothing
+/// was changed. `/admin` answers it with 400 problem+json (types `unknown-source`,
+/// `unknown-destination`, `bad-time`, `empty-range`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// No source of this name is configured.
+    #[error(
+        "no source {name:?} is configured; configured sources: {}",
+        names(known)
+    )]
+    UnknownSource {
+        /// The name asked for.
+        name: String,
+        /// The configured sources.
+        known: Vec<String>,
+    },
+    /// No destination of this name is configured.
+    #[error(
+        "no destination {name:?} is configured; configured destinations: {}",
+        names(known)
+    )]
+    UnknownDestination {
+        /// The name asked for.
+        name: String,
+        /// The configured destinations.
+        known: Vec<String>,
+    },
+    /// A time in none of the forms [`parse_time`](crate::time::parse_time) reads.
+    #[error(
+        "{field} {value:?} is not a time: expected a duration ago such as \"1h\" or \"3d 12h\", \
+         an RFC 3339 timestamp such as \"2026-01-31T12:00:00Z\", or milliseconds since the epoch"
+    )]
+    BadTime {
+        /// The field or option (`since`, `--until`, …).
+        field: &'static str,
+        /// The text given.
+        value: String,
+    },
+    /// A replay range with `since` not before `until`: it would match nothing.
+    #[error(
+        "since {} ({since} ms) is not before until {} ({until} ms): the range is empty",
+        format_time(*since),
+        format_time(*until)
+    )]
+    EmptyRange {
+        /// The start, in ms since the epoch.
+        since: i64,
+        /// The end (now when none was given), in ms since the epoch.
+        until: i64,
+    },
+}
+
+impl RequestError {
+    /// The problem type (`urn:idem:problem:{code}`) `/admin` answers this error with.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownSource { .. } => "unknown-source",
+            Self::UnknownDestination { .. } => "unknown-destination",
+            Self::BadTime { .. } => "bad-time",
+            Self::EmptyRange { .. } => "empty-range",
+        }
+    }
+
+    pub(crate) fn title(&self) -> &'static str {
+        match self {
+            Self::UnknownSource { .. } => "Unknown source",
+            Self::UnknownDestination { .. } => "Unknown destination",
+            Self::BadTime { .. } => "Bad time",
+            Self::EmptyRange { .. } => "Empty time range",
+        }
+    }
+}
+
+/// `"a", "b"`, or `(none)`.
+fn names(known: &[String]) -> String {
+    if known.is_empty() {
+        "(none)".to_owned()
+    } else {
+        known
+            .iter()
+            .map(|n| format!("{n:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }

@@ -143,7 +143,7 @@
 //!
 //! `GET /healthz`, `GET /readyz` (the database answers) and `GET /metrics` (Prometheus; names in
 //! [`metric_definitions`]). With `admin_token_env` set, `/admin` answers bearer-token requests
-//! for what the `idem` command line does ([`admin`]): list and show events, list and redrive
+//! for what the `idem` command line does ([`operations`]): list and show events, list and redrive
 //! dead letters, replay a time range, collect old rows; see [the admin API](#the-admin-api).
 //!
 //! | module | holds |
@@ -154,7 +154,10 @@
 //! | `relays` (private) | the outbox relays `idem serve` runs |
 //! | [`dispatch`] | due deliveries, entity order, leases, retries, dead letters |
 //! | `store` (private; [`GatewayDb`], [`DatabaseKind`]) | the gateway's tables and SQL on SQLite and PostgreSQL |
-//! | [`admin`] | operations on stored events and the `/admin` API |
+//! | [`operations`] | operations on stored events, shared by the CLI and `/admin` |
+//! | `admin` (private) | the `/admin` HTTP API |
+//! | [`time`] | times as operators write and read them |
+//! | `fields` (private) | where an event's id, type, entity and version are read |
 //! | [`demo`] | `idem demo` |
 //!
 //! ## The admin API
@@ -168,12 +171,12 @@
 //!
 //! | method and path | input | answer (200) |
 //! |---|---|---|
-//! | `GET /admin/events` | query `source` (optional), `limit` (default 100) | the newest events, newest first: `[`[`EventSummary`](admin::EventSummary)`]` |
-//! | `GET /admin/events/{source}/{event_id}` | — | [`EventDetail`](admin::EventDetail): `{"event": {…}, "deliveries": [[delivery, [attempt, …]], …]}`; 404 `unknown-event` |
-//! | `GET /admin/dlq` | query `destination` (optional), `limit` (default 100) | dead letters, oldest first: `[`[`DeliverySummary`](admin::DeliverySummary)`]` |
+//! | `GET /admin/events` | query `source` (optional), `limit` (default 100) | the newest events, newest first: `[`[`EventSummary`](operations::EventSummary)`]` |
+//! | `GET /admin/events/{source}/{event_id}` | — | [`EventDetail`](operations::EventDetail): `{"event": {…}, "deliveries": [[delivery, [attempt, …]], …]}`; 404 `unknown-event` |
+//! | `GET /admin/dlq` | query `destination` (optional), `limit` (default 100) | dead letters, oldest first: `[`[`DeliverySummary`](operations::DeliverySummary)`]` |
 //! | `POST /admin/dlq/redrive` | `{"destination": "app"}`, `{"delivery": 42}` (an id from `/admin/dlq`) or `{}` (every dead letter) | `{"redriven": 1}` |
-//! | `POST /admin/replay` | `{"source": "stripe", "since": "1h", "until": …, "dry_run": false, "force": false}` | [`ReplayReport`](admin::ReplayReport): `{"matched", "requeued", "in_progress", "older", "no_body"}` |
-//! | `POST /admin/gc` | — | [`GcReport`](admin::GcReport): `{"inbox_keys", "events", "bodies"}` |
+//! | `POST /admin/replay` | `{"source": "stripe", "since": "1h", "until": …, "dry_run": false, "force": false}` | [`ReplayReport`](operations::ReplayReport): `{"matched", "requeued", "in_progress", "older", "no_body"}` |
+//! | `POST /admin/gc` | — | [`GcReport`](operations::GcReport): `{"inbox_keys", "events", "bodies"}` |
 //!
 //! ```text
 //! curl -H "Authorization: Bearer $IDEM_ADMIN_TOKEN" -H 'Content-Type: application/json' \
@@ -182,7 +185,7 @@
 //! ```
 //!
 //! `since` (required) and `until` (optional, default now) take what `idem replay --since` takes
-//! ([`admin::parse_time`]): a duration meaning that long ago (`"90s"`, `"1h"`, `"3d 12h"`), an
+//! ([`time::parse_time`]): a duration meaning that long ago (`"90s"`, `"1h"`, `"3d 12h"`), an
 //! RFC 3339 timestamp (`"2026-01-31T12:00:00Z"`), or milliseconds since the epoch (a JSON
 //! number or a string of digits). The range is `since` inclusive to `until` exclusive, by the
 //! time each event was received. `dry_run` counts without changing anything; `force` also
@@ -326,28 +329,31 @@
 //! (`idem outbox list | head -1`) exits 0 quietly. Times are RFC 3339 UTC with milliseconds; a
 //! stored time RFC 3339 cannot write (before 1970, after 9999) is shown as its milliseconds.
 
-pub mod admin;
+mod admin;
 mod broker;
 mod config;
 pub mod demo;
 pub mod dispatch;
 mod error;
+mod fields;
 mod gateway;
 mod ingest;
 pub mod metric_definitions;
+pub mod operations;
 mod problem;
 mod relays;
 mod server;
 mod store;
+pub mod time;
 
 pub use config::{
     Broker, Config, ConfigError, DEFAULT_AMQP_URL, DEFAULT_DATABASE_URL, DEFAULT_LISTEN,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL,
     DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT,
     DEFAULT_RETENTION, Destination, NatsSource, Ordering, OutboxRelay, RabbitMqSource, RelayTarget,
-    Route, Secret, Source, SourceKind, redact_url,
+    Route, Secret, Source, SourceKind,
 };
-pub use error::Error;
+pub use error::{Error, RequestError};
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
 pub use ingest::STATUS_HEADER;
 pub use problem::{PROBLEM_JSON, Problem};

@@ -18,7 +18,9 @@ use idem_sql::{OutboxPolicy, OutboxStatus};
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::config::{OutboxRelay, RelayTarget, redact_url};
+use idem_sql::redact_url;
+
+use crate::config::{OutboxRelay, RelayTarget};
 use crate::store::DatabaseKind;
 
 /// How long connecting to the target or the database may take at start.

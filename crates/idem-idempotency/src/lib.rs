@@ -166,6 +166,7 @@
 //! [`record`] for the pieces, [`store`] for the backends. Metrics are in
 //! [`metric_definitions`].
 
+mod config;
 mod error;
 pub mod fingerprint;
 mod future;
@@ -176,14 +177,16 @@ pub mod record;
 mod service;
 pub mod store;
 
+pub use config::{
+    DEFAULT_LEASE, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RETRY_AFTER, DEFAULT_PROBLEM_TYPE_BASE,
+    DEFAULT_TRANSIENT_CLIENT_ERRORS,
+};
 pub use error::{BoxError, Rejection, StoreError};
 pub use fingerprint::{BodyMode, Fingerprint};
 pub use future::ResponseFuture;
 pub use key::{IDEMPOTENCY_KEY, IdempotencyKey, MAX_KEY_BYTES, Principal};
-pub use layer::{
-    DEFAULT_LEASE, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RETRY_AFTER, DEFAULT_PROBLEM_TYPE_BASE,
-    DEFAULT_TRANSIENT_CLIENT_ERRORS, IDEMPOTENT_REPLAYED, IdempotencyLayer,
-};
+pub use layer::IdempotencyLayer;
+pub use record::IDEMPOTENT_REPLAYED;
 pub use record::StoredResponse;
 pub use service::Idempotency;
 #[cfg(feature = "redis")]

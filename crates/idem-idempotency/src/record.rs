@@ -5,6 +5,9 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 
+/// The header on replayed responses: `Idempotent-Replayed: true`.
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
 /// The response a completed request stored, replayed to every retry with its key: the status,
 /// the headers chosen by [`IdempotencyLayer::replay_headers`](crate::IdempotencyLayer::replay_headers),
 /// and the body.

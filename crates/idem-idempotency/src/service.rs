@@ -15,13 +15,13 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use idem_core::{FencingToken, Timestamp, Ttl};
 use tower::Service;
 
+use crate::config::{Config, Engine};
 use crate::error::{BoxError, Rejection, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::future::ResponseFuture;
 use crate::key::IdempotencyKey;
-use crate::layer::{Config, Engine, IDEMPOTENT_REPLAYED};
 use crate::metric_definitions::REQUESTS_TOTAL;
-use crate::record::StoredResponse;
+use crate::record::{IDEMPOTENT_REPLAYED, StoredResponse};
 use crate::store::{Claim, IdempotencyStore, OpenTransaction, Scope, TransactionalStore};
 
 /// The Idempotency-Key middleware around the service `S`, made by

@@ -221,6 +221,13 @@ fn from_row(row: DeadLetterRow) -> Result<DeadLetter, Error> {
     })
 }
 
+impl<DB: Backend> Store<DB> {
+    /// The dead letters of broker consumers (`idem_dead_letters`).
+    pub fn dead_letters(&self) -> DeadLetters<DB> {
+        DeadLetters::new(self.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -141,3 +141,10 @@ impl<DB: Backend> Inbox<DB> {
             .increment(n as u64);
     }
 }
+
+impl<DB: Backend> Store<DB> {
+    /// The inbox of `consumer`.
+    pub fn inbox(&self, consumer: &Name) -> Inbox<DB> {
+        Inbox::new(self.clone(), consumer.clone())
+    }
+}

@@ -241,3 +241,10 @@ fn fenced(done: bool, key: &LeaseKey, token: FencingToken) -> Result<(), Error> 
         })
     }
 }
+
+impl<DB: Backend> Store<DB> {
+    /// The lease store.
+    pub fn leases(&self) -> LeaseStore<DB> {
+        LeaseStore::new(self.clone())
+    }
+}

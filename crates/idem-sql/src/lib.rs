@@ -15,6 +15,7 @@ mod inbox;
 mod lease_store;
 pub mod metric_definitions;
 mod outbox;
+mod redact;
 mod retention;
 mod runner;
 mod store;
@@ -35,6 +36,7 @@ pub use outbox::{
     ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
     OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
 };
+pub use redact::redact_url;
 pub use retention::GcReport;
 pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
 #[cfg(feature = "postgres")]

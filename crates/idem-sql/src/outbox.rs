@@ -788,3 +788,11 @@ fn failure(result: Option<(String, i64)>, at: Timestamp) -> Result<OutboxFailure
         }
     })
 }
+
+impl<DB: Backend> Store<DB> {
+    /// The transactional outbox (`idem_outbox`): rows written in the application's
+    /// transaction, published by a relay.
+    pub fn outbox(&self) -> Outbox<DB> {
+        Outbox::new(self.clone())
+    }
+}

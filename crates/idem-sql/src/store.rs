@@ -3,11 +3,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use idem_core::{Clock, Name, SystemClock, Timestamp};
+use idem_core::{Clock, SystemClock, Timestamp};
 use sqlx::{Pool, Transaction};
 
+use crate::Error;
 use crate::backend::Backend;
-use crate::{EffectLedger, Error, Inbox, LeaseStore, VersionGuard};
 
 /// The default pool size of [`Store::connect`].
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
@@ -110,38 +110,6 @@ impl<DB: Backend> Store<DB> {
     /// when no connection could be had.
     pub async fn begin(&self) -> Result<Transaction<'static, DB>, Error> {
         Ok(self.pool.begin_with(DB::BEGIN).await?)
-    }
-
-    /// The inbox of `consumer`.
-    pub fn inbox(&self, consumer: &Name) -> Inbox<DB> {
-        Inbox::new(self.clone(), consumer.clone())
-    }
-
-    /// The version guard of `consumer`.
-    pub fn version_guard(&self, consumer: &Name) -> VersionGuard<DB> {
-        VersionGuard::new(self.clone(), consumer.clone())
-    }
-
-    /// The lease store.
-    pub fn leases(&self) -> LeaseStore<DB> {
-        LeaseStore::new(self.clone())
-    }
-
-    /// The dead letters of broker consumers (`idem_dead_letters`).
-    pub fn dead_letters(&self) -> crate::DeadLetters<DB> {
-        crate::DeadLetters::new(self.clone())
-    }
-
-    /// The transactional outbox (`idem_outbox`): rows written in the application's
-    /// transaction, published by a relay.
-    pub fn outbox(&self) -> crate::Outbox<DB> {
-        crate::Outbox::new(self.clone())
-    }
-
-    /// The effect ledger: record effect intents in the handler's transaction, read and resolve
-    /// them (run them with an [`EffectWorker`](crate::EffectWorker)).
-    pub fn effects(&self) -> EffectLedger<DB> {
-        EffectLedger::new(self.clone())
     }
 
     /// The pool, for the application's own queries.

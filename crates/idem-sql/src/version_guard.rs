@@ -148,3 +148,10 @@ fn stored_version(row: VersionRow) -> Result<Version, Error> {
         secondary: row.secondary,
     })
 }
+
+impl<DB: Backend> Store<DB> {
+    /// The version guard of `consumer`.
+    pub fn version_guard(&self, consumer: &Name) -> VersionGuard<DB> {
+        VersionGuard::new(self.clone(), consumer.clone())
+    }
+}

@@ -33,23 +33,11 @@ use tokio::sync::{mpsc, watch};
 
 use crate::Error;
 use crate::config::Broker;
+use crate::fields::{AMQP_MESSAGE_ID, NATS_MSG_ID};
 use crate::gateway::{Gateway, INBOX_CONSUMER};
 use crate::ingest::batch::{Answer, Incoming, Pending};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::store::GatewayDb;
-
-/// The NATS header that carries a message's id (JetStream's duplicate window is keyed on it):
-/// a NATS source's event id by default.
-pub(crate) const NATS_MSG_ID: &str = "nats-msg-id";
-/// The pseudo-header holding a NATS message's subject: a NATS source's event type by default.
-pub(crate) const NATS_SUBJECT: &str = "nats-subject";
-/// The pseudo-header holding the AMQP `message_id` property: a RabbitMQ source's event id by
-/// default.
-pub(crate) const AMQP_MESSAGE_ID: &str = "amqp-message-id";
-/// The pseudo-header holding the AMQP `type` property.
-pub(crate) const AMQP_TYPE: &str = "amqp-type";
-/// The pseudo-header holding the routing key a RabbitMQ message was published with.
-pub(crate) const AMQP_ROUTING_KEY: &str = "amqp-routing-key";
 
 /// The delay before a message that could not be stored is delivered again: 1 s, doubled per
 /// delivery, at most [`MAX_RETRY_DELAY`].

@@ -10,10 +10,9 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{
-    Intake, Message, NATS_SUBJECT, RECONNECT_DELAY, Verdict, pause, retry_delay, until_stopped,
-};
+use super::{Intake, Message, RECONNECT_DELAY, Verdict, pause, retry_delay, until_stopped};
 use crate::config::NatsSource;
+use crate::fields::NATS_SUBJECT;
 use crate::store::GatewayDb;
 
 /// How long connecting to the server may take at start.
@@ -39,7 +38,7 @@ impl Reader {
     /// reached, the stream does not exist, or the consumer exists with another filter subject
     /// or without explicit acks.
     pub(crate) async fn connect(settings: NatsSource) -> Result<Self, String> {
-        let url = crate::config::redact_url(settings.url.expose());
+        let url = idem_sql::redact_url(settings.url.expose());
         let client = async_nats::ConnectOptions::new()
             .name("idem-gateway")
             .connection_timeout(CONNECT_TIMEOUT)

@@ -15,11 +15,9 @@ use lapin::{Channel, Connection, ConnectionProperties};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{
-    AMQP_MESSAGE_ID, AMQP_ROUTING_KEY, AMQP_TYPE, Intake, Message, RECONNECT_DELAY, Verdict, pause,
-    retry_delay, until_stopped,
-};
+use super::{Intake, Message, RECONNECT_DELAY, Verdict, pause, retry_delay, until_stopped};
 use crate::config::RabbitMqSource;
+use crate::fields::{AMQP_MESSAGE_ID, AMQP_ROUTING_KEY, AMQP_TYPE};
 use crate::store::GatewayDb;
 
 /// How long connecting to the server may take.
@@ -131,7 +129,7 @@ async fn consume(
     settings: &RabbitMqSource,
     tag: &str,
 ) -> Result<(Connection, Channel, lapin::Consumer), String> {
-    let url = crate::config::redact_url(settings.url.expose());
+    let url = idem_sql::redact_url(settings.url.expose());
     let connection = tokio::time::timeout(
         CONNECT_TIMEOUT,
         Connection::connect(settings.url.expose(), ConnectionProperties::default()),

@@ -4,7 +4,12 @@
 use std::time::Duration;
 
 use super::raw::RawSource;
-use super::{ConfigError, Secret, SecretLookup, SourceKind, duration, out_of_range};
+use idem_sql::redact_url as redact;
+
+use super::duration;
+use super::error::{ConfigError, out_of_range};
+use super::kind::SourceKind;
+use super::secret::{Secret, SecretLookup};
 
 /// The NATS server without `url`: the local default port.
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
@@ -99,84 +104,6 @@ impl Broker {
             Self::RabbitMq(rabbit) => format!("queue {}", rabbit.queue),
         }
     }
-}
-
-/// `url` with the user information between `//` and `@` replaced by `***`
-/// (`postgres://app:pw@db/app` becomes `postgres://***@db/app`), and the values of the query
-/// parameters `password` and `sslpassword` too (`?sslmode=require&password=pw` becomes
-/// `?sslmode=require&password=***`): sqlx's PostgreSQL driver takes a password from either place
-/// (`sslpassword` is libpq's key for the client key's passphrase). Parameter names are compared
-/// percent-decoded and ignoring case, so no spelling the driver might read shows its value. For
-/// logs and messages; a text without `://` keeps its user information as it is.
-pub fn redact(url: &str) -> String {
-    // The fragment is no part of the query; the query is what follows the first `?`.
-    let (before_fragment, fragment) = match url.find('#') {
-        Some(hash) => url.split_at(hash),
-        None => (url, ""),
-    };
-    let (base, query) = match before_fragment.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (before_fragment, None),
-    };
-    let mut shown = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-                None => base.to_owned(),
-            }
-        }
-        None => base.to_owned(),
-    };
-    if let Some(query) = query {
-        shown.push('?');
-        let pairs: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((key, _)) if is_password_key(key) => format!("{key}=***"),
-                _ => pair.to_owned(),
-            })
-            .collect();
-        shown.push_str(&pairs.join("&"));
-    }
-    shown.push_str(fragment);
-    shown
-}
-
-/// Whether query parameter name `key` (as written: percent-encoded, `+` for a space) names a
-/// password.
-fn is_password_key(key: &str) -> bool {
-    let decoded = percent_decode(key);
-    decoded.eq_ignore_ascii_case("password") || decoded.eq_ignore_ascii_case("sslpassword")
-}
-
-/// `text` with `%XX` escapes and `+` decoded as in a query string (invalid escapes kept).
-pub(super) fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let hex = |b: u8| {
-        char::from(b)
-            .to_digit(16)
-            .and_then(|d| u8::try_from(d).ok())
-    };
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&byte) = bytes.get(i) {
-        let escaped = match bytes.get(i + 1..i + 3) {
-            Some(&[high, low]) if byte == b'%' => hex(high).zip(hex(low)),
-            _ => None,
-        };
-        match escaped {
-            Some((high, low)) => {
-                out.push(high * 16 + low);
-                i += 3;
-            }
-            None => {
-                out.push(if byte == b'+' { b' ' } else { byte });
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Refuses the keys of `raw` that mean nothing to a source of `kind`: broker keys on a webhook
@@ -411,56 +338,4 @@ pub(super) fn build(
         ack_wait,
         max_in_flight,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credentials_never_show() {
-        assert_eq!(
-            redact("amqp://guest:secret@127.0.0.1:5672/%2f"),
-            "amqp://***@127.0.0.1:5672/%2f"
-        );
-        assert_eq!(redact("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
-        assert_eq!(redact("nats://tok@host"), "nats://***@host");
-        assert_eq!(redact("no scheme"), "no scheme");
-    }
-
-    /// sqlx's PostgreSQL driver reads `password` (and `sslpassword`) from the query string, so
-    /// their values are hidden as the user information's password is; other parameters, the
-    /// host and the database stay readable.
-    #[test]
-    fn query_string_passwords_never_show() {
-        assert_eq!(
-            redact("postgres://postgres@127.0.0.1:5999/x?password=s3cret"),
-            "postgres://***@127.0.0.1:5999/x?password=***"
-        );
-        assert_eq!(
-            redact("postgres://app:pw@db/app?sslmode=require&sslpassword=k3y&password=s3cret"),
-            "postgres://***@db/app?sslmode=require&sslpassword=***&password=***"
-        );
-        // Spellings a URL parser decodes to `password`, a query without a path, a fragment.
-        assert_eq!(
-            redact("postgres://db?%70assword=s3cret&PASSWORD=s3cret&dbname=x#top"),
-            "postgres://db?%70assword=***&PASSWORD=***&dbname=x#top"
-        );
-        // No `://` (`postgres:x?…` is a URL too), an `@` in a value, a name that only ends in
-        // "password".
-        assert_eq!(
-            redact("postgres:x?password=a@b&oldpassword=kept"),
-            "postgres:x?password=***&oldpassword=kept"
-        );
-        assert_eq!(
-            redact("postgres://db/x?password"),
-            "postgres://db/x?password"
-        );
-    }
-
-    #[test]
-    fn percent_decoding_keeps_invalid_escapes() {
-        assert_eq!(percent_decode("%70ass+word%"), "pass word%");
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
-    }
 }

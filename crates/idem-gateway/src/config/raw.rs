@@ -21,7 +21,7 @@ pub(crate) struct RawConfig {
     #[serde(default, rename = "route")]
     pub routes: Vec<RawRoute>,
     #[serde(default, rename = "relay")]
-    pub relays: Vec<super::relay::RawRelay>,
+    pub relays: Vec<RawRelay>,
 }
 
 /// `[[source]]`.
@@ -86,4 +86,21 @@ pub(crate) struct RawRoute {
     #[serde(default)]
     pub event_types: Vec<String>,
     pub ordering: Option<String>,
+}
+
+/// `[[relay]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRelay {
+    pub name: String,
+    pub database_url: Option<String>,
+    pub database_url_env: Option<String>,
+    pub target: String,
+    pub url: Option<String>,
+    pub url_env: Option<String>,
+    pub batch_size: Option<u32>,
+    pub poll_interval: Option<String>,
+    pub claim_ttl: Option<String>,
+    pub max_attempts: Option<u32>,
+    pub timeout: Option<String>,
 }

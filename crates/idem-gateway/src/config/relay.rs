@@ -7,12 +7,17 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use idem_core::Name;
-use serde::Deserialize;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 
-use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, percent_decode, redact};
-use super::{ConfigError, Secret, SecretLookup, duration, name, out_of_range};
+use idem_sql::redact_url as redact;
+
+use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL};
+use super::defaults::MIN_TIMEOUT;
+use super::duration;
+use super::error::{ConfigError, name, out_of_range};
+use super::raw::RawRelay;
+use super::secret::{Secret, SecretLookup};
 
 /// Rows a relay claims and publishes per cycle, without `batch_size`.
 pub const DEFAULT_RELAY_BATCH_SIZE: u32 = 100;
@@ -37,23 +42,6 @@ pub const DEFAULT_RELAY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest `timeout`: `claim_ttl` must exceed it and is at most [`MAX_RELAY_CLAIM_TTL`],
 /// so this leaves room for one.
 pub(crate) const MAX_RELAY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-
-/// `[[relay]]` as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawRelay {
-    pub name: String,
-    pub database_url: Option<String>,
-    pub database_url_env: Option<String>,
-    pub target: String,
-    pub url: Option<String>,
-    pub url_env: Option<String>,
-    pub batch_size: Option<u32>,
-    pub poll_interval: Option<String>,
-    pub claim_ttl: Option<String>,
-    pub max_attempts: Option<u32>,
-    pub timeout: Option<String>,
-}
 
 /// Where a relay publishes.
 #[derive(Debug, Clone)]
@@ -223,8 +211,10 @@ fn identity_parameters(url: &str) -> String {
     let kept: Vec<&str> = query
         .split('&')
         .filter(|pair| {
-            let key = pair.split('=').next().unwrap_or_default();
-            KEPT.contains(&percent_decode(key).as_str())
+            // The name as a URL parser decodes it (`%XX`, `+`).
+            form_urlencoded::parse(pair.as_bytes())
+                .next()
+                .is_some_and(|(key, _)| KEPT.contains(&key.as_ref()))
         })
         .collect();
     if kept.is_empty() {
@@ -325,7 +315,7 @@ pub(super) fn build(
             let timeout = match &raw.timeout {
                 Some(text) => {
                     let d = duration::parse(&field_name("timeout"), text)?;
-                    if !(super::MIN_TIMEOUT..=MAX_RELAY_TIMEOUT).contains(&d) {
+                    if !(MIN_TIMEOUT..=MAX_RELAY_TIMEOUT).contains(&d) {
                         return Err(out_of_range(
                             &field_name("timeout"),
                             text,

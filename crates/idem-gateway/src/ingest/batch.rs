@@ -9,8 +9,8 @@ use idem_core::{Advance, DedupKey};
 use idem_sql::{Claim, ErrorKind};
 use tokio::sync::{mpsc, oneshot};
 
-use super::extract::Extracted;
 use crate::config::Ordering;
+use crate::fields::Extracted;
 use crate::gateway::Gateway;
 use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_BATCH_SIZE};
 use crate::store::{GatewayDb, NewDelivery, NewEvent};

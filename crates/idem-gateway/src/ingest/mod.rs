@@ -2,7 +2,6 @@
 //! dedup key and store it durably, then answer (DESIGN.md C2, C3, C10, C11).
 
 pub(crate) mod batch;
-pub(crate) mod extract;
 
 use std::time::Instant;
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use idem_core::{ManualClock, Timestamp};
-use idem_gateway::admin::{ReplayRequest, RequestError};
+use idem_gateway::RequestError;
+use idem_gateway::operations::ReplayRequest;
 use idem_gateway::{Config, GatewayDb};
 use idem_http::verify::stripe;
 use idem_sql::Store;
@@ -338,7 +339,7 @@ type BadInput = (
 async fn admin_replay_takes_the_time_forms_of_the_cli() {
     let (_downstream, _dir, gw) = admin_gateway().await;
     let now_ms = crate::support::unix_now() * 1000;
-    let hour_ago = idem_gateway::admin::format_time(now_ms - 3_600_000);
+    let hour_ago = idem_gateway::time::format_time(now_ms - 3_600_000);
     let in_range = [
         r#"{"source": "stripe", "since": "1h", "dry_run": true}"#.to_owned(),
         r#"{"source": "stripe", "since": "1h 30m", "until": "1ms", "dry_run": true}"#.to_owned(),

@@ -378,7 +378,7 @@ fn relays_on_one_database_are_found_however_the_url_is_written() {
             database,
             &format!(
                 "{} (the database of postgres://***@127.0.0.1:5432/db too)",
-                idem_gateway::redact_url(second)
+                idem_sql::redact_url(second)
             )
         );
         assert!(!error.to_string().contains("pw@"), "{error}");

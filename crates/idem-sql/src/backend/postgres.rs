@@ -11,7 +11,7 @@ use sqlx::{Connection, PgConnection, Pool, Postgres};
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
 use super::{bind_version, shared_ops, sql};
 use crate::Error;
-use crate::error::redact;
+use crate::redact::redact_url as redact;
 
 impl Ops for Postgres {
     const BEGIN: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";

@@ -12,7 +12,7 @@ use sqlx::{Pool, QueryBuilder, Sqlite, SqliteConnection};
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
 use super::{bind_version, shared_ops, sql};
 use crate::Error;
-use crate::error::redact;
+use crate::redact::redact_url as redact;
 
 /// How long a statement waits for another connection's write lock before SQLITE_BUSY.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

@@ -175,3 +175,11 @@ impl<DB: Backend> EffectLedger<DB> {
         }
     }
 }
+
+impl<DB: Backend> Store<DB> {
+    /// The effect ledger: record effect intents in the handler's transaction, read and resolve
+    /// them (run them with an [`EffectWorker`](crate::EffectWorker)).
+    pub fn effects(&self) -> EffectLedger<DB> {
+        EffectLedger::new(self.clone())
+    }
+}

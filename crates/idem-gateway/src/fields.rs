@@ -1,9 +1,25 @@
-//! Reading an event's id, type, entity and version from a delivery's headers and raw body.
+//! Reading an event's id, type, entity and version from a delivery's headers and raw body: the
+//! fields a source's configuration sets, which ingest (webhooks) and the broker sources read.
 
 use axum::http::{HeaderMap, HeaderName};
 use idem_core::{Entity, EventId, Name, Version};
 use serde_json::Value;
 use serde_json_path::JsonPath;
+
+// Broker message properties, visible to the fields as headers of these names.
+
+/// The NATS header that carries a message's id (JetStream's duplicate window is keyed on it):
+/// a NATS source's event id by default.
+pub(crate) const NATS_MSG_ID: &str = "nats-msg-id";
+/// The pseudo-header holding a NATS message's subject: a NATS source's event type by default.
+pub(crate) const NATS_SUBJECT: &str = "nats-subject";
+/// The pseudo-header holding the AMQP `message_id` property: a RabbitMQ source's event id by
+/// default.
+pub(crate) const AMQP_MESSAGE_ID: &str = "amqp-message-id";
+/// The pseudo-header holding the AMQP `type` property.
+pub(crate) const AMQP_TYPE: &str = "amqp-type";
+/// The pseudo-header holding the routing key a RabbitMQ message was published with.
+pub(crate) const AMQP_ROUTING_KEY: &str = "amqp-routing-key";
 
 /// Where one value of an event is read from.
 #[derive(Debug, Clone)]

@@ -1,0 +1,145 @@
+//! Building a `[[destination]]` and a `[[route]]`.
+
+use idem_http::verify;
+
+use super::defaults::{
+    DEFAULT_CONCURRENCY, DEFAULT_RETRY_AFTER_CAP, DEFAULT_TIMEOUT, MAX_CONCURRENCY,
+    MAX_RETRY_DELAY, MAX_TIMEOUT, MIN_TIMEOUT, default_retry_schedule,
+};
+use super::duration;
+use super::error::{ConfigError, name, out_of_range};
+use super::model::{Destination, Ordering, Route, Source};
+use super::raw::{RawDestination, RawRoute};
+use super::secret::SecretLookup;
+
+pub(super) fn build(
+    raw: RawDestination,
+    secret: &SecretLookup<'_>,
+) -> Result<Destination, ConfigError> {
+    let dest_name = name("destination", "destination.name", raw.name)?;
+    let field_name = |field: &str| format!("destination {:?} {field}", dest_name.as_str());
+    // TLS is not built in (see the crate docs): refusing https here beats failing every attempt.
+    if !raw.url.starts_with("http://") || reqwest::Url::parse(&raw.url).is_err() {
+        return Err(ConfigError::BadValue {
+            field: field_name("url"),
+            value: raw.url,
+            expected: "an http:// URL (put a TLS-terminating proxy in front of https endpoints)"
+                .into(),
+        });
+    }
+    let timeout = match &raw.timeout {
+        Some(text) => duration::parse(&field_name("timeout"), text)?,
+        None => DEFAULT_TIMEOUT,
+    };
+    // The delivery's lease must outlive an attempt and stay within idem's longest ttl.
+    if !(MIN_TIMEOUT..=MAX_TIMEOUT).contains(&timeout) {
+        return Err(out_of_range(
+            &field_name("timeout"),
+            raw.timeout.as_deref().unwrap_or_default(),
+            "between 100ms and 1h",
+        ));
+    }
+    // Longer delays would overflow the clock or hold an entity for ever (DESIGN.md C11).
+    let retry_delay = |field: &str, text: &str| {
+        let d = duration::parse(&field_name(field), text)?;
+        if d > MAX_RETRY_DELAY {
+            return Err(out_of_range(&field_name(field), text, "at most 7d"));
+        }
+        Ok(d)
+    };
+    let retry_schedule = match &raw.retry_schedule {
+        Some(list) => list
+            .iter()
+            .map(|text| retry_delay("retry_schedule", text))
+            .collect::<Result<_, _>>()?,
+        None => default_retry_schedule(),
+    };
+    let retry_after_cap = match &raw.retry_after_cap {
+        Some(text) => retry_delay("retry_after_cap", text)?,
+        None => DEFAULT_RETRY_AFTER_CAP,
+    };
+    let signing_secret = secret(
+        format!("destination {:?}", dest_name.as_str()),
+        &raw.signing_secret_env,
+    )?;
+    // Fail at start, not at the first delivery, when the secret cannot sign.
+    verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
+        |error| ConfigError::BadValue {
+            field: field_name("signing_secret_env"),
+            value: raw.signing_secret_env.clone(),
+            expected: format!("a variable holding a Standard Webhooks secret: {error}"),
+        },
+    )?;
+    let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+    if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
+        return Err(out_of_range(
+            &field_name("concurrency"),
+            &concurrency.to_string(),
+            "between 1 and 1024",
+        ));
+    }
+    Ok(Destination {
+        name: dest_name,
+        url: raw.url,
+        timeout,
+        retry_schedule,
+        retry_after_cap,
+        signing_secret,
+        concurrency,
+    })
+}
+
+pub(super) fn build_route(
+    raw: RawRoute,
+    sources: &[Source],
+    destinations: &[Destination],
+) -> Result<Route, ConfigError> {
+    let route_name = raw
+        .name
+        .unwrap_or_else(|| format!("{}.{}", raw.source, raw.destination));
+    let route_name = name("route", "route.name", route_name)?;
+    let source = sources
+        .iter()
+        .find(|s| s.name.as_str() == raw.source)
+        .ok_or_else(|| ConfigError::UnknownReference {
+            route: route_name.to_string(),
+            what: "source",
+            name: raw.source.clone(),
+        })?;
+    let destination = destinations
+        .iter()
+        .find(|d| d.name.as_str() == raw.destination)
+        .ok_or_else(|| ConfigError::UnknownReference {
+            route: route_name.to_string(),
+            what: "destination",
+            name: raw.destination.clone(),
+        })?;
+    let ordering = match raw.ordering.as_deref().unwrap_or("drop-stale") {
+        "drop-stale" => Ordering::DropStale,
+        "none" => Ordering::None,
+        other => {
+            return Err(ConfigError::BadValue {
+                field: format!("route {:?} ordering", route_name.as_str()),
+                value: other.into(),
+                expected: "\"drop-stale\" or \"none\"".into(),
+            });
+        }
+    };
+    for pattern in &raw.event_types {
+        let prefix = pattern.strip_suffix('*').unwrap_or(pattern);
+        if pattern.is_empty() || prefix.contains('*') {
+            return Err(ConfigError::BadValue {
+                field: format!("route {:?} event_types", route_name.as_str()),
+                value: pattern.clone(),
+                expected: "an exact event type (\"invoice.paid\") or a prefix with a single trailing * (\"invoice.*\")".into(),
+            });
+        }
+    }
+    Ok(Route {
+        name: route_name,
+        source: source.name.clone(),
+        destination: destination.name.clone(),
+        event_types: raw.event_types,
+        ordering,
+    })
+}

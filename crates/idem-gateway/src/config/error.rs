@@ -1,0 +1,156 @@
+//! Why a configuration cannot start a gateway.
+
+use idem_core::Name;
+use idem_http::verify;
+
+use super::kind::SourceKind;
+
+/// A configuration that cannot start a gateway. Each variant names what is wrong and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read configuration {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has fields of the wrong type or unknown fields.
+    #[error("configuration is not valid: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A duration field is not a duration such as `30d`, `5s` or `250ms`.
+    #[error(
+        "{field} = {value:?} is not a duration; expected for example \"30d\", \"5s\" or \"250ms\""
+    )]
+    BadDuration {
+        /// The field.
+        field: String,
+        /// The value.
+        value: String,
+    },
+    /// A field holds a value outside its allowed set or shape.
+    #[error("{field} = {value:?} is not valid; expected {expected}")]
+    BadValue {
+        /// The field.
+        field: String,
+        /// The value.
+        value: String,
+        /// What is allowed.
+        expected: String,
+    },
+    /// A source's kind is not one the gateway can verify.
+    #[error(
+        "source {source_name:?} has unknown kind {kind:?}; expected stripe, github, shopify, standard-webhooks, generic, nats or rabbitmq"
+    )]
+    UnknownKind {
+        /// The source.
+        source_name: String,
+        /// The kind given.
+        kind: String,
+    },
+    /// A source has a key its kind does not take (a `queue` on a Stripe source, `secrets_env` on
+    /// a NATS source): it would do nothing, so it is refused rather than ignored.
+    #[error("source {source_name:?} (kind {kind}) cannot have `{key}`: {reason}")]
+    MisplacedKey {
+        /// The source.
+        source_name: String,
+        /// Its kind.
+        kind: SourceKind,
+        /// The key.
+        key: &'static str,
+        /// Which kinds take it.
+        reason: &'static str,
+    },
+    /// A secret's environment variable is not set (or empty): the source would have no key.
+    #[error("{owner} needs its secret in environment variable {var}, which is not set")]
+    MissingSecret {
+        /// `source "stripe"`, `destination "app"` or `admin`.
+        owner: String,
+        /// The variable.
+        var: String,
+    },
+    /// A source's secrets do not make a working verifier.
+    #[error("source {source_name:?}: {error}")]
+    Verifier {
+        /// The source.
+        source_name: String,
+        /// What is wrong with the key.
+        error: verify::ConfigError,
+    },
+    /// The retention is shorter than a source's redelivery horizon (DESIGN.md C9).
+    #[error("source {source_name:?} ({kind}): {error}")]
+    RetentionTooShort {
+        /// The source.
+        source_name: String,
+        /// Its kind.
+        kind: SourceKind,
+        /// The error naming both durations in seconds.
+        error: idem_core::Error,
+    },
+    /// Two sources, destinations, routes or relays share a name, or two routes join the same source and
+    /// destination.
+    #[error("{what} {name:?} is configured twice")]
+    Duplicate {
+        /// `source`, `destination`, `route` or `relay`.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// Two relays publish the `idem_outbox` rows of one database to different targets:
+    /// `idem_outbox` has no column saying which relay a row is for, so each relay would claim
+    /// and publish rows meant for the other. Relays sharing a database must have the same
+    /// target (same kind and URL); several such relays are fine (they share the rows).
+    #[error(
+        "relays {first:?} and {second:?} both publish the idem_outbox rows of {database}, to different targets ({first_target} and {second_target}): idem_outbox has no column naming a row's relay, so each would publish the other's rows; give them the same target, or separate databases"
+    )]
+    RelayTargetConflict {
+        /// The relay configured first.
+        first: String,
+        /// Its target: kind and URL, without credentials.
+        first_target: String,
+        /// The relay configured later on the same database.
+        second: String,
+        /// Its target: kind and URL, without credentials.
+        second_target: String,
+        /// The database, without credentials.
+        database: String,
+    },
+    /// A route names a source or destination that is not configured.
+    #[error("route {route:?} names {what} {name:?}, which is not configured")]
+    UnknownReference {
+        /// The route.
+        route: String,
+        /// `source` or `destination`.
+        what: &'static str,
+        /// The missing name.
+        name: String,
+    },
+}
+
+/// A [`ConfigError::BadValue`]: `field` = `value` is not in the allowed range `expected`.
+pub(super) fn out_of_range(field: &str, value: &str, expected: &str) -> ConfigError {
+    ConfigError::BadValue {
+        field: field.into(),
+        value: value.into(),
+        expected: expected.into(),
+    }
+}
+
+/// A [`ConfigError::Duplicate`]: two `what`s named `name`.
+pub(super) fn duplicate(what: &'static str, name: &Name) -> ConfigError {
+    ConfigError::Duplicate {
+        what,
+        name: name.to_string(),
+    }
+}
+
+/// `value` as the name of field `field` (a `what`: source, route, …), or why it cannot be one.
+pub(super) fn name(what: &'static str, field: &str, value: String) -> Result<Name, ConfigError> {
+    Name::new(what, value.clone()).map_err(|e| ConfigError::BadValue {
+        field: field.into(),
+        value,
+        expected: e.to_string(),
+    })
+}

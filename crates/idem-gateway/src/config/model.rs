@@ -1,0 +1,148 @@
+//! The checked configuration: sources, destinations, routes and the gateway's own settings.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::Name;
+use idem_http::verify::Verifier;
+
+use super::broker::Broker;
+use super::kind::SourceKind;
+use super::relay::OutboxRelay;
+use super::secret::Secret;
+use crate::fields::Fields;
+
+/// A configured sender.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The name in `POST /webhooks/{name}` and in every dedup key (`{name}:{event id}`).
+    pub name: Name,
+    /// The sender's scheme.
+    pub kind: SourceKind,
+    pub(crate) intake: Intake,
+    pub(crate) fields: Fields,
+}
+
+/// How a source's events arrive.
+#[derive(Debug, Clone)]
+pub(crate) enum Intake {
+    /// `POST /webhooks/{source}`, checked by this verifier.
+    Webhook(Arc<dyn Verifier>),
+    /// Messages from a broker.
+    Broker(Broker),
+}
+
+impl Source {
+    /// Where a broker source's messages come from; `None` for a webhook source.
+    pub fn broker(&self) -> Option<&Broker> {
+        match &self.intake {
+            Intake::Broker(broker) => Some(broker),
+            Intake::Webhook(_) => None,
+        }
+    }
+}
+
+/// Whether a route drops events older than their entity's newest (C5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ordering {
+    /// Staleness is judged per (route, entity) at ingest; stale events are never sent; one
+    /// delivery per entity in flight, in version order. The default.
+    DropStale,
+    /// Every event is sent (accumulating events, ledgers), in no particular order.
+    None,
+}
+
+impl Ordering {
+    /// The ordering as written in a route's `ordering`: `drop-stale` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DropStale => "drop-stale",
+            Self::None => "none",
+        }
+    }
+}
+
+/// A configured receiving application.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    /// Its name.
+    pub name: Name,
+    /// Where events are POSTed (`http://` only: TLS is not built in).
+    pub url: String,
+    /// How long one attempt may take, connection included (default 10s; 100ms to 1h).
+    pub timeout: Duration,
+    /// The delays between attempts; after the last one fails, the delivery is a dead letter
+    /// (default 5s, 30s, 5m, 30m, 2h, 8h, 24h; each step at most 7 days).
+    pub retry_schedule: Vec<Duration>,
+    /// The longest delay a `Retry-After` header may ask for (default 1h, at most 7 days).
+    pub retry_after_cap: Duration,
+    /// The `whsec_` secret forwarded requests are signed with (Standard Webhooks v1).
+    pub signing_secret: Secret,
+    /// At most this many deliveries in flight at once (default 8; 1 to 1024).
+    pub concurrency: usize,
+}
+
+/// Which events of a source go to a destination.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Its name: the version guard's consumer for `drop-stale` (default `{source}.{destination}`).
+    pub name: Name,
+    /// The source.
+    pub source: Name,
+    /// The destination.
+    pub destination: Name,
+    /// Event type patterns (`invoice.*`, `customer.created`); empty means every event.
+    pub event_types: Vec<String>,
+    /// Staleness handling.
+    pub ordering: Ordering,
+}
+
+impl Route {
+    /// Whether an event of `event_type` goes this way: an exact match, or a prefix match for a
+    /// pattern ending in `*`. An event without a type passes only a route without filter.
+    pub fn matches(&self, event_type: Option<&str>) -> bool {
+        if self.event_types.is_empty() {
+            return true;
+        }
+        let Some(ty) = event_type else { return false };
+        self.event_types
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => ty.starts_with(prefix),
+                None => ty == pattern,
+            })
+    }
+}
+
+/// A checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// `sqlite://path` or `postgres://…`.
+    pub database_url: String,
+    /// How long inbox keys and delivered events are kept.
+    pub retention: Duration,
+    /// How long raw bodies are kept, if shorter than `retention` (personal data).
+    pub body_retention: Option<Duration>,
+    /// The largest body accepted, in bytes (413 beyond; default 1 MiB, at least 1 KiB).
+    pub max_body_bytes: usize,
+    /// Whether concurrent requests share one transaction (on by default; off for comparison).
+    pub group_commit: bool,
+    /// How often dispatchers look for due work when nothing woke them (default 1s, at least
+    /// 10ms).
+    pub poll_interval: Duration,
+    /// The bearer token of `/admin`, read from the environment variable `admin_token_env`
+    /// names; the admin API is off without one.
+    pub admin_token: Option<Secret>,
+    /// The senders.
+    pub sources: Vec<Source>,
+    /// The receiving applications.
+    pub destinations: Vec<Destination>,
+    /// Which events go where.
+    pub routes: Vec<Route>,
+    /// The outbox relays `idem serve` runs.
+    pub relays: Vec<OutboxRelay>,
+}

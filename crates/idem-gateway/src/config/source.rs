@@ -1,0 +1,253 @@
+//! Building a `[[source]]`: its kind's verifier or broker, and where its event id, type, entity
+//! and version are read (each kind's defaults, or the fields the source names).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::HeaderName;
+use idem_core::RetentionPolicy;
+use idem_http::verify::{self, Encoding, Verifier};
+use serde_json_path::JsonPath;
+
+use super::broker;
+use super::error::{ConfigError, name};
+use super::kind::SourceKind;
+use super::model::{Intake, Source};
+use super::raw::{RawField, RawSource};
+use super::secret::{Secret, SecretLookup};
+use crate::fields::{self, EntityType, Field, Fields, VersionKind};
+
+pub(super) fn build(
+    raw: RawSource,
+    retention: Duration,
+    secret: &SecretLookup<'_>,
+) -> Result<Source, ConfigError> {
+    let source_name = name("source", "source.name", raw.name.clone())?;
+    let kind = SourceKind::parse(&raw.kind).ok_or_else(|| ConfigError::UnknownKind {
+        source_name: source_name.to_string(),
+        kind: raw.kind.clone(),
+    })?;
+    // C9: a key deleted before the sender stops redelivering lets the event through twice.
+    RetentionPolicy::new(retention, kind.redelivery_horizon()).map_err(|error| {
+        ConfigError::RetentionTooShort {
+            source_name: source_name.to_string(),
+            kind,
+            error,
+        }
+    })?;
+    let field_name = |field: &str| format!("source {:?} {field}", source_name.as_str());
+    broker::refuse_foreign_keys(&raw, kind, source_name.as_str())?;
+    let mut secrets = Vec::new();
+    for var in &raw.secrets_env {
+        secrets.push(secret(format!("source {:?}", source_name.as_str()), var)?);
+    }
+    let secrets: Vec<&str> = secrets.iter().map(Secret::expose).collect();
+    let verifier_error = |error| ConfigError::Verifier {
+        source_name: source_name.to_string(),
+        error,
+    };
+    let webhook = |verifier: Arc<dyn Verifier>| Intake::Webhook(verifier);
+    let intake = match kind {
+        SourceKind::Stripe => webhook(Arc::new(
+            verify::stripe::StripeVerifier::new(&secrets).map_err(verifier_error)?,
+        )),
+        SourceKind::GitHub => webhook(Arc::new(
+            verify::github::GitHubVerifier::new(&secrets).map_err(verifier_error)?,
+        )),
+        SourceKind::Shopify => webhook(Arc::new(
+            verify::shopify::ShopifyVerifier::new(&secrets).map_err(verifier_error)?,
+        )),
+        SourceKind::StandardWebhooks => webhook(Arc::new(
+            verify::standard_webhooks::StandardWebhooksVerifier::new(&secrets)
+                .map_err(verifier_error)?,
+        )),
+        SourceKind::Nats | SourceKind::RabbitMq => Intake::Broker(broker::build(
+            &raw,
+            kind,
+            source_name.as_str(),
+            secret,
+            &field_name,
+        )?),
+        SourceKind::Generic => {
+            let header = raw
+                .signature_header
+                .as_deref()
+                .ok_or_else(|| ConfigError::BadValue {
+                    field: field_name("signature_header"),
+                    value: String::new(),
+                    expected: "the header that carries the HMAC, such as \"X-Signature\"".into(),
+                })?;
+            let encoding = match raw.signature_encoding.as_deref().unwrap_or("hex") {
+                "hex" => Encoding::Hex,
+                "base64" => Encoding::Base64,
+                other => {
+                    return Err(ConfigError::BadValue {
+                        field: field_name("signature_encoding"),
+                        value: other.into(),
+                        expected: "\"hex\" or \"base64\"".into(),
+                    });
+                }
+            };
+            let verifier =
+                verify::generic_hmac::GenericHmacVerifier::new(header, encoding, &secrets)
+                    .map_err(verifier_error)?;
+            webhook(Arc::new(match raw.signature_prefix.as_deref() {
+                Some(prefix) => verifier.with_prefix(prefix),
+                None => verifier,
+            }))
+        }
+    };
+    let defaults = kind_defaults(kind);
+    let id = match raw.id {
+        Some(f) => field(&field_name("id"), f)?,
+        None => defaults.id.ok_or_else(|| ConfigError::BadValue {
+            field: field_name("id"),
+            value: String::new(),
+            expected:
+                "where the event id is, such as { header = \"X-Event-Id\" } or { json = \"$.id\" }"
+                    .into(),
+        })?,
+    };
+    let event_type = match raw.event_type {
+        Some(f) => Some(field(&field_name("type"), f)?),
+        None => defaults.event_type,
+    };
+    let entity = match raw.entity {
+        Some(f) => {
+            let ty = match raw.entity_type {
+                Some(ty) => name("aggregate type", &field_name("entity_type"), ty)?,
+                None => source_name.clone(),
+            };
+            Some((EntityType::Fixed(ty), field(&field_name("entity"), f)?))
+        }
+        None => defaults.entity,
+    };
+    let version = match raw.version {
+        Some(f) => {
+            let kind = match f.value_type.as_deref().unwrap_or("integer") {
+                "integer" => VersionKind::Sequence,
+                "timestamp" => VersionKind::Timestamp,
+                other => {
+                    return Err(ConfigError::BadValue {
+                        field: field_name("version.type"),
+                        value: other.into(),
+                        expected: "\"integer\" (a dense sequence) or \"timestamp\"".into(),
+                    });
+                }
+            };
+            Some((field(&field_name("version"), f)?, kind))
+        }
+        None => defaults.version,
+    };
+    if version.is_some() && entity.is_none() {
+        return Err(ConfigError::BadValue {
+            field: field_name("entity"),
+            value: String::new(),
+            expected: "an entity where the version's entity is read, such as { json = \"$.order.id\" }: a version is compared per entity, so `version` needs `entity`".into(),
+        });
+    }
+    Ok(Source {
+        name: source_name,
+        kind,
+        intake,
+        fields: Fields {
+            id,
+            event_type,
+            entity,
+            version,
+        },
+    })
+}
+
+/// What each kind reads by default; `id` is `None` only for generic sources.
+struct KindDefaults {
+    id: Option<Field>,
+    event_type: Option<Field>,
+    entity: Option<(EntityType, Field)>,
+    version: Option<(Field, VersionKind)>,
+}
+
+fn kind_defaults(kind: SourceKind) -> KindDefaults {
+    let header = |name: &'static str| Field::Header(HeaderName::from_static(name));
+    let json = |path: &'static str| {
+        Field::Json(
+            JsonPath::parse(path).expect("built-in JSON paths parse"),
+            path.to_owned(),
+        )
+    };
+    let none = KindDefaults {
+        id: None,
+        event_type: None,
+        entity: None,
+        version: None,
+    };
+    match kind {
+        SourceKind::Stripe => KindDefaults {
+            id: Some(json("$.id")),
+            event_type: Some(json("$.type")),
+            entity: Some((
+                EntityType::Read(json("$.data.object.object")),
+                json("$.data.object.id"),
+            )),
+            version: Some((json("$.created"), VersionKind::Timestamp)),
+        },
+        SourceKind::GitHub => KindDefaults {
+            id: Some(header("x-github-delivery")),
+            event_type: Some(header("x-github-event")),
+            ..none
+        },
+        SourceKind::Shopify => KindDefaults {
+            id: Some(Field::FirstOf(vec![
+                header("x-shopify-event-id"),
+                header("x-shopify-webhook-id"),
+            ])),
+            event_type: Some(header("x-shopify-topic")),
+            ..none
+        },
+        SourceKind::StandardWebhooks => KindDefaults {
+            id: Some(header("webhook-id")),
+            event_type: Some(json("$.type")),
+            ..none
+        },
+        SourceKind::Generic => none,
+        // The broker's message id is the event id: JetStream's duplicate window and the
+        // publisher's own retries keep it across every redelivery of one event.
+        SourceKind::Nats => KindDefaults {
+            id: Some(header(fields::NATS_MSG_ID)),
+            event_type: Some(header(fields::NATS_SUBJECT)),
+            ..none
+        },
+        SourceKind::RabbitMq => KindDefaults {
+            id: Some(header(fields::AMQP_MESSAGE_ID)),
+            event_type: Some(Field::FirstOf(vec![
+                header(fields::AMQP_TYPE),
+                header(fields::AMQP_ROUTING_KEY),
+            ])),
+            ..none
+        },
+    }
+}
+
+fn field(name: &str, raw: RawField) -> Result<Field, ConfigError> {
+    match (raw.header, raw.json) {
+        (Some(header), None) => HeaderName::from_bytes(header.as_bytes())
+            .map(Field::Header)
+            .map_err(|_| ConfigError::BadValue {
+                field: name.into(),
+                value: header,
+                expected: "an HTTP header name".into(),
+            }),
+        (None, Some(path)) => JsonPath::parse(&path)
+            .map(|p| Field::Json(p, path.clone()))
+            .map_err(|e| ConfigError::BadValue {
+                field: name.into(),
+                value: path,
+                expected: format!("a JSON path such as \"$.event.id\" ({e})"),
+            }),
+        _ => Err(ConfigError::BadValue {
+            field: name.into(),
+            value: String::new(),
+            expected: "exactly one of header = \"…\" or json = \"$.…\"".into(),
+        }),
+    }
+}

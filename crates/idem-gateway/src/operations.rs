@@ -1,0 +1,396 @@
+//! Operations on stored events, shared by the `idem` command line and the `/admin` HTTP API:
+//! list and show events, list and redrive dead letters, replay a time range, collect old rows.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use idem_core::RetentionPolicy;
+use serde::Serialize;
+
+use crate::Error;
+use crate::config::Ordering;
+use crate::error::RequestError;
+use crate::gateway::Gateway;
+use crate::store::{DeliveryRow, EventRow, GatewayDb};
+
+/// Rows deleted or changed per statement by [`Gateway::gc`], so that ingest is never blocked
+/// for long.
+pub const GC_BATCH: u32 = 500;
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventSummary {
+    /// The source name.
+    pub source: String,
+    /// The event id.
+    pub event_id: String,
+    /// The event type, when the source has one.
+    pub event_type: Option<String>,
+    /// `type:id` of the entity, when read.
+    pub entity: Option<String>,
+    /// The entity's version carried by this event.
+    pub version: Option<i64>,
+    /// When it was accepted, in ms since the epoch.
+    pub received_at: i64,
+    /// Whether the raw body is still kept (body_retention drops it).
+    pub body_kept: bool,
+}
+
+/// One delivery of an event to a destination.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliverySummary {
+    /// The delivery's id (for `dlq redrive --id`).
+    pub id: i64,
+    /// The route it came by.
+    pub route: String,
+    /// The destination.
+    pub destination: String,
+    /// `pending`, `in_flight`, `delivered`, `stale` or `dead`.
+    pub state: String,
+    /// Sent with `Idem-Version-Tie: true`.
+    pub tie: bool,
+    /// Why it is stale: both versions.
+    pub note: Option<String>,
+    /// Attempts made so far.
+    pub attempts: i64,
+    /// When it is next due (pending), in ms since the epoch.
+    pub next_attempt_at: i64,
+    /// When its state last changed, in ms since the epoch.
+    pub updated_at: i64,
+    /// The event's source.
+    pub source: String,
+    /// The event id.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: Option<String>,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptRecord {
+    /// 1, 2, …
+    pub attempt: i64,
+    /// When it started, in ms since the epoch.
+    pub started_at: i64,
+    /// How long it took, in ms.
+    pub duration_ms: i64,
+    /// The HTTP status; `None` for a timeout or refused connection.
+    pub status: Option<i64>,
+    /// `delivered`, `retry` or `dead`.
+    pub outcome: String,
+    /// The start of the response body, or the transport error.
+    pub excerpt: String,
+}
+
+/// An event with every delivery and attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventDetail {
+    /// The event.
+    pub event: EventSummary,
+    /// Its deliveries, each with its attempts.
+    pub deliveries: Vec<(DeliverySummary, Vec<AttemptRecord>)>,
+}
+
+/// What to replay. [`parse_time`](crate::time::parse_time) reads times as the command line and `POST /admin/replay`
+/// take them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayRequest {
+    /// The source whose events are replayed; it must be configured.
+    pub source: String,
+    /// From this time (ms since the epoch), inclusive.
+    pub since: i64,
+    /// Up to this time (ms since the epoch), exclusive; `None` = now. It must be after `since`.
+    pub until: Option<i64>,
+    /// Count only; change nothing.
+    pub dry_run: bool,
+    /// On drop-stale routes, also re-send events older than their entity's highest version.
+    pub force: bool,
+}
+
+/// What a replay did (or, dry, would do).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReplayReport {
+    /// Deliveries of events in the range.
+    pub matched: u64,
+    /// Made due again (new attempts, same Idempotency-Key).
+    pub requeued: u64,
+    /// Skipped: still pending or in flight.
+    pub in_progress: u64,
+    /// Skipped on a drop-stale route: older than the entity's highest version (without force).
+    pub older: u64,
+    /// Skipped: the raw body was dropped by body_retention.
+    pub no_body: u64,
+}
+
+/// What one [`Gateway::gc`] run removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    /// Inbox keys past the retention (idem's table).
+    pub inbox_keys: u64,
+    /// Finished events past the retention, with their deliveries and attempts.
+    pub events: u64,
+    /// Raw bodies past body_retention.
+    pub bodies: u64,
+}
+
+fn event(row: EventRow) -> EventSummary {
+    let (_, source, event_id, event_type, aggregate_type, aggregate_id, version, received_at, body) =
+        row;
+    EventSummary {
+        source,
+        event_id,
+        event_type,
+        entity: aggregate_type
+            .zip(aggregate_id)
+            .map(|(t, i)| format!("{t}:{i}")),
+        version,
+        received_at,
+        body_kept: body,
+    }
+}
+
+fn delivery(row: DeliveryRow) -> DeliverySummary {
+    let (
+        id,
+        route,
+        destination,
+        state,
+        tie,
+        note,
+        attempts,
+        next_attempt_at,
+        updated_at,
+        source,
+        event_id,
+        event_type,
+    ) = row;
+    DeliverySummary {
+        id,
+        route,
+        destination,
+        state,
+        tie,
+        note,
+        attempts,
+        next_attempt_at,
+        updated_at,
+        source,
+        event_id,
+        event_type,
+    }
+}
+
+impl<DB: GatewayDb> Gateway<DB> {
+    /// The newest `limit` events, of `source` or of every source.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub async fn list_events(
+        &self,
+        source: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<EventSummary>, Error> {
+        let mut conn = self.store().pool().acquire().await?;
+        let rows = DB::list_events(&mut conn, source.unwrap_or(""), i64::from(limit)).await?;
+        Ok(rows.into_iter().map(event).collect())
+    }
+
+    /// The event `event_id` of `source` with its deliveries and attempts; `None` when unknown.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub async fn show_event(
+        &self,
+        source: &str,
+        event_id: &str,
+    ) -> Result<Option<EventDetail>, Error> {
+        let mut conn = self.store().pool().acquire().await?;
+        let Some(row) = DB::find_event(&mut conn, source, event_id).await? else {
+            return Ok(None);
+        };
+        let mut deliveries = Vec::new();
+        for row in DB::deliveries_of(&mut conn, row.0).await? {
+            let attempts = DB::attempts_of(&mut conn, row.0)
+                .await?
+                .into_iter()
+                .map(
+                    |(attempt, started_at, duration_ms, status, outcome, excerpt)| AttemptRecord {
+                        attempt,
+                        started_at,
+                        duration_ms,
+                        status,
+                        outcome,
+                        excerpt,
+                    },
+                )
+                .collect();
+            deliveries.push((delivery(row), attempts));
+        }
+        Ok(Some(EventDetail {
+            event: event(row),
+            deliveries,
+        }))
+    }
+
+    /// Dead letters, oldest first, of `destination` or of every destination, at most `limit`.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub async fn dead_letters(
+        &self,
+        destination: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<DeliverySummary>, Error> {
+        let mut conn = self.store().pool().acquire().await?;
+        let rows = DB::dead_letters(&mut conn, destination.unwrap_or(""), i64::from(limit)).await?;
+        Ok(rows.into_iter().map(delivery).collect())
+    }
+
+    /// Makes dead letters due again with a fresh retry schedule: the dead letter `delivery`, or
+    /// every dead letter of `destination` (or of all destinations). Attempts keep their numbers
+    /// and the Idempotency-Key stays the same. Returns how many were redriven.
+    ///
+    /// # Errors
+    /// [`Error::Request`] ([`RequestError::UnknownDestination`]) when `destination` is not
+    /// configured; [`Error::Store`].
+    pub async fn redrive(
+        &self,
+        destination: Option<&str>,
+        delivery: Option<i64>,
+    ) -> Result<u64, Error> {
+        if let Some(name) = destination {
+            let known = &self.config().destinations;
+            if !known.iter().any(|d| d.name.as_str() == name) {
+                return Err(RequestError::UnknownDestination {
+                    name: name.to_owned(),
+                    known: known.iter().map(|d| d.name.as_str().to_owned()).collect(),
+                }
+                .into());
+            }
+        }
+        let mut conn = self.store().pool().acquire().await?;
+        let now = self.now().as_millis();
+        let n = DB::redrive(
+            &mut conn,
+            destination.unwrap_or(""),
+            delivery.unwrap_or(0),
+            now,
+        )
+        .await?;
+        self.wake_all();
+        Ok(n)
+    }
+
+    /// Replays the deliveries of `request.source`'s events received in the range: each finished
+    /// delivery (delivered, stale, dead) becomes due again, a new attempt of the same event.
+    /// On a drop-stale route, an event older than its entity's highest version is skipped
+    /// unless `force`. `progress(done, total)` is called after each delivery.
+    ///
+    /// # Errors
+    /// [`Error::Request`] when the source is not configured
+    /// ([`RequestError::UnknownSource`]) or `since` is not before `until`
+    /// ([`RequestError::EmptyRange`]), before anything is changed; [`Error::Store`]: the
+    /// deliveries requeued before the error stay requeued.
+    pub async fn replay(
+        &self,
+        request: &ReplayRequest,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<ReplayReport, Error> {
+        let sources = &self.config().sources;
+        if !sources.iter().any(|s| s.name.as_str() == request.source) {
+            return Err(RequestError::UnknownSource {
+                name: request.source.clone(),
+                known: sources.iter().map(|s| s.name.as_str().to_owned()).collect(),
+            }
+            .into());
+        }
+        let now = self.now().as_millis();
+        // Without `until`, the range ends now, inclusive.
+        let until = request.until.unwrap_or(now + 1);
+        if request.since >= until {
+            return Err(RequestError::EmptyRange {
+                since: request.since,
+                until: request.until.unwrap_or(now),
+            }
+            .into());
+        }
+        let mut conn = self.store().pool().acquire().await?;
+        let rows = DB::replay_candidates(&mut conn, &request.source, request.since, until).await?;
+        let mut report = ReplayReport {
+            matched: rows.len() as u64,
+            ..ReplayReport::default()
+        };
+        for (done, (id, route, state, version, body_kept, highest)) in rows.into_iter().enumerate()
+        {
+            let drop_stale = self
+                .config()
+                .routes
+                .iter()
+                .any(|r| r.name.as_str() == route && r.ordering == Ordering::DropStale);
+            if matches!(state.as_str(), "pending" | "in_flight") {
+                report.in_progress += 1;
+            } else if !body_kept {
+                report.no_body += 1;
+            } else if drop_stale
+                && !request.force
+                && (state == "stale" || version.zip(highest).is_some_and(|(v, h)| v < h))
+            {
+                report.older += 1;
+            } else if request.dry_run || DB::requeue(&mut conn, id, self.now().as_millis()).await? {
+                report.requeued += 1;
+            }
+            progress(done as u64 + 1, report.matched);
+        }
+        if !request.dry_run {
+            self.wake_all();
+        }
+        Ok(report)
+    }
+
+    /// Deletes what the retention no longer needs, in small batches (C9): inbox keys and
+    /// finished events older than `retention` (never an event still to be sent or a dead
+    /// letter, never version-guard rows), and raw bodies older than `body_retention`.
+    ///
+    /// # Errors
+    /// [`Error::Store`]; batches before the error stay done.
+    pub async fn gc(&self) -> Result<GcReport, Error> {
+        let config = self.config();
+        let batch = NonZeroU32::new(GC_BATCH).unwrap_or(NonZeroU32::MIN);
+        // Checked against every source's horizon when the configuration was loaded.
+        let policy = RetentionPolicy::new(config.retention, Duration::ZERO)
+            .map_err(idem_sql::Error::from)?;
+        let inbox = self.store().gc(&policy, batch).await?;
+        let mut report = GcReport {
+            inbox_keys: inbox.inbox,
+            ..GcReport::default()
+        };
+        let cutoff = self.now().saturating_sub(config.retention).as_millis();
+        loop {
+            let mut tx = self.store().begin().await?;
+            let n = DB::collect_events(&mut tx, cutoff, i64::from(GC_BATCH)).await?;
+            tx.commit().await.map_err(idem_sql::Error::from)?;
+            report.events += n;
+            if n < u64::from(GC_BATCH) {
+                break;
+            }
+        }
+        if let Some(keep) = config.body_retention {
+            let cutoff = self.now().saturating_sub(keep).as_millis();
+            loop {
+                let mut conn = self.store().pool().acquire().await?;
+                let n = DB::drop_bodies(&mut conn, cutoff, i64::from(GC_BATCH)).await?;
+                report.bodies += n;
+                if n < u64::from(GC_BATCH) {
+                    break;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    fn wake_all(&self) {
+        for index in 0..self.config().destinations.len() {
+            self.wake(index);
+        }
+    }
+}
