@@ -16,7 +16,7 @@
 //! | gap rejected / parked | `Retry` | NAK with delay | copy to retry queue, ack |
 //! | message cannot be decoded | `DeadLettered` | dead-letter row, TERM | dead-letter row, ack |
 //!
-//! The acknowledgement is sent only after the transaction committed (DESIGN.md C2); a duplicate
+//! The acknowledgement is sent only after the transaction committed (docs/design.md C2); a duplicate
 //! is a success and is acknowledged (C3). Errors of the database itself (conflicts, a database
 //! that cannot be reached) are retried without limit and never dead-lettered: the event is not at
 //! fault, and the dead-letter row could not be written either.
@@ -192,7 +192,7 @@ pub enum DecodeError {
     Payload(#[source] idem_sql::BoxError),
 }
 
-/// The default decoder: the event is keyed `(source, message id)` (DESIGN.md §1: a broker message
+/// The default decoder: the event is keyed `(source, message id)` (docs/design.md §1: a broker message
 /// id is an event id), with no entity. The relays of this crate publish with the outbox row's
 /// stable message id, so every republish of one row has one key.
 ///

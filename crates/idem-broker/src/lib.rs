@@ -8,7 +8,7 @@
 //! `(source, broker message id)`: JetStream `Nats-Msg-Id`, AMQP `message_id`) and runs it through
 //! an [`idem_sql::Runner`]: the claim, the version guard, the handler's writes, its effect intents
 //! ([`idem_sql::EffectLedger::enqueue`]) and outbox rows ([`idem_sql::Outbox::enqueue`]) commit in
-//! one transaction (DESIGN.md C2), and only then is the message acknowledged.
+//! one transaction (docs/design.md C2), and only then is the message acknowledged.
 //! [`JetStreamConsumer`] (pull consumer, explicit acks, in-progress acks while the handler runs)
 //! and [`RabbitMqConsumer`] (quorum queue, retry queues declared by [`RetryTopology`]) settle
 //! each delivery by its [`Disposition`]:

@@ -44,7 +44,7 @@ pub enum PublishOutcome {
     },
 }
 
-/// Publishes batches of outbox rows, each with its row's stable message id (DESIGN.md C7):
+/// Publishes batches of outbox rows, each with its row's stable message id (docs/design.md C7):
 /// NATS `Nats-Msg-Id`, AMQP `message_id`, HTTP `Idempotency-Key`.
 ///
 /// Implemented by [`JetStreamPublisher`](crate::JetStreamPublisher),

@@ -1,5 +1,5 @@
 //! The outbox relay: claims due outbox rows, publishes them with their stable message ids, and
-//! records what the destination confirmed (DESIGN.md C7).
+//! records what the destination confirmed (docs/design.md C7).
 
 use std::future::Future;
 use std::time::Duration;

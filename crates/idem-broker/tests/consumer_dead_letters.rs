@@ -1,6 +1,6 @@
 //! The dead-letter table behind the consumers (`Store::dead_letters`) on both stores: one row per
 //! (consumer, dedup key) however often it is recorded, list/get/delete, and retention never
-//! deleting a dead letter (DESIGN.md C9).
+//! deleting a dead letter (docs/design.md C9).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;

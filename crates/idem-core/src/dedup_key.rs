@@ -5,7 +5,7 @@ use std::fmt;
 use crate::id::check_id;
 use crate::{Entity, Error, EventId, Name};
 
-/// The key an event is claimed under in the inbox (DESIGN.md §1).
+/// The key an event is claimed under in the inbox (docs/design.md §1).
 ///
 /// A dedup key is built only from the event: every constructor takes parts of the event and
 /// nothing else, so the same event gives the same key at any time, on any host, on any attempt.

@@ -1,4 +1,4 @@
-//! Effect keys: the idempotency key of one external effect (DESIGN.md C6).
+//! Effect keys: the idempotency key of one external effect (docs/design.md C6).
 
 use std::fmt;
 
@@ -13,7 +13,7 @@ use crate::{DedupKey, Error, Name};
 pub const MAX_EFFECT_KEY_BYTES: usize = 255;
 
 /// The key of one external effect (a charge, an email, an API call): the primary key of the
-/// effect ledger and the idempotency key sent to the provider on every attempt (DESIGN.md §1, C6).
+/// effect ledger and the idempotency key sent to the provider on every attempt (docs/design.md §1, C6).
 ///
 /// An effect key is stable across retries, replays, instances and code paths: it is built only
 /// from what identifies the effect, never from the clock, the host, the attempt or a random value.

@@ -51,7 +51,7 @@ pub enum Error {
         max: Duration,
     },
     /// A retention period shorter than the sender's redelivery horizon: a redelivered event
-    /// would find its key deleted and run a second time (DESIGN.md C9).
+    /// would find its key deleted and run a second time (docs/design.md C9).
     #[error(
         "retention of {} is shorter than the redelivery horizon of {}; keep keys at least as long as the sender may redeliver",
         show(*retention), show(*horizon)

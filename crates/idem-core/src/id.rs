@@ -26,7 +26,7 @@ pub(crate) fn check_id(what: &'static str, value: String) -> Result<String, Erro
 
 /// An event id: the id that stays the same across every delivery and replay of one event
 /// (Stripe `evt_…`, GitHub `X-GitHub-Delivery`, Shopify `X-Shopify-Event-Id`, Standard Webhooks
-/// `webhook-id`, a broker message id). See DESIGN.md §1.
+/// `webhook-id`, a broker message id). See docs/design.md §1.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EventId(String);
 

@@ -1,4 +1,4 @@
-//! Retention of inbox keys and the redelivery horizons they must cover (DESIGN.md C9).
+//! Retention of inbox keys and the redelivery horizons they must cover (docs/design.md C9).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Versions of an entity and the rule that compares them (DESIGN.md C5).
+//! Versions of an entity and the rule that compares them (docs/design.md C5).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -79,7 +79,7 @@ impl fmt::Display for Version {
     }
 }
 
-/// What the version guard decided for an event of an entity (DESIGN.md C5).
+/// What the version guard decided for an event of an entity (docs/design.md C5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advance {
     /// Newer than the stored version (or the first for the entity): applied.
@@ -115,7 +115,7 @@ impl Advance {
     }
 }
 
-/// What to do with an event that leaves a gap in a dense sequence (DESIGN.md C5).
+/// What to do with an event that leaves a gap in a dense sequence (docs/design.md C5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GapPolicy {
     /// Apply it and report the gap (counter, gap size, [`Advance::Gap`]). The default.

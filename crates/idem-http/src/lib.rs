@@ -1,5 +1,5 @@
 //! idem over HTTP: checking that a webhook delivery really comes from its sender, before
-//! anything is stored (DESIGN.md C10).
+//! anything is stored (docs/design.md C10).
 //!
 //! Each sender signs its deliveries its own way. This crate has one [`Verifier`] per scheme,
 //! built once per source from its secrets, and called on every delivery with the request's

@@ -23,7 +23,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// | 400 | `idempotency-key-missing` | a method that requires a key came without one (or a blank one) | draft §2.7 |
 /// | 400 | `idempotency-key-invalid` | the header is repeated, holds a control or non-ASCII byte, or is a malformed sf-string | RFC 8941 §3.3.3 |
 /// | 400 | `idempotency-key-too-long` | the key is longer than [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) | |
-/// | 401 | `principal-missing` | a keyed request has no principal (the scope function returned `None`) | DESIGN.md C8 |
+/// | 401 | `principal-missing` | a keyed request has no principal (the scope function returned `None`) | docs/design.md C8 |
 /// | 413 | `body-too-large` | the body exceeds [`max_body_bytes`](crate::IdempotencyLayer::max_body_bytes) | |
 /// | 400 | `body-unreadable` | the body could not be read (the client went away, bad framing) | |
 /// | 400 | `body-not-json` | [`BodyMode::CanonicalJson`](crate::BodyMode) and the body is not JSON | RFC 8785 |
@@ -31,7 +31,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// | 409 | `idempotency-key-in-use` | the first request with this key is still running (in transactional mode on SQLite the request waits instead; on PostgreSQL its uncommitted claim cannot be compared, so a request with another route or body gets this 409 too, not 422); with `Retry-After` | draft §2.7 |
 /// | 422 | `idempotency-key-reused` | the key was used for another request (method, path, query or body) | draft §2.7, Stripe |
 /// | 409 | `idempotency-lease-lost` | transactional mode: the commit was refused by the claim's fencing token (it was taken over); nothing was committed; with `Retry-After`. The SQL stores claim inside the transaction, where no one can take the claim over, so only another [`TransactionalStore`](crate::TransactionalStore) answers this | |
-/// | 503 | `idempotency-store-unavailable` | the store failed (on SQLite in transactional mode, also: the write lock stayed taken past [`SQLITE_WRITE_WAIT`](crate::store::sql::SQLITE_WRITE_WAIT) or the busy timeout); the handler did not run, or its transaction was rolled back; with `Retry-After` | DESIGN.md C4 |
+/// | 503 | `idempotency-store-unavailable` | the store failed (on SQLite in transactional mode, also: the write lock stayed taken past [`SQLITE_WRITE_WAIT`](crate::store::sql::SQLITE_WRITE_WAIT) or the busy timeout); the handler did not run, or its transaction was rolled back; with `Retry-After` | docs/design.md C4 |
 /// | 500 | `idempotency-record-unreadable` | the stored response cannot be decoded | |
 /// | 500 | `handler-panicked` | the handler panicked; the claim was released | |
 /// | 500 | `response-body-failed` | the handler's response body failed while being read; the claim was released | |

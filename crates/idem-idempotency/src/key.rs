@@ -72,7 +72,7 @@ impl IdempotencyKey {
     /// gateway send it). Surrounding spaces and tabs are ignored.
     ///
     /// Returns `Ok(None)` when the header is absent, empty, blank, or a quoted empty or blank
-    /// string (`""`, `"   "`): a blank key is a missing key (DESIGN.md C8).
+    /// string (`""`, `"   "`): a blank key is a missing key (docs/design.md C8).
     ///
     /// # Errors
     /// [`KeyError`]: the header is repeated, holds a control or non-ASCII byte, is a malformed
@@ -175,7 +175,7 @@ fn unquote(input: &[u8]) -> Result<String, KeyError> {
 }
 
 /// Who a key belongs to: the authenticated user, API key or tenant. Keys are scoped by
-/// principal (DESIGN.md C8): two principals sending the same key never see each other's records.
+/// principal (docs/design.md C8): two principals sending the same key never see each other's records.
 ///
 /// The application's authentication layer inserts it as a request extension, where the layer's
 /// default scope function finds it (see

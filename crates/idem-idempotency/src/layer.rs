@@ -130,7 +130,7 @@ impl IdempotencyLayer {
 
     /// How the principal of a request is found: `f` gets the request's head and returns its
     /// [`Principal`], or `None` when it has none. A request with a key and no principal is
-    /// answered 401 `principal-missing`, never put in a shared bucket (DESIGN.md C8). Keyless
+    /// answered 401 `principal-missing`, never put in a shared bucket (docs/design.md C8). Keyless
     /// requests do not call `f`. The default reads the [`Principal`] request extension, which
     /// the application's authentication layer (placed outside this one) inserts.
     pub fn scope<F>(self, f: F) -> Self
@@ -176,7 +176,7 @@ impl IdempotencyLayer {
 
     /// Whether 4xx responses are stored (default `true`: they are deterministic, and a retry
     /// should get the same answer), apart from the [transient ones](Self::transient_client_errors).
-    /// With `false` every 4xx releases the claim. 5xx responses are never stored (DESIGN.md C8).
+    /// With `false` every 4xx releases the claim. 5xx responses are never stored (docs/design.md C8).
     pub fn store_client_errors(self, store: bool) -> Self {
         self.edit(|c| c.store_client_errors = store)
     }

@@ -83,19 +83,19 @@
 //! | request | answer | source |
 //! |---|---|---|
 //! | a method the layer does not handle (default: all but POST and PATCH) | passed through; the store is not touched | draft §1 |
-//! | no key, or a blank one (`""`, `"   "`), where it is optional | passed through; the store is not touched | DESIGN.md C8 |
+//! | no key, or a blank one (`""`, `"   "`), where it is optional | passed through; the store is not touched | docs/design.md C8 |
 //! | no key where it is [required](IdempotencyLayer::required_for) | 400 `idempotency-key-missing` | draft §2.7 |
 //! | a malformed, repeated or non-ASCII key; one over [`MAX_KEY_BYTES`] | 400 | RFC 8941 §3.3.3 |
-//! | a key and no principal | 401 `principal-missing` | DESIGN.md C8 |
+//! | a key and no principal | 401 `principal-missing` | docs/design.md C8 |
 //! | first request with a key | the handler runs under a claim; its response is stored (status, [chosen headers](IdempotencyLayer::replay_headers), body) with the claim's token checked | draft §2.6 |
 //! | the same key and request again, after it completed | the stored response, with `Idempotent-Replayed: true` | draft §2.6, Stripe |
 //! | the same key and request while the first still runs | 409 `idempotency-key-in-use` with `Retry-After`; in [transactional mode on SQLite](#transactional-mode), the request waits for the first one's commit instead, then gets its replay | draft §2.7 |
 //! | the same key with another method, path, query or body | 422 `idempotency-key-reused`; nothing changed. In [transactional mode on PostgreSQL](#transactional-mode), while the key's first request still runs: 409 `idempotency-key-in-use` instead (its uncommitted claim's fingerprint cannot be read), then 422 once it committed | draft §2.4, §2.7, Stripe |
 //! | in canonical-JSON mode, a body that is not JSON, or JSON but not I-JSON (a repeated member name, an integer outside ±(2^53−1)) | 400 `body-not-json`, `body-not-i-json` ([`BodyMode`]) | RFC 8785, RFC 7493 |
-//! | the handler answers 5xx, fails or panics | the claim is released (in transactional mode: rolled back with the handler's writes), nothing stored; a retry runs again | DESIGN.md C8 |
+//! | the handler answers 5xx, fails or panics | the claim is released (in transactional mode: rolled back with the handler's writes), nothing stored; a retry runs again | docs/design.md C8 |
 //! | the handler answers 408, 409, 425 or 429 | released like a 5xx ([configurable](IdempotencyLayer::transient_client_errors)) | |
 //! | the handler answers another 4xx | stored: it is deterministic ([configurable](IdempotencyLayer::store_client_errors)) | Stripe |
-//! | the process dies while the handler runs | the claim's [lease](IdempotencyLayer::lease) expires; a retry after it runs again, and the dead holder's token can no longer complete. In transactional mode the database rolls the claim back with the transaction (see below) | DESIGN.md C8 |
+//! | the process dies while the handler runs | the claim's [lease](IdempotencyLayer::lease) expires; a retry after it runs again, and the dead holder's token can no longer complete. In transactional mode the database rolls the claim back with the transaction (see below) | docs/design.md C8 |
 //!
 //! Every refusal is an `application/problem+json` body (RFC 9457); [`Rejection`] lists them.
 //!

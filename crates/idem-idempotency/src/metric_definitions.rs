@@ -3,7 +3,7 @@
 /// Counter of requests the layer handled, by `outcome`:
 /// - `executed`: the handler ran and its response was stored (in transactional mode: committed
 ///   with the claim and the handler's writes);
-/// - `replayed`: a stored response was sent again (a duplicate: a success, DESIGN.md C3);
+/// - `replayed`: a stored response was sent again (a duplicate: a success, docs/design.md C3);
 /// - `released`: the handler ran and the claim was released (5xx, transient 4xx, panic, error;
 ///   in transactional mode, rolled back with the handler's writes);
 /// - `in_progress`: 409, the first request with the key is still running (transactional mode

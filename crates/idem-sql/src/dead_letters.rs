@@ -1,7 +1,7 @@
 //! Dead letters: deliveries a broker consumer gave up on after its retry policy's N deliveries,
 //! kept in idem's store with the event's metadata and the error, for inspection and redrive.
 //!
-//! Retention ([`Store::gc`](crate::Store::gc)) never deletes them (DESIGN.md C9); an operator
+//! Retention ([`Store::gc`](crate::Store::gc)) never deletes them (docs/design.md C9); an operator
 //! deletes a row after redriving or discarding its event.
 
 use idem_core::{DedupKey, Entity, Name, Timestamp};

@@ -86,7 +86,7 @@ pub enum Error {
         message_id: crate::MessageId,
     },
     /// An effect key was enqueued again with a different effect name or different request
-    /// bytes: one key names one request (DESIGN.md C6). Nothing was written.
+    /// bytes: one key names one request (docs/design.md C6). Nothing was written.
     #[error(
         "effect {key} was enqueued before with a different {what}; an effect key names one request, so use a new key for a new request"
     )]

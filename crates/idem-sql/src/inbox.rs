@@ -44,7 +44,7 @@ impl<DB: Backend> Inbox<DB> {
     }
 
     /// Claims `key` inside the caller's open transaction with `INSERT … ON CONFLICT DO
-    /// NOTHING`; there is no read before the write (DESIGN.md C1).
+    /// NOTHING`; there is no read before the write (docs/design.md C1).
     ///
     /// Two transactions claiming one key at once: on PostgreSQL the second waits until the first
     /// ends, then returns [`Claim::Duplicate`] if the first committed or [`Claim::Fresh`] if it

@@ -1,4 +1,4 @@
-//! The transactional outbox (DESIGN.md C2, C7, C9): messages written in the same transaction as
+//! The transactional outbox (docs/design.md C2, C7, C9): messages written in the same transaction as
 //! the state change, published later by a relay with each row's stable message id.
 //!
 //! # Order

@@ -30,7 +30,7 @@ impl<DB: Backend> Store<DB> {
     /// Deletes rows older than the policy's retention (cutoff = now − `policy.keep()`), in
     /// batches of `batch_size` rows, each batch its own short transaction so that claims are
     /// never blocked for long. Never deletes version guard rows, live leases or dead letters
-    /// (`idem_dead_letters`: they wait for an operator, DESIGN.md C9).
+    /// (`idem_dead_letters`: they wait for an operator, docs/design.md C9).
     ///
     /// The policy was checked against the sender's redelivery horizon when it was made
     /// ([`RetentionPolicy::new`]), so a key is never deleted while its event may still be

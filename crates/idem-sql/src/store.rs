@@ -102,7 +102,7 @@ impl<DB: Backend> Store<DB> {
     /// Begins a write transaction for claims, version guard updates and the application's own
     /// writes: `BEGIN IMMEDIATE` on SQLite (the write lock is taken at once, so two writers
     /// wait on the busy timeout rather than fail mid-transaction), `BEGIN ISOLATION LEVEL READ
-    /// COMMITTED` on PostgreSQL (DESIGN.md C1). Dropping it without commit rolls back.
+    /// COMMITTED` on PostgreSQL (docs/design.md C1). Dropping it without commit rolls back.
     ///
     /// # Errors
     /// [`Error::Database`]: [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) when SQLite

@@ -18,7 +18,7 @@
 //!
 //! Every copy is signed fresh (a fresh timestamp) with one stable event id per event
 //! ([`deliver::Signer`]). Schedules are deterministic from the seed; reordering modes keep the
-//! events of one entity that share a version in their relative order (DESIGN.md C5). The whole
+//! events of one entity that share a version in their relative order (docs/design.md C5). The whole
 //! run is bounded by a budget.
 //!
 //! [`handlers`] holds four reference handlers (one correct, three with a classic bug) that the

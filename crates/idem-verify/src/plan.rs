@@ -130,7 +130,7 @@ pub fn in_order_of(plan: &[Delivery], events: &[EventRecord]) -> Plan {
 
 /// The schedule of `mode` over `events` (indices `0..events.len()` in file order), from `seed`.
 /// Reordering modes keep the events of one entity that share a version in their relative order
-/// (DESIGN.md C5: no handler can order those without more information).
+/// (docs/design.md C5: no handler can order those without more information).
 pub fn schedule(mode: Mode, events: &[EventRecord], seed: u64) -> Plan {
     schedule_with(mode, events, seed, false)
 }

@@ -53,7 +53,7 @@ pub enum Verdict {
 }
 
 /// A non-2xx answer to a duplicate of an event the in-order run accepted (senders retry on
-/// 4xx and 5xx: DESIGN.md C3 asks for 200).
+/// 4xx and 5xx: docs/design.md C3 asks for 200).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Non2xx {
     /// The event id.

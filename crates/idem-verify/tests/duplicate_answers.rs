@@ -1,5 +1,5 @@
 //! A handler whose state is right but that answers 409 to a redelivery is flagged: senders
-//! retry on 4xx and 5xx (DESIGN.md C3), so a non-2xx answer to a duplicate is a finding.
+//! retry on 4xx and 5xx (docs/design.md C3), so a non-2xx answer to a duplicate is a finding.
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Applies the Stripe events in `testdata/stripe-events` as a sender that delivers at least once
 //! would: every event one to three times, in a shuffled order (events of one object that share a
 //! `created` second keep their relative order: no handler can order those without more
-//! information, DESIGN.md C5). A handler keeps each object's latest status through idem's
+//! information, docs/design.md C5). A handler keeps each object's latest status through idem's
 //! runner; at the end the state must equal `expected_final_state.json`, or the example exits 1.
 //!
 //! ```text

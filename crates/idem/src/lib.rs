@@ -157,7 +157,7 @@
 //! ## Effects and the outbox: work the database cannot roll back
 //!
 //! A charge, an email or an API call cannot join the transaction. Record it as an effect intent
-//! instead, with [`EffectLedger::enqueue`] inside the handler (DESIGN.md C2, C6). Its
+//! instead, with [`EffectLedger::enqueue`] inside the handler (docs/design.md C2, C6). Its
 //! [`EffectKey`] is derived from the consumer, the event's dedup key and the effect's name, or
 //! is a business intent key such as `charge:order:50266` that every code path shares. After the
 //! commit an [`EffectWorker`] calls the provider at least once, always with that key as the

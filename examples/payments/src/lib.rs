@@ -642,8 +642,8 @@ fn stripe_event(body: &Bytes) -> Result<(Event, StripeRow), String> {
 
 /// Applies one Stripe event through idem's runner: the `Stripe-Signature` checked on the raw
 /// body first (a missing, bad or stale one is a 400 naming the problem, and nothing is stored:
-/// DESIGN.md C10), then dedup on the event id and a version guard on the object's `created`; a
-/// duplicate or stale event is a 200 (DESIGN.md C3, C5).
+/// docs/design.md C10), then dedup on the event id and a version guard on the object's `created`; a
+/// duplicate or stale event is a 200 (docs/design.md C3, C5).
 fn stripe_webhook<DB: PaymentsDb>(
     State(app): State<Arc<App<DB>>>,
     headers: HeaderMap,

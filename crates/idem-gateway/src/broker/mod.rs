@@ -1,7 +1,7 @@
 //! Broker sources: messages from a NATS JetStream stream or a RabbitMQ queue go through the
 //! same durable ingest as webhooks (their dedup key `{source}:{message id}` claimed in the
 //! inbox, the event and its deliveries stored in the group-commit transaction), and are
-//! acknowledged to the broker only after that commit (DESIGN.md C2):
+//! acknowledged to the broker only after that commit (docs/design.md C2):
 //!
 //! | outcome | NATS JetStream | RabbitMQ |
 //! |---|---|---|

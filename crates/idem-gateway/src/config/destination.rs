@@ -39,7 +39,7 @@ pub(super) fn build(
             "between 100ms and 1h",
         ));
     }
-    // Longer delays would overflow the clock or hold an entity for ever (DESIGN.md C11).
+    // Longer delays would overflow the clock or hold an entity for ever (docs/design.md C11).
     let retry_delay = |field: &str, text: &str| {
         let d = duration::parse(&field_name(field), text)?;
         if d > MAX_RETRY_DELAY {

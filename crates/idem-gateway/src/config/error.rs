@@ -79,7 +79,7 @@ pub enum ConfigError {
         /// What is wrong with the key.
         error: verify::ConfigError,
     },
-    /// The retention is shorter than a source's redelivery horizon (DESIGN.md C9).
+    /// The retention is shorter than a source's redelivery horizon (docs/design.md C9).
     #[error("source {source_name:?} ({kind}): {error}")]
     RetentionTooShort {
         /// The source.

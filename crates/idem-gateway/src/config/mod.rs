@@ -1,7 +1,7 @@
 //! The gateway's configuration: a TOML file (see the crate documentation for its shape), checked
 //! once at start. Everything that could make a source accept what it should refuse is an error
 //! here, so the gateway fails closed: an unknown kind, a missing secret, a secret of the wrong
-//! shape, a retention shorter than the sender's redelivery horizon (DESIGN.md C9).
+//! shape, a retention shorter than the sender's redelivery horizon (docs/design.md C9).
 
 mod broker;
 mod defaults;

@@ -102,7 +102,7 @@ impl RelayTarget {
 
 /// A configured outbox relay: `idem serve` publishes the `idem_outbox` rows of `database_url`
 /// to `target`, marks them published after the target confirmed, backs off and parks failures
-/// (DESIGN.md C7). Several gateways may run the same relay on one PostgreSQL database: a row is
+/// (docs/design.md C7). Several gateways may run the same relay on one PostgreSQL database: a row is
 /// claimed by one relay at a time.
 #[derive(Debug, Clone)]
 pub struct OutboxRelay {

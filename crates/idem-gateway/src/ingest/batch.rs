@@ -1,6 +1,6 @@
 //! Group commit: many requests, one transaction, one fsync. Each request's dedup key is claimed
 //! in idem's inbox, fresh events are stored with their deliveries, and every request is answered
-//! only after the commit (DESIGN.md C2).
+//! only after the commit (docs/design.md C2).
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! `POST /webhooks/{source}`: verify the signature on the raw bytes, read the event, claim its
-//! dedup key and store it durably, then answer (DESIGN.md C2, C3, C10, C11).
+//! dedup key and store it durably, then answer (docs/design.md C2, C3, C10, C11).
 
 pub(crate) mod batch;
 

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 /// Why a delivery failed its signature check. Every variant means the same to the sender: answer
-/// 400 with this message as the reason and store nothing (DESIGN.md C10).
+/// 400 with this message as the reason and store nothing (docs/design.md C10).
 ///
 /// Returned by [`Verifier::verify`](super::Verifier::verify). Messages name the header, the
 /// problem and what was expected; they never contain a secret or a computed signature.

@@ -1,4 +1,4 @@
-//! Signed timestamps: parsing Unix seconds and checking them against now (DESIGN.md C10).
+//! Signed timestamps: parsing Unix seconds and checking them against now (docs/design.md C10).
 
 use idem_core::Timestamp;
 

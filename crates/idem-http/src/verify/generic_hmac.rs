@@ -1,7 +1,7 @@
 //! Generic HMAC-SHA256 over the raw body, for senders not covered by a named scheme: a
 //! configurable header, hex or base64, and an optional prefix such as `sha256=`.
 //!
-//! Such schemes sign no timestamp, so replay safety rests on the inbox (DESIGN.md C10). Prefer a
+//! Such schemes sign no timestamp, so replay safety rests on the inbox (docs/design.md C10). Prefer a
 //! named scheme when the sender has one: it also checks what the sender signs besides the body.
 
 use std::borrow::Cow;

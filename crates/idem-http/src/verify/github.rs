@@ -3,7 +3,7 @@
 //!
 //! Source: GitHub docs, "Validating webhook deliveries". GitHub signs no timestamp, so a
 //! captured delivery verifies forever; its replay safety rests on the inbox, keyed by the
-//! `X-GitHub-Delivery` id (DESIGN.md C10). The SHA-1 `X-Hub-Signature` header is not checked.
+//! `X-GitHub-Delivery` id (docs/design.md C10). The SHA-1 `X-Hub-Signature` header is not checked.
 
 use http::HeaderMap;
 use idem_core::Timestamp;

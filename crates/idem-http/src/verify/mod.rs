@@ -1,5 +1,5 @@
 //! Webhook signature verification: one [`Verifier`] per sender scheme, checked on the raw body
-//! bytes before anything is stored (DESIGN.md C10), and the matching signers.
+//! bytes before anything is stored (docs/design.md C10), and the matching signers.
 //!
 //! | module | verifier | signer |
 //! |---|---|---|
@@ -33,7 +33,7 @@ pub use encoding::Encoding;
 pub use error::{ConfigError, VerifyError};
 
 /// How far a signed timestamp may be from now, past or future, before the delivery is refused:
-/// 300 s, the tolerance Stripe's and Standard Webhooks' libraries use (DESIGN.md C10).
+/// 300 s, the tolerance Stripe's and Standard Webhooks' libraries use (docs/design.md C10).
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 /// The most signatures one header may list. Senders list one per secret in rotation (two or

@@ -2,7 +2,7 @@
 //! app's client secret.
 //!
 //! Source: Shopify docs, "Verify webhooks". Shopify signs no timestamp, so replay safety rests
-//! on the inbox, keyed by `X-Shopify-Event-Id` (DESIGN.md C10).
+//! on the inbox, keyed by `X-Shopify-Event-Id` (docs/design.md C10).
 
 use http::HeaderMap;
 use idem_core::Timestamp;

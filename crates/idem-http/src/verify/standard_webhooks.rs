@@ -6,7 +6,7 @@
 //! base64-decoded part of a `whsec_` secret) and `v1a,<base64>` (ed25519, checked with `whpk_`
 //! public keys; the sender signs with the matching `whsk_` key). Senders list one signature per
 //! secret during a rotation; any one matching is enough, an empty one never matches. The
-//! timestamp must be within the tolerance of now, past or future (DESIGN.md C10).
+//! timestamp must be within the tolerance of now, past or future (docs/design.md C10).
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //!
 //! Source: Stripe docs, "Verify webhook signatures" (and Stripe's own libraries). Any `v1` may
 //! match (Stripe lists one per secret while a rolled secret is still valid); `v0` and unknown
-//! schemes are ignored; `t` must be within the tolerance of now, past or future (DESIGN.md C10).
+//! schemes are ignored; `t` must be within the tolerance of now, past or future (docs/design.md C10).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Signed timestamps must be within 300 s of now, past or future (DESIGN.md C10); schemes
+//! Signed timestamps must be within 300 s of now, past or future (docs/design.md C10); schemes
 //! without a timestamp ignore `now`.
 
 use std::time::Duration;

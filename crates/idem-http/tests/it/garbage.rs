@@ -1,5 +1,5 @@
 //! No input panics a verifier: binary, oversized, truncated and random headers are errors
-//! (DESIGN.md C11).
+//! (docs/design.md C11).
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use idem_http::verify::{MAX_SIGNATURES, Verifier, VerifyError, standard_webhooks};

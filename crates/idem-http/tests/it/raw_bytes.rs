@@ -1,5 +1,5 @@
 //! Signatures cover the raw bytes: the body as sent verifies, a parsed and re-serialised copy
-//! does not (DESIGN.md C10).
+//! does not (docs/design.md C10).
 
 use idem_http::verify::VerifyError;
 

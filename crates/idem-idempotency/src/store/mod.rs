@@ -27,7 +27,7 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(72 * 3600);
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a key is scoped by: the principal and the key, kept as two separate values by every
-/// store (two principals never see each other's records, DESIGN.md C8).
+/// store (two principals never see each other's records, docs/design.md C8).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Scope {
     principal: Principal,

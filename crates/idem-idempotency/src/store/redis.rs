@@ -137,7 +137,7 @@ impl RedisStore {
 
     /// Keeps records for `policy.keep()` (at least 1 ms): a policy made with
     /// [`RetentionPolicy::new`], which refuses a retention shorter than the time over which your
-    /// clients retry (DESIGN.md C9). Redis deletes them by itself when it elapses.
+    /// clients retry (docs/design.md C9). Redis deletes them by itself when it elapses.
     pub fn retention(self, policy: &RetentionPolicy) -> Self {
         Self {
             retention: policy.keep().max(Duration::from_millis(1)),

@@ -82,7 +82,7 @@ impl<DB: SqlBackend> SqlStore<DB> {
 
     /// Keeps records for `policy.keep()` instead: a policy made with
     /// [`RetentionPolicy::new`], which refuses a retention shorter than the time over which
-    /// your clients retry (DESIGN.md C9).
+    /// your clients retry (docs/design.md C9).
     pub fn retention(self, policy: &RetentionPolicy) -> Self {
         Self {
             retention: policy.keep(),

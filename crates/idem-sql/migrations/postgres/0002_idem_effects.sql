@@ -1,4 +1,4 @@
--- The effect ledger (DESIGN.md C6) on PostgreSQL. Times are milliseconds since the Unix epoch,
+-- The effect ledger (docs/design.md C6) on PostgreSQL. Times are milliseconds since the Unix epoch,
 -- passed in by the application's clock.
 --
 -- One row per effect key (the idempotency key sent to the provider). The intent is written in

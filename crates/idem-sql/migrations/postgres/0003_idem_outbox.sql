@@ -1,4 +1,4 @@
--- The transactional outbox (DESIGN.md C7) on PostgreSQL. Times are milliseconds since the Unix
+-- The transactional outbox (docs/design.md C7) on PostgreSQL. Times are milliseconds since the Unix
 -- epoch from the application's clock.
 --
 -- A row is written by `Outbox::enqueue` in the application's transaction and published by a

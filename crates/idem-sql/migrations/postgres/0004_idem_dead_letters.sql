@@ -1,7 +1,7 @@
 -- Dead letters of broker consumers: deliveries whose handler failed on every one of the retry
 -- policy's N deliveries, kept with the event's metadata for inspection and redrive. Times are
 -- milliseconds since the Unix epoch from the application's clock. Retention never deletes these
--- rows (DESIGN.md C9): an operator deletes a row after redriving or discarding it.
+-- rows (docs/design.md C9): an operator deletes a row after redriving or discarding it.
 CREATE TABLE idem_dead_letters (
     id              BIGSERIAL PRIMARY KEY,
     consumer        TEXT    NOT NULL,

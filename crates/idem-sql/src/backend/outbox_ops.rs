@@ -1,4 +1,4 @@
-//! The outbox's statements (DESIGN.md C7). All but the claim are the same SQL on both databases;
+//! The outbox's statements (docs/design.md C7). All but the claim are the same SQL on both databases;
 //! the claim locks its rows with `FOR UPDATE SKIP LOCKED` on PostgreSQL, where several relays
 //! may claim at once, and relies on SQLite's single writer there.
 

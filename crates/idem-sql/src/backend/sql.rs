@@ -1,7 +1,7 @@
 //! SQL text shared by both backends. Parameters use `$N`, which sqlx binds by number on SQLite
 //! and PostgreSQL alike. Times are milliseconds since the Unix epoch from the store's clock.
 
-/// The claim (DESIGN.md C1): an INSERT that does nothing on conflict. One row affected = fresh.
+/// The claim (docs/design.md C1): an INSERT that does nothing on conflict. One row affected = fresh.
 pub(crate) const CLAIM: &str = "INSERT INTO idem_inbox (consumer, dedup_key, processed_at) \
      VALUES ($1, $2, $3) ON CONFLICT (consumer, dedup_key) DO NOTHING";
 

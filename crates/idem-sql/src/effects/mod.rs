@@ -1,4 +1,4 @@
-//! The effect ledger and its worker (DESIGN.md C6): external effects (a charge, an email, an API
+//! The effect ledger and its worker (docs/design.md C6): external effects (a charge, an email, an API
 //! call) recorded as intents in the handler's transaction, run at least once by a worker with a
 //! stable idempotency key, their outcomes stored.
 //!

@@ -168,7 +168,7 @@ type ApplyHook<DB> = dyn for<'t> Fn(&'t mut Transaction<'static, DB>, &'t Applie
     + Send
     + Sync;
 
-/// Runs pending effects at least once (DESIGN.md C6): claims due ones under a fenced lease, calls
+/// Runs pending effects at least once (docs/design.md C6): claims due ones under a fenced lease, calls
 /// the [`Provider`] with the effect key as the idempotency key, and stores the result.
 ///
 /// A claim takes effects that are pending, or whose result is unknown (status unknown, or

@@ -1,4 +1,4 @@
-//! Crash test (DESIGN.md C1, C2): the `crash-consumer` child applies a delivery stream with 30 %
+//! Crash test (docs/design.md C1, C2): the `crash-consumer` child applies a delivery stream with 30 %
 //! duplicates and is killed with SIGKILL at least 20 times, alternately (a) right after a seeded
 //! number of `committed` lines (mid-flight, possibly between the commit and the ack) and (b)
 //! paused inside the open transaction of a seeded delivery, after its claim and writes. After

@@ -1,4 +1,4 @@
-//! The effect ledger and its worker (DESIGN.md C6, C9), with real local HTTP providers (axum on
+//! The effect ledger and its worker (docs/design.md C6, C9), with real local HTTP providers (axum on
 //! 127.0.0.1:0) that honour `Idempotency-Key` the way Stripe does: the same key returns the first
 //! answer and charges nothing more.
 //!
