@@ -8,6 +8,7 @@ mod effects;
 mod errors;
 mod gaps;
 mod leases;
+mod module_graph;
 mod ordering;
 mod properties;
 mod retention;

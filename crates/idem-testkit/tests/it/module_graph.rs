@@ -47,7 +47,11 @@ fn no_crate_has_an_import_cycle() {
             }
         }
     }
-    assert!(crates >= 9, "only {crates} crates found under {}", root.display());
+    assert!(
+        crates >= 9,
+        "only {crates} crates found under {}",
+        root.display()
+    );
     assert!(
         cycles.is_empty(),
         "import cycles between modules:\n{}",
@@ -90,12 +94,24 @@ fn the_cycles_the_workspace_once_had_are_found() {
     assert_eq!(found, [vec!["config/raw", "ingest", "config/raw"]]);
 
     // Inside a macro call, and between siblings through `super::`.
-    write("config/mod.rs", "mod raw;\nmod relay;\npub struct Config;\n");
-    write("config/raw.rs", "fn f() { tracing::info!(x = ?super::relay::R); }\n");
-    write("config/relay.rs", "pub struct R;\nuse super::raw as _;\nfn g() { let _ = super::raw::f; }\n");
+    write(
+        "config/mod.rs",
+        "mod raw;\nmod relay;\npub struct Config;\n",
+    );
+    write(
+        "config/raw.rs",
+        "fn f() { tracing::info!(x = ?super::relay::R); }\n",
+    );
+    write(
+        "config/relay.rs",
+        "pub struct R;\nuse super::raw as _;\nfn g() { let _ = super::raw::f; }\n",
+    );
     write("ingest/mod.rs", "pub struct Fields;\n");
     let krate = read_crate(dir.path());
-    assert_eq!(cycles_of(&krate), [vec!["config/raw", "config/relay", "config/raw"]]);
+    assert_eq!(
+        cycles_of(&krate),
+        [vec!["config/raw", "config/relay", "config/raw"]]
+    );
 }
 
 fn read_crate(dir: &Path) -> Crate {
@@ -148,11 +164,9 @@ fn read_crate(dir: &Path) -> Crate {
             }
         }
     }
-    krate.files = krate
+    krate
         .files
-        .into_iter()
-        .filter(|(module, _)| module.last().is_none_or(|last| last != "error"))
-        .collect();
+        .retain(|module, _| module.last().is_none_or(|last| last != "error"));
     let edges = parsed
         .into_iter()
         .filter(|(module, _)| krate.files.contains_key(module))
@@ -189,7 +203,10 @@ fn module_of(src: &Path, path: &Path) -> Module {
 /// Whether the attributes hold `#[cfg(test)]`.
 fn is_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
-        a.path().is_ident("cfg") && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == "test")
+        a.path().is_ident("cfg")
+            && a.meta
+                .require_list()
+                .is_ok_and(|l| l.tokens.to_string() == "test")
     })
 }
 
@@ -243,7 +260,11 @@ fn flatten(tree: &syn::UseTree, prefix: Vec<String>, out: &mut Vec<(Vec<String>,
 /// `path` as written in `module`, from the crate root: `crate::a::B` is `a::B`, `super::x` is
 /// the parent's `x`, and a path to a child module declared in `module` is under it. `None` for
 /// paths into other crates.
-fn absolute(module: &Module, path: &[String], files: &BTreeMap<Module, PathBuf>) -> Option<Vec<String>> {
+fn absolute(
+    module: &Module,
+    path: &[String],
+    files: &BTreeMap<Module, PathBuf>,
+) -> Option<Vec<String>> {
     let (first, rest) = path.split_first()?;
     match first.as_str() {
         "crate" => Some(rest.to_vec()),
@@ -281,11 +302,11 @@ fn absolute(module: &Module, path: &[String], files: &BTreeMap<Module, PathBuf>)
 fn resolve(krate: &Crate, path: &[String], depth: usize) -> Option<Module> {
     for n in (0..=path.len()).rev() {
         let prefix = path[..n].to_vec();
-        if !krate.files.contains_key(&prefix) && !(n == 0 || is_error(krate, &prefix)) {
-            continue;
-        }
         if is_error(krate, &prefix) {
             return None;
+        }
+        if !krate.files.contains_key(&prefix) {
+            continue;
         }
         if let Some(name) = path.get(n)
             && depth < 8
@@ -314,7 +335,10 @@ struct Paths(Vec<Vec<String>>);
 impl<'ast> Visit<'ast> for Paths {
     fn visit_path(&mut self, path: &'ast syn::Path) {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        if segments.first().is_some_and(|s| s == "crate" || s == "super") {
+        if segments
+            .first()
+            .is_some_and(|s| s == "crate" || s == "super")
+        {
             self.0.push(segments);
         }
         syn::visit::visit_path(self, path);
@@ -353,8 +377,11 @@ fn macro_paths(tokens: TokenStream, out: &mut Vec<Vec<String>>) {
             TokenTree::Ident(ident) if ident == "crate" || ident == "super" => {
                 let mut path = vec![ident.to_string()];
                 let mut j = i + 1;
-                while let (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)), Some(TokenTree::Ident(next))) =
-                    (tokens.get(j), tokens.get(j + 1), tokens.get(j + 2))
+                while let (
+                    Some(TokenTree::Punct(a)),
+                    Some(TokenTree::Punct(b)),
+                    Some(TokenTree::Ident(next)),
+                ) = (tokens.get(j), tokens.get(j + 1), tokens.get(j + 2))
                 {
                     if a.as_char() != ':' || b.as_char() != ':' {
                         break;
@@ -378,7 +405,13 @@ fn macro_paths(tokens: TokenStream, out: &mut Vec<Vec<String>>) {
 /// `/`, from the group's first module back to it.
 fn cycles_of(krate: &Crate) -> Vec<Vec<String>> {
     let edges = &krate.edges;
-    let name = |m: &Module| if m.is_empty() { "(root)".to_owned() } else { m.join("/") };
+    let name = |m: &Module| {
+        if m.is_empty() {
+            "(root)".to_owned()
+        } else {
+            m.join("/")
+        }
+    };
     let mut cycles = Vec::new();
     for component in strongly_connected(edges) {
         if component.len() < 2 {

@@ -1,5 +1,5 @@
 //! `verify-handlers`: serves the four reference handlers of `idem verify` (see
-//! `idem_verify::handlers`) until Ctrl-C or SIGTERM.
+//! the crate's library) until Ctrl-C or SIGTERM.
 //!
 //! ```text
 //! verify-handlers [--listen 127.0.0.1:4000] [--dir DIR] [--secret whsec_…]
@@ -43,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    let router = idem_verify::handlers::router(&dir, args.secret.as_deref()).await?;
+    let router = verify_handlers::router(&dir, args.secret.as_deref()).await?;
     println!(
         "reference handlers on http://{} (databases in {}): /a (correct), /b (increments), /c (check-then-insert), /d (last write wins)",
         listener.local_addr()?,

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use idem_verify::{Commands, Mode, Options, Signer, Target, VerifyError, events, handlers};
+use idem_verify::{Commands, Mode, Options, Signer, Target, VerifyError, events};
+use verify_handlers as handlers;
 
 const SECRET: &str = "whsec_verify_test_secret";
 

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use idem_verify::{Commands, Mode, Options, Report, Signer, Target, Verdict, events, handlers};
+use idem_verify::{Commands, Mode, Options, Report, Signer, Target, Verdict, events};
+use verify_handlers as handlers;
 
 const SECRET: &str = "whsec_verify_test_secret";
 

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use idem_verify::{Commands, Mode, Options, Report, Signer, Target, Verdict, events, handlers};
+use idem_verify::{Commands, Mode, Options, Report, Signer, Target, Verdict, events};
+use verify_handlers as handlers;
 
 const SECRET: &str = "whsec_verify_test_secret";
 
