@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 /// retries.
 #[derive(Debug, Parser)]
 #[command(name = "idem", version)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The configuration file (TOML). Without it: built-in defaults, SQLite under ./idem-data.
     #[arg(long, short, global = true)]
     pub config: Option<PathBuf>,
@@ -25,7 +25,7 @@ impl Cli {
     /// # Errors
     /// A clap error naming the arguments; `exit()` on it prints it with the usage and exits 2,
     /// as for every other argument error.
-    pub fn check(&self) -> Result<(), clap::Error> {
+    pub(crate) fn check(&self) -> Result<(), clap::Error> {
         if let Command::Effects(LedgerArgs {
             command:
                 EffectsCommand::Resolve {
@@ -50,7 +50,7 @@ impl Cli {
 
     /// The log filter when `RUST_LOG` is not set: quiet for the demo (its table is the output);
     /// sqlx's statement and NOTICE lines only from WARN.
-    pub fn log_filter(&self) -> &'static str {
+    pub(crate) fn log_filter(&self) -> &'static str {
         match self.command {
             Command::Demo => "warn,idem_gateway::dispatch=error",
             Command::Verify(_) => "warn",
@@ -61,7 +61,7 @@ impl Cli {
 
 /// The commands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the gateway until SIGTERM or Ctrl-C, then drain and exit 0.
     Serve,
     /// Run the whole pipeline on the shipped payloads, with no set-up, and check the result
@@ -103,7 +103,7 @@ pub enum Command {
 /// `idem effects|outbox|dead-letters [--database URL] …`: the command, and where idem's own
 /// tables are.
 #[derive(Debug, clap::Args)]
-pub struct LedgerArgs<C: Subcommand> {
+pub(crate) struct LedgerArgs<C: Subcommand> {
     /// The database holding idem's tables (`sqlite://…` or `postgres://…`): usually the
     /// application's. Default: the configuration's database_url. Never created or migrated here.
     #[arg(long, global = true, value_name = "URL")]
@@ -115,7 +115,7 @@ pub struct LedgerArgs<C: Subcommand> {
 
 /// An effect status, as `--status` takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum EffectStatusArg {
+pub(crate) enum EffectStatusArg {
     /// Waiting for its first or next attempt.
     Pending,
     /// A worker is calling the provider.
@@ -134,7 +134,7 @@ pub enum EffectStatusArg {
 
 /// `idem effects …`
 #[derive(Debug, Subcommand)]
-pub enum EffectsCommand {
+pub(crate) enum EffectsCommand {
     /// Effects in one status, least recently changed first; without --status, the parked and
     /// the dead ones (those waiting for an operator).
     List {
@@ -175,7 +175,7 @@ pub enum EffectsCommand {
 
 /// An outbox row status, as `--status` takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutboxStatusArg {
+pub(crate) enum OutboxStatusArg {
     /// Not yet confirmed by the target.
     Pending,
     /// Confirmed and marked.
@@ -186,7 +186,7 @@ pub enum OutboxStatusArg {
 
 /// `idem outbox …`
 #[derive(Debug, Subcommand)]
-pub enum OutboxCommand {
+pub(crate) enum OutboxCommand {
     /// Rows in one status (default parked), oldest first.
     List {
         /// Only rows in this status.
@@ -216,7 +216,7 @@ pub enum OutboxCommand {
 
 /// `idem dead-letters …`
 #[derive(Debug, Subcommand)]
-pub enum DeadLettersCommand {
+pub(crate) enum DeadLettersCommand {
     /// A consumer's dead letters, oldest first.
     List {
         /// The consumer (a versioned name such as billing_v2); default the gateway's,
@@ -241,7 +241,7 @@ pub enum DeadLettersCommand {
 
 /// `idem verify …`
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// The events: JSONL, one delivery per line (the body, or {"body", "headers", "id"}), or a
     /// directory of payload files.
     #[arg(long, required_unless_present = "replay", conflicts_with = "replay")]
@@ -296,7 +296,7 @@ pub struct VerifyArgs {
 
 /// `idem events …`
 #[derive(Debug, Subcommand)]
-pub enum EventsCommand {
+pub(crate) enum EventsCommand {
     /// The newest events.
     List {
         /// Only this source's.
@@ -317,7 +317,7 @@ pub enum EventsCommand {
 
 /// `idem dlq …`
 #[derive(Debug, Subcommand)]
-pub enum DlqCommand {
+pub(crate) enum DlqCommand {
     /// Dead letters, oldest first.
     List {
         /// Only this destination's.
@@ -340,7 +340,7 @@ pub enum DlqCommand {
 
 /// `idem replay …`
 #[derive(Debug, clap::Args)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// The source whose events are sent again.
     #[arg(long)]
     pub source: String,

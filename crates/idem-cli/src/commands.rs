@@ -21,7 +21,7 @@ use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs, VerifyArgs
 use crate::ledgers;
 
 /// Runs one command; the exit code says whether it succeeded.
-pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // idem's own tables, usually in the application's database: with --database the
     // configuration is not read at all (its secrets need not be set).
     let ledger_url = |database: Option<String>| match database {

@@ -190,7 +190,7 @@ fn effect_json(record: &EffectRecord) -> Value {
 }
 
 /// `idem effects …` on the database at `url`.
-pub async fn effects(url: &str, command: EffectsCommand) -> anyhow::Result<ExitCode> {
+pub(crate) async fn effects(url: &str, command: EffectsCommand) -> anyhow::Result<ExitCode> {
     with_db!(open(url, "idem_effects").await?, store => effects_on(&store, command).await)
 }
 
@@ -308,7 +308,7 @@ fn message_id(text: &str) -> anyhow::Result<MessageId> {
 }
 
 /// `idem outbox …` on the database at `url`.
-pub async fn outbox(url: &str, command: OutboxCommand) -> anyhow::Result<ExitCode> {
+pub(crate) async fn outbox(url: &str, command: OutboxCommand) -> anyhow::Result<ExitCode> {
     // A malformed id is the argument's fault, whatever the database: say so first.
     if let OutboxCommand::Show { message_id: id }
     | OutboxCommand::Requeue { message_id: id }
@@ -409,7 +409,10 @@ fn dead_letter_json(letter: &DeadLetter) -> Value {
 }
 
 /// `idem dead-letters …` on the database at `url`.
-pub async fn dead_letters(url: &str, command: DeadLettersCommand) -> anyhow::Result<ExitCode> {
+pub(crate) async fn dead_letters(
+    url: &str,
+    command: DeadLettersCommand,
+) -> anyhow::Result<ExitCode> {
     with_db!(open(url, "idem_dead_letters").await?, store => dead_letters_on(&store, command).await)
 }
 

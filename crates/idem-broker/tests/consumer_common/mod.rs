@@ -15,7 +15,7 @@ use idem_sql::{BoxFuture, Event, Runner, Store};
 use idem_testkit::{AppDb, Value};
 
 /// A name unique to this test run: `{prefix}_{pid}_{nanos}_{counter}`.
-pub fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -29,7 +29,7 @@ pub fn unique(prefix: &str) -> String {
 }
 
 /// A consumer name (`{prefix}_v2`, versioned) unique to this run.
-pub fn consumer_name(prefix: &str) -> Name {
+pub(crate) fn consumer_name(prefix: &str) -> Name {
     Name::new("consumer", format!("{}_v2", unique(prefix))).expect("valid consumer name")
 }
 
@@ -38,7 +38,7 @@ const CREATE_EFFECTS: &str = "CREATE TABLE IF NOT EXISTS consumer_effects (\
 
 /// Creates the application's table of handler side effects (one row per applied event). Tests of
 /// one process share a PostgreSQL database, so a concurrent CREATE may fail once: tried again.
-pub async fn create_effects_table<DB: AppDb>(store: &Store<DB>) {
+pub(crate) async fn create_effects_table<DB: AppDb>(store: &Store<DB>) {
     for attempt in 0..5 {
         let mut conn = store.pool().acquire().await.expect("acquire a connection");
         match DB::execute(&mut conn, CREATE_EFFECTS, vec![]).await {
@@ -54,7 +54,7 @@ pub async fn create_effects_table<DB: AppDb>(store: &Store<DB>) {
 }
 
 /// Writes the handler's side effect for `event`: one row, in the runner's transaction.
-pub async fn write_effect<DB: AppDb>(
+pub(crate) async fn write_effect<DB: AppDb>(
     tx: &mut Transaction<'static, DB>,
     consumer: &str,
     event: &str,
@@ -74,7 +74,7 @@ pub async fn write_effect<DB: AppDb>(
 }
 
 /// The handler most tests use: one side-effect row per applied event, keyed by message id.
-pub fn effect_handler<DB: AppDb>(
+pub(crate) fn effect_handler<DB: AppDb>(
     consumer: Name,
 ) -> impl for<'t> Fn(
     &'t mut Transaction<'static, DB>,
@@ -93,7 +93,7 @@ pub fn effect_handler<DB: AppDb>(
 }
 
 /// How many side-effect rows `consumer` wrote.
-pub async fn effect_rows<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
+pub(crate) async fn effect_rows<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
     idem_testkit::query_i64(
         store,
         "SELECT COUNT(*) FROM consumer_effects WHERE consumer = $1",
@@ -103,7 +103,11 @@ pub async fn effect_rows<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
 }
 
 /// How many side-effect rows `consumer` wrote for `event`.
-pub async fn effect_rows_for<DB: AppDb>(store: &Store<DB>, consumer: &Name, event: &str) -> i64 {
+pub(crate) async fn effect_rows_for<DB: AppDb>(
+    store: &Store<DB>,
+    consumer: &Name,
+    event: &str,
+) -> i64 {
     idem_testkit::query_i64(
         store,
         "SELECT COUNT(*) FROM consumer_effects WHERE consumer = $1 AND event = $2",
@@ -116,7 +120,7 @@ pub async fn effect_rows_for<DB: AppDb>(store: &Store<DB>, consumer: &Name, even
 ///
 /// # Panics
 /// When it does not hold in time, with the counts.
-pub async fn wait_for(
+pub(crate) async fn wait_for(
     stats: &DeliveryStats,
     limit: Duration,
     done: impl Fn(&idem_broker::DeliveryCounts) -> bool,
@@ -137,7 +141,7 @@ pub async fn wait_for(
 
 /// Gives a handler closure stored in a variable its higher-ranked signature (closures get one only
 /// where the expected type says so).
-pub fn handler_fn<DB, F>(f: F) -> F
+pub(crate) fn handler_fn<DB, F>(f: F) -> F
 where
     DB: idem_sql::Backend,
     F: for<'t> Fn(
@@ -154,7 +158,7 @@ where
 
 /// A TCP proxy in front of a broker, so that a test can cut a client's connection at an exact
 /// point (after a commit, before the ack) the way a network failure or a killed pod would.
-pub struct CutProxy {
+pub(crate) struct CutProxy {
     addr: std::net::SocketAddr,
     accept: tokio::task::AbortHandle,
     connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
@@ -162,7 +166,7 @@ pub struct CutProxy {
 
 impl CutProxy {
     /// Listens on 127.0.0.1 (a free port) and forwards each connection to `upstream`.
-    pub async fn start(upstream: &str) -> Self {
+    pub(crate) async fn start(upstream: &str) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the proxy");
@@ -189,20 +193,20 @@ impl CutProxy {
     }
 
     /// `host:port` of the proxy.
-    pub fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         self.addr.to_string()
     }
 
     /// Closes every connection and stops accepting new ones: nothing the client sends from now on
     /// reaches the broker.
-    pub fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.accept.abort();
         self.drop_connections();
     }
 
     /// Closes every connection but goes on accepting new ones: a network drop the client can
     /// recover from by connecting again.
-    pub fn drop_connections(&self) {
+    pub(crate) fn drop_connections(&self) {
         for task in self.connections.lock().unwrap().drain(..) {
             task.abort();
         }
@@ -211,7 +215,7 @@ impl CutProxy {
 
 /// Decodes the tests' order events, `{"id":"e1","order":"o1","seq":1}`: keyed by `id` under
 /// `source`, about the entity `order` at sequence `seq`.
-pub fn order_event(source: &Name, delivery: &Delivery) -> Result<Event, DecodeError> {
+pub(crate) fn order_event(source: &Name, delivery: &Delivery) -> Result<Event, DecodeError> {
     let body: serde_json::Value =
         serde_json::from_slice(&delivery.payload).map_err(|e| DecodeError::Payload(e.into()))?;
     let text = |name: &str| {
@@ -235,7 +239,7 @@ pub fn order_event(source: &Name, delivery: &Delivery) -> Result<Event, DecodeEr
 /// A processor of order events (source `orders`) whose handler always fails event `e1` ("card
 /// declined for order o1"), recording each of its deliveries (count, time) in `seen`, and writes
 /// one effect row for every other event.
-pub fn fails_on_e1<DB: AppDb>(
+pub(crate) fn fails_on_e1<DB: AppDb>(
     store: &Store<DB>,
     consumer: &Name,
     seen: Arc<Mutex<Vec<(u32, Instant)>>>,
@@ -275,7 +279,7 @@ pub fn fails_on_e1<DB: AppDb>(
 
 /// A PostgreSQL handler that writes one effect row per event after a 5 ms pause, recording in
 /// `max_open` the most handlers that were running at once.
-pub fn concurrency_probe(
+pub(crate) fn concurrency_probe(
     consumer: &Name,
     max_open: Arc<std::sync::atomic::AtomicUsize>,
 ) -> impl for<'t> Fn(

@@ -2,14 +2,14 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use idem_testkit::downstream::Downstream;
-pub use idem_testkit::pg_database;
+pub(crate) use idem_testkit::downstream::Downstream;
+pub(crate) use idem_testkit::pg_database;
 
 /// The `idem` executable built for these tests.
-pub const IDEM: &str = env!("CARGO_BIN_EXE_idem");
+pub(crate) const IDEM: &str = env!("CARGO_BIN_EXE_idem");
 
 /// Now, in Unix seconds.
-pub fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("clock after 1970")

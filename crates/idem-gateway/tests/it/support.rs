@@ -15,20 +15,20 @@ use idem_testkit::AppDb;
 use tempfile::TempDir;
 
 /// The Stripe endpoint secret of the test source `stripe`.
-pub const STRIPE_SECRET: &str = "whsec_test_stripe";
+pub(crate) const STRIPE_SECRET: &str = "whsec_test_stripe";
 /// The GitHub secret of the test source `github`.
-pub const GITHUB_SECRET: &str = "gh-secret";
+pub(crate) const GITHUB_SECRET: &str = "gh-secret";
 /// The Standard Webhooks secrets of the test source `sw` (old and new, rotating).
-pub const SW_OLD: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SW_OLD: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// The new Standard Webhooks secret.
-pub const SW_NEW: &str = "whsec_QWxsIHlvdXIgYmFzZSBhcmUgYmVsb25nIHRvIHVz";
+pub(crate) const SW_NEW: &str = "whsec_QWxsIHlvdXIgYmFzZSBhcmUgYmVsb25nIHRvIHVz";
 /// The secret idem signs forwarded requests with.
-pub const APP_SECRET: &str = "whsec_c2VjcmV0LWZvci10aGUtYXBw";
+pub(crate) const APP_SECRET: &str = "whsec_c2VjcmV0LWZvci10aGUtYXBw";
 
 /// The configuration every scenario starts from: sources `stripe`, `github`, `sw` (standard
 /// webhooks, old secret) and `sw-new` (new secret only), destination `app` at `{downstream}`
 /// with a millisecond retry schedule; routes stripe→app (drop-stale), github→app, sw→app.
-pub fn config_text(downstream: SocketAddr, schedule: &str) -> String {
+pub(crate) fn config_text(downstream: SocketAddr, schedule: &str) -> String {
     format!(
         r#"
 listen = "127.0.0.1:0"
@@ -78,7 +78,7 @@ destination = "app"
 }
 
 /// The environment the test configurations read their secrets from.
-pub fn env(var: &str) -> Option<String> {
+pub(crate) fn env(var: &str) -> Option<String> {
     let secrets = HashMap::from([
         ("STRIPE_SECRET", STRIPE_SECRET),
         ("GITHUB_SECRET", GITHUB_SECRET),
@@ -90,11 +90,11 @@ pub fn env(var: &str) -> Option<String> {
     secrets.get(var).map(|s| (*s).to_owned())
 }
 
-pub use idem_testkit::downstream::Downstream;
-pub use idem_testkit::pg_database;
+pub(crate) use idem_testkit::downstream::Downstream;
+pub(crate) use idem_testkit::pg_database;
 
 /// A gateway serving on a free port, and what it runs on.
-pub struct Running<DB: GatewayDb> {
+pub(crate) struct Running<DB: GatewayDb> {
     pub gateway: Gateway<DB>,
     pub server: Server,
     pub url: String,
@@ -103,7 +103,7 @@ pub struct Running<DB: GatewayDb> {
 
 impl<DB: GatewayDb> Running<DB> {
     /// Starts `config` over `store`, migrated.
-    pub async fn start(config: Config, store: Store<DB>) -> Self {
+    pub(crate) async fn start(config: Config, store: Store<DB>) -> Self {
         let gateway = Gateway::new(config, store);
         gateway.migrate().await.expect("migrate");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -120,19 +120,24 @@ impl<DB: GatewayDb> Running<DB> {
     }
 
     /// POSTs `body` to `/webhooks/{source}` with `headers`.
-    pub async fn post(&self, source: &str, headers: &[(&str, String)], body: &[u8]) -> Answer {
+    pub(crate) async fn post(
+        &self,
+        source: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Answer {
         post(&self.client, &self.url, source, headers, body).await
     }
 
     /// POSTs a Stripe event signed now with the test secret.
-    pub async fn post_stripe(&self, body: &[u8]) -> Answer {
+    pub(crate) async fn post_stripe(&self, body: &[u8]) -> Answer {
         let signature = stripe::sign(STRIPE_SECRET, unix_now(), body);
         self.post("stripe", &[("stripe-signature", signature)], body)
             .await
     }
 
     /// POSTs `copies` copies of a Stripe event at once, each on its own task.
-    pub async fn post_stripe_concurrently(&self, body: &[u8], copies: usize) -> Vec<Answer> {
+    pub(crate) async fn post_stripe_concurrently(&self, body: &[u8], copies: usize) -> Vec<Answer> {
         let signature = stripe::sign(STRIPE_SECRET, unix_now(), body);
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..copies {
@@ -144,13 +149,13 @@ impl<DB: GatewayDb> Running<DB> {
     }
 
     /// Waits (up to 10 s) until no delivery is pending or in flight.
-    pub async fn settle(&self) -> Stats {
+    pub(crate) async fn settle(&self) -> Stats {
         settle(&self.gateway).await
     }
 }
 
 /// Waits (up to 10 s) until no delivery of `gateway` is pending or in flight.
-pub async fn settle<DB: GatewayDb>(gateway: &Gateway<DB>) -> Stats {
+pub(crate) async fn settle<DB: GatewayDb>(gateway: &Gateway<DB>) -> Stats {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let stats = gateway.stats().await.expect("stats");
@@ -171,26 +176,26 @@ pub async fn settle<DB: GatewayDb>(gateway: &Gateway<DB>) -> Stats {
 }
 
 /// The single number `sql` (a `SELECT COUNT(*) …`) returns on `gateway`'s database.
-pub async fn count<DB: GatewayDb + AppDb>(gateway: &Gateway<DB>, sql: &'static str) -> i64 {
+pub(crate) async fn count<DB: GatewayDb + AppDb>(gateway: &Gateway<DB>, sql: &'static str) -> i64 {
     idem_testkit::query_i64(gateway.store(), sql, vec![]).await[0]
 }
 
 /// What the gateway answered.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub json: serde_json::Value,
 }
 
 impl Answer {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
 /// POSTs to a gateway at `url`.
-pub async fn post(
+pub(crate) async fn post(
     client: &reqwest::Client,
     url: &str,
     source: &str,
@@ -216,7 +221,7 @@ pub async fn post(
 }
 
 /// Now, in Unix seconds.
-pub fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -224,7 +229,13 @@ pub fn unix_now() -> i64 {
 }
 
 /// A Stripe event body of `type` for `object` `id`, created at `created`.
-pub fn stripe_event(event_id: &str, ty: &str, object: &str, id: &str, created: i64) -> Vec<u8> {
+pub(crate) fn stripe_event(
+    event_id: &str,
+    ty: &str,
+    object: &str,
+    id: &str,
+    created: i64,
+) -> Vec<u8> {
     format!(
         r#"{{"id":"{event_id}","object":"event","type":"{ty}","created":{created},"data":{{"object":{{"id":"{id}","object":"{object}"}}}}}}"#
     )
@@ -232,7 +243,7 @@ pub fn stripe_event(event_id: &str, ty: &str, object: &str, id: &str, created: i
 }
 
 /// A migrated-on-start SQLite store in a fresh temporary directory, with `clock`.
-pub async fn sqlite(clock: Arc<dyn Clock>) -> (Option<TempDir>, SqliteStore) {
+pub(crate) async fn sqlite(clock: Arc<dyn Clock>) -> (Option<TempDir>, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("idem.db").display());
     let store = SqliteStore::connect(&url).await.unwrap().with_clock(clock);
@@ -240,7 +251,7 @@ pub async fn sqlite(clock: Arc<dyn Clock>) -> (Option<TempDir>, SqliteStore) {
 }
 
 /// A store on a fresh PostgreSQL database, with `clock`.
-pub async fn postgres(clock: Arc<dyn Clock>) -> (Option<TempDir>, PgStore) {
+pub(crate) async fn postgres(clock: Arc<dyn Clock>) -> (Option<TempDir>, PgStore) {
     let store = PgStore::connect(&pg_database().await)
         .await
         .unwrap()
@@ -249,7 +260,7 @@ pub async fn postgres(clock: Arc<dyn Clock>) -> (Option<TempDir>, PgStore) {
 }
 
 /// The system clock, shared.
-pub fn system_clock() -> Arc<dyn Clock> {
+pub(crate) fn system_clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
@@ -291,7 +302,7 @@ impl Write for Capture {
 }
 
 /// Installs (once per process) a subscriber that keeps every log line of level INFO and above.
-pub fn capture_logs() {
+pub(crate) fn capture_logs() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         let _ = tracing_subscriber::fmt()
@@ -303,12 +314,12 @@ pub fn capture_logs() {
 }
 
 /// The captured log lines of level ERROR that contain `needle`.
-pub fn error_lines_with(needle: &str) -> Vec<String> {
+pub(crate) fn error_lines_with(needle: &str) -> Vec<String> {
     lines_with("ERROR", needle)
 }
 
 /// The captured log lines of `level` (`ERROR`, `WARN`, `INFO`) that contain `needle`.
-pub fn lines_with(level: &str, needle: &str) -> Vec<String> {
+pub(crate) fn lines_with(level: &str, needle: &str) -> Vec<String> {
     let logs = LOGS.lock().unwrap();
     String::from_utf8_lossy(&logs)
         .lines()

@@ -8,15 +8,15 @@ use idem_http::verify::{
 };
 
 /// The receiver's clock in the scenarios, in Unix seconds.
-pub const NOW_SECS: i64 = 1_700_000_000;
+pub(crate) const NOW_SECS: i64 = 1_700_000_000;
 
 /// [`NOW_SECS`] as the verifiers take it: milliseconds since the epoch.
-pub fn now() -> Timestamp {
+pub(crate) fn now() -> Timestamp {
     Timestamp(NOW_SECS * 1000)
 }
 
 /// A header map holding each `(name, value)` pair, repeated names appended.
-pub fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+pub(crate) fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
     for (name, value) in pairs {
         map.append(
@@ -29,17 +29,19 @@ pub fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
 
 /// A body as a sender may really send it: a `\u00e9` escape, CRLF line endings, the number
 /// `1.50` and a trailing newline. Any parse and re-serialise changes its bytes.
-pub const TRICKY_BODY: &[u8] =
+pub(crate) const TRICKY_BODY: &[u8] =
     b"{\"id\":\"evt_1\",\r\n \"name\":\"caf\\u00e9\",\r\n \"amount\":1.50}\n";
 
 /// The `push` payload from GitHub's examples, byte for byte (pretty-printed, final newline).
-pub const GITHUB_PUSH: &[u8] = include_bytes!("../../../../testdata/github/push/payload.json");
+pub(crate) const GITHUB_PUSH: &[u8] =
+    include_bytes!("../../../../testdata/github/push/payload.json");
 
 /// The `ping` payload from GitHub's examples.
-pub const GITHUB_PING: &[u8] = include_bytes!("../../../../testdata/github/ping/payload.json");
+pub(crate) const GITHUB_PING: &[u8] =
+    include_bytes!("../../../../testdata/github/ping/payload.json");
 
 /// `body` parsed and written back by serde_json, as a handler that verifies too late would.
-pub fn reserialised(body: &[u8]) -> Vec<u8> {
+pub(crate) fn reserialised(body: &[u8]) -> Vec<u8> {
     let value: serde_json::Value = serde_json::from_slice(body).expect("test body is JSON");
     let bytes = serde_json::to_vec(&value).expect("serialise");
     assert_ne!(
@@ -49,21 +51,21 @@ pub fn reserialised(body: &[u8]) -> Vec<u8> {
     bytes
 }
 
-pub const STRIPE_SECRET: &str = "whsec_idem_test_3f9a1c7e5b2d4f60";
-pub const GITHUB_SECRET: &str = "idem-github-secret";
-pub const SHOPIFY_SECRET: &str = "shpss_idem_test_secret";
+pub(crate) const STRIPE_SECRET: &str = "whsec_idem_test_3f9a1c7e5b2d4f60";
+pub(crate) const GITHUB_SECRET: &str = "idem-github-secret";
+pub(crate) const SHOPIFY_SECRET: &str = "shpss_idem_test_secret";
 /// The secret of the Standard Webhooks reference libraries' test vectors.
-pub const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// The ed25519 seed of the Standard Webhooks reference libraries' `v1a` test vector.
-pub const SW_SIGNING_KEY: &str = "whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=";
+pub(crate) const SW_SIGNING_KEY: &str = "whsk_VEVTVFNJR05JTkdLRVlET05PVFVTRVRISVNGT1JBTlk=";
 /// The public key of [`SW_SIGNING_KEY`], computed independently (Python `cryptography`).
-pub const SW_PUBLIC_KEY: &str = "whpk_ZlN4eg7dSSqi0moX9hQUk3orrOouK3QVQSlJa248c/g=";
-pub const MSG_ID: &str = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W";
-pub const GENERIC_HEADER: &str = "X-Signature";
-pub const GENERIC_SECRET: &str = "generic-secret";
+pub(crate) const SW_PUBLIC_KEY: &str = "whpk_ZlN4eg7dSSqi0moX9hQUk3orrOouK3QVQSlJa248c/g=";
+pub(crate) const MSG_ID: &str = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W";
+pub(crate) const GENERIC_HEADER: &str = "X-Signature";
+pub(crate) const GENERIC_SECRET: &str = "generic-secret";
 
 /// One scheme: its verifier, how its sender signs a body at a time, and the headers it reads.
-pub struct Scheme {
+pub(crate) struct Scheme {
     pub name: &'static str,
     pub verifier: Box<dyn Verifier>,
     pub sign: fn(&[u8], i64) -> HeaderMap,
@@ -71,7 +73,7 @@ pub struct Scheme {
 }
 
 /// Every scheme, configured with the secrets above.
-pub fn schemes() -> Vec<Scheme> {
+pub(crate) fn schemes() -> Vec<Scheme> {
     vec![
         Scheme {
             name: "Stripe",
@@ -147,7 +149,7 @@ pub fn schemes() -> Vec<Scheme> {
 }
 
 /// The three Standard Webhooks headers.
-pub fn sw_headers(id: &str, timestamp_secs: i64, signature: &str) -> HeaderMap {
+pub(crate) fn sw_headers(id: &str, timestamp_secs: i64, signature: &str) -> HeaderMap {
     headers(&[
         (standard_webhooks::ID_HEADER, id),
         (

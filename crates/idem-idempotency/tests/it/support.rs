@@ -22,11 +22,11 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::Notify;
 
-pub const REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub(crate) const REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 /// Which store a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Sqlite,
     Postgres,
     Redis,
@@ -34,7 +34,7 @@ pub enum Kind {
 
 /// One test's store, behind a wrapper that counts calls, with a manual clock standing at the
 /// real time.
-pub struct Env {
+pub(crate) struct Env {
     /// Put before every principal, as PostgreSQL's test database is shared by the process.
     pub ns: String,
     pub clock: ManualClock,
@@ -43,7 +43,7 @@ pub struct Env {
 }
 
 impl Env {
-    pub async fn new(kind: Kind) -> Self {
+    pub(crate) async fn new(kind: Kind) -> Self {
         let clock = ManualClock::new(SystemClock.now());
         let shared: Arc<dyn Clock> = Arc::new(clock.clone());
         let (inner, dir): (Arc<dyn IdempotencyStore>, _) = match kind {
@@ -79,24 +79,24 @@ impl Env {
     }
 
     /// The principal `name` of this test.
-    pub fn principal(&self, name: &str) -> Principal {
+    pub(crate) fn principal(&self, name: &str) -> Principal {
         Principal::new(format!("{}/{name}", self.ns)).unwrap()
     }
 
     /// [`by_principal`], within this test's namespace.
-    pub fn scope_fn(&self) -> impl Fn(&Parts) -> Option<Principal> + Send + Sync + 'static {
+    pub(crate) fn scope_fn(&self) -> impl Fn(&Parts) -> Option<Principal> + Send + Sync + 'static {
         let ns = self.ns.clone();
         move |parts| Principal::new(format!("{ns}/{}", by_principal(parts)?)).ok()
     }
 
     /// How many times the store was called (claim, complete, release).
-    pub fn calls(&self) -> usize {
+    pub(crate) fn calls(&self) -> usize {
         self.store.calls.load(Ordering::SeqCst)
     }
 }
 
 /// A key prefix no other test run uses: process id, time and a counter.
-pub fn unique_prefix() -> String {
+pub(crate) fn unique_prefix() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -137,7 +137,7 @@ pub(crate) use all_stores;
 
 /// A store that counts every call before passing it on.
 #[derive(Debug)]
-pub struct Counting {
+pub(crate) struct Counting {
     pub inner: Arc<dyn IdempotencyStore>,
     pub calls: AtomicUsize,
 }
@@ -178,7 +178,7 @@ impl IdempotencyStore for Counting {
 }
 
 /// The principal: `Authorization: Bearer <name>` (the test's stand-in for authentication).
-pub fn by_principal(parts: &Parts) -> Option<Principal> {
+pub(crate) fn by_principal(parts: &Parts) -> Option<Principal> {
     let value = parts
         .headers
         .get(http::header::AUTHORIZATION)?
@@ -189,7 +189,7 @@ pub fn by_principal(parts: &Parts) -> Option<Principal> {
 
 /// How many times each handler of the test app ran, and what it should do.
 #[derive(Default)]
-pub struct Handlers {
+pub(crate) struct Handlers {
     runs: Mutex<HashMap<&'static str, usize>>,
     /// How long `POST /payments` sleeps.
     pub payment_delay: Mutex<Duration>,
@@ -198,12 +198,12 @@ pub struct Handlers {
 }
 
 impl Handlers {
-    pub fn runs(&self, handler: &str) -> usize {
+    pub(crate) fn runs(&self, handler: &str) -> usize {
         self.runs.lock().unwrap().get(handler).copied().unwrap_or(0)
     }
 
     /// Counts a run of `handler`; returns its number, from 1.
-    pub fn run(&self, handler: &'static str) -> usize {
+    pub(crate) fn run(&self, handler: &'static str) -> usize {
         let mut runs = self.runs.lock().unwrap();
         let n = runs.entry(handler).or_default();
         *n += 1;
@@ -226,7 +226,7 @@ fn amount(body: &Bytes) -> Value {
 /// - `POST /panics`: panics on its first run, then 201;
 /// - `POST /hang`: on its first run notifies `hang_started` and never ends; then 201;
 /// - `POST /status/{code}`: answers `code` with `{"run":N}`.
-pub fn app(handlers: Arc<Handlers>) -> Router {
+pub(crate) fn app(handlers: Arc<Handlers>) -> Router {
     Router::new()
         .route(
             "/payments",
@@ -316,7 +316,7 @@ pub fn app(handlers: Arc<Handlers>) -> Router {
 
 /// Serves `router` on 127.0.0.1 (a free port); returns its base URL. The server ends with the
 /// test's runtime.
-pub async fn serve(router: Router) -> String {
+pub(crate) async fn serve(router: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -325,32 +325,32 @@ pub async fn serve(router: Router) -> String {
 
 /// A response as the tests compare them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: Value,
 }
 
 impl Answer {
-    pub fn replayed(&self) -> bool {
+    pub(crate) fn replayed(&self) -> bool {
         self.headers
             .get("idempotent-replayed")
             .is_some_and(|v| v == "true")
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
     /// The problem `type`'s last segment.
-    pub fn problem(&self) -> Option<&str> {
+    pub(crate) fn problem(&self) -> Option<&str> {
         self.body["type"].as_str()?.rsplit('/').next()
     }
 }
 
 /// Sends `POST {base}{path}` as `user` (None: no Authorization) with `key` (None: no header) and
 /// `body`.
-pub async fn send_as(
+pub(crate) async fn send_as(
     base: &str,
     path: &str,
     user: Option<&str>,
@@ -381,6 +381,6 @@ pub async fn send_as(
 }
 
 /// As [`send_as`], as user `alice`.
-pub async fn send(base: &str, path: &str, key: Option<&str>, body: &str) -> Answer {
+pub(crate) async fn send(base: &str, path: &str, key: Option<&str>, body: &str) -> Answer {
     send_as(base, path, Some("alice"), key, body).await
 }

@@ -11,6 +11,7 @@ use sqlx::Sqlite;
 type Res<T> = Result<T, sqlx::Error>;
 
 /// The columns of one dead letter as written by a consumer.
+#[derive(Debug)]
 pub struct DeadLetterWrite<'a> {
     pub consumer: &'a str,
     pub source: &'a str,
@@ -27,7 +28,7 @@ pub struct DeadLetterWrite<'a> {
 }
 
 /// One stored row, in the column order of `select_dead_letters!`.
-pub type DeadLetterRow = (
+pub(crate) type DeadLetterRow = (
     i64,
     String,
     String,

@@ -13,6 +13,7 @@ use sqlx::{Sqlite, SqliteConnection};
 type Res<T> = Result<T, sqlx::Error>;
 
 /// One row of `idem_effects`, as stored.
+#[derive(Debug)]
 pub struct EffectRow {
     pub key: String,
     pub effect: String,
@@ -65,6 +66,7 @@ fn row(t: RowTuple) -> EffectRow {
 }
 
 /// A row a worker has just claimed: it now holds the lease with `token`.
+#[derive(Debug)]
 pub struct ClaimedRow {
     pub key: String,
     pub effect: String,
@@ -75,6 +77,7 @@ pub struct ClaimedRow {
 }
 
 /// A fenced write of an attempt's result: the row's new status and columns.
+#[derive(Debug)]
 pub struct Finish<'a> {
     pub status: &'static str,
     pub outcome: Option<&'a [u8]>,
@@ -84,6 +87,7 @@ pub struct Finish<'a> {
 }
 
 /// How an operator resolves a parked or dead effect.
+#[derive(Debug)]
 pub enum Resolve<'a> {
     Succeeded(&'a [u8]),
     Failed(&'a str),

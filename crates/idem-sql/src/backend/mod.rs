@@ -40,6 +40,7 @@ pub(crate) mod ops {
     use super::*;
 
     /// An entity's stored version as read from `idem_versions`.
+    #[derive(Debug)]
     pub struct VersionRow {
         pub kind: String,
         pub version: i64,
@@ -48,6 +49,7 @@ pub(crate) mod ops {
     }
 
     /// A lease as read from `idem_leases`.
+    #[derive(Debug)]
     pub struct LeaseRow {
         pub state: String,
         pub expires_at: i64,
@@ -56,6 +58,7 @@ pub(crate) mod ops {
     }
 
     /// A lease just taken: its token, its expiry, and whether it was taken over.
+    #[derive(Debug)]
     pub struct Acquired {
         pub token: i64,
         pub expires_at: i64,
@@ -63,6 +66,7 @@ pub(crate) mod ops {
     }
 
     /// The columns of one version guard row.
+    #[derive(Debug)]
     pub struct VersionWrite<'a> {
         pub consumer: &'a str,
         pub aggregate_type: &'a str,

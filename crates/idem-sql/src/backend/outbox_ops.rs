@@ -13,7 +13,7 @@ use sqlx::{QueryBuilder, Sqlite};
 /// A row of `idem_outbox` as read, in the column order of [`COLUMNS`]: seq, message_id,
 /// destination, aggregate_type, aggregate_id, headers, payload, status, attempts,
 /// next_attempt_at, claim_token, last_error, created_at, published_at.
-pub type RawOutboxRow = (
+pub(crate) type RawOutboxRow = (
     i64,
     String,
     String,
@@ -142,6 +142,7 @@ const PUBLISHED_CHUNK: usize = 1000;
 type Res<T> = Result<T, sqlx::Error>;
 
 /// The columns of a new outbox row.
+#[derive(Debug)]
 pub struct NewOutboxRow<'a> {
     pub message_id: &'a str,
     pub destination: &'a str,

@@ -15,14 +15,14 @@ use serde_json::Value as Json;
 /// A consumer name no other test in this process uses: the PostgreSQL database and the metrics
 /// recorder are shared by every test of the binary, including the SQLite and PostgreSQL runs
 /// of one test.
-pub fn consumer(prefix: &str) -> Name {
+pub(crate) fn consumer(prefix: &str) -> Name {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     Name::new("consumer", format!("{prefix}_{n}")).expect("a valid consumer name")
 }
 
 /// The default dedup key of a Stripe event.
-pub fn stripe_key(event_id: &str) -> DedupKey {
+pub(crate) fn stripe_key(event_id: &str) -> DedupKey {
     DedupKey::from_event(
         &Name::new("source", "stripe").expect("valid source"),
         &EventId::new(event_id).expect("valid event id"),
@@ -38,7 +38,7 @@ static SCHEMA: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Creates the application tables the handlers write to (every row carries its consumer, so
 /// tests sharing the PostgreSQL database never see each other's rows).
-pub async fn app_tables<DB: AppDb>(store: &Store<DB>) {
+pub(crate) async fn app_tables<DB: AppDb>(store: &Store<DB>) {
     let _guard = SCHEMA.lock().await;
     exec(
         store,
@@ -59,7 +59,7 @@ pub async fn app_tables<DB: AppDb>(store: &Store<DB>) {
 }
 
 /// One row of `app_effects`: what a handler that "does the work" writes.
-pub async fn write_effect<DB: AppDb>(
+pub(crate) async fn write_effect<DB: AppDb>(
     conn: &mut DB::Connection,
     consumer: &str,
     event_id: &str,
@@ -76,7 +76,7 @@ pub async fn write_effect<DB: AppDb>(
 
 /// The state a handler keeps per object (the last event it applied).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateRow {
+pub(crate) struct StateRow {
     pub consumer: String,
     pub object_id: String,
     pub status: String,
@@ -87,7 +87,10 @@ pub struct StateRow {
 
 impl StateRow {
     /// Upserts the row inside the handler's transaction.
-    pub async fn write<DB: AppDb>(&self, conn: &mut DB::Connection) -> Result<(), idem_sql::Error> {
+    pub(crate) async fn write<DB: AppDb>(
+        &self,
+        conn: &mut DB::Connection,
+    ) -> Result<(), idem_sql::Error> {
         DB::execute(
             conn,
             "INSERT INTO app_state (consumer, object_id, status, event_type, event_id, created) \
@@ -110,7 +113,7 @@ impl StateRow {
 }
 
 /// How many effect rows the handlers of `consumer` wrote (optionally for one event).
-pub async fn effects<DB: AppDb>(store: &Store<DB>, consumer: &Name, event_id: &str) -> i64 {
+pub(crate) async fn effects<DB: AppDb>(store: &Store<DB>, consumer: &Name, event_id: &str) -> i64 {
     query_i64(
         store,
         "SELECT COUNT(*) FROM app_effects WHERE consumer = $1 AND event_id = $2",
@@ -120,7 +123,7 @@ pub async fn effects<DB: AppDb>(store: &Store<DB>, consumer: &Name, event_id: &s
 }
 
 /// The status the handlers of `consumer` left for `object_id`, if any.
-pub async fn state_status<DB: AppDb>(
+pub(crate) async fn state_status<DB: AppDb>(
     store: &Store<DB>,
     consumer: &Name,
     object_id: &str,
@@ -137,7 +140,7 @@ pub async fn state_status<DB: AppDb>(
 }
 
 /// Every object the handlers of `consumer` left: object id → (created, status, type, event id).
-pub async fn state_of<DB: AppDb>(
+pub(crate) async fn state_of<DB: AppDb>(
     store: &Store<DB>,
     consumer: &Name,
 ) -> HashMap<String, (i64, String, String, String)> {
@@ -172,7 +175,11 @@ pub async fn state_of<DB: AppDb>(
 // idem's own tables, read directly to check what was committed.
 
 /// Whether `key` is in the inbox of `consumer`.
-pub async fn in_inbox<DB: AppDb>(store: &Store<DB>, consumer: &Name, key: &DedupKey) -> bool {
+pub(crate) async fn in_inbox<DB: AppDb>(
+    store: &Store<DB>,
+    consumer: &Name,
+    key: &DedupKey,
+) -> bool {
     let n = query_i64(
         store,
         "SELECT COUNT(*) FROM idem_inbox WHERE consumer = $1 AND dedup_key = $2",
@@ -184,7 +191,7 @@ pub async fn in_inbox<DB: AppDb>(store: &Store<DB>, consumer: &Name, key: &Dedup
 }
 
 /// The number of inbox keys of `consumer`.
-pub async fn inbox_count<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
+pub(crate) async fn inbox_count<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
     query_i64(
         store,
         "SELECT COUNT(*) FROM idem_inbox WHERE consumer = $1",
@@ -194,7 +201,7 @@ pub async fn inbox_count<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
 }
 
 /// The stored version of an entity: (kind, primary, secondary as text or "none").
-pub async fn stored_version<DB: AppDb>(
+pub(crate) async fn stored_version<DB: AppDb>(
     store: &Store<DB>,
     consumer: &Name,
     aggregate_type: &str,
@@ -218,7 +225,7 @@ pub async fn stored_version<DB: AppDb>(
 }
 
 /// The number of version guard rows of `consumer`.
-pub async fn version_rows<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
+pub(crate) async fn version_rows<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 {
     query_i64(
         store,
         "SELECT COUNT(*) FROM idem_versions WHERE consumer = $1",
@@ -233,7 +240,7 @@ pub async fn version_rows<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> i64 
 /// Holds every connection the pool allows at once and checks that each is usable and outside
 /// any transaction: a connection left inside a transaction (or an aborted one on PostgreSQL)
 /// would poison the next delivery it serves.
-pub async fn assert_pool_reusable<DB: AppDb>(store: &Store<DB>) {
+pub(crate) async fn assert_pool_reusable<DB: AppDb>(store: &Store<DB>) {
     let max = store.pool().options().get_max_connections();
     let mut held = Vec::with_capacity(max as usize);
     for _ in 0..max {
@@ -254,7 +261,9 @@ pub async fn assert_pool_reusable<DB: AppDb>(store: &Store<DB>) {
 
 /// Whether `conn` runs statements and is outside any transaction, both as sqlx tracks it and
 /// as the server sees it.
-pub async fn connection_is_clean<DB: AppDb>(conn: &mut DB::Connection) -> Result<(), String> {
+pub(crate) async fn connection_is_clean<DB: AppDb>(
+    conn: &mut DB::Connection,
+) -> Result<(), String> {
     if conn.is_in_transaction() {
         return Err("sqlx counts an open transaction".into());
     }
@@ -318,7 +327,7 @@ fn recorded() -> &'static Recorded {
 
 /// Installs the recorder; call before the actions a test measures (metrics recorded before it
 /// is installed are lost).
-pub fn install_metrics() {
+pub(crate) fn install_metrics() {
     recorded();
 }
 
@@ -356,7 +365,7 @@ fn matches(id: &MetricId, name: &str, labels: &[(&str, &str)]) -> bool {
 }
 
 /// The total of counter `name` over every series carrying all of `labels`.
-pub fn counter(name: &str, labels: &[(&str, &str)]) -> u64 {
+pub(crate) fn counter(name: &str, labels: &[(&str, &str)]) -> u64 {
     totals()
         .counters
         .iter()
@@ -366,7 +375,7 @@ pub fn counter(name: &str, labels: &[(&str, &str)]) -> u64 {
 }
 
 /// Every value recorded in histogram `name` in series carrying all of `labels`.
-pub fn histogram(name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+pub(crate) fn histogram(name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
     totals()
         .histograms
         .iter()
@@ -377,13 +386,13 @@ pub fn histogram(name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
 
 /// Held by tests that change a metric without a consumer label (lease takeovers), so that the
 /// SQLite and PostgreSQL runs of one test do not count each other's takeovers.
-pub static UNLABELED_METRICS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static UNLABELED_METRICS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 // ---------------------------------------------------------------------------------------------
 // The Stripe corpus.
 
 /// The events of testdata/stripe-events/events.jsonl, in the order the sender generated them.
-pub fn stripe_events() -> Vec<Json> {
+pub(crate) fn stripe_events() -> Vec<Json> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../testdata/stripe-events/events.jsonl"
@@ -397,7 +406,7 @@ pub fn stripe_events() -> Vec<Json> {
 }
 
 /// testdata/stripe-events/expected_final_state.json.
-pub fn stripe_expected_state() -> Json {
+pub(crate) fn stripe_expected_state() -> Json {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../testdata/stripe-events/expected_final_state.json"
