@@ -874,10 +874,51 @@ async fn locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one() {
         ids(&rest),
         (6..10).map(|i| format!("lk-{i}")).collect::<Vec<_>>()
     );
-    drop(second);
-    drop(first); // the relay died before recording anything
+    // Both relays die before recording anything: their sessions end, as when the process is
+    // killed or its connection drops. (Dropping a batch only queues its rollback, which the
+    // pool runs later: the rows would be due again soon, not at once.)
+    let pool = store.pool();
+    let holders: Vec<i32> = idem_sql::sqlx::query_scalar(
+        "SELECT DISTINCT pid FROM pg_locks \
+         WHERE relation = 'idem_outbox'::regclass AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        holders.len(),
+        2,
+        "each batch holds its rows in its own session"
+    );
+    for pid in &holders {
+        idem_sql::sqlx::query("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+    // A terminated backend releases its locks as it exits; wait until both have.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: i64 = idem_sql::sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+        )
+        .bind(&holders)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if alive == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backends {holders:?} did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let (_again, rows) = outbox.lock_due(10).await.unwrap();
     assert_eq!(rows.len(), 10, "every row is due again");
+    drop((first, second));
     assert!(
         rows.iter()
             .all(|r| r.status == OutboxStatus::Pending && r.attempts == 0)
