@@ -21,10 +21,8 @@ use async_nats::jetstream::{self, consumer::pull::Config as PullConfig, stream};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use idem_broker::{Delivery, JetStreamConsumer, JetStreamPublisher, Processor, Relay};
-use idem_core::{DedupKey, EffectKey, Entity, EventId, Name};
-use idem_sql::{
-    Backoff, CallOutcome, EffectCall, EffectWorker, OutboxMessage, Runner, SqliteStore, sqlx,
-};
+use idem_core::{Backoff, DedupKey, EffectKey, Entity, EventId, Name};
+use idem_sql::{CallOutcome, EffectCall, EffectWorker, OutboxMessage, Runner, SqliteStore, sqlx};
 use tokio::sync::Mutex;
 
 const EVENTS: usize = 10;

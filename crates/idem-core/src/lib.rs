@@ -20,6 +20,7 @@
 //! # Ok::<(), idem_core::Error>(())
 //! ```
 
+mod backoff;
 mod clock;
 mod dedup_key;
 mod effect_key;
@@ -31,6 +32,7 @@ mod name;
 mod retention;
 mod version;
 
+pub use backoff::Backoff;
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use dedup_key::DedupKey;
 pub use effect_key::{EffectKey, MAX_EFFECT_KEY_BYTES};

@@ -24,7 +24,7 @@ mod version_guard;
 pub use backend::Backend;
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
-    Applied, Backoff, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
+    Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
     DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
     EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord, EffectStatus, EffectWorker,
     Enqueued, Provider, Resolution, WorkerReport,

@@ -28,7 +28,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use idem_core::{Entity, Timestamp};
+use idem_core::{Backoff, Entity, Timestamp};
 use sqlx::Transaction;
 
 use crate::backend::Backend;
@@ -346,11 +346,9 @@ impl OutboxPolicy {
     /// The wait after failure number `failures` (1-based): `backoff_base × 2^(failures − 1)`,
     /// capped at `backoff_max`.
     pub fn backoff(&self, failures: u32) -> Duration {
-        let factor = 1u32 << failures.saturating_sub(1).min(20);
-        self.backoff_base
-            .checked_mul(factor)
-            .unwrap_or(self.backoff_max)
-            .min(self.backoff_max)
+        // A base above the cap waits the cap.
+        Backoff::exponential(self.backoff_base.min(self.backoff_max), self.backoff_max)
+            .delay(failures)
     }
 }
 

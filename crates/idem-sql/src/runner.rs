@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use idem_core::{Advance, DedupKey, Entity, GapPolicy, Name, Timestamp, Version};
+use idem_core::{Advance, Backoff, DedupKey, Entity, GapPolicy, Name, Timestamp, Version};
 use sqlx::Transaction;
 
 use crate::backend::Backend;
@@ -233,7 +233,7 @@ impl<DB: Backend> Runner<DB> {
                     metrics::counter!(CONFLICT_RETRIES_TOTAL, "consumer" => self.consumer().to_string())
                         .increment(1);
                     tracing::debug!(key = %event.key, attempt, error = %e, "transaction conflict, retrying");
-                    tokio::time::sleep(backoff(attempt)).await;
+                    tokio::time::sleep(CONFLICT_BACKOFF.delay(attempt)).await;
                     attempt += 1;
                 }
                 other => return other,
@@ -340,7 +340,6 @@ fn gap_hold<T>(
     }
 }
 
-/// The pause before retry `attempt` (1-based) after a conflict: 5, 10, 20, … ms, capped at 200 ms.
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis((5u64 << attempt.min(6)).min(200))
-}
+/// The pause after conflict number `attempt` (1-based): 10, 20, 40, … ms, capped at 200 ms.
+const CONFLICT_BACKOFF: Backoff =
+    Backoff::exponential(Duration::from_millis(10), Duration::from_millis(200));

@@ -253,9 +253,9 @@ pub use idem_sql::{
 };
 
 /// The effect ledger (`Store::effects`) and its worker.
-pub use idem_core::{EffectKey, MAX_EFFECT_KEY_BYTES};
+pub use idem_core::{Backoff, EffectKey, MAX_EFFECT_KEY_BYTES};
 pub use idem_sql::{
-    Applied, Backoff, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
+    Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
     DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
     EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord, EffectStatus, EffectWorker,
     Enqueued, Provider, Resolution, WorkerReport,

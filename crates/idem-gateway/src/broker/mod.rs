@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
-use idem_core::{DedupKey, EventId, Name};
+use idem_core::{Backoff, DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;
 use tokio::sync::{mpsc, watch};
 
@@ -40,22 +40,16 @@ use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, 
 use crate::store::GatewayDb;
 
 /// The delay before a message that could not be stored is delivered again: 1 s, doubled per
-/// delivery, at most [`MAX_RETRY_DELAY`].
-const FIRST_RETRY_DELAY: Duration = Duration::from_secs(1);
-/// The longest delay before a message that could not be stored is delivered again.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+/// delivery, at most 60 s.
+const RETRY_BACKOFF: Backoff =
+    Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60));
 /// The pause before connecting again after a broker connection or consumer failed.
 pub(crate) const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 /// The delay before delivery number `delivered + 1` of a message whose delivery number
 /// `delivered` (1, 2, …) could not be stored.
 pub(crate) fn retry_delay(delivered: u64) -> Duration {
-    let doublings = u32::try_from(delivered.saturating_sub(1))
-        .unwrap_or(u32::MAX)
-        .min(16);
-    FIRST_RETRY_DELAY
-        .saturating_mul(1 << doublings)
-        .min(MAX_RETRY_DELAY)
+    RETRY_BACKOFF.delay(u32::try_from(delivered).unwrap_or(u32::MAX))
 }
 
 /// What to tell the broker about one message.
@@ -306,6 +300,6 @@ mod tests {
             .map(|n| retry_delay(n).as_secs())
             .collect();
         assert_eq!(delays, [1, 2, 4, 8, 60, 60, 60, 60]);
-        assert_eq!(retry_delay(0), FIRST_RETRY_DELAY);
+        assert_eq!(retry_delay(0), Duration::from_secs(1));
     }
 }

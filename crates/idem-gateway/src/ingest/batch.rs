@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use idem_core::{Advance, DedupKey};
+use idem_core::{Advance, Backoff, DedupKey};
 use idem_sql::{Claim, ErrorKind};
 use tokio::sync::{mpsc, oneshot};
 
@@ -20,8 +20,9 @@ const MAX_BATCH: usize = 1024;
 /// How many times a batch that failed with a retryable error (conflict, busy, lost connection)
 /// is tried in all.
 const BATCH_ATTEMPTS: u32 = 4;
-/// The first pause between tries of a batch; doubled each time.
-const RETRY_PAUSE: Duration = Duration::from_millis(10);
+/// The pause after failed try number n of a batch: 10 ms, doubled each time.
+const RETRY_BACKOFF: Backoff =
+    Backoff::exponential(Duration::from_millis(10), Duration::from_millis(80));
 
 /// A verified delivery with its event read, waiting to be committed.
 #[derive(Debug)]
@@ -92,15 +93,13 @@ pub(crate) async fn commit<DB: GatewayDb>(
     batch: &[Incoming],
 ) -> Result<Vec<Answer>, idem_sql::Error> {
     metrics::histogram!(INGEST_BATCH_SIZE).record(batch.len() as f64);
-    let mut pause = RETRY_PAUSE;
     let mut tries = 1;
     loop {
         match commit_once(gateway, batch).await {
             Ok(answers) => return Ok(answers),
             Err(e) if e.is_retryable() && tries < BATCH_ATTEMPTS => {
                 tracing::debug!(error = %e, tries, size = batch.len(), "batch failed, trying again");
-                tokio::time::sleep(pause).await;
-                pause *= 2;
+                tokio::time::sleep(RETRY_BACKOFF.delay(tries)).await;
                 tries += 1;
             }
             Err(e) => {

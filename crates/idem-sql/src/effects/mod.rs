@@ -28,7 +28,7 @@ use idem_core::{EffectKey, FencingToken, Name, Timestamp};
 
 pub use ledger::EffectLedger;
 pub use worker::{
-    Applied, Backoff, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
+    Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
     DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
     EFFECT_LEASE_MARGIN, EffectCall, EffectWorker, Provider, WorkerReport,
 };

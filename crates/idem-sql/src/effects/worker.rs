@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{EffectKey, Name, Timestamp};
+use idem_core::{Backoff, EffectKey, Name, Timestamp};
 use sqlx::Transaction;
 use tokio::task::JoinSet;
 
@@ -104,40 +104,6 @@ pub struct Applied {
     pub request: Vec<u8>,
     /// The provider's answer, being stored.
     pub outcome: Vec<u8>,
-}
-
-/// The pause before the next attempt after a retryable failure or an unknown result:
-/// `initial × 2^(attempt − 1)`, capped at `max` (attempt counts from 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    initial: Duration,
-    max: Duration,
-}
-
-impl Default for Backoff {
-    /// 1 s, 2 s, 4 s, … capped at 1 h.
-    fn default() -> Self {
-        Self::exponential(Duration::from_secs(1), Duration::from_secs(3600))
-    }
-}
-
-impl Backoff {
-    /// A schedule starting at `initial` and doubling up to `max` (a `max` below `initial` is
-    /// raised to `initial`).
-    pub fn exponential(initial: Duration, max: Duration) -> Self {
-        Self {
-            initial,
-            max: max.max(initial),
-        }
-    }
-
-    /// The pause after attempt `attempt` (1-based; 0 is taken as 1).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let doublings = attempt.saturating_sub(1).min(31);
-        self.initial
-            .checked_mul(1u32 << doublings)
-            .map_or(self.max, |d| d.min(self.max))
-    }
 }
 
 /// What one [`EffectWorker::run_once`] did, by the status each effect was left in.
@@ -635,28 +601,4 @@ fn count(effect: &str, outcome: &'static str) {
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap() {
-        let b = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(10));
-        let delays: Vec<u64> = (0..=6).map(|n| b.delay(n).as_secs()).collect();
-        assert_eq!(delays, [1, 1, 2, 4, 8, 10, 10]);
-        assert_eq!(b.delay(u32::MAX), Duration::from_secs(10));
-        let odd = Backoff::exponential(Duration::from_secs(5), Duration::from_secs(1));
-        assert_eq!(
-            odd.delay(3),
-            Duration::from_secs(5),
-            "max raised to initial"
-        );
-        assert_eq!(
-            Backoff::default().delay(100),
-            Duration::from_secs(3600),
-            "default cap 1 h"
-        );
-    }
 }

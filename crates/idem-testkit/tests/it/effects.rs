@@ -18,13 +18,13 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use idem_core::EffectKey;
+use idem_core::{Backoff, EffectKey};
 use idem_core::{DedupKey, EventId, ManualClock, Name, RetentionPolicy, Timestamp};
 use idem_sql::metric_definitions::EFFECTS_TOTAL;
 use idem_sql::sqlx::Transaction;
 use idem_sql::{
-    Applied, Backoff, CallOutcome, EffectCall, EffectStatus, EffectWorker, Enqueued, Provider,
-    Resolution, WorkerReport,
+    Applied, CallOutcome, EffectCall, EffectStatus, EffectWorker, Enqueued, Provider, Resolution,
+    WorkerReport,
 };
 use idem_sql::{ErrorKind, Outcome, Runner, Store};
 use idem_testkit::{AppDb, both_stores, exec, query_i64};
