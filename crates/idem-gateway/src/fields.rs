@@ -6,6 +6,8 @@ use idem_core::{Entity, EventId, Name, Version};
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
+use crate::forwarded::{ForwardedError, ForwardedHeaders};
+
 // Broker message properties, visible to the fields as headers of these names.
 
 /// The NATS header that carries a message's id (JetStream's duplicate window is keyed on it):
@@ -65,7 +67,7 @@ pub(crate) struct Extracted {
     /// Present only with a version: an entity without one cannot be ordered.
     pub entity: Option<(Entity, Version)>,
     /// The headers forwarded with the body: `content-type` and those the fields read.
-    pub headers: Vec<(String, String)>,
+    pub headers: ForwardedHeaders,
 }
 
 /// Why the event could not be read from a delivery (answered 400).
@@ -261,13 +263,17 @@ impl Fields {
         let entity = self.entity_and_version(headers, json)?;
         let mut names = Vec::new();
         self.all().for_each(|f| f.header_names(&mut names));
-        let mut forwarded = Vec::new();
         let content_type = HeaderName::from_static("content-type");
-        for name in std::iter::once(&content_type).chain(names) {
-            if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
-                forwarded.push((name.as_str().to_owned(), value.to_owned()));
-            }
-        }
+        let forwarded =
+            ForwardedHeaders::collect(headers, std::iter::once(&content_type).chain(names))
+                .map_err(|e| match e {
+                    ForwardedError::NotText(name) => ExtractError::BadValue {
+                        field: format!("header `{name}`"),
+                        found: "bytes that are not visible ASCII".into(),
+                        expected: "visible ASCII text (it is forwarded to destinations)",
+                    },
+                    ForwardedError::Unreadable(detail) => ExtractError::MalformedJson(detail),
+                })?;
         Ok(Extracted {
             event_id,
             event_type,

@@ -1,6 +1,6 @@
 //! The gateway's shared state: configuration, store, and the wiring between ingest and dispatch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use crate::Error;
 use crate::config::{Config, Destination, Route, Source};
-use crate::store::GatewayDb;
+use crate::store::{DeliveryState, GatewayDb};
 
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
 /// (`{source}:{event id}`) is claimed under it.
@@ -28,6 +28,10 @@ struct Inner<DB: GatewayDb> {
     inbox: Inbox<DB>,
     /// One per destination (same index): rung when it may have new due work.
     wake: Vec<Notify>,
+    /// Source indices by name: the webhook path is looked up once per request.
+    sources: HashMap<String, usize>,
+    /// For each source (same index), the indices of the routes leaving it.
+    routes_by_source: Vec<Vec<usize>>,
     /// Set when a dispatcher stopped while serving: `/readyz` fails with it.
     dispatch_failure: OnceLock<Error>,
 }
@@ -80,12 +84,25 @@ impl<DB: GatewayDb> Gateway<DB> {
     pub fn new(config: Config, store: Store<DB>) -> Self {
         let inbox = store.inbox(&Name::new("consumer", INBOX_CONSUMER).expect("a valid name"));
         let wake = config.destinations.iter().map(|_| Notify::new()).collect();
+        let sources = (config.sources.iter().enumerate())
+            .map(|(index, source)| (source.name.to_string(), index))
+            .collect();
+        let routes_by_source = (config.sources.iter())
+            .map(|source| {
+                (config.routes.iter().enumerate())
+                    .filter(|(_, route)| route.source == source.name)
+                    .map(|(index, _)| index)
+                    .collect()
+            })
+            .collect();
         Self {
             inner: Arc::new(Inner {
                 config,
                 store,
                 inbox,
                 wake,
+                sources,
+                routes_by_source,
                 dispatch_failure: OnceLock::new(),
             }),
         }
@@ -122,11 +139,7 @@ impl<DB: GatewayDb> Gateway<DB> {
     }
 
     pub(crate) fn source_index(&self, name: &str) -> Option<usize> {
-        self.inner
-            .config
-            .sources
-            .iter()
-            .position(|s| s.name.as_str() == name)
+        self.inner.sources.get(name).copied()
     }
 
     pub(crate) fn source(&self, index: usize) -> &Source {
@@ -137,25 +150,11 @@ impl<DB: GatewayDb> Gateway<DB> {
         &self.inner.config.destinations[index]
     }
 
-    pub(crate) fn destination_index(&self, name: &Name) -> Option<usize> {
-        self.inner
-            .config
-            .destinations
+    /// The routes leaving source `source` (an index), with their indices.
+    pub(crate) fn routes_of(&self, source: usize) -> impl Iterator<Item = (usize, &Route)> + '_ {
+        self.inner.routes_by_source[source]
             .iter()
-            .position(|d| &d.name == name)
-    }
-
-    /// The routes leaving source `source`, with their indices.
-    pub(crate) fn routes_of<'a>(
-        &'a self,
-        source: &'a Name,
-    ) -> impl Iterator<Item = (usize, &'a Route)> + 'a {
-        self.inner
-            .config
-            .routes
-            .iter()
-            .enumerate()
-            .filter(move |(_, r)| &r.source == source)
+            .map(|&index| (index, &self.inner.config.routes[index]))
     }
 
     /// Tells destination `index`'s dispatcher that it may have due work.
@@ -214,16 +213,15 @@ impl<DB: GatewayDb> Gateway<DB> {
                 .destinations
                 .insert(destination.name.to_string(), StateCounts::default());
         }
-        for (destination, state, count) in DB::count_by_state(&mut conn, open_only).await? {
-            let counts = stats.destinations.entry(destination).or_default();
-            let count = u64::try_from(count).unwrap_or(0);
-            match state.as_str() {
-                "pending" => counts.pending = count,
-                "in_flight" => counts.in_flight = count,
-                "delivered" => counts.delivered = count,
-                "stale" => counts.stale = count,
-                "dead" => counts.dead = count,
-                _ => {}
+        for row in DB::count_by_state(&mut conn, open_only).await? {
+            let counts = stats.destinations.entry(row.destination).or_default();
+            let count = u64::try_from(row.count).unwrap_or(0);
+            match row.state {
+                DeliveryState::Pending => counts.pending = count,
+                DeliveryState::InFlight => counts.in_flight = count,
+                DeliveryState::Delivered => counts.delivered = count,
+                DeliveryState::Stale => counts.stale = count,
+                DeliveryState::Dead => counts.dead = count,
             }
         }
         stats.oldest_undelivered = DB::oldest_undelivered(&mut conn).await?.map(Timestamp);

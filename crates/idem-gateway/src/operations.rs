@@ -11,7 +11,9 @@ use crate::Error;
 use crate::config::Ordering;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
-use crate::store::{DeliveryRow, EventRow, GatewayDb};
+use crate::store::{
+    AttemptOutcome, DeliveryState, GatewayDb, StoredAttempt, StoredDelivery, StoredEvent,
+};
 
 /// Rows deleted or changed per statement by [`Gateway::gc`], so that ingest is never blocked
 /// for long.
@@ -45,8 +47,8 @@ pub struct DeliverySummary {
     pub route: String,
     /// The destination.
     pub destination: String,
-    /// `pending`, `in_flight`, `delivered`, `stale` or `dead`.
-    pub state: String,
+    /// Where it stands.
+    pub state: DeliveryState,
     /// Sent with `Idem-Version-Tie: true`.
     pub tie: bool,
     /// Why it is stale: both versions.
@@ -76,8 +78,8 @@ pub struct AttemptRecord {
     pub duration_ms: i64,
     /// The HTTP status; `None` for a timeout or refused connection.
     pub status: Option<i64>,
-    /// `delivered`, `retry` or `dead`.
-    pub outcome: String,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
     /// The start of the response body, or the transport error.
     pub excerpt: String,
 }
@@ -133,50 +135,52 @@ pub struct GcReport {
     pub bodies: u64,
 }
 
-fn event(row: EventRow) -> EventSummary {
-    let (_, source, event_id, event_type, aggregate_type, aggregate_id, version, received_at, body) =
-        row;
-    EventSummary {
-        source,
-        event_id,
-        event_type,
-        entity: aggregate_type
-            .zip(aggregate_id)
-            .map(|(t, i)| format!("{t}:{i}")),
-        version,
-        received_at,
-        body_kept: body,
+impl From<StoredEvent> for EventSummary {
+    fn from(row: StoredEvent) -> Self {
+        Self {
+            source: row.source,
+            event_id: row.event_id,
+            event_type: row.event_type,
+            entity: row
+                .aggregate_type
+                .zip(row.aggregate_id)
+                .map(|(t, i)| format!("{t}:{i}")),
+            version: row.version,
+            received_at: row.received_at,
+            body_kept: row.body_kept,
+        }
     }
 }
 
-fn delivery(row: DeliveryRow) -> DeliverySummary {
-    let (
-        id,
-        route,
-        destination,
-        state,
-        tie,
-        note,
-        attempts,
-        next_attempt_at,
-        updated_at,
-        source,
-        event_id,
-        event_type,
-    ) = row;
-    DeliverySummary {
-        id,
-        route,
-        destination,
-        state,
-        tie,
-        note,
-        attempts,
-        next_attempt_at,
-        updated_at,
-        source,
-        event_id,
-        event_type,
+impl From<StoredDelivery> for DeliverySummary {
+    fn from(row: StoredDelivery) -> Self {
+        Self {
+            id: row.id,
+            route: row.route,
+            destination: row.destination,
+            state: row.state,
+            tie: row.tie,
+            note: row.note,
+            attempts: row.attempts,
+            next_attempt_at: row.next_attempt_at,
+            updated_at: row.updated_at,
+            source: row.source,
+            event_id: row.event_id,
+            event_type: row.event_type,
+        }
+    }
+}
+
+impl From<StoredAttempt> for AttemptRecord {
+    fn from(row: StoredAttempt) -> Self {
+        Self {
+            attempt: row.attempt,
+            started_at: row.started_at,
+            duration_ms: row.duration_ms,
+            status: row.status,
+            outcome: row.outcome,
+            excerpt: row.excerpt,
+        }
     }
 }
 
@@ -192,7 +196,7 @@ impl<DB: GatewayDb> Gateway<DB> {
     ) -> Result<Vec<EventSummary>, Error> {
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::list_events(&mut conn, source.unwrap_or(""), i64::from(limit)).await?;
-        Ok(rows.into_iter().map(event).collect())
+        Ok(rows.into_iter().map(EventSummary::from).collect())
     }
 
     /// The event `event_id` of `source` with its deliveries and attempts; `None` when unknown.
@@ -209,25 +213,16 @@ impl<DB: GatewayDb> Gateway<DB> {
             return Ok(None);
         };
         let mut deliveries = Vec::new();
-        for row in DB::deliveries_of(&mut conn, row.0).await? {
-            let attempts = DB::attempts_of(&mut conn, row.0)
+        for delivery in DB::deliveries_of(&mut conn, row.id).await? {
+            let attempts = DB::attempts_of(&mut conn, delivery.id)
                 .await?
                 .into_iter()
-                .map(
-                    |(attempt, started_at, duration_ms, status, outcome, excerpt)| AttemptRecord {
-                        attempt,
-                        started_at,
-                        duration_ms,
-                        status,
-                        outcome,
-                        excerpt,
-                    },
-                )
+                .map(AttemptRecord::from)
                 .collect();
-            deliveries.push((delivery(row), attempts));
+            deliveries.push((DeliverySummary::from(delivery), attempts));
         }
         Ok(Some(EventDetail {
-            event: event(row),
+            event: EventSummary::from(row),
             deliveries,
         }))
     }
@@ -243,7 +238,7 @@ impl<DB: GatewayDb> Gateway<DB> {
     ) -> Result<Vec<DeliverySummary>, Error> {
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::dead_letters(&mut conn, destination.unwrap_or(""), i64::from(limit)).await?;
-        Ok(rows.into_iter().map(delivery).collect())
+        Ok(rows.into_iter().map(DeliverySummary::from).collect())
     }
 
     /// Makes dead letters due again with a fresh retry schedule: the dead letter `delivery`, or
@@ -320,23 +315,25 @@ impl<DB: GatewayDb> Gateway<DB> {
             matched: rows.len() as u64,
             ..ReplayReport::default()
         };
-        for (done, (id, route, state, version, body_kept, highest)) in rows.into_iter().enumerate()
-        {
+        for (done, row) in rows.into_iter().enumerate() {
             let drop_stale = self
                 .config()
                 .routes
                 .iter()
-                .any(|r| r.name.as_str() == route && r.ordering == Ordering::DropStale);
-            if matches!(state.as_str(), "pending" | "in_flight") {
+                .any(|r| r.name.as_str() == row.route && r.ordering == Ordering::DropStale);
+            if row.state.is_open() {
                 report.in_progress += 1;
-            } else if !body_kept {
+            } else if !row.body_kept {
                 report.no_body += 1;
             } else if drop_stale
                 && !request.force
-                && (state == "stale" || version.zip(highest).is_some_and(|(v, h)| v < h))
+                && (row.state == DeliveryState::Stale
+                    || row.version.zip(row.highest).is_some_and(|(v, h)| v < h))
             {
                 report.older += 1;
-            } else if request.dry_run || DB::requeue(&mut conn, id, self.now().as_millis()).await? {
+            } else if request.dry_run
+                || DB::requeue(&mut conn, row.id, self.now().as_millis()).await?
+            {
                 report.requeued += 1;
             }
             progress(done as u64 + 1, report.matched);

@@ -106,9 +106,10 @@ pub(super) fn build_route(
             what: "source",
             name: raw.source.clone(),
         })?;
-    let destination = destinations
+    let (destination_index, destination) = destinations
         .iter()
-        .find(|d| d.name.as_str() == raw.destination)
+        .enumerate()
+        .find(|(_, d)| d.name.as_str() == raw.destination)
         .ok_or_else(|| ConfigError::UnknownReference {
             route: route_name.to_string(),
             what: "destination",
@@ -139,6 +140,7 @@ pub(super) fn build_route(
         name: route_name,
         source: source.name.clone(),
         destination: destination.name.clone(),
+        destination_index,
         event_types: raw.event_types,
         ordering,
     })

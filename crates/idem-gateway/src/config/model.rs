@@ -93,6 +93,9 @@ pub struct Route {
     pub source: Name,
     /// The destination.
     pub destination: Name,
+    /// The destination's index in [`Config::destinations`], resolved once when the
+    /// configuration is read.
+    pub(crate) destination_index: usize,
     /// Event type patterns (`invoice.*`, `customer.created`); empty means every event.
     pub event_types: Vec<String>,
     /// Staleness handling.

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use crate::gateway::Gateway;
 use crate::metric_definitions::{DISPATCH_DURATION_SECONDS, DISPATCH_TOTAL};
-use crate::store::{DueDelivery, Finished, GatewayDb};
+use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
 use schedule::Next;
 
 /// Added to a destination's timeout to make a delivery's lease ttl: the lease must outlive the
@@ -188,23 +188,24 @@ async fn send_one<DB: GatewayDb>(
     let destination = gateway.destination(index);
     let started_at = gateway.now();
     let clock = Instant::now();
-    let attempted = match delivery.body.clone() {
-        Some(body) => {
-            send::attempt(client, destination, &delivery, body, attempt, started_at).await
-        }
-        None => send::Attempted {
-            delivered: false,
-            status: None,
-            excerpt: "the raw body was dropped by body_retention; it cannot be sent".into(),
-            retry_after: None,
-        },
-    };
+    let attempted = send::attempt(client, destination, &delivery, attempt, started_at).await;
     let elapsed = clock.elapsed();
     let now = gateway.now();
+    let dead = (
+        DeliveryState::Dead,
+        AttemptOutcome::Dead,
+        delivery.failures + 1,
+        now,
+    );
     let (state, outcome, failures, next_attempt_at) = if attempted.delivered {
-        ("delivered", "delivered", delivery.failures, now)
-    } else if delivery.body.is_none() {
-        ("dead", "dead", delivery.failures + 1, now)
+        (
+            DeliveryState::Delivered,
+            AttemptOutcome::Delivered,
+            delivery.failures,
+            now,
+        )
+    } else if !attempted.retryable {
+        dead
     } else {
         let jitter = rand::rng().random_range(-1.0..=1.0);
         match schedule::after_failure(
@@ -217,12 +218,12 @@ async fn send_one<DB: GatewayDb>(
             // Bounded, so that no delay (a destination built in code, a saturated jitter)
             // holds its entity for ever or overflows the clock.
             Next::Retry(delay) => (
-                "pending",
-                "retry",
+                DeliveryState::Pending,
+                AttemptOutcome::Retry,
                 delivery.failures + 1,
                 now.saturating_add(delay.min(MAX_DELAY)),
             ),
-            Next::Dead => ("dead", "dead", delivery.failures + 1, now),
+            Next::Dead => dead,
         }
     };
     let row = Finished {
@@ -251,7 +252,7 @@ async fn send_one<DB: GatewayDb>(
         ),
     }
     release(gateway, &hold).await;
-    metrics::counter!(DISPATCH_TOTAL, "destination" => destination.name.to_string(), "outcome" => outcome)
+    metrics::counter!(DISPATCH_TOTAL, "destination" => destination.name.to_string(), "outcome" => outcome.as_str())
         .increment(1);
     metrics::histogram!(DISPATCH_DURATION_SECONDS, "destination" => destination.name.to_string())
         .record(elapsed.as_secs_f64());
@@ -280,16 +281,16 @@ fn log_outcome(
         .status
         .map_or_else(|| "none".to_owned(), |s| s.to_string());
     match row.outcome {
-        "delivered" => tracing::debug!(
+        AttemptOutcome::Delivered => tracing::debug!(
             destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
             "delivered"
         ),
-        "retry" => tracing::warn!(
+        AttemptOutcome::Retry => tracing::warn!(
             destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
             %status, excerpt = %attempted.excerpt, next_attempt_at = %Timestamp(row.next_attempt_at),
             "attempt failed; will retry"
         ),
-        _ => tracing::error!(
+        AttemptOutcome::Dead => tracing::error!(
             destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
             %status, excerpt = %attempted.excerpt, "dead letter: every attempt of the schedule failed"
         ),

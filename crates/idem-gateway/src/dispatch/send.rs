@@ -5,13 +5,15 @@ use std::time::Duration;
 
 use idem_core::Timestamp;
 use idem_http::verify::standard_webhooks;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use sha2::{Digest, Sha256};
 
 use crate::config::Destination;
+use crate::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;
 
-/// `{source}:{event id}`: the same on every attempt, redrive and replay of one event.
+/// The event's dedup key (`{source}:{event id}`) as it was claimed in idem's inbox: the same on
+/// every attempt, redrive and replay of one event.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The event id as the sender gave it.
 pub const EVENT_ID: &str = "idem-event-id";
@@ -32,6 +34,8 @@ const EXCERPT_BYTES: usize = 256;
 pub(crate) struct Attempted {
     /// 2xx.
     pub delivered: bool,
+    /// Whether another attempt could succeed; when not, the delivery is a dead letter at once.
+    pub retryable: bool,
     /// The HTTP status; `None` when no response came (timeout, refused connection).
     pub status: Option<u16>,
     /// The start of the response body, or the transport error.
@@ -73,15 +77,30 @@ fn header_text(text: &str) -> HeaderValue {
     HeaderValue::from_str(&encoded).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
-/// Sends one attempt of `delivery` with `body`, as attempt number `attempt`, signed at `now`.
+/// Sends one attempt of `delivery` as attempt number `attempt`, signed at `now`. A delivery
+/// whose raw body was dropped (body_retention) or whose stored headers cannot be read is not
+/// sent: no attempt can succeed.
 pub(crate) async fn attempt(
     client: &reqwest::Client,
     destination: &Destination,
     delivery: &DueDelivery,
-    body: Vec<u8>,
     attempt: i64,
     now: Timestamp,
 ) -> Attempted {
+    let unsendable = |excerpt: String| Attempted {
+        delivered: false,
+        retryable: false,
+        status: None,
+        excerpt,
+        retry_after: None,
+    };
+    let Some(body) = delivery.body.clone() else {
+        return unsendable("the raw body was dropped by body_retention; it cannot be sent".into());
+    };
+    let stored = match ForwardedHeaders::from_json(&delivery.headers) {
+        Ok(stored) => stored,
+        Err(e) => return unsendable(e.to_string()),
+    };
     let msg_id = webhook_id(
         &delivery.source,
         &delivery.event_id,
@@ -95,30 +114,16 @@ pub(crate) async fn attempt(
         &body,
     ) {
         Ok(signature) => signature,
-        Err(e) => {
-            return Attempted {
-                delivered: false,
-                status: None,
-                excerpt: format!("cannot sign: {e}"),
-                retry_after: None,
-            };
-        }
+        Err(e) => return unsendable(format!("cannot sign: {e}")),
     };
     let mut headers = HeaderMap::new();
-    let stored: Vec<(String, String)> = serde_json::from_str(&delivery.headers).unwrap_or_default();
-    for (name, value) in stored {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
-            headers.insert(name, value);
-        }
+    for (name, value) in stored.iter() {
+        headers.insert(name.clone(), value.clone());
     }
     if !headers.contains_key(CONTENT_TYPE) {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
-    let key = format!("{}:{}", delivery.source, delivery.event_id);
-    headers.insert(IDEMPOTENCY_KEY, header_text(&key));
+    headers.insert(IDEMPOTENCY_KEY, header_text(&delivery.dedup_key));
     headers.insert(EVENT_ID, header_text(&delivery.event_id));
     headers.insert(SOURCE, header_text(&delivery.source));
     headers.insert(ATTEMPT, HeaderValue::from(attempt));
@@ -147,6 +152,7 @@ pub(crate) async fn attempt(
         Err(e) => {
             return Attempted {
                 delivered: false,
+                retryable: true,
                 status: None,
                 excerpt: transport_error(&e),
                 retry_after: None,
@@ -175,6 +181,7 @@ pub(crate) async fn attempt(
     excerpt.truncate(EXCERPT_BYTES);
     Attempted {
         delivered: status.is_success(),
+        retryable: true,
         status: Some(status.as_u16()),
         excerpt: String::from_utf8_lossy(&excerpt).into_owned(),
         retry_after,

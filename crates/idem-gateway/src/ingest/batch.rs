@@ -13,7 +13,7 @@ use crate::config::Ordering;
 use crate::fields::Extracted;
 use crate::gateway::Gateway;
 use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_BATCH_SIZE};
-use crate::store::{GatewayDb, NewDelivery, NewEvent};
+use crate::store::{DeliveryState, GatewayDb, NewDelivery, NewEvent};
 
 /// The most requests one transaction commits.
 const MAX_BATCH: usize = 1024;
@@ -122,7 +122,7 @@ pub(crate) async fn commit<DB: GatewayDb>(
 struct Decision {
     route: usize,
     event: usize,
-    state: &'static str,
+    state: DeliveryState,
     tie: bool,
     /// Whether the delivery records its entity and version (drop-stale routes), for ordering
     /// and for replays.
@@ -160,12 +160,13 @@ async fn commit_once<DB: GatewayDb>(
             ),
             None => (None, None, None),
         };
-        let headers = serde_json::to_string(&event.headers).unwrap_or_else(|_| "[]".into());
+        let headers = event.headers.to_json();
         let row = DB::insert_event(
             &mut tx,
             &NewEvent {
                 source: gateway.source(incoming.source).name.as_str(),
                 event_id: event.event_id.as_str(),
+                dedup_key: incoming.key.as_str(),
                 event_type: event.event_type.as_deref(),
                 aggregate_type,
                 aggregate_id,
@@ -191,8 +192,7 @@ async fn commit_once<DB: GatewayDb>(
         if answers[i] != Answer::Accepted {
             continue;
         }
-        let source = &gateway.source(incoming.source).name;
-        for (r, route) in gateway.routes_of(source) {
+        for (r, route) in gateway.routes_of(incoming.source) {
             if route.matches(incoming.event.event_type.as_deref()) {
                 let entity = incoming.event.entity.as_ref().map(|(e, _)| e.to_string());
                 work.push((r, entity, i));
@@ -208,7 +208,7 @@ async fn commit_once<DB: GatewayDb>(
         let mut decision = Decision {
             route: r,
             event: i,
-            state: "pending",
+            state: DeliveryState::Pending,
             tie: false,
             ordered: false,
             note: None,
@@ -219,7 +219,7 @@ async fn commit_once<DB: GatewayDb>(
             let guard = gateway.store().version_guard(&route.name);
             match guard.advance(&mut tx, entity, version, &incoming.key).await {
                 Ok(Advance::Stale { current }) => {
-                    decision.state = "stale";
+                    decision.state = DeliveryState::Stale;
                     decision.ordered = true;
                     decision.note = Some(format!(
                         "entity {entity} is at {current}; this event is {version}"
@@ -266,10 +266,8 @@ async fn commit_once<DB: GatewayDb>(
 
     for decision in decisions {
         let route = &gateway.config().routes[decision.route];
-        let Some(d) = gateway.destination_index(&route.destination) else {
-            continue;
-        };
-        if decision.state == "stale" {
+        let d = route.destination_index;
+        if decision.state == DeliveryState::Stale {
             metrics::counter!(DISPATCH_TOTAL, "destination" => route.destination.to_string(), "outcome" => "stale")
                 .increment(1);
             // idem's version guard already logs it at INFO with both versions: once is enough.

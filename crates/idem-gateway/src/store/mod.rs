@@ -1,12 +1,20 @@
 //! The gateway's tables (events, deliveries, attempts) on SQLite and PostgreSQL, beside idem's
 //! own (inbox, version guard, leases), in the same database.
 
+mod rows;
 mod sql;
+mod state;
 
 use std::future::Future;
 
 use idem_sql::Backend;
 use sqlx::Pool;
+
+pub(crate) use rows::{
+    DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount, StoredAttempt,
+    StoredDelivery, StoredEvent,
+};
+pub use state::{AttemptOutcome, DeliveryState};
 
 /// The gateway's own migrations table, apart from idem's `idem_migrations` and an application's
 /// `_sqlx_migrations`, so each set of migrations is checked against its own history.
@@ -42,99 +50,6 @@ pub trait GatewayDb: Backend + ops::Ops {}
 
 impl GatewayDb for sqlx::Sqlite {}
 impl GatewayDb for sqlx::Postgres {}
-
-/// A new event row.
-#[derive(Debug)]
-pub struct NewEvent<'a> {
-    pub source: &'a str,
-    pub event_id: &'a str,
-    pub event_type: Option<&'a str>,
-    pub aggregate_type: Option<&'a str>,
-    pub aggregate_id: Option<&'a str>,
-    pub version: Option<i64>,
-    pub body: &'a [u8],
-    pub headers: &'a str,
-    pub received_at: i64,
-}
-
-/// A new delivery row.
-#[derive(Debug)]
-pub struct NewDelivery<'a> {
-    pub event: i64,
-    pub route: &'a str,
-    pub destination: &'a str,
-    pub state: &'static str,
-    pub entity: Option<&'a str>,
-    pub version: Option<i64>,
-    pub tie: bool,
-    pub note: Option<&'a str>,
-    pub now: i64,
-}
-
-/// A delivery that is due, with what is needed to send it.
-#[derive(Debug, Clone)]
-pub struct DueDelivery {
-    pub id: i64,
-    pub failures: i64,
-    pub tie: bool,
-    pub source: String,
-    pub event_id: String,
-    pub event_type: Option<String>,
-    pub body: Option<Vec<u8>>,
-    pub headers: String,
-}
-
-/// The outcome of one attempt, as written.
-#[derive(Debug)]
-pub struct Finished<'a> {
-    pub delivery: i64,
-    pub token: i64,
-    pub attempt: i64,
-    pub state: &'static str,
-    pub failures: i64,
-    pub next_attempt_at: i64,
-    pub started_at: i64,
-    pub duration_ms: i64,
-    pub status: Option<i64>,
-    pub outcome: &'static str,
-    pub excerpt: &'a str,
-    pub now: i64,
-}
-
-/// An event row as listed.
-pub(crate) type EventRow = (
-    i64,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    i64,
-    bool,
-);
-
-/// A delivery row as listed, with its event's source, id and type.
-pub(crate) type DeliveryRow = (
-    i64,
-    String,
-    String,
-    String,
-    bool,
-    Option<String>,
-    i64,
-    i64,
-    i64,
-    String,
-    String,
-    Option<String>,
-);
-
-/// An attempt row.
-pub(crate) type AttemptRow = (i64, i64, i64, Option<i64>, String, String);
-
-/// A replay candidate: delivery id, route, state, version, body kept, entity's highest version.
-pub(crate) type ReplayRow = (i64, String, String, Option<i64>, bool, Option<i64>);
 
 /// The operations behind [`GatewayDb`]; unnameable outside the crate.
 pub(crate) mod ops {
@@ -185,7 +100,7 @@ pub(crate) mod ops {
         fn count_by_state(
             conn: &mut Self::Connection,
             open_only: bool,
-        ) -> impl Future<Output = Res<Vec<(String, String, i64)>>> + Send;
+        ) -> impl Future<Output = Res<Vec<StateCount>>> + Send;
         fn oldest_undelivered(
             conn: &mut Self::Connection,
         ) -> impl Future<Output = Res<Option<i64>>> + Send;
@@ -196,25 +111,25 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             source: &str,
             limit: i64,
-        ) -> impl Future<Output = Res<Vec<EventRow>>> + Send;
+        ) -> impl Future<Output = Res<Vec<StoredEvent>>> + Send;
         fn find_event(
             conn: &mut Self::Connection,
             source: &str,
             event_id: &str,
-        ) -> impl Future<Output = Res<Option<EventRow>>> + Send;
+        ) -> impl Future<Output = Res<Option<StoredEvent>>> + Send;
         fn deliveries_of(
             conn: &mut Self::Connection,
             event: i64,
-        ) -> impl Future<Output = Res<Vec<DeliveryRow>>> + Send;
+        ) -> impl Future<Output = Res<Vec<StoredDelivery>>> + Send;
         fn attempts_of(
             conn: &mut Self::Connection,
             delivery: i64,
-        ) -> impl Future<Output = Res<Vec<AttemptRow>>> + Send;
+        ) -> impl Future<Output = Res<Vec<StoredAttempt>>> + Send;
         fn dead_letters(
             conn: &mut Self::Connection,
             destination: &str,
             limit: i64,
-        ) -> impl Future<Output = Res<Vec<DeliveryRow>>> + Send;
+        ) -> impl Future<Output = Res<Vec<StoredDelivery>>> + Send;
         fn redrive(
             conn: &mut Self::Connection,
             destination: &str,
@@ -226,7 +141,7 @@ pub(crate) mod ops {
             source: &str,
             since: i64,
             until: i64,
-        ) -> impl Future<Output = Res<Vec<ReplayRow>>> + Send;
+        ) -> impl Future<Output = Res<Vec<ReplayCandidate>>> + Send;
         fn requeue(
             conn: &mut Self::Connection,
             delivery: i64,
@@ -272,6 +187,7 @@ macro_rules! gateway_ops {
                     .bind(row.body)
                     .bind(row.headers)
                     .bind(row.received_at)
+                    .bind(row.dedup_key)
                     .fetch_optional(&mut *conn)
                     .await
             }
@@ -301,39 +217,12 @@ macro_rules! gateway_ops {
                 now: i64,
                 limit: i64,
             ) -> Result<Vec<DueDelivery>, sqlx::Error> {
-                type Row = (
-                    i64,
-                    i64,
-                    bool,
-                    String,
-                    String,
-                    Option<String>,
-                    Option<Vec<u8>>,
-                    String,
-                );
-                let rows: Vec<Row> = sqlx::query_as(sql::DUE)
+                sqlx::query_as(sql::DUE)
                     .bind(destination)
                     .bind(now)
                     .bind(limit)
                     .fetch_all(&mut *conn)
-                    .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(
-                        |(id, failures, tie, source, event_id, event_type, body, headers)| {
-                            DueDelivery {
-                                id,
-                                failures,
-                                tie,
-                                source,
-                                event_id,
-                                event_type,
-                                body,
-                                headers,
-                            }
-                        },
-                    )
-                    .collect())
+                    .await
             }
 
             async fn next_due(
@@ -396,7 +285,7 @@ macro_rules! gateway_ops {
             async fn count_by_state(
                 conn: &mut Self::Connection,
                 open_only: bool,
-            ) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+            ) -> Result<Vec<StateCount>, sqlx::Error> {
                 let statement = if open_only {
                     sql::COUNT_OPEN_BY_STATE
                 } else {
@@ -425,7 +314,7 @@ macro_rules! gateway_ops {
                 conn: &mut Self::Connection,
                 source: &str,
                 limit: i64,
-            ) -> Result<Vec<EventRow>, sqlx::Error> {
+            ) -> Result<Vec<StoredEvent>, sqlx::Error> {
                 sqlx::query_as(sql::LIST_EVENTS)
                     .bind(source)
                     .bind(limit)
@@ -437,7 +326,7 @@ macro_rules! gateway_ops {
                 conn: &mut Self::Connection,
                 source: &str,
                 event_id: &str,
-            ) -> Result<Option<EventRow>, sqlx::Error> {
+            ) -> Result<Option<StoredEvent>, sqlx::Error> {
                 sqlx::query_as(sql::FIND_EVENT)
                     .bind(source)
                     .bind(event_id)
@@ -448,7 +337,7 @@ macro_rules! gateway_ops {
             async fn deliveries_of(
                 conn: &mut Self::Connection,
                 event: i64,
-            ) -> Result<Vec<DeliveryRow>, sqlx::Error> {
+            ) -> Result<Vec<StoredDelivery>, sqlx::Error> {
                 sqlx::query_as(sql::DELIVERIES_OF)
                     .bind(event)
                     .fetch_all(&mut *conn)
@@ -458,7 +347,7 @@ macro_rules! gateway_ops {
             async fn attempts_of(
                 conn: &mut Self::Connection,
                 delivery: i64,
-            ) -> Result<Vec<AttemptRow>, sqlx::Error> {
+            ) -> Result<Vec<StoredAttempt>, sqlx::Error> {
                 sqlx::query_as(sql::ATTEMPTS_OF)
                     .bind(delivery)
                     .fetch_all(&mut *conn)
@@ -469,7 +358,7 @@ macro_rules! gateway_ops {
                 conn: &mut Self::Connection,
                 destination: &str,
                 limit: i64,
-            ) -> Result<Vec<DeliveryRow>, sqlx::Error> {
+            ) -> Result<Vec<StoredDelivery>, sqlx::Error> {
                 sqlx::query_as(sql::DEAD_LETTERS)
                     .bind(destination)
                     .bind(limit)
@@ -497,7 +386,7 @@ macro_rules! gateway_ops {
                 source: &str,
                 since: i64,
                 until: i64,
-            ) -> Result<Vec<ReplayRow>, sqlx::Error> {
+            ) -> Result<Vec<ReplayCandidate>, sqlx::Error> {
                 sqlx::query_as(sql::REPLAY_CANDIDATES)
                     .bind(source)
                     .bind(since)

@@ -3,8 +3,9 @@
 //! clock, passed as parameters.
 
 pub(crate) const INSERT_EVENT: &str = "INSERT INTO idem_gateway_events \
-     (source, event_id, event_type, aggregate_type, aggregate_id, version, body, headers, received_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     (source, event_id, event_type, aggregate_type, aggregate_id, version, body, headers, received_at, \
+      dedup_key) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
      ON CONFLICT (source, event_id) DO NOTHING RETURNING id";
 
 pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO idem_gateway_deliveries \
@@ -19,7 +20,7 @@ pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO idem_gateway_deliveries \
 /// pending or in flight: one in flight per entity, in version order. Dead letters and stale
 /// deliveries do not hold their entity.
 pub(crate) const DUE: &str = "SELECT d.id, d.failures, d.tie, e.source, e.event_id, \
-     e.event_type, e.body, e.headers \
+     e.dedup_key, e.event_type, e.body, e.headers \
      FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
      WHERE d.destination = $1 AND d.state IN ('pending', 'in_flight') AND d.next_attempt_at <= $2 \
        AND (d.entity IS NULL OR NOT EXISTS ( \
@@ -54,12 +55,12 @@ pub(crate) const INSERT_ATTEMPT: &str = "INSERT INTO idem_gateway_attempts \
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
 /// Deliveries per (destination, state), for reports.
-pub(crate) const COUNT_BY_STATE: &str = "SELECT destination, state, COUNT(*) \
+pub(crate) const COUNT_BY_STATE: &str = "SELECT destination, state, COUNT(*) AS count \
      FROM idem_gateway_deliveries GROUP BY destination, state";
 
 /// The same for the states that stay few (waiting, in flight, dead), read through the due
 /// index: what every `/metrics` scrape needs, without counting every delivered row.
-pub(crate) const COUNT_OPEN_BY_STATE: &str = "SELECT destination, state, COUNT(*) \
+pub(crate) const COUNT_OPEN_BY_STATE: &str = "SELECT destination, state, COUNT(*) AS count \
      FROM idem_gateway_deliveries WHERE state IN ('pending', 'in_flight', 'dead') \
      GROUP BY destination, state";
 
@@ -74,12 +75,12 @@ pub(crate) const COUNT_FAILED_ATTEMPTS: &str =
 
 /// Events, newest first; `$1` = source or '' for every source, `$2` = at most.
 pub(crate) const LIST_EVENTS: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
-     aggregate_id, version, received_at, body IS NOT NULL \
+     aggregate_id, version, received_at, body IS NOT NULL AS body_kept \
      FROM idem_gateway_events WHERE ($1 = '' OR source = $1) \
      ORDER BY received_at DESC, id DESC LIMIT $2";
 
 pub(crate) const FIND_EVENT: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
-     aggregate_id, version, received_at, body IS NOT NULL \
+     aggregate_id, version, received_at, body IS NOT NULL AS body_kept \
      FROM idem_gateway_events WHERE source = $1 AND event_id = $2";
 
 pub(crate) const DELIVERIES_OF: &str = "SELECT d.id, d.route, d.destination, d.state, d.tie, \
@@ -107,10 +108,10 @@ pub(crate) const REDRIVE: &str = "UPDATE idem_gateway_deliveries \
 /// route, whether the body is still kept, and the entity's highest non-stale version on the
 /// route (NULL without an entity).
 pub(crate) const REPLAY_CANDIDATES: &str = "SELECT d.id, d.route, d.state, d.version, \
-     e.body IS NOT NULL, \
+     e.body IS NOT NULL AS body_kept, \
      (SELECT MAX(h.version) FROM idem_gateway_deliveries h \
       WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
-        AND h.state <> 'stale') \
+        AND h.state <> 'stale') AS highest \
      FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
      WHERE e.source = $1 AND e.received_at >= $2 AND e.received_at < $3 \
      ORDER BY e.received_at, d.id";

@@ -78,7 +78,7 @@ async fn dead_letters_redrive_and_replay<DB: GatewayDb + AppDb>(store: Store<DB>
         .unwrap()
         .unwrap();
     let (delivery, attempts) = &detail.deliveries[0];
-    assert_eq!(delivery.state, "stale");
+    assert_eq!(delivery.state, idem_gateway::DeliveryState::Stale);
     let note = delivery.note.as_deref().unwrap();
     assert!(
         note.contains("timestamp=200") && note.contains("timestamp=150"),

@@ -1,0 +1,132 @@
+//! The gateway's rows as they cross the SQL boundary: what is written (`New…`, [`Finished`]) and
+//! what is read back (`Stored…`, [`DueDelivery`], [`ReplayCandidate`]), with named fields.
+
+use super::state::{AttemptOutcome, DeliveryState};
+
+/// A new event row.
+#[derive(Debug)]
+pub struct NewEvent<'a> {
+    pub source: &'a str,
+    pub event_id: &'a str,
+    /// The key the event was claimed under in idem's inbox: its `Idempotency-Key`.
+    pub dedup_key: &'a str,
+    pub event_type: Option<&'a str>,
+    pub aggregate_type: Option<&'a str>,
+    pub aggregate_id: Option<&'a str>,
+    pub version: Option<i64>,
+    pub body: &'a [u8],
+    /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON.
+    pub headers: &'a str,
+    pub received_at: i64,
+}
+
+/// A new delivery row.
+#[derive(Debug)]
+pub struct NewDelivery<'a> {
+    pub event: i64,
+    pub route: &'a str,
+    pub destination: &'a str,
+    pub state: DeliveryState,
+    pub entity: Option<&'a str>,
+    pub version: Option<i64>,
+    pub tie: bool,
+    pub note: Option<&'a str>,
+    pub now: i64,
+}
+
+/// A delivery that is due, with what is needed to send it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DueDelivery {
+    pub id: i64,
+    pub failures: i64,
+    pub tie: bool,
+    pub source: String,
+    pub event_id: String,
+    pub dedup_key: String,
+    pub event_type: Option<String>,
+    pub body: Option<Vec<u8>>,
+    /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON, read at send time so
+    /// that one unreadable row fails its own attempt, not every due read.
+    pub headers: String,
+}
+
+/// The outcome of one attempt, as written.
+#[derive(Debug)]
+pub struct Finished<'a> {
+    pub delivery: i64,
+    pub token: i64,
+    pub attempt: i64,
+    pub state: DeliveryState,
+    pub failures: i64,
+    pub next_attempt_at: i64,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub status: Option<i64>,
+    pub outcome: AttemptOutcome,
+    pub excerpt: &'a str,
+    pub now: i64,
+}
+
+/// An event row as listed.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredEvent {
+    pub id: i64,
+    pub source: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+    pub aggregate_type: Option<String>,
+    pub aggregate_id: Option<String>,
+    pub version: Option<i64>,
+    pub received_at: i64,
+    /// Whether the raw body is still kept (body_retention drops it).
+    pub body_kept: bool,
+}
+
+/// A delivery row as listed, with its event's source, id and type.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredDelivery {
+    pub id: i64,
+    pub route: String,
+    pub destination: String,
+    pub state: DeliveryState,
+    pub tie: bool,
+    pub note: Option<String>,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+    pub updated_at: i64,
+    pub source: String,
+    pub event_id: String,
+    pub event_type: Option<String>,
+}
+
+/// An attempt row.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredAttempt {
+    pub attempt: i64,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub status: Option<i64>,
+    pub outcome: AttemptOutcome,
+    pub excerpt: String,
+}
+
+/// A delivery a replay may make due again, with what the replay must know.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ReplayCandidate {
+    pub id: i64,
+    pub route: String,
+    pub state: DeliveryState,
+    pub version: Option<i64>,
+    /// Whether the raw body is still kept.
+    pub body_kept: bool,
+    /// The entity's highest non-stale version on the route (`None` without an entity).
+    pub highest: Option<i64>,
+}
+
+/// Deliveries per (destination, state).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StateCount {
+    pub destination: String,
+    pub state: DeliveryState,
+    pub count: i64,
+}
