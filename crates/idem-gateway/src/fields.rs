@@ -70,26 +70,42 @@ pub(crate) struct Extracted {
     pub headers: ForwardedHeaders,
 }
 
-/// Why the event could not be read from a delivery (answered 400).
+/// Why the event could not be read from a delivery: a webhook is answered 400 with it, a broker
+/// message is dead-lettered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ExtractError {
+#[non_exhaustive]
+pub enum ExtractError {
+    /// A field reads the body, and the body is not JSON (the parser's message).
     #[error("the body is not valid JSON: {0}")]
     MalformedJson(String),
+    /// No event id where the source reads it (which header or body field).
     #[error("no event id: {0} is missing")]
     MissingId(String),
+    /// The event id is there but breaks idem's rules for ids (blank, longer than 255 bytes).
     #[error("the event id from {field} is unusable: {problem}")]
-    BadId { field: String, problem: String },
+    BadId {
+        /// Where it was read.
+        field: String,
+        /// Which rule it breaks.
+        problem: String,
+    },
+    /// A field holds a value of the wrong shape (a JSON object where a string was expected, a
+    /// version that is not an integer, a header that is not text).
     #[error("{field} holds {found}; expected {expected}")]
     BadValue {
+        /// Where it was read.
         field: String,
+        /// What was found.
         found: String,
+        /// What was expected.
         expected: &'static str,
     },
 }
 
 impl ExtractError {
-    /// The problem's short name, used in the problem+json `type` and in metrics.
-    pub(crate) fn code(&self) -> &'static str {
+    /// The problem's short name, used in the problem+json `type` (`malformed-json`,
+    /// `no-event-id`, `bad-event-field`) and in metrics.
+    pub fn code(&self) -> &'static str {
         match self {
             Self::MalformedJson(_) => "malformed-json",
             Self::MissingId(_) | Self::BadId { .. } => "no-event-id",

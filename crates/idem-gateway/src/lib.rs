@@ -351,10 +351,11 @@ pub use config::{
     Broker, Config, ConfigError, DEFAULT_AMQP_URL, DEFAULT_DATABASE_URL, DEFAULT_LISTEN,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL,
     DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT,
-    DEFAULT_RETENTION, Destination, NatsSource, Ordering, OutboxRelay, RabbitMqSource, RelayTarget,
-    Route, Secret, Source, SourceKind,
+    DEFAULT_RETENTION, Destination, NatsSource, Ordering, OutboxRelay, RabbitMqSource, ReadEvent,
+    RelayTarget, Route, Secret, Source, SourceKind,
 };
 pub use error::{Error, RequestError};
+pub use fields::ExtractError;
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
 pub use ingest::STATUS_HEADER;
 pub use problem::{PROBLEM_JSON, Problem};

@@ -29,7 +29,7 @@ pub use defaults::{
 pub use error::ConfigError;
 pub use kind::SourceKind;
 pub(crate) use model::Intake;
-pub use model::{Config, Destination, Ordering, Route, Source};
+pub use model::{Config, Destination, Ordering, ReadEvent, Route, Source};
 pub use relay::{
     DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS,
     DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT, OutboxRelay, RelayTarget,

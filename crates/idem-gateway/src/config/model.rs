@@ -4,14 +4,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::Name;
+use axum::http::HeaderMap;
+use idem_core::{Entity, EventId, Name, Version};
 use idem_http::verify::Verifier;
 
 use super::broker::Broker;
 use super::kind::SourceKind;
 use super::relay::OutboxRelay;
 use super::secret::Secret;
-use crate::fields::Fields;
+use crate::fields::{ExtractError, Fields};
 
 /// A configured sender.
 #[derive(Debug, Clone)]
@@ -24,6 +25,18 @@ pub struct Source {
     pub(crate) fields: Fields,
 }
 
+/// What [`Source::read_event`] read from one delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadEvent {
+    /// The event id: its dedup key is `{source}:{event id}`.
+    pub event_id: EventId,
+    /// The event type, when the source has one.
+    pub event_type: Option<String>,
+    /// The entity and its version, when the source reads both.
+    pub entity: Option<(Entity, Version)>,
+}
+
 /// How a source's events arrive.
 #[derive(Debug, Clone)]
 pub(crate) enum Intake {
@@ -34,6 +47,22 @@ pub(crate) enum Intake {
 }
 
 impl Source {
+    /// Reads the event id, type, entity and version from one delivery (its headers and raw
+    /// body) as ingest does once the signature is checked: the source's configured fields, or
+    /// its kind's defaults. Never panics, whatever the bytes.
+    ///
+    /// # Errors
+    /// [`ExtractError`] naming the field at fault: a body that is not JSON where a field reads
+    /// it, a missing or unusable event id, a field of the wrong shape.
+    pub fn read_event(&self, headers: &HeaderMap, body: &[u8]) -> Result<ReadEvent, ExtractError> {
+        let extracted = self.fields.extract(headers, body)?;
+        Ok(ReadEvent {
+            event_id: extracted.event_id,
+            event_type: extracted.event_type,
+            entity: extracted.entity,
+        })
+    }
+
     /// Where a broker source's messages come from; `None` for a webhook source.
     pub fn broker(&self) -> Option<&Broker> {
         match &self.intake {
