@@ -21,7 +21,6 @@ macro_rules! outln {
 
 mod cli;
 mod commands;
-mod ledgers;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,64 @@
+//! `idem check-config`: the configuration as it was read, checked and shown without a credential;
+//! no database is opened and no file created.
+
+use std::process::ExitCode;
+
+use idem_gateway::Config;
+use idem_sql::redact_url;
+
+pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
+    outln!("configuration is valid")?;
+    outln!("  listen        {}", config.listen)?;
+    outln!("  database      {}", redact_url(&config.database_url))?;
+    outln!(
+        "  retention     {}",
+        humantime::format_duration(config.retention)
+    )?;
+    for source in &config.sources {
+        match source.broker() {
+            // Checked here as written; `idem serve` connects and finds the stream or queue.
+            Some(broker) => outln!(
+                "  source        {} ({}, {} at {})",
+                source.name,
+                source.kind,
+                broker.describe(),
+                broker.display_url()
+            )?,
+            None => outln!(
+                "  source        {} ({}, redelivery horizon {})",
+                source.name,
+                source.kind,
+                humantime::format_duration(source.kind.redelivery_horizon())
+            )?,
+        }
+    }
+    for destination in &config.destinations {
+        outln!(
+            "  destination   {} -> {}",
+            destination.name,
+            destination.url
+        )?;
+    }
+    for route in &config.routes {
+        outln!(
+            "  route         {}: {} -> {} (ordering {})",
+            route.name,
+            route.source,
+            route.destination,
+            route.ordering.as_str()
+        )?;
+    }
+    for relay in &config.relays {
+        // Checked here as written; `idem serve` opens the database and reaches the target.
+        outln!(
+            "  relay         {}: idem_outbox of {} -> {} at {} (batch {}, poll {})",
+            relay.name,
+            relay.display_database_url(),
+            relay.target.kind(),
+            relay.target.display_url(),
+            relay.batch_size,
+            humantime::format_duration(relay.poll_interval)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,45 @@
+//! `idem dlq list [--destination D] [--limit N]` and `idem dlq redrive [--destination D]
+//! [--id ID]`: the gateway's dead letters (deliveries that failed their whole schedule).
+
+use std::process::ExitCode;
+
+use idem_gateway::time::format_time;
+use idem_gateway::{Gateway, GatewayDb};
+
+use crate::cli::DlqCommand;
+
+pub(super) async fn dlq<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    command: DlqCommand,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        DlqCommand::List { destination, limit } => {
+            let dead = gateway.dead_letters(destination.as_deref(), limit).await?;
+            outln!(
+                "{:>6} {:<12} {:<10} {:<32} {:>8}  since",
+                "id",
+                "destination",
+                "source",
+                "event id",
+                "attempts"
+            )?;
+            for d in dead {
+                outln!(
+                    "{:>6} {:<12} {:<10} {:<32} {:>8}  {}",
+                    d.id,
+                    d.destination,
+                    d.source,
+                    d.event_id,
+                    d.attempts,
+                    format_time(d.updated_at)
+                )?;
+            }
+        }
+        DlqCommand::Redrive { destination, id } => {
+            // An unknown destination is refused, naming the configured ones.
+            let n = gateway.redrive(destination.as_deref(), id).await?;
+            outln!("{n} dead letters redriven; a running `idem serve` sends them now")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,192 @@
+//! The commands, one file each; this module reads the configuration and opens the database
+//! for the commands that need them.
+
+mod check_config;
+mod dead_letters;
+mod demo;
+mod dlq;
+mod effects;
+mod events;
+mod gc;
+mod idem_tables;
+mod outbox;
+mod replay;
+mod serve;
+mod verify;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use anyhow::{Context, bail};
+use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb};
+use idem_sql::Store;
+use idem_sql::redact_url;
+use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use idem_sql::sqlx::{Postgres, Sqlite};
+
+use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs};
+
+/// The commands that work on the gateway's own database.
+enum OnGateway {
+    Serve,
+    Events(EventsCommand),
+    Dlq(DlqCommand),
+    Replay(ReplayArgs),
+    Gc,
+}
+
+/// Runs one command; the exit code says whether it succeeded.
+pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // idem's own tables, usually in the application's database: with --database the
+    // configuration is not read at all (its secrets need not be set).
+    let ledger_url = |database: Option<String>| match database {
+        Some(url) => Ok(url),
+        None => match &cli.config {
+            Some(path) => Config::load(path).map(|c| c.database_url),
+            None => Ok(Config::defaults().database_url),
+        },
+    };
+    let on_gateway = match cli.command {
+        Command::Effects(args) => {
+            return effects::effects(&ledger_url(args.database)?, args.command).await;
+        }
+        Command::Outbox(args) => {
+            return outbox::outbox(&ledger_url(args.database)?, args.command).await;
+        }
+        Command::DeadLetters(args) => {
+            return dead_letters::dead_letters(&ledger_url(args.database)?, args.command).await;
+        }
+        Command::Demo => {
+            if let Some(path) = &cli.config {
+                bail!(
+                    "idem demo takes no --config (given {}): it runs its own gateway, sources and \
+                     application on SQLite in a temporary directory; use `idem serve --config` for yours",
+                    path.display()
+                );
+            }
+            return demo::demo().await;
+        }
+        Command::Verify(args) => {
+            let result = match &cli.config {
+                Some(path) => Err(anyhow::anyhow!(
+                    "idem verify takes no --config (given {}): it talks to the handler under test only",
+                    path.display()
+                )),
+                None => verify::verify(*args).await,
+            };
+            // 1 is a finding (a mode did not match); an operational error exits 3.
+            return Ok(result.unwrap_or_else(|e| {
+                if crate::is_broken_pipe(&e) {
+                    return ExitCode::SUCCESS;
+                }
+                eprintln!("error: {}", crate::chain(&e));
+                ExitCode::from(verify::VERIFY_ERROR_EXIT)
+            }));
+        }
+        // check-config checks the file alone: it opens no database and creates no file.
+        Command::CheckConfig => return check_config::check_config(&load(&cli.config)?),
+        Command::Serve => OnGateway::Serve,
+        Command::Events(command) => OnGateway::Events(command),
+        Command::Dlq(command) => OnGateway::Dlq(command),
+        Command::Replay(args) => OnGateway::Replay(args),
+        Command::Gc => OnGateway::Gc,
+    };
+    let config = load(&cli.config)?;
+    let serve = matches!(on_gateway, OnGateway::Serve);
+    let url = config.database_url.clone();
+    match DatabaseKind::of(&url) {
+        Some(DatabaseKind::Sqlite) if serve => {
+            create_sqlite_dir(&url)?;
+            let store = Store::<Sqlite>::connect(&url).await?;
+            on_store(on_gateway, config, store).await
+        }
+        Some(DatabaseKind::Sqlite) => {
+            // Admin commands read what `idem serve` made: they never create a database.
+            let options = SqliteConnectOptions::from_str(&url)
+                .with_context(|| {
+                    format!("database_url {:?} is not a SQLite URL", redact_url(&url))
+                })?
+                .create_if_missing(false);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await
+                .map_err(|e| no_tables(&url, e))?;
+            let store = Store::<Sqlite>::from_pool(pool);
+            idem_sql::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
+                .fetch_optional(store.pool())
+                .await
+                .map_err(|e| no_tables(&url, e))?;
+            on_store(on_gateway, config, store).await
+        }
+        Some(DatabaseKind::Postgres) => {
+            let store = Store::<Postgres>::connect(&url).await?;
+            if !serve {
+                idem_sql::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
+                    .fetch_optional(store.pool())
+                    .await
+                    .map_err(|e| no_tables(&url, e))?;
+            }
+            on_store(on_gateway, config, store).await
+        }
+        _ => bail!(
+            "database_url {:?} is neither sqlite:// nor postgres://",
+            redact_url(&config.database_url)
+        ),
+    }
+}
+
+/// The configuration in `path`, or the built-in defaults without one.
+fn load(path: &Option<std::path::PathBuf>) -> anyhow::Result<Config> {
+    Ok(match path {
+        Some(path) => Config::load(path)?,
+        None => Config::defaults(),
+    })
+}
+
+async fn on_store<DB: GatewayDb>(
+    command: OnGateway,
+    config: Config,
+    store: Store<DB>,
+) -> anyhow::Result<ExitCode> {
+    let gateway = Gateway::new(config, store);
+    match command {
+        OnGateway::Serve => serve::serve(gateway).await,
+        OnGateway::Events(command) => events::events(&gateway, command).await,
+        OnGateway::Dlq(command) => dlq::dlq(&gateway, command).await,
+        OnGateway::Replay(args) => replay::replay(&gateway, args).await,
+        OnGateway::Gc => gc::gc(&gateway).await,
+    }
+}
+
+/// Creates the directory of a `sqlite://path` database, as a first run needs.
+fn create_sqlite_dir(url: &str) -> anyhow::Result<()> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    if let Some(dir) = Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// A missing table (or, for SQLite, a missing file) says the database was never served: name
+/// it and what to check, instead of the driver's "no such table". Other errors pass through.
+fn no_tables(url: &str, error: idem_sql::sqlx::Error) -> anyhow::Error {
+    let url = redact_url(url);
+    if idem_tables::is_missing_table(&error) {
+        anyhow::anyhow!(
+            "no idem gateway tables at {url}: check database_url or --config (idem serve creates them)"
+        )
+    } else {
+        anyhow::Error::new(error).context(format!("cannot open the database at {url}"))
+    }
+}

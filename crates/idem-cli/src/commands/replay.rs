@@ -1,0 +1,79 @@
+//! `idem replay --source S --since T [--until T] [--dry-run] [--force]`: send a source's events of
+//! a time range again (new attempts of the same events, under the same Idempotency-Key).
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use idem_gateway::operations::ReplayRequest;
+use idem_gateway::time::{format_time, parse_time};
+use idem_gateway::{Gateway, GatewayDb};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::ReplayArgs;
+
+pub(super) async fn replay<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    args: ReplayArgs,
+) -> anyhow::Result<ExitCode> {
+    // An unknown source is refused by `Gateway::replay`, naming the configured ones; the range
+    // is checked here too, to name the options as typed.
+    let now = gateway.now().as_millis();
+    let since = parse_time("--since", &args.since, now)?;
+    let until = args
+        .until
+        .as_deref()
+        .map(|t| parse_time("--until", t, now))
+        .transpose()?;
+    if since >= until.unwrap_or(now + 1) {
+        bail!(
+            "--since {} ({}) is not before --until {} ({}): the range is empty",
+            args.since,
+            format_time(since),
+            args.until.as_deref().unwrap_or("(now)"),
+            format_time(until.unwrap_or(now))
+        );
+    }
+    let request = ReplayRequest {
+        source: args.source,
+        since,
+        until,
+        dry_run: args.dry_run,
+        force: args.force,
+    };
+    // A bar only on a terminal: logs and pipes get the summary line alone.
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} deliveries")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let report = gateway.replay(&request, &progress).await?;
+    bar.finish_and_clear();
+    outln!(
+        "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body",
+        report.matched,
+        report.requeued,
+        if request.dry_run {
+            "would be sent again"
+        } else {
+            "sent again"
+        },
+        report.in_progress,
+        report.older,
+        if request.force {
+            ""
+        } else {
+            " (use --force to send them)"
+        },
+        report.no_body
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

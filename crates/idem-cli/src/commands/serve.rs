@@ -1,0 +1,48 @@
+//! `idem serve`: run the gateway until SIGTERM or Ctrl-C, then drain and exit 0.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use idem_gateway::{Gateway, GatewayDb, Server};
+
+pub(super) async fn serve<DB: GatewayDb>(gateway: Gateway<DB>) -> anyhow::Result<ExitCode> {
+    gateway.migrate().await?;
+    let listen = gateway.config().listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let server = Server::start(gateway.clone(), listener).await?;
+    let config = gateway.config();
+    tracing::info!(
+        listen = %server.local_addr(),
+        sources = config.sources.len(),
+        destinations = config.destinations.len(),
+        routes = config.routes.len(),
+        "idem gateway serving"
+    );
+    server.run_until(shutdown_signal()).await?;
+    tracing::info!("drained; exiting");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
