@@ -35,10 +35,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use idem_core::{DedupKey, EventId, Name};
 use idem_sql::sqlx::Transaction;
 use idem_sql::{Backend, BoxFuture, DeadLetterRecord, ErrorKind, Event, Outcome, Runner, Store};
+
+use crate::{Delivery, Settle, Sink};
 
 /// Counter of deliveries settled by a consumer; labels `consumer`, `broker` (`jetstream` |
 /// `rabbitmq`) and `outcome` = `applied` | `duplicate` | `stale` | `retried` | `dead_lettered`.
@@ -141,38 +142,6 @@ impl RetryPolicy {
     /// Whether a failure of the `delivered`-th delivery is final (delivered ≥ N).
     pub fn exhausted(&self, delivered: u32) -> bool {
         delivered >= self.max_deliveries
-    }
-}
-
-/// One arrival of a broker message, as the decoder, the handler and the observer see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Delivery {
-    /// Where the message was consumed from (not where a relay sends messages, despite the name):
-    /// JetStream, the message's subject (the subject it was published to and stored under);
-    /// RabbitMQ, the name of the consumer's main queue (not the exchange or routing key it was
-    /// published with, nor the retry queue a retried copy came back through).
-    pub destination: String,
-    /// The broker message id: JetStream `Nats-Msg-Id` header, AMQP `message_id` property.
-    pub message_id: Option<String>,
-    /// The headers as (name, value) text pairs (AMQP values other than strings rendered as
-    /// text), in the order the client library gives them.
-    pub headers: Vec<(String, String)>,
-    /// The body.
-    pub payload: Bytes,
-    /// Which delivery of this message this is, 1 for the first: JetStream's delivered count;
-    /// for RabbitMQ computed from `x-delivery-count` and the retry path's counts
-    /// ([`RetryTopology::delivered`](crate::RetryTopology::delivered)).
-    pub delivered: u32,
-}
-
-impl Delivery {
-    /// The first value of header `name` (compared ignoring ASCII case), if any.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -317,6 +286,12 @@ pub enum ConsumerError {
     #[cfg(feature = "nats")]
     #[error("JetStream pull failed: {0}")]
     Pull(#[source] async_nats::Error),
+    /// JetStream: the durable consumer or its stream was deleted. The consumer stopped after
+    /// finishing its in-flight messages rather than recreating a durable, which would start
+    /// again from the stream's first message.
+    #[cfg(feature = "nats")]
+    #[error("JetStream consumer or stream deleted: {0}")]
+    Deleted(#[source] async_nats::Error),
     /// RabbitMQ: a channel operation (declare, qos, consume, cancel, confirm mode) failed.
     #[cfg(feature = "rabbitmq")]
     #[error("RabbitMQ {operation} failed: {source}")]
@@ -327,6 +302,33 @@ pub enum ConsumerError {
         #[source]
         source: lapin::Error,
     },
+}
+
+/// What kind of [`ConsumerError`] happened: what a caller can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConsumerErrorKind {
+    /// A setting that cannot work: fix the configuration.
+    InvalidConfig,
+    /// The broker connection or channel failed: connect again and run again.
+    Unavailable,
+    /// The durable consumer or its stream is gone: it must be created (deliberately) again.
+    Deleted,
+}
+
+impl ConsumerError {
+    /// The kind of this error.
+    pub fn kind(&self) -> ConsumerErrorKind {
+        match self {
+            Self::InvalidConfig(_) => ConsumerErrorKind::InvalidConfig,
+            #[cfg(feature = "nats")]
+            Self::Pull(_) => ConsumerErrorKind::Unavailable,
+            #[cfg(feature = "nats")]
+            Self::Deleted(_) => ConsumerErrorKind::Deleted,
+            #[cfg(feature = "rabbitmq")]
+            Self::Amqp { .. } => ConsumerErrorKind::Unavailable,
+        }
+    }
 }
 
 /// The application's handler: runs inside the runner's transaction (`&mut **tx` is the
@@ -488,14 +490,6 @@ impl<DB: Backend> Processor<DB> {
         disposition
     }
 
-    /// Counts an acknowledgement the broker client could not send.
-    pub(crate) fn ack_failed(&self, broker: &'static str, error: &dyn fmt::Display) {
-        self.stats.add_ack_failure();
-        metrics::counter!(ACK_FAILURES_TOTAL, "consumer" => self.consumer().to_string(), "broker" => broker)
-            .increment(1);
-        tracing::warn!(consumer = %self.consumer(), broker, %error, "acknowledgement not sent; the broker will redeliver");
-    }
-
     async fn decide(&self, delivery: &Arc<Delivery>) -> Disposition {
         let event = match (self.decode)(delivery) {
             Ok(event) => event,
@@ -596,6 +590,28 @@ impl<DB: Backend> Processor<DB> {
     }
 }
 
+/// A processor is the sink of idem's consumers: each delivery is decoded and run in one
+/// transaction, and settled only after it committed or was recorded as a dead letter.
+impl<DB: Backend> Sink for Processor<DB> {
+    async fn take(&self, delivery: Arc<Delivery>, broker: &'static str) -> Settle {
+        match self.process(delivery, broker).await {
+            Disposition::Applied { .. } | Disposition::Duplicate | Disposition::Stale => {
+                Settle::Ack
+            }
+            Disposition::Retry { delay, .. } => Settle::Retry { delay },
+            Disposition::DeadLettered { .. } => Settle::Reject,
+        }
+    }
+
+    /// Counts an acknowledgement the broker client could not send.
+    fn ack_failed(&self, broker: &'static str, error: &dyn fmt::Display) {
+        self.stats.add_ack_failure();
+        metrics::counter!(ACK_FAILURES_TOTAL, "consumer" => self.consumer().to_string(), "broker" => broker)
+            .increment(1);
+        tracing::warn!(consumer = %self.consumer(), broker, %error, "acknowledgement not sent; the broker will redeliver");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,8 +650,12 @@ mod tests {
             destination: "orders.created".into(),
             message_id: Some("mid-1".into()),
             headers: vec![],
-            payload: Bytes::new(),
+            payload: bytes::Bytes::new(),
             delivered: 1,
+            message_type: None,
+            routing_key: None,
+            content_type: None,
+            position: "stream ORDERS sequence 1".into(),
         };
         let event = decode_message_id(&orders, &delivery).unwrap();
         assert_eq!(event.key.as_str(), "orders:mid-1");

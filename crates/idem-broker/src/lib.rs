@@ -95,25 +95,45 @@
 //! `cargo run -p idem-broker --example upgrade_consumer` runs a consumer, an effect worker and a
 //! relay end to end against a local NATS server.
 
+#[cfg(feature = "rabbitmq")]
+mod amqp;
 #[cfg(any(feature = "nats", feature = "rabbitmq"))]
 mod consumer;
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+mod delivery;
 #[cfg(feature = "nats")]
 mod jetstream_consumer;
+#[cfg(feature = "nats")]
+mod jetstream_source;
 #[cfg(feature = "rabbitmq")]
 mod rabbitmq_consumer;
+#[cfg(feature = "rabbitmq")]
+mod rabbitmq_source;
+#[cfg(feature = "rabbitmq")]
+mod retry_topology;
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+mod sink;
 
 #[cfg(any(feature = "nats", feature = "rabbitmq"))]
 pub use consumer::{
-    ACK_FAILURES_TOTAL, ConsumerError, DEFAULT_MAX_DELIVERIES, DELIVERIES_TOTAL, DecodeError,
-    DecodeFn, Delivery, DeliveryCounts, DeliveryStats, Disposition, HandlerFn, ObserverFn,
+    ACK_FAILURES_TOTAL, ConsumerError, ConsumerErrorKind, DEFAULT_MAX_DELIVERIES, DELIVERIES_TOTAL,
+    DecodeError, DecodeFn, DeliveryCounts, DeliveryStats, Disposition, HandlerFn, ObserverFn,
     Processor, RetryPolicy, decode_message_id, describe_consumer_metrics,
 };
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+pub use delivery::Delivery;
 #[cfg(feature = "nats")]
 pub use jetstream_consumer::JetStreamConsumer;
+#[cfg(feature = "nats")]
+pub use jetstream_source::JetStreamSource;
 #[cfg(feature = "rabbitmq")]
-pub use rabbitmq_consumer::{
-    RabbitMqConsumer, RetryTopology, X_DEATH, X_DELIVERY_COUNT, X_IDEM_DELIVERY_COUNT,
-};
+pub use rabbitmq_consumer::RabbitMqConsumer;
+#[cfg(feature = "rabbitmq")]
+pub use rabbitmq_source::{RabbitMqSource, RetryVia};
+#[cfg(feature = "rabbitmq")]
+pub use retry_topology::{RetryTopology, X_DEATH, X_DELIVERY_COUNT, X_IDEM_DELIVERY_COUNT};
+#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+pub use sink::{Settle, Sink};
 
 #[cfg(feature = "http")]
 mod http_publisher;

@@ -725,7 +725,8 @@ async fn undecodable_message_is_dead_lettered_at_once<DB: AppDb>(store: Store<DB
 }
 
 // The durable consumer deleted under a running consumer (an operator's mistake, a redeploy that
-// recreates it): run stops with ConsumerError::Pull instead of pulling on forever.
+// recreates it): run stops with ConsumerError::Deleted instead of pulling on forever (or
+// recreating a durable that would start again from the stream's first message).
 both_stores!(deleted_durable_consumer_stops_run_with_a_pull_error);
 async fn deleted_durable_consumer_stops_run_with_a_pull_error<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
@@ -762,7 +763,7 @@ async fn deleted_durable_consumer_stops_run_with_a_pull_error<DB: AppDb>(store: 
         .expect("run returns within 10 s of the deletion")
         .unwrap();
     assert!(
-        matches!(ended, Err(idem_broker::ConsumerError::Pull(_))),
+        matches!(ended, Err(idem_broker::ConsumerError::Deleted(_))),
         "{ended:?}"
     );
     println!("run returned {:?} after the deletion", deleted.elapsed());
@@ -770,7 +771,7 @@ async fn deleted_durable_consumer_stops_run_with_a_pull_error<DB: AppDb>(store: 
 }
 
 // The same deletion while no pull waits (the one slot is busy with a 2.5 s handler): the next
-// pull goes to a consumer that no longer exists, and run still stops with ConsumerError::Pull,
+// pull goes to a consumer that no longer exists, and run still stops with ConsumerError::Deleted,
 // within the 5 s pull expiry plus 1 s of that pull.
 both_stores!(consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error);
 async fn consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error<DB: AppDb>(
@@ -814,7 +815,7 @@ async fn consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error<DB: Ap
         .expect("run returns within 2.5 s + 6 s of the deletion, with a margin")
         .unwrap();
     assert!(
-        matches!(ended, Err(idem_broker::ConsumerError::Pull(_))),
+        matches!(ended, Err(idem_broker::ConsumerError::Deleted(_))),
         "{ended:?}"
     );
     fx.delete().await;
