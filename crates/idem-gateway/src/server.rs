@@ -164,7 +164,10 @@ impl Server {
             readers.push(tokio::spawn(supervise_task(
                 gateway.clone(),
                 format!("relay {name:?}"),
-                tokio::spawn(running),
+                tokio::spawn(async move {
+                    running.await;
+                    Ok(())
+                }),
                 stopped.clone(),
                 failed.clone(),
             )));
@@ -273,18 +276,19 @@ fn panic_message(error: tokio::task::JoinError) -> String {
 }
 
 /// Waits for `handle` (a broker reader or a relay, named `task`); if it ends before shutdown
-/// or panics, logs it, records it in the gateway (so `/readyz` fails) and tells
-/// [`Server::run_until`] to stop, as [`supervise`] does for dispatchers.
+/// (with its reason, or none) or panics, logs it, records it in the gateway (so `/readyz`
+/// fails) and tells [`Server::run_until`] to stop, as [`supervise`] does for dispatchers.
 async fn supervise_task<DB: GatewayDb>(
     gateway: Gateway<DB>,
     task: String,
-    handle: JoinHandle<()>,
+    handle: JoinHandle<Result<(), String>>,
     stopped: watch::Receiver<bool>,
     failed: watch::Sender<bool>,
 ) {
     let reason = match handle.await {
-        Ok(()) if *stopped.borrow() => return,
-        Ok(()) => "it ended before shutdown".to_owned(),
+        Ok(Ok(())) if *stopped.borrow() => return,
+        Ok(Ok(())) => "it ended before shutdown".to_owned(),
+        Ok(Err(reason)) => reason,
         Err(e) if e.is_panic() => format!("panicked: {}", panic_message(e)),
         Err(e) => e.to_string(),
     };

@@ -26,14 +26,18 @@ pub(crate) mod rabbitmq;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::http::HeaderMap;
+use std::fmt;
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use idem_broker::{Delivery, Settle, Sink};
 use idem_core::{Backoff, DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;
 use tokio::sync::{mpsc, watch};
 
 use crate::Error;
 use crate::config::Broker;
-use crate::fields::{AMQP_MESSAGE_ID, NATS_MSG_ID};
+use crate::fields::{AMQP_MESSAGE_ID, AMQP_ROUTING_KEY, AMQP_TYPE, NATS_MSG_ID, NATS_SUBJECT};
 use crate::gateway::{Gateway, INBOX_CONSUMER};
 use crate::ingest::batch::{Answer, Incoming, Pending};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
@@ -64,25 +68,67 @@ pub(crate) enum Verdict {
     Retry,
 }
 
-/// One message as a broker delivered it.
-pub(crate) struct Message {
-    /// Its headers, with the pseudo-headers of its properties.
-    pub headers: HeaderMap,
-    pub body: Bytes,
+/// One message as a broker delivered it, as the gateway's fields read it.
+struct Message {
+    /// Its headers, with the pseudo-headers of its properties (which win over application
+    /// headers of the same name).
+    headers: HeaderMap,
+    body: Bytes,
     /// The subject (NATS) or queue (RabbitMQ) it came from, for the dead letter.
-    pub origin: String,
+    origin: String,
     /// Where it sits in the broker, for log lines (`stream ORDERS sequence 12`).
-    pub position: String,
+    position: String,
     /// The broker's delivery count, this delivery included (1 when the broker does not say).
-    pub delivered: u64,
+    delivered: u64,
+}
+
+impl Message {
+    /// `delivery` with its broker properties as pseudo-headers: [`NATS_SUBJECT`] on JetStream;
+    /// [`AMQP_MESSAGE_ID`], [`AMQP_TYPE`], [`AMQP_ROUTING_KEY`] and `content-type` on RabbitMQ.
+    /// Headers HTTP cannot carry are left out (an id read from one is then missing, which is
+    /// reported as such).
+    fn of(delivery: &Delivery, broker: &str) -> Self {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &delivery.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        let mut set = |name: &'static str, value: Option<&str>| {
+            if let Some(value) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
+        if broker == "jetstream" {
+            set(NATS_SUBJECT, Some(&delivery.destination));
+        } else {
+            set(AMQP_MESSAGE_ID, delivery.message_id.as_deref());
+            set(AMQP_TYPE, delivery.message_type.as_deref());
+            set(AMQP_ROUTING_KEY, delivery.routing_key.as_deref());
+            set("content-type", delivery.content_type.as_deref());
+        }
+        Self {
+            headers,
+            body: delivery.payload.clone(),
+            origin: delivery.destination.clone(),
+            position: delivery.position.clone(),
+            delivered: u64::from(delivery.delivered),
+        }
+    }
 }
 
 /// What a broker source's reader needs to store messages: the gateway, its group-commit queue
-/// and the source.
+/// and the source. It is the sink of idem-broker's [`JetStreamSource`](idem_broker::JetStreamSource)
+/// and [`RabbitMqSource`](idem_broker::RabbitMqSource).
 pub(crate) struct Intake<DB: GatewayDb> {
     gateway: Gateway<DB>,
     queue: Option<mpsc::Sender<Pending>>,
     index: usize,
+    /// Turns true at shutdown: a message that could not be stored is then handed back at once.
+    stopped: watch::Receiver<bool>,
 }
 
 impl<DB: GatewayDb> Clone for Intake<DB> {
@@ -91,7 +137,31 @@ impl<DB: GatewayDb> Clone for Intake<DB> {
             gateway: self.gateway.clone(),
             queue: self.queue.clone(),
             index: self.index,
+            stopped: self.stopped.clone(),
         }
+    }
+}
+
+impl<DB: GatewayDb> Sink for Intake<DB> {
+    async fn take(&self, delivery: Arc<Delivery>, broker: &'static str) -> Settle {
+        let message = Message::of(&delivery, broker);
+        match Intake::take(self, &message).await {
+            Verdict::Ack(_) => Settle::Ack,
+            Verdict::Reject => Settle::Reject,
+            // On shutdown, hand it back at once: another gateway may take it.
+            Verdict::Retry if *self.stopped.borrow() => Settle::Retry {
+                delay: Duration::ZERO,
+            },
+            Verdict::Retry => Settle::Retry {
+                delay: retry_delay(message.delivered),
+            },
+        }
+    }
+
+    fn ack_failed(&self, broker: &'static str, error: &dyn fmt::Display) {
+        // Stored already, or not at all: the redelivered copy is acked as a duplicate, or
+        // stored then.
+        tracing::warn!(source = %self.source_name(), broker, %error, "ack to the broker failed; the message comes again");
     }
 }
 
@@ -101,7 +171,7 @@ impl<DB: GatewayDb> Intake<DB> {
     }
 
     /// Reads the event of `message`, commits it, and says what to tell the broker.
-    pub(crate) async fn take(&self, message: &Message) -> Verdict {
+    async fn take(&self, message: &Message) -> Verdict {
         let started = Instant::now();
         let source = self.gateway.source(self.index);
         let limit = self.gateway.config().max_body_bytes;
@@ -254,18 +324,22 @@ pub(crate) async fn connect<DB: GatewayDb>(
 
 /// Reads `connected` (source `index`) until `stopped` turns true; then stops taking messages,
 /// finishes those in flight (stored and acknowledged, or handed back) and returns. Connection
-/// failures are logged and retried: it never returns before `stopped`.
+/// failures are logged and retried.
+///
+/// # Errors
+/// Why the reader stopped before `stopped`: its JetStream durable or stream was deleted.
 pub(crate) async fn run<DB: GatewayDb>(
     gateway: Gateway<DB>,
     index: usize,
     queue: Option<mpsc::Sender<Pending>>,
     connected: Connected,
     stopped: watch::Receiver<bool>,
-) {
+) -> Result<(), String> {
     let intake = Intake {
         gateway,
         queue,
         index,
+        stopped: stopped.clone(),
     };
     match connected {
         Connected::Nats(reader) => reader.run(intake, stopped).await,

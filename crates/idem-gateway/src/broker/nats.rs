@@ -1,33 +1,26 @@
-//! A NATS JetStream source: a durable pull consumer on an existing stream, explicit acks.
+//! A NATS JetStream source: a durable pull consumer on an existing stream, explicit acks, read
+//! by idem-broker's [`JetStreamSource`] with the gateway's ingest as its sink.
 
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::pull::{self, MessagesErrorKind};
+use async_nats::jetstream::consumer::pull::{self};
 use async_nats::jetstream::consumer::{AckPolicy, Consumer};
-use async_nats::jetstream::{self, AckKind};
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
-use futures_util::StreamExt;
+use async_nats::jetstream::{self};
+use idem_broker::{ConsumerErrorKind, JetStreamSource};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
-use super::{Intake, Message, RECONNECT_DELAY, Verdict, pause, retry_delay, until_stopped};
+use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::NatsSource;
-use crate::fields::NATS_SUBJECT;
 use crate::store::GatewayDb;
 
 /// How long connecting to the server may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most messages one pull request asks for.
-const MAX_PULL_BATCH: usize = 200;
 
 /// A connected NATS source.
 pub(crate) struct Reader {
     settings: NatsSource,
     client: async_nats::Client,
     consumer: Consumer<pull::Config>,
-    /// The consumer's own `ack_wait`: the configured one when the gateway created it, an
-    /// existing durable's otherwise. The in-progress acks follow it.
-    ack_wait: Duration,
 }
 
 impl Reader {
@@ -45,109 +38,99 @@ impl Reader {
             .connect(settings.url.expose())
             .await
             .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))?;
-        let (consumer, ack_wait) = consumer(&client, &settings).await?;
+        let consumer = consumer(&client, &settings).await?;
         Ok(Self {
             settings,
             client,
             consumer,
-            ack_wait,
         })
     }
 
-    /// Pulls and takes messages until `stopped`, at most `max_in_flight` at once; then
-    /// finishes those in flight and flushes their acks.
+    /// Pulls and stores messages until `stopped`, at most `max_in_flight` at once, sending
+    /// in-progress acks every half of the durable's own `ack_wait`; then finishes those in
+    /// flight and flushes their acks. A lost connection is retried every second. A deleted
+    /// durable (or stream) stops the reader with its reason: the gateway creates a durable only
+    /// at start, since one created later would deliver the stream again from its first message.
+    ///
+    /// # Errors
+    /// The reason the reader stopped before `stopped`: its durable or stream was deleted.
     pub(crate) async fn run<DB: GatewayDb>(
         mut self,
         intake: Intake<DB>,
         stopped: watch::Receiver<bool>,
-    ) {
+    ) -> Result<(), String> {
         let source = intake.source_name().to_string();
-        let mut in_flight = JoinSet::new();
-        // Waited on in the loop below, while `stopped` itself is lent to the tasks.
-        let mut stop = stopped.clone();
-        'connect: while !*stopped.borrow() {
-            let messages = self
-                .consumer
-                .stream()
-                .max_messages_per_batch(self.settings.max_in_flight.min(MAX_PULL_BATCH))
-                .messages()
-                .await;
-            let mut messages = match messages {
-                Ok(messages) => messages,
-                Err(error) => {
-                    tracing::warn!(%source, %error, "cannot pull from JetStream; trying again");
-                    if pause(RECONNECT_DELAY, &stopped).await {
-                        break;
-                    }
-                    self.reconnect(&source).await;
-                    continue;
-                }
+        let result = loop {
+            let source_reader = match JetStreamSource::new(self.consumer.clone()) {
+                Ok(reader) => reader.concurrency(self.settings.max_in_flight),
+                Err(e) => break Err(e.to_string()),
             };
-            loop {
-                tokio::select! {
-                    () = until_stopped(&mut stop) => break 'connect,
-                    Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
-                    next = messages.next(), if in_flight.len() < self.settings.max_in_flight => {
-                        match next {
-                            Some(Ok(message)) => {
-                                in_flight.spawn(take(
-                                    intake.clone(),
-                                    message,
-                                    self.ack_wait,
-                                    stopped.clone(),
-                                ));
-                            }
-                            Some(Err(error)) => {
-                                let fatal = matches!(
-                                    error.kind(),
-                                    MessagesErrorKind::ConsumerDeleted
-                                        | MessagesErrorKind::PushBasedConsumer
-                                        | MessagesErrorKind::RequestLimitExceeded
-                                );
-                                tracing::warn!(%source, %error, "JetStream pull failed");
-                                if fatal {
-                                    if pause(RECONNECT_DELAY, &stopped).await {
-                                        break 'connect;
-                                    }
-                                    self.reconnect(&source).await;
-                                    continue 'connect;
-                                }
-                            }
-                            None => continue 'connect,
+            let mut stop = stopped.clone();
+            let ended = source_reader
+                .run(
+                    intake.clone(),
+                    async move { until_stopped(&mut stop).await },
+                )
+                .await;
+            match ended {
+                Ok(()) => break Ok(()),
+                Err(e) if e.kind() == ConsumerErrorKind::Deleted => {
+                    break Err(format!(
+                        "JetStream consumer {:?} on stream {:?} was deleted ({e}); restart the gateway to create it again",
+                        self.settings.durable, self.settings.stream
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(%source, error = %e, "cannot pull from JetStream; trying again");
+                    if pause(RECONNECT_DELAY, &stopped).await {
+                        break Ok(());
+                    }
+                    match get_consumer(&self.client, &self.settings).await {
+                        Ok(consumer) => self.consumer = consumer,
+                        Err(e) => {
+                            tracing::warn!(%source, error = %e, "cannot get the JetStream consumer")
                         }
                     }
                 }
             }
-        }
-        while in_flight.join_next().await.is_some() {}
+        };
         // Acks are published without waiting; flush them before the client goes.
         if let Err(error) = self.client.flush().await {
             tracing::warn!(%source, %error, "acks not flushed; those messages come again and are acked as duplicates");
         }
-    }
-
-    /// Gets the consumer again (it was deleted, or the server restarted), logging a failure:
-    /// the next round of the read loop tries again.
-    async fn reconnect(&mut self, source: &str) {
-        match consumer(&self.client, &self.settings).await {
-            Ok((consumer, ack_wait)) => {
-                self.consumer = consumer;
-                self.ack_wait = ack_wait;
-            }
-            Err(error) => tracing::warn!(%source, %error, "cannot get the JetStream consumer"),
-        }
+        result
     }
 }
 
+/// The existing durable consumer of `settings` again (after a lost connection); never created
+/// here.
+async fn get_consumer(
+    client: &async_nats::Client,
+    settings: &NatsSource,
+) -> Result<Consumer<pull::Config>, String> {
+    let context = jetstream::new(client.clone());
+    let stream = context
+        .get_stream(&settings.stream)
+        .await
+        .map_err(|e| format!("JetStream stream {:?} cannot be read: {e}", settings.stream))?;
+    stream.get_consumer(&settings.durable).await.map_err(|e| {
+        format!(
+            "JetStream consumer {:?} cannot be read: {e}",
+            settings.durable
+        )
+    })
+}
+
 /// Gets or creates the durable pull consumer of `settings`, checks that it acks explicitly and
-/// filters as configured, and returns it with its own `ack_wait`. An existing durable keeps its
+/// filters as configured, and returns it (its cached info holds its own `ack_wait`, which the
+/// in-progress acks follow). An existing durable keeps its
 /// `ack_wait` and `max_ack_pending` (JetStream does not change them on a get): a difference
 /// from the configuration is logged at WARN, and the in-progress acks follow the durable's
 /// real `ack_wait`, since half the configured one could come after the durable redelivered.
 async fn consumer(
     client: &async_nats::Client,
     settings: &NatsSource,
-) -> Result<(Consumer<pull::Config>, Duration), String> {
+) -> Result<Consumer<pull::Config>, String> {
     let context = jetstream::new(client.clone());
     let stream = context.get_stream(&settings.stream).await.map_err(|e| {
         format!(
@@ -204,87 +187,5 @@ async fn consumer(
             "the existing JetStream consumer keeps its own ack_wait and max_ack_pending, not the configured ones; in-progress acks follow its ack_wait (delete the consumer, or edit it, to apply the configuration)"
         );
     }
-    let ack_wait = info.config.ack_wait;
-    Ok((consumer, ack_wait))
-}
-
-/// The headers of `message` as HTTP headers, with its subject as [`NATS_SUBJECT`]. Headers
-/// whose name or value HTTP cannot carry are left out (an id read from one is then missing,
-/// which is reported as such).
-fn headers(message: &async_nats::Message) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    if let Some(headers) = &message.headers {
-        for (name, values) in headers.iter() {
-            let Ok(name) = HeaderName::from_bytes(name.to_string().as_bytes()) else {
-                continue;
-            };
-            for value in values {
-                if let Ok(value) = HeaderValue::from_str(value.as_str()) {
-                    map.append(name.clone(), value);
-                }
-            }
-        }
-    }
-    if let Ok(subject) = HeaderValue::from_str(message.subject.as_str()) {
-        map.insert(HeaderName::from_static(NATS_SUBJECT), subject);
-    }
-    map
-}
-
-/// Takes one message and acks, NAKs or terminates it. While the commit is awaited, sends an
-/// in-progress ack every half `ack_wait` (the consumer's own), so that a slow commit causes no
-/// redelivery.
-async fn take<DB: GatewayDb>(
-    intake: Intake<DB>,
-    message: jetstream::Message,
-    ack_wait: Duration,
-    stopped: watch::Receiver<bool>,
-) {
-    let (position, delivered) = match message.info() {
-        Ok(info) => (
-            format!("stream {} sequence {}", info.stream, info.stream_sequence),
-            u64::try_from(info.delivered).unwrap_or(1),
-        ),
-        Err(_) => (format!("subject {}", message.subject), 1),
-    };
-    let taken = Message {
-        headers: headers(&message),
-        body: message.payload.clone(),
-        origin: message.subject.to_string(),
-        position,
-        delivered,
-    };
-    let verdict = {
-        let take = intake.take(&taken);
-        tokio::pin!(take);
-        // At least 1 ms: `interval` panics on a zero period (JetStream's own floor is 1 ms).
-        let half = (ack_wait / 2).max(Duration::from_millis(1));
-        let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + half, half);
-        loop {
-            tokio::select! {
-                verdict = &mut take => break verdict,
-                _ = progress.tick() => {
-                    let _ = message.ack_with(AckKind::Progress).await;
-                }
-            }
-        }
-    };
-    let source = intake.source_name();
-    let acked = match verdict {
-        Verdict::Ack(_) => message.ack().await,
-        Verdict::Reject => message.ack_with(AckKind::Term).await,
-        Verdict::Retry => {
-            // On shutdown, hand it back at once: another gateway may take it.
-            let delay = if *stopped.borrow() {
-                Duration::ZERO
-            } else {
-                retry_delay(delivered)
-            };
-            message.ack_with(AckKind::Nak(Some(delay))).await
-        }
-    };
-    if let Err(error) = acked {
-        // Stored already: the redelivered copy is acked as a duplicate.
-        tracing::warn!(%source, position = %taken.position, %error, "ack to JetStream failed; the message comes again");
-    }
+    Ok(consumer)
 }

@@ -424,6 +424,59 @@ async fn an_existing_durables_ack_wait_paces_the_in_progress_acks() {
     nats.delete().await;
 }
 
+/// A durable deleted while the gateway reads it stops that source's reader, naming the durable:
+/// `/readyz` answers 503 and the server stops (as for any task that ends), instead of a durable
+/// recreated in silence, which would deliver the stream again from its first message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_durable_stops_the_source_naming_it() {
+    let nats = Nats::new().await;
+    let durable = unique("gone").replace('_', "-");
+    let app = Downstream::ok().await;
+    let (_dir, store) = crate::support::sqlite(crate::support::system_clock()).await;
+    let running = Running::start(config(&nats.source(&durable), &app), store).await;
+    nats.publish("created", Some("o-1"), r#"{"n":1}"#).await;
+    wait_for_keys(&app, 1).await;
+
+    let stream = nats.context.get_stream(&nats.stream).await.unwrap();
+    stream.delete_consumer(&durable).await.unwrap();
+    // The reader notices within a pull's expiry (5 s) plus 1 s.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let answer = running
+            .client
+            .get(format!("{}/readyz", running.url))
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == 503 {
+            break answer.text().await.unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still ready after the durable was deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(problem["type"], "urn:idem:problem:task-stopped", "{body}");
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&format!("JetStream consumer {durable:?}")),
+        "{detail}"
+    );
+    assert!(detail.contains("was deleted"), "{detail}");
+    let info = stream
+        .get_consumer::<jetstream::consumer::pull::Config>(&durable)
+        .await;
+    assert!(info.is_err(), "the durable was not recreated");
+    let stopped = running.server.shutdown().await;
+    assert!(
+        matches!(stopped, Err(Error::TaskStopped { .. })),
+        "{stopped:?}"
+    );
+    nats.delete().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_stream_stops_the_start_naming_it() {
     let app = Downstream::ok().await;
