@@ -11,10 +11,10 @@
 //! | duplicate | `Duplicate` | ack | ack |
 //! | stale | `Stale` | ack | ack |
 //! | handler error, delivery < N | `Retry` | NAK with delay | copy to retry queue, ack |
-//! | handler error, delivery ≥ N | `DeadLettered` | dead-letter row, TERM | dead-letter row, ack |
+//! | handler error, delivery ≥ N | `DeadLettered` | dead-letter row, TERM | dead-letter row, reject without requeue |
 //! | conflict / database unavailable | `Retry` | NAK with delay | copy to retry queue, ack |
 //! | gap rejected / parked | `Retry` | NAK with delay | copy to retry queue, ack |
-//! | message cannot be decoded | `DeadLettered` | dead-letter row, TERM | dead-letter row, ack |
+//! | message cannot be decoded | `DeadLettered` | dead-letter row, TERM | dead-letter row, reject without requeue |
 //!
 //! The acknowledgement is sent only after the transaction committed (docs/design.md C2); a duplicate
 //! is a success and is acknowledged (C3). Errors of the database itself (conflicts, a database
@@ -198,7 +198,7 @@ pub enum Disposition {
         reason: String,
     },
     /// The message was recorded as dead letter `id` in `idem_dead_letters` and is settled next
-    /// (JetStream TERM, RabbitMQ ack).
+    /// (JetStream TERM, RabbitMQ `basic.reject` without requeue).
     DeadLettered {
         /// The dead letter's row id.
         id: i64,

@@ -11,13 +11,15 @@
 //! one transaction (docs/design.md C2), and only then is the message acknowledged.
 //! [`JetStreamConsumer`] (pull consumer, explicit acks, in-progress acks while the handler runs)
 //! and [`RabbitMqConsumer`] (quorum queue, retry queues declared by [`RetryTopology`]) settle
-//! each delivery by its [`Disposition`]:
+//! each delivery by its [`Disposition`]. Both are a transport ([`JetStreamSource`],
+//! [`RabbitMqSource`]) under a [`Sink`]: the [`Processor`] here, the gateway's group-commit ingest
+//! in `idem serve`.
 //!
 //! | delivery | JetStream | RabbitMQ |
 //! |---|---|---|
 //! | applied, duplicate, stale | ack | ack |
 //! | handler or store error | NAK with the [`RetryPolicy`] delay for its delivery count | copy to retry queue *i* (TTL, then back), ack |
-//! | failed on its N-th delivery, or undecodable | dead-letter row in idem's store ([`idem_sql::DeadLetters`]), TERM | dead-letter row, ack |
+//! | failed on its N-th delivery, or undecodable | dead-letter row in idem's store ([`idem_sql::DeadLetters`]), TERM | dead-letter row, reject without requeue |
 //!
 //! A duplicate is acknowledged whatever its delivery count (C3): it never reaches the dead
 //! letters. A dead letter does not block later events of its entity; redriven after a newer
