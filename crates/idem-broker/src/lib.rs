@@ -153,7 +153,7 @@ pub use http_publisher::{
 };
 #[cfg(feature = "nats")]
 pub use nats_publisher::JetStreamPublisher;
-pub use publisher::{PublishOutcome, Publisher, PublisherError};
+pub use publisher::{PublishOutcome, Publisher, PublisherError, PublisherErrorKind};
 #[cfg(feature = "rabbitmq")]
 pub use rabbitmq_publisher::RabbitMqPublisher;
 pub use relay::{

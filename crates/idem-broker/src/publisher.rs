@@ -70,3 +70,26 @@ pub enum PublisherError {
     #[error("HTTP client: {0}")]
     Http(#[from] reqwest::Error),
 }
+
+/// What kind of [`PublisherError`] happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PublisherErrorKind {
+    /// The broker could not be reached or refused the channel: try again later.
+    Unavailable,
+    /// The publisher cannot be built as asked (an HTTP client without a TLS backend for an
+    /// `https` URL): fix the setting.
+    InvalidConfig,
+}
+
+impl PublisherError {
+    /// The kind of this error.
+    pub fn kind(&self) -> PublisherErrorKind {
+        match *self {
+            #[cfg(feature = "rabbitmq")]
+            Self::Amqp(_) => PublisherErrorKind::Unavailable,
+            #[cfg(feature = "http")]
+            Self::Http(_) => PublisherErrorKind::InvalidConfig,
+        }
+    }
+}

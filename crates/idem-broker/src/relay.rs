@@ -66,6 +66,16 @@ pub enum RelayError {
     Store(#[from] idem_sql::Error),
 }
 
+impl RelayError {
+    /// The kind of the store error behind it: [`ErrorKind::is_retryable`](idem_sql::ErrorKind)
+    /// says whether the next cycle can succeed.
+    pub fn kind(&self) -> idem_sql::ErrorKind {
+        match self {
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
 /// What one or more relay cycles did, in messages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RelayReport {

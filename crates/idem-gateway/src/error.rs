@@ -71,6 +71,32 @@ pub enum Error {
     },
 }
 
+/// What kind of [`Error`] happened: what an operator or an embedding program can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The configuration or the request is wrong: fix it; retrying the same cannot succeed.
+    Invalid,
+    /// The database, a broker or the listener is not usable now: retrying later can succeed.
+    Unavailable,
+    /// A task of a running server stopped: the server stops; restart it.
+    Stopped,
+}
+
+impl Error {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Config(_) | Self::Request(_) | Self::Migrate(_) => ErrorKind::Invalid,
+            Self::Store(e) if e.kind() == idem_sql::ErrorKind::InvalidInput => ErrorKind::Invalid,
+            Self::Store(_) | Self::Broker { .. } | Self::Relay { .. } | Self::Io { .. } => {
+                ErrorKind::Unavailable
+            }
+            Self::Dispatcher { .. } | Self::TaskStopped { .. } => ErrorKind::Stopped,
+        }
+    }
+}
+
 impl From<idem_sql::sqlx::Error> for Error {
     fn from(e: idem_sql::sqlx::Error) -> Self {
         Self::Store(idem_sql::Error::from(e))

@@ -354,7 +354,7 @@ pub use config::{
     DEFAULT_RETENTION, Destination, NatsSource, Ordering, OutboxRelay, RabbitMqSource, ReadEvent,
     RelayTarget, Route, Secret, Source, SourceKind,
 };
-pub use error::{Error, RequestError};
+pub use error::{Error, ErrorKind, RequestError};
 pub use fields::ExtractError;
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
 pub use ingest::STATUS_HEADER;
