@@ -1,0 +1,170 @@
+//! What every lowering shares: node text and positions, the function being built, its
+//! enclosing conditions, loops and transactions.
+
+use tree_sitter::Node;
+
+use crate::ir::{Call, Cond, Expr, Function, Module, Op, OpKind, Pos};
+
+struct Frame {
+    func: Function,
+    conds: Vec<usize>,
+    tx: Vec<u32>,
+}
+
+/// Builds a [`Module`] while a lowering walks the tree.
+pub(super) struct Builder<'s> {
+    pub(super) src: &'s str,
+    line_starts: Vec<usize>,
+    frames: Vec<Frame>,
+    next_tx: u32,
+    pub(super) module: Module,
+}
+
+/// Callee methods whose function argument runs in a transaction.
+pub(super) fn opens_transaction(call: &Call) -> bool {
+    let m = call.method();
+    matches!(
+        m.as_str(),
+        "transaction" | "$transaction" | "withtransaction" | "runintransaction" | "transact"
+    ) || (m == "begin" && call.callee.len() > 1)
+}
+
+/// Callee methods whose function argument runs inline, as part of the caller.
+pub(super) fn runs_inline(call: &Call) -> bool {
+    matches!(
+        call.method().as_str(),
+        "then"
+            | "catch"
+            | "finally"
+            | "foreach"
+            | "map"
+            | "flatmap"
+            | "filter"
+            | "reduce"
+            | "some"
+            | "every"
+            | "find"
+            | "each"
+            | "all"
+            | "allsettled"
+            | "for_each"
+            | "wrap"
+    )
+}
+
+impl<'s> Builder<'s> {
+    pub(super) fn new(src: &'s str) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));
+        Builder {
+            src,
+            line_starts,
+            frames: Vec::new(),
+            next_tx: 0,
+            module: Module::default(),
+        }
+    }
+
+    pub(super) fn text(&self, node: Node<'_>) -> &'s str {
+        self.src.get(node.byte_range()).unwrap_or("")
+    }
+
+    pub(super) fn pos(&self, node: Node<'_>) -> Pos {
+        let p = node.start_position();
+        let start = self.line_starts.get(p.row).copied().unwrap_or(0);
+        let column = self
+            .src
+            .get(start..start + p.column)
+            .map_or(p.column, |s| s.chars().count());
+        Pos {
+            line: p.row as u32 + 1,
+            column: column as u32 + 1,
+        }
+    }
+
+    /// Starts a new function; operations go to it until [`end_function`](Self::end_function).
+    pub(super) fn begin_function(&mut self, func: Function) {
+        self.frames.push(Frame {
+            func,
+            conds: Vec::new(),
+            tx: Vec::new(),
+        });
+    }
+
+    pub(super) fn end_function(&mut self) {
+        if let Some(frame) = self.frames.pop() {
+            self.module.functions.push(frame.func);
+        }
+    }
+
+    pub(super) fn emit(&mut self, kind: OpKind, pos: Pos) {
+        let Some(frame) = self.frames.last_mut() else {
+            if let OpKind::Call(call) = kind {
+                self.module.top_calls.push(call);
+            }
+            return;
+        };
+        frame.func.ops.push(Op {
+            kind,
+            pos,
+            conds: frame.conds.clone(),
+            lexical_tx: frame.tx.last().copied(),
+        });
+    }
+
+    pub(super) fn push_cond(&mut self, test: Expr, negated: bool, is_catch: bool) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.func.conds.push(Cond {
+                test,
+                negated,
+                is_catch,
+            });
+            frame.conds.push(frame.func.conds.len() - 1);
+        }
+    }
+
+    pub(super) fn pop_cond(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.conds.pop();
+        }
+    }
+
+    pub(super) fn push_tx(&mut self) {
+        self.next_tx += 1;
+        let id = self.next_tx;
+        if let Some(frame) = self.frames.last_mut() {
+            frame.tx.push(id);
+        }
+    }
+
+    pub(super) fn pop_tx(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.tx.pop();
+        }
+    }
+}
+
+/// The named children of a node.
+pub(super) fn named(node: Node<'_>) -> Vec<Node<'_>> {
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor).collect()
+}
+
+/// Decodes the common escapes of a string literal's text.
+pub(super) fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
