@@ -96,7 +96,12 @@ pub(crate) struct FnFacts<'a> {
 const REDIS_WORDS: &[&str] = &["redis", "rdb", "cache", "valkey", "kv", "upstash"];
 
 impl<'a> FnFacts<'a> {
-    pub(crate) fn new(func: &'a Function, schema: &'a Schema, implicit_tx: bool) -> Self {
+    pub(crate) fn new(
+        func: &'a Function,
+        globals: &[(String, Expr)],
+        schema: &'a Schema,
+        implicit_tx: bool,
+    ) -> Self {
         let mut facts = FnFacts {
             func,
             acts: Vec::with_capacity(func.ops.len()),
@@ -106,6 +111,12 @@ impl<'a> FnFacts<'a> {
             values: HashMap::new(),
             schema,
         };
+        for (name, value) in globals {
+            if matches!(value, Expr::Str(_) | Expr::Template(_)) {
+                facts.strings.insert(name.clone(), value.clone());
+            }
+            facts.values.insert(name.clone(), value.clone());
+        }
         for op in &func.ops {
             let act = match &op.kind {
                 OpKind::Call(call) => facts.classify(call),
@@ -168,9 +179,27 @@ impl<'a> FnFacts<'a> {
         }
     }
 
+    /// The receiver's words plus the name of what its root variable was made by
+    /// (`r = redis.Redis()` makes `r.get` a Redis call).
+    fn receiver_words(&self, call: &Call) -> Vec<String> {
+        let mut recv = call.receiver_words();
+        let root = call.callee.first().map(String::as_str).unwrap_or("");
+        let root = if root == "self" || root == "this" {
+            call.callee.get(1).map(String::as_str).unwrap_or("")
+        } else {
+            root
+        };
+        if call.callee.len() > 1 {
+            if let Some(Expr::Call(made)) = self.values.get(root) {
+                recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+            }
+        }
+        recv
+    }
+
     fn classify(&self, call: &Call) -> Act {
         let m = call.method();
-        let recv = call.receiver_words();
+        let recv = self.receiver_words(call);
         let recv_text = recv.join(".");
         // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
         for arg in call.args.iter().take(2) {
@@ -210,7 +239,17 @@ impl<'a> FnFacts<'a> {
     }
 
     fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
-        let key = call.args.first().map(key_shape).unwrap_or_default();
+        let key = call
+            .args
+            .first()
+            .map(|k| match k {
+                Expr::Path(p) if p.len() == 1 => self
+                    .values
+                    .get(&p[0])
+                    .map_or_else(|| key_shape(k), key_shape),
+                other => key_shape(other),
+            })
+            .unwrap_or_default();
         let nx_flag = call
             .args
             .iter()
@@ -378,17 +417,14 @@ impl<'a> FnFacts<'a> {
             || call.option("upsert").is_some()
             || call.option("ConditionExpression").is_some()
             || call.option("update_conflicts").is_some();
-        let target = || self.target_of(call, recv);
-        let ormish = !recv.is_empty()
-            && !has_any(
-                &recv_text,
-                &[
-                    "stripe", "axios", "http", "json", "object", "array", "math", "promise",
-                    "console", "logger", "log", "res", "window", "document", "map", "set", "list",
-                    "crypto", "uuid", "date", "fs", "path", "os", "strings", "errors", "fmt",
-                    "router", "app", "schema", "z", "yup", "joi",
-                ],
-            );
+        let target = || self.target_of(call);
+        const NOT_ORM: &[&str] = &[
+            "stripe", "axios", "http", "json", "object", "array", "math", "promise", "console",
+            "logger", "log", "res", "window", "document", "map", "set", "list", "crypto", "uuid",
+            "date", "fs", "path", "os", "strings", "errors", "fmt", "router", "app", "schema", "z",
+            "yup", "joi", "response", "reply", "w", "c", "ctx", "r", "req", "request",
+        ];
+        let ormish = !recv.is_empty() && !recv.iter().any(|r| NOT_ORM.contains(&r.as_str()));
         if !ormish {
             return Act::Other;
         }
@@ -650,38 +686,37 @@ impl<'a> FnFacts<'a> {
         }
     }
 
-    /// The model or table an ORM call is about.
-    fn target_of(&self, call: &Call, recv: &[String]) -> String {
-        // knex('orders').insert, db.collection('orders').insertOne, supabase.from('orders')
+    /// The model or table an ORM call is about: a table named in the chain (`knex("orders")`,
+    /// `db.collection("orders")`, `supabase.from("orders")`, GORM `Table("orders")`), the model
+    /// the row is built from (`session.add(Order(…))`, `db.Create(&Order{…})`), the model in
+    /// the callee (`Order.objects.create`, `prisma.order.create`, `orderRepo.save`), or the
+    /// method's name (`q.CreateOrder`). Empty when none says.
+    fn target_of(&self, call: &Call) -> String {
         let mut r = call.receiver.as_deref();
+        let mut innermost = call;
         while let Some(inner) = r {
-            if let Some(s) = inner.args.first().and_then(Expr::string_text) {
-                return s;
+            let im = inner.method();
+            let tableish = inner.callee.len() == 1
+                || matches!(
+                    im.as_str(),
+                    "table" | "from" | "collection" | "into" | "model" | "getrepository"
+                );
+            if tableish {
+                if let Some(s) = inner.args.first().and_then(Expr::string_text) {
+                    return s;
+                }
+                if let Some(t) = inner.args.first().and_then(|a| self.model_of(a)) {
+                    return t;
+                }
             }
+            innermost = inner;
             r = inner.receiver.as_deref();
         }
-        // session.add(Order(...)), db.Create(&Order{...}), repo.save(order)
-        if let Some(arg) = call.args.first() {
-            let resolved = match arg {
-                Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).unwrap_or(arg),
-                _ => arg,
-            };
-            match resolved {
-                Expr::Call(c)
-                    if c.callee
-                        .last()
-                        .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase)) =>
-                {
-                    return c.callee.last().cloned().unwrap_or_default();
-                }
-                Expr::Object {
-                    type_name: Some(t), ..
-                } => return t.clone(),
-                _ => {}
-            }
+        if let Some(t) = call.args.first().and_then(|a| self.model_of(a)) {
+            return t;
         }
-        // Model.objects.create → Model; prisma.order.create → order; orderRepo.save → order
-        let segs: Vec<&String> = call.callee[..call.callee.len().saturating_sub(1)]
+        let root = &innermost.callee[..innermost.callee.len().saturating_sub(1)];
+        let segs: Vec<&String> = root
             .iter()
             .filter(|s| {
                 let l = s.to_lowercase();
@@ -701,10 +736,12 @@ impl<'a> FnFacts<'a> {
                         | "q"
                         | "queries"
                         | "models"
+                        | "client"
+                        | "conn"
+                        | "c"
                 )
             })
             .collect();
-        let method = call.callee.last().map(|s| s.as_str()).unwrap_or("");
         if let Some(last) = segs.last() {
             let l = last.to_lowercase();
             for suffix in [
@@ -724,10 +761,9 @@ impl<'a> FnFacts<'a> {
             }
             return (*last).clone();
         }
-        // q.CreateOrder(ctx, …) → Order
+        let method = call.callee.last().map(|s| s.as_str()).unwrap_or("");
         for prefix in [
-            "Create", "Insert", "Save", "Add", "create_", "insert_", "save_", "create", "insert",
-            "save", "Upsert", "upsert",
+            "Create", "Insert", "Save", "Upsert", "create_", "insert_", "save_", "upsert_",
         ] {
             if let Some(rest) = method.strip_prefix(prefix) {
                 if !rest.is_empty() {
@@ -735,11 +771,36 @@ impl<'a> FnFacts<'a> {
                 }
             }
         }
-        recv.join(".")
+        String::new()
+    }
+
+    /// The model an argument is an instance of: `Order(…)`, `new Order(…)`, `&Order{…}`, or
+    /// a variable holding one (`var inv Invoice`).
+    fn model_of(&self, arg: &Expr) -> Option<String> {
+        let resolved = match arg {
+            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
+            other => other,
+        };
+        match resolved {
+            Expr::Call(c)
+                if c.callee
+                    .last()
+                    .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase)) =>
+            {
+                c.callee.last().cloned()
+            }
+            Expr::Object {
+                type_name: Some(t), ..
+            } => Some(t.rsplit('.').next().unwrap_or(t).to_string()),
+            _ => None,
+        }
     }
 
     /// The columns of an ORM create, when written out.
     fn columns_of(&self, call: &Call) -> Option<Vec<String>> {
+        if !call.kwargs.is_empty() {
+            return Some(call.kwargs.iter().map(|(k, _)| k.clone()).collect());
+        }
         let data = call.option("data").or_else(|| call.args.first())?;
         let resolved = match data {
             Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
@@ -756,9 +817,6 @@ impl<'a> FnFacts<'a> {
                 }
                 _ => None,
             }),
-            _ if !call.kwargs.is_empty() => {
-                Some(call.kwargs.iter().map(|(k, _)| k.clone()).collect())
-            }
             _ => None,
         }
     }

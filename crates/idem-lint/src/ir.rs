@@ -147,6 +147,8 @@ pub(crate) struct Module {
     pub(crate) unique_keys: Vec<UniqueKey>,
     /// Top-level calls (outside every function): `app.use(express.json())` and the like.
     pub(crate) top_calls: Vec<Call>,
+    /// Top-level assignments (`r = redis.Redis()`, `const producer = kafka.producer()`).
+    pub(crate) globals: Vec<(String, Expr)>,
 }
 
 impl Expr {

@@ -199,21 +199,11 @@ fn describe(stmt: &Statement) -> Option<SqlStmt> {
             }
         }
         Statement::Query(q) => {
-            let locked = !q.locks.is_empty();
-            match q.body.as_ref() {
-                SetExpr::Select(sel) => SqlStmt::Select {
-                    tables: sel
-                        .from
-                        .iter()
-                        .filter_map(|t| match &t.relation {
-                            TableFactor::Table { name, .. } => Some(name.to_string()),
-                            _ => None,
-                        })
-                        .collect(),
-                    locked,
-                    filtered: sel.selection.is_some(),
-                },
-                _ => return None,
+            let (tables, filtered) = query_tables(q);
+            SqlStmt::Select {
+                tables,
+                locked: !q.locks.is_empty(),
+                filtered,
             }
         }
         Statement::Delete(del) => {
@@ -235,6 +225,39 @@ fn describe(stmt: &Statement) -> Option<SqlStmt> {
         Statement::Rollback { .. } => SqlStmt::Rollback,
         _ => return None,
     })
+}
+
+/// The tables a query reads (its own FROM, or that of an `EXISTS (…)` or scalar subquery
+/// it selects) and whether it filters them with a WHERE.
+fn query_tables(q: &sqlparser::ast::Query) -> (Vec<String>, bool) {
+    let SetExpr::Select(sel) = q.body.as_ref() else {
+        return (Vec::new(), false);
+    };
+    let tables: Vec<String> = sel
+        .from
+        .iter()
+        .filter_map(|t| match &t.relation {
+            TableFactor::Table { name, .. } => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    if !tables.is_empty() {
+        return (tables, sel.selection.is_some());
+    }
+    for item in &sel.projection {
+        let expr = match item {
+            sqlparser::ast::SelectItem::UnnamedExpr(e)
+            | sqlparser::ast::SelectItem::ExprWithAlias { expr: e, .. } => e,
+            _ => continue,
+        };
+        match expr {
+            SqlExpr::Exists { subquery, .. } | SqlExpr::Subquery(subquery) => {
+                return query_tables(subquery);
+            }
+            _ => {}
+        }
+    }
+    (Vec::new(), false)
 }
 
 fn set_columns(a: &sqlparser::ast::Assignment) -> Vec<SetColumn> {

@@ -47,6 +47,7 @@ pub(crate) fn is_key_name(name: &str) -> bool {
             "deduplicationid",
             "deduplicationkey",
             "natsmsgid",
+            "msgid",
             "clienttoken",
         ],
     ) || matches!(norm(name).as_str(), "idempotency" | "dedup" | "dedupe")

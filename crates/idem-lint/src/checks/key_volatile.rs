@@ -7,103 +7,116 @@ use super::Hit;
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::{is_entry, is_event};
-use crate::ir::{Expr, OpKind};
+use crate::ir::{Expr, OpKind, Pos};
 use crate::rule::RuleId;
 use crate::words::{is_key_name, norm};
 
 /// What makes a value volatile, if anything.
-fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool)> {
-    let mut found: Option<(String, bool)> = None;
+fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, Option<Pos>)> {
+    let mut found: Option<(String, bool, Option<Pos>)> = None;
     e.walk(&mut |x| {
         if found.is_some() {
             return;
         }
         match x {
-            Expr::Call(c) => {
-                let name = c.name();
-                let n = norm(&name);
-                let m = c.method();
-                let clock = matches!(
-                    n.as_str(),
-                    "datenow"
-                        | "date"
-                        | "performancenow"
-                        | "timetime"
-                        | "timetimens"
-                        | "timemonotonic"
-                        | "datetimenow"
-                        | "datetimeutcnow"
-                        | "datetimedatetimenow"
-                        | "datetimedatetimeutcnow"
-                        | "timezonenow"
-                        | "timenow"
-                        | "moment"
-                        | "dayjs"
-                        | "processhrtime"
-                        | "now"
-                        | "utcnow"
-                ) || (c.is_new && n == "date" && c.args.is_empty());
-                let random = matches!(
-                    n.as_str(),
-                    "mathrandom"
-                        | "uuidv4"
-                        | "uuid"
-                        | "v4"
-                        | "uuidv1"
-                        | "v1"
-                        | "randomuuid"
-                        | "cryptorandomuuid"
-                        | "cryptorandombytes"
-                        | "randombytes"
-                        | "nanoid"
-                        | "cuid"
-                        | "createid"
-                        | "ulid"
-                        | "uuiduuid4"
-                        | "uuid4"
-                        | "uuiduuid1"
-                        | "uuid1"
-                        | "secretstokenhex"
-                        | "secretstokenurlsafe"
-                        | "randomrandom"
-                        | "randomrandint"
-                        | "osurandom"
-                        | "uuidnew"
-                        | "uuidnewstring"
-                        | "uuidnewv4"
-                        | "uuidnewrandom"
-                        | "randint"
-                        | "randintn"
-                        | "randint63"
-                        | "ksuidnew"
-                        | "xidnew"
-                        | "objectid"
-                        | "bsonnewobjectid"
-                        | "primitivenewobjectid"
-                        | "generateuuid"
-                ) || (m == "random" && c.callee.len() == 2);
-                let host = matches!(
-                    n.as_str(),
-                    "oshostname"
-                        | "sockethostname"
-                        | "socketgethostname"
-                        | "gethostname"
-                        | "platformnode"
-                        | "osgetpid"
-                        | "getpid"
-                );
-                let hostenv =
-                    (n.starts_with("osgetenv") || n.starts_with("osenvironget") || n == "getenv")
+            Expr::Call(outer) => {
+                // The call and the calls it is made on (`time.Now().UnixNano()`).
+                let mut chain = Some(outer.as_ref());
+                while let Some(c) = chain {
+                    chain = c.receiver.as_deref();
+                    if found.is_some() {
+                        break;
+                    }
+                    let name = c.name();
+                    let n = norm(&name);
+                    let m = c.method();
+                    let clock = matches!(
+                        n.as_str(),
+                        "datenow"
+                            | "date"
+                            | "performancenow"
+                            | "timetime"
+                            | "timetimens"
+                            | "timemonotonic"
+                            | "datetimenow"
+                            | "datetimeutcnow"
+                            | "datetimedatetimenow"
+                            | "datetimedatetimeutcnow"
+                            | "timezonenow"
+                            | "timenow"
+                            | "moment"
+                            | "dayjs"
+                            | "processhrtime"
+                            | "now"
+                            | "utcnow"
+                    ) || (c.is_new && n == "date" && c.args.is_empty());
+                    let random = matches!(
+                        n.as_str(),
+                        "mathrandom"
+                            | "uuidv4"
+                            | "uuid"
+                            | "v4"
+                            | "uuidv1"
+                            | "v1"
+                            | "randomuuid"
+                            | "cryptorandomuuid"
+                            | "cryptorandombytes"
+                            | "randombytes"
+                            | "nanoid"
+                            | "cuid"
+                            | "createid"
+                            | "ulid"
+                            | "uuiduuid4"
+                            | "uuid4"
+                            | "uuiduuid1"
+                            | "uuid1"
+                            | "secretstokenhex"
+                            | "secretstokenurlsafe"
+                            | "randomrandom"
+                            | "randomrandint"
+                            | "osurandom"
+                            | "uuidnew"
+                            | "uuidnewstring"
+                            | "uuidnewv4"
+                            | "uuidnewrandom"
+                            | "randint"
+                            | "randintn"
+                            | "randint63"
+                            | "ksuidnew"
+                            | "xidnew"
+                            | "objectid"
+                            | "bsonnewobjectid"
+                            | "primitivenewobjectid"
+                            | "generateuuid"
+                    ) || (m == "random" && c.callee.len() == 2);
+                    let host = matches!(
+                        n.as_str(),
+                        "oshostname"
+                            | "sockethostname"
+                            | "socketgethostname"
+                            | "gethostname"
+                            | "platformnode"
+                            | "osgetpid"
+                            | "getpid"
+                    );
+                    let hostenv = (n.starts_with("osgetenv")
+                        || n.starts_with("osenvironget")
+                        || n == "getenv")
                         && c.args.first().and_then(Expr::string_text).is_some_and(|s| {
                             let s = norm(&s);
                             s.contains("hostname") || s.contains("podname") || s.contains("podid")
                         });
-                if clock {
-                    found = Some((format!("the clock ({name}())"), true));
-                } else if random {
-                    found = Some((format!("a value minted per attempt ({name}())"), true));
-                } else if host || hostenv {
-                    found = Some((format!("the host ({name}())"), true));
+                    if clock {
+                        found = Some((format!("the clock ({name}())"), true, Some(c.pos)));
+                    } else if random {
+                        found = Some((
+                            format!("a value minted per attempt ({name}())"),
+                            true,
+                            Some(c.pos),
+                        ));
+                    } else if host || hostenv {
+                        found = Some((format!("the host ({name}())"), true, Some(c.pos)));
+                    }
                 }
             }
             Expr::Path(p) => {
@@ -113,7 +126,7 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool)> 
                     || n == "processpid"
                     || n.starts_with("osenvironhostname")
                 {
-                    found = Some((format!("the host ({joined})"), true));
+                    found = Some((format!("the host ({joined})"), true, None));
                 } else if let Some(last) = p.last() {
                     let l = norm(last);
                     let attempt = [
@@ -131,11 +144,11 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool)> 
                         "numdelivered",
                     ];
                     if attempt.iter().any(|a| l.contains(a)) {
-                        found = Some((format!("a per-attempt value ({joined})"), false));
+                        found = Some((format!("a per-attempt value ({joined})"), false, None));
                     } else if p.len() == 1 && depth < 3 {
                         if let Some(v) = facts.values.get(&p[0]) {
-                            if let Some((what, strong)) = volatile(facts, v, depth + 1) {
-                                found = Some((format!("{what} via {}", p[0]), strong));
+                            if let Some((what, strong, _)) = volatile(facts, v, depth + 1) {
+                                found = Some((format!("{what} via {}", p[0]), strong, None));
                             }
                         }
                     }
@@ -149,7 +162,9 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool)> 
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     let handler = is_event(facts.func) || is_entry(facts.func);
-    let mut report = |pos, key: &str, what: String, strong: bool| {
+    let mut report = |pos: Pos, key: &str, (what, strong, at): (String, bool, Option<Pos>)| {
+        // Point at the volatile call when it is on the statement's line or below.
+        let pos = at.filter(|p| p.line >= pos.line).unwrap_or(pos);
         let confidence = if strong && handler {
             Confidence::High
         } else {
@@ -171,15 +186,15 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     .iter()
                     .find(|t| is_key_name(t.rsplit('.').next().unwrap_or(t)))
                 {
-                    if let Some((what, strong)) = volatile(facts, value, 0) {
-                        report(op.pos, t, what, strong);
+                    if let Some(found) = volatile(facts, value, 0) {
+                        report(op.pos, t, found);
                     }
                 }
             }
             OpKind::Call(call) => {
                 let mut keyed: Vec<(String, &Expr)> =
                     call.kwargs.iter().map(|(k, v)| (k.clone(), v)).collect();
-                for a in &call.args {
+                for a in call.args.iter().chain(call.kwargs.iter().map(|(_, v)| v)) {
                     a.walk(&mut |e| {
                         if let Expr::Object { fields, .. } = e {
                             keyed.extend(fields.iter().map(|(k, v)| (k.clone(), v)));
@@ -200,16 +215,18 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     if is_key_name(&k)
                         && !matches!(v, Expr::Path(p) if p.len() == 1 && is_key_name(&p[0]))
                     {
-                        if let Some((what, strong)) = volatile(facts, v, 0) {
-                            report(call.pos, &k, what, strong);
+                        if let Some(found) = volatile(facts, v, 0) {
+                            report(call.pos, &k, found);
                         }
                     }
                 }
                 // A dedup claim (`SET key NX`) whose key is volatile.
                 if let Act::RedisWrite { nx: true, .. } = facts.acts[i] {
-                    if let Some(k) = call.args.first() {
-                        if let Some((what, strong)) = volatile(facts, k, 0) {
-                            report(call.pos, "SET NX key", what, strong);
+                    // A key variable named like one was already checked where it was built.
+                    let named = matches!(call.args.first(), Some(Expr::Path(p)) if p.iter().any(|s| is_key_name(s)));
+                    if let Some(k) = call.args.first().filter(|_| !named) {
+                        if let Some(found) = volatile(facts, k, 0) {
+                            report(call.pos, "SET NX key", found);
                         }
                     }
                 }

@@ -43,7 +43,7 @@ pub(crate) fn run(module: &Module, schema: &Schema, implicit_tx: bool) -> Vec<Hi
     };
     let mut hits = Vec::new();
     for func in &module.functions {
-        let facts = FnFacts::new(func, schema, implicit_tx);
+        let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
         key_volatile::check(&facts, &mut hits);
         check_then_act::check(&facts, &mut hits);
         marker_outside_tx::check(&facts, &mut hits);

@@ -36,6 +36,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             || is_log_table(table)
             || facts.schema.covers(table, columns)
             || guarded(facts, i)
+            || read_before(facts, i, table)
         {
             continue;
         }
@@ -63,4 +64,14 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             },
         });
     }
+}
+
+/// Whether the function looked the row up before inserting it (a check-then-act, which
+/// `REL_CHECK_THEN_ACT` reports).
+fn read_before(facts: &FnFacts<'_>, i: usize, table: &str) -> bool {
+    facts.acts[..i].iter().any(|a| {
+        matches!(a, Act::Sql(SqlStmt::Select { .. }) | Act::OrmRead { .. })
+            && a.target()
+                .is_some_and(|t| crate::analysis::same_target(t, table))
+    })
 }

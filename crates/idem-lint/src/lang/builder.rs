@@ -99,8 +99,18 @@ impl<'s> Builder<'s> {
 
     pub(super) fn emit(&mut self, kind: OpKind, pos: Pos) {
         let Some(frame) = self.frames.last_mut() else {
-            if let OpKind::Call(call) = kind {
-                self.module.top_calls.push(call);
+            match kind {
+                OpKind::Call(call) => self.module.top_calls.push(call),
+                OpKind::Assign {
+                    targets,
+                    value,
+                    op: None,
+                } => {
+                    for t in targets {
+                        self.module.globals.push((t, value.clone()));
+                    }
+                }
+                _ => {}
             }
             return;
         };

@@ -90,10 +90,18 @@ impl<'s> Lower<'s> {
                     if spec.kind() != "var_spec" {
                         continue;
                     }
-                    let Some(v) = spec.child_by_field_name("value") else {
-                        continue;
+                    // `var inv Invoice` gives GORM calls on `&inv` their model.
+                    let value = match (
+                        spec.child_by_field_name("value"),
+                        spec.child_by_field_name("type"),
+                    ) {
+                        (Some(v), _) => self.expr(v),
+                        (None, Some(t)) => Expr::Object {
+                            type_name: Some(self.b.text(t).trim_start_matches('*').to_string()),
+                            fields: Vec::new(),
+                        },
+                        (None, None) => continue,
                     };
-                    let value = self.expr(v);
                     let mut cursor = spec.walk();
                     let targets = spec
                         .children_by_field_name("name", &mut cursor)
@@ -485,7 +493,13 @@ impl<'s> Lower<'s> {
                 let Some(tag) = field.child_by_field_name("tag") else {
                     continue;
                 };
-                let tag = self.b.text(tag).trim_matches(|c| c == '`' || c == '"');
+                let raw = self.b.text(tag);
+                let tag = if raw.starts_with('`') {
+                    raw.trim_matches('`').to_string()
+                } else {
+                    unescape(raw.trim_matches('"'))
+                };
+                let tag = tag.as_str();
                 let Some(gorm) = struct_tag(tag, "gorm") else {
                     continue;
                 };
