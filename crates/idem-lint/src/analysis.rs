@@ -119,7 +119,10 @@ impl<'a> FnFacts<'a> {
         }
         for op in &func.ops {
             let act = match &op.kind {
-                OpKind::Call(call) => facts.classify(call),
+                OpKind::Call(call) => {
+                    facts.taint_decoded(call);
+                    facts.classify(call)
+                }
                 OpKind::Assign {
                     targets,
                     value,
@@ -142,6 +145,35 @@ impl<'a> FnFacts<'a> {
         }
         facts.assign_transactions(implicit_tx);
         facts
+    }
+
+    /// `json.Unmarshal(msg.Value, &ev)`, `c.ShouldBindJSON(&evt)`,
+    /// `json.NewDecoder(r.Body).Decode(&evt)`: the variables decoded into hold the event.
+    fn taint_decoded(&mut self, call: &Call) {
+        let m = call.method();
+        let decodes = matches!(
+            m.as_str(),
+            "unmarshal" | "decode" | "bind" | "bindjson" | "shouldbindjson" | "shouldbind"
+                | "shouldbindbodywith" | "unmarshaljson" | "readjson" | "decodejson" | "bodyparser"
+        );
+        if !decodes {
+            return;
+        }
+        let from_event = call.args.iter().any(|a| self.mentions_tainted(a))
+            || call.callee.first().is_some_and(|r| self.tainted.contains(r))
+            || call
+                .receiver
+                .as_ref()
+                .is_some_and(|r| r.args.iter().any(|a| self.mentions_tainted(a)));
+        if from_event {
+            for a in &call.args {
+                if let Expr::Path(p) = a {
+                    if let Some(root) = p.first() {
+                        self.tainted.insert(root.clone());
+                    }
+                }
+            }
+        }
     }
 
     /// Whether an expression uses a value derived from the event.
@@ -849,6 +881,7 @@ impl<'a> FnFacts<'a> {
                             vars.remove(&root);
                         }
                     } else if implicit
+                        && session_like(call)
                         && (act.is_db_write() || matches!(act, Act::Sql(_) | Act::OrmRead { .. }))
                     {
                         tx = tx.or(Some(implicit_segment));
@@ -893,6 +926,16 @@ impl<'a> FnFacts<'a> {
             self.tx.push(tx);
         }
     }
+}
+
+/// Calls on a DB-API connection or cursor or an SQLAlchemy session, which share one
+/// transaction until `commit()`; Django's `Model.objects` autocommits each statement.
+fn session_like(call: &Call) -> bool {
+    let root = call.callee.first().map(|s| s.to_lowercase()).unwrap_or_default();
+    !call.callee.iter().any(|s| s == "objects")
+        && ["session", "conn", "cur", "db", "connection", "tx", "txn"]
+            .iter()
+            .any(|w| root.contains(w))
 }
 
 fn root_of(target: &str) -> String {
