@@ -153,14 +153,26 @@ impl<'a> FnFacts<'a> {
         let m = call.method();
         let decodes = matches!(
             m.as_str(),
-            "unmarshal" | "decode" | "bind" | "bindjson" | "shouldbindjson" | "shouldbind"
-                | "shouldbindbodywith" | "unmarshaljson" | "readjson" | "decodejson" | "bodyparser"
+            "unmarshal"
+                | "decode"
+                | "bind"
+                | "bindjson"
+                | "shouldbindjson"
+                | "shouldbind"
+                | "shouldbindbodywith"
+                | "unmarshaljson"
+                | "readjson"
+                | "decodejson"
+                | "bodyparser"
         );
         if !decodes {
             return;
         }
         let from_event = call.args.iter().any(|a| self.mentions_tainted(a))
-            || call.callee.first().is_some_and(|r| self.tainted.contains(r))
+            || call
+                .callee
+                .first()
+                .is_some_and(|r| self.tainted.contains(r))
             || call
                 .receiver
                 .as_ref()
@@ -931,7 +943,11 @@ impl<'a> FnFacts<'a> {
 /// Calls on a DB-API connection or cursor or an SQLAlchemy session, which share one
 /// transaction until `commit()`; Django's `Model.objects` autocommits each statement.
 fn session_like(call: &Call) -> bool {
-    let root = call.callee.first().map(|s| s.to_lowercase()).unwrap_or_default();
+    let root = call
+        .callee
+        .first()
+        .map(|s| s.to_lowercase())
+        .unwrap_or_default();
     !call.callee.iter().any(|s| s == "objects")
         && ["session", "conn", "cur", "db", "connection", "tx", "txn"]
             .iter()

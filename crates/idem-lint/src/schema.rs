@@ -34,9 +34,11 @@ impl Schema {
 
     /// Whether a row of `table` with these columns hits a unique key on a duplicate. With the
     /// columns unknown (an ORM call on a variable), any key but a lone surrogate `id` counts.
+    /// A row that supplies its own `id` is taken to hit the primary key when the schema does
+    /// not say otherwise.
     pub(crate) fn covers(&self, table: &str, columns: Option<&[String]>) -> bool {
         let Some(keys) = self.tables.get(&table_key(table)) else {
-            return false;
+            return columns.is_some_and(|cols| cols.iter().any(|c| norm(c) == "id"));
         };
         match columns {
             Some(cols) if !cols.is_empty() => {

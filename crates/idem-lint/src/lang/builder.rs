@@ -154,10 +154,18 @@ impl<'s> Builder<'s> {
     }
 }
 
-/// The named children of a node.
+/// The named children of a node, comments left out (they may sit between any two nodes).
 pub(super) fn named(node: Node<'_>) -> Vec<Node<'_>> {
     let mut cursor = node.walk();
-    node.named_children(&mut cursor).collect()
+    node.named_children(&mut cursor)
+        .filter(|c| c.kind() != "comment")
+        .collect()
+}
+
+/// Where a call is reported: at its method name for `a.b.method(…)` (so a chain split over
+/// lines points at the line of the call), else at its start.
+pub(super) fn call_pos(b: &Builder<'_>, call: Node<'_>, method: Option<Node<'_>>) -> Pos {
+    method.map_or_else(|| b.pos(call), |m| b.pos(m))
 }
 
 /// Decodes the common escapes of a string literal's text.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tree_sitter::Node;
 
-use super::builder::{Builder, named, opens_transaction, unescape};
+use super::builder::{Builder, call_pos, named, opens_transaction, unescape};
 use super::{Language, extension};
 use crate::ir::{Call, Expr, Function, Module, OpKind, UniqueKey};
 
@@ -396,8 +396,11 @@ impl<'s> Lower<'s> {
     }
 
     fn call(&mut self, n: Node<'_>) -> Call {
-        let pos = self.b.pos(n);
         let func = n.child_by_field_name("function");
+        let method = func
+            .filter(|f| f.kind() == "selector_expression")
+            .and_then(|f| f.child_by_field_name("field"));
+        let pos = call_pos(&self.b, n, method);
         let (callee, receiver) = match func {
             Some(f) if f.kind() == "selector_expression" => {
                 let field = f

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tree_sitter::Node;
 
-use super::builder::{Builder, named, opens_transaction, unescape};
+use super::builder::{Builder, call_pos, named, opens_transaction, unescape};
 use super::{Language, extension};
 use crate::ir::{Call, Expr, Function, Module, OpKind, UniqueKey};
 
@@ -526,7 +526,11 @@ impl<'s> Lower<'s> {
     }
 
     fn call(&mut self, n: Node<'_>) -> Call {
-        let pos = self.b.pos(n);
+        let method = n
+            .child_by_field_name("function")
+            .filter(|f| f.kind() == "attribute")
+            .and_then(|f| f.child_by_field_name("attribute"));
+        let pos = call_pos(&self.b, n, method);
         let (callee, receiver) = match n.child_by_field_name("function") {
             Some(f) if f.kind() == "attribute" => {
                 let attr = f
