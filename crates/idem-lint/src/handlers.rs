@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use crate::ir::{Expr, Function, HandlerKind, Module, OpKind};
+use crate::lang::MODULE;
 use crate::words::{has_any, norm};
 
 /// Words of a registration (route path, decorator, registering call) that mean "events".
@@ -148,6 +149,40 @@ fn param_is_event(p: &str) -> bool {
         .any(|w| n == *w || n.ends_with(w) && n.len() <= w.len() + 8)
 }
 
+/// A script's top level consumes when it makes a consumer (`KafkaConsumer(…)`,
+/// `kafka.consumer(…)`) and reads from it (`for message in consumer`, `consumer.poll()`):
+/// the variables read from it are its events.
+fn module_consumer(f: &mut Function) -> bool {
+    let consumers: HashSet<String> = f
+        .ops
+        .iter()
+        .filter_map(|op| match &op.kind {
+            OpKind::Assign {
+                targets,
+                value: Expr::Call(c),
+                ..
+            } if norm(&c.name()).contains("consumer") => targets.first().cloned(),
+            _ => None,
+        })
+        .collect();
+    let mut events = Vec::new();
+    for op in &f.ops {
+        if let OpKind::Assign { targets, value, .. } = &op.kind {
+            let reads = match value {
+                Expr::Path(p) => p.first().is_some_and(|r| consumers.contains(r)),
+                Expr::Call(c) => c.callee.first().is_some_and(|r| consumers.contains(r)),
+                _ => false,
+            };
+            if reads {
+                events.extend(targets.iter().cloned());
+            }
+        }
+    }
+    let found = !events.is_empty();
+    f.params.extend(events);
+    found
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
@@ -233,7 +268,15 @@ pub(crate) fn classify_module(module: &mut Module, path: &Path) {
         }
     }
     for f in &mut module.functions {
-        f.kind = classify(f, path);
+        f.kind = if f.name == MODULE {
+            if module_consumer(f) {
+                HandlerKind::Event
+            } else {
+                HandlerKind::Other
+            }
+        } else {
+            classify(f, path)
+        };
     }
     // Helpers called by an event handler of this file handle the event too.
     let called: HashSet<String> = module

@@ -20,6 +20,9 @@ pub(super) struct Builder<'s> {
     pub(super) module: Module,
 }
 
+/// The name of the function holding a file's top-level statements.
+pub(crate) const MODULE: &str = "<module>";
+
 /// Callee methods whose function argument runs in a transaction.
 pub(super) fn opens_transaction(call: &Call) -> bool {
     let m = call.method();
@@ -56,13 +59,45 @@ impl<'s> Builder<'s> {
     pub(super) fn new(src: &'s str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));
-        Builder {
+        let mut b = Builder {
             src,
             line_starts,
             frames: Vec::new(),
             next_tx: 0,
             module: Module::default(),
+        };
+        // The file's top level is a function of its own: scripts consume in a loop there.
+        b.begin_function(Function::new(MODULE.to_string()));
+        b
+    }
+
+    /// Ends the top level: its calls and assignments become the module's top calls and
+    /// globals, and its operations the function `<module>`.
+    pub(super) fn finish(mut self) -> Module {
+        while self.frames.len() > 1 {
+            self.end_function();
         }
+        if let Some(frame) = self.frames.pop() {
+            for op in &frame.func.ops {
+                match &op.kind {
+                    OpKind::Call(call) => self.module.top_calls.push(call.clone()),
+                    OpKind::Assign {
+                        targets,
+                        value,
+                        op: None,
+                    } => {
+                        for t in targets {
+                            self.module.globals.push((t.clone(), value.clone()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !frame.func.ops.is_empty() {
+                self.module.functions.push(frame.func);
+            }
+        }
+        self.module
     }
 
     pub(super) fn text(&self, node: Node<'_>) -> &'s str {
@@ -99,19 +134,6 @@ impl<'s> Builder<'s> {
 
     pub(super) fn emit(&mut self, kind: OpKind, pos: Pos) {
         let Some(frame) = self.frames.last_mut() else {
-            match kind {
-                OpKind::Call(call) => self.module.top_calls.push(call),
-                OpKind::Assign {
-                    targets,
-                    value,
-                    op: None,
-                } => {
-                    for t in targets {
-                        self.module.globals.push((t, value.clone()));
-                    }
-                }
-                _ => {}
-            }
             return;
         };
         frame.func.ops.push(Op {

@@ -32,7 +32,7 @@ impl Language for Go {
             b: Builder::new(source),
         };
         lower.stmt(tree.root_node());
-        lower.b.module
+        lower.b.finish()
     }
 }
 

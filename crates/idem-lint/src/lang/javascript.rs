@@ -43,7 +43,7 @@ impl Language for JavaScript {
             registration: Vec::new(),
         };
         lower.stmt(tree.root_node());
-        lower.b.module
+        lower.b.finish()
     }
 }
 

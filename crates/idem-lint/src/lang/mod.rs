@@ -3,6 +3,8 @@
 //! Kotlin, Ruby or Rust is one more implementation of [`Language`] in [`all`].
 
 mod builder;
+
+pub(crate) use builder::MODULE;
 mod go;
 mod javascript;
 mod python;

@@ -36,7 +36,7 @@ impl Language for Python {
             b: Builder::new(source),
         };
         lower.stmt(tree.root_node());
-        lower.b.module
+        lower.b.finish()
     }
 }
 
