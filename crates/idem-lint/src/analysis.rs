@@ -93,6 +93,24 @@ pub(crate) struct FnFacts<'a> {
     pub(crate) schema: &'a Schema,
 }
 
+/// Payment and messaging providers whose SDK calls reach their HTTP APIs.
+const PROVIDERS: &[&str] = &[
+    "stripe",
+    "paypal",
+    "braintree",
+    "razorpay",
+    "adyen",
+    "mollie",
+    "paddle",
+    "lemonsqueezy",
+    "twilio",
+    "sendgrid",
+    "mailgun",
+    "postmark",
+    "resend",
+    "shopify",
+];
+
 const REDIS_WORDS: &[&str] = &["redis", "rdb", "cache", "valkey", "kv", "upstash"];
 
 impl<'a> FnFacts<'a> {
@@ -426,7 +444,9 @@ impl<'a> FnFacts<'a> {
                     "mail", "sgmail", "resend", "postmark", "sms", "emails", "twilio",
                 ],
             ),
-            _ if root == "stripe" && m.starts_with("create") => true,
+            // A payment provider's client or a service wrapping it creating something:
+            // `stripe.charges.create`, `h.stripeService.CreatePaymentIntent(…)`.
+            _ if m.starts_with("create") && (root == "stripe" || provider_client(call)) => true,
             "create" => has_any(
                 recv,
                 &[
@@ -552,6 +572,15 @@ impl<'a> FnFacts<'a> {
             || m == "decrement"
         {
             return self.orm_update(call, target());
+        }
+        // `save()` creates only a row built here; saving a loaded row updates it.
+        if m == "save" && !self.save_creates(call) {
+            return Act::OrmUpdate {
+                target: target(),
+                sets: Vec::new(),
+                relative: false,
+                ordered: false,
+            };
         }
         let session_add = m == "add" && recv.iter().any(|r| has_any(r, &["session", "db"]));
         let add_ok = m != "add" || session_add;
@@ -818,6 +847,39 @@ impl<'a> FnFacts<'a> {
         String::new()
     }
 
+    /// Whether a `save` stores a row built in this function (`new Order(…)`, `Order(…)`,
+    /// `&Order{…}` with fields) rather than one loaded and changed.
+    fn save_creates(&self, call: &Call) -> bool {
+        if call.option("update_fields").is_some() {
+            return false;
+        }
+        let built = |e: &Expr| match e {
+            Expr::Call(c) => {
+                c.is_new
+                    || c.callee
+                        .last()
+                        .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase))
+            }
+            Expr::Object { fields, .. } => !fields.is_empty(),
+            _ => false,
+        };
+        let resolve = |e: &'_ Expr| -> Option<Expr> {
+            match e {
+                Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).cloned(),
+                other => Some(other.clone()),
+            }
+        };
+        match call.args.first() {
+            Some(arg) => resolve(arg).is_some_and(|v| built(&v)),
+            None => call
+                .callee
+                .first()
+                .filter(|_| call.callee.len() == 2)
+                .and_then(|root| self.values.get(root))
+                .is_some_and(built),
+        }
+    }
+
     /// The model an argument is an instance of: `Order(…)`, `new Order(…)`, `&Order{…}`, or
     /// a variable holding one (`var inv Invoice`).
     fn model_of(&self, arg: &Expr) -> Option<String> {
@@ -952,6 +1014,22 @@ fn session_like(call: &Call) -> bool {
         && ["session", "conn", "cur", "db", "connection", "tx", "txn"]
             .iter()
             .any(|w| root.contains(w))
+}
+
+/// A call on a provider's client or a service wrapping it (`h.stripeService`,
+/// `paypalClient`), not on a database model named after the provider (`db.stripeCustomer`).
+fn provider_client(call: &Call) -> bool {
+    let segs = &call.callee[..call.callee.len().saturating_sub(1)];
+    let db_root = segs.first().is_some_and(|r| {
+        matches!(
+            norm(r).as_str(),
+            "db" | "prisma" | "tx" | "trx" | "knex" | "supabase" | "client" | "models"
+        )
+    });
+    !db_root
+        && segs
+            .iter()
+            .any(|s| PROVIDERS.iter().any(|p| norm(s).starts_with(p)))
 }
 
 fn root_of(target: &str) -> String {

@@ -186,16 +186,9 @@ fn module_consumer(f: &mut Function) -> bool {
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
-    let event_file = [
-        "webhook",
-        "consumer",
-        "subscriber",
-        "listener",
-        "handlers",
-        "worker",
-    ]
-    .iter()
-    .any(|w| path_text.contains(w));
+    let event_file = ["webhook", "consumer", "subscriber", "listener", "worker"]
+        .iter()
+        .any(|w| path_text.contains(w));
     let regs = f.registrations.join(" ");
     let types = f.param_types.join(" ");
     if f.registrations

@@ -90,6 +90,38 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
     if NOT_EFFECTS.iter().any(|n| m == *n) || m.is_empty() {
         return false;
     }
+    // Helpers that read or compute (`getClickEvent(evt)`, `parsePayload(evt)`) are no effect.
+    const READS: &[&str] = &[
+        "get",
+        "find",
+        "fetch",
+        "load",
+        "read",
+        "list",
+        "is",
+        "has",
+        "check",
+        "validate",
+        "parse",
+        "verify",
+        "resolve",
+        "convert",
+        "transform",
+        "compute",
+        "build",
+        "format",
+        "to",
+        "extract",
+        "lookup",
+        "search",
+        "count",
+        "serialize",
+        "deserialize",
+        "decode",
+    ];
+    if READS.iter().any(|r| m.starts_with(r)) {
+        return false;
+    }
     // A local function or service method given the event: `applyEvent(event)`,
     // `this.orders.fulfil(order)`, `handle_payment(payload)`.
     let local = call.callee.len() == 1
@@ -117,11 +149,15 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
-        let effect = (0..facts.acts.len()).find(|&e| {
+        // The effect after the marker if any (the usual claim-then-apply), else before it.
+        let outside = |e: usize| {
             e != m
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
-        });
+        };
+        let effect = (m + 1..facts.acts.len())
+            .find(|&e| outside(e))
+            .or_else(|| (0..m).find(|&e| outside(e)));
         let Some(e) = effect else { continue };
         let where_ = if redis {
             "in Redis, outside the database transaction of".to_string()
