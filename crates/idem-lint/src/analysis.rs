@@ -438,6 +438,14 @@ impl<'a> FnFacts<'a> {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // Helpers that send mail or messages: `self._send_confirmation_email(order)`.
+            _ if norm(m).contains("send")
+                && ["email", "mail", "sms", "notification"]
+                    .iter()
+                    .any(|w| norm(m).contains(w)) =>
+            {
+                true
+            }
             "send" => has_any(
                 recv,
                 &[

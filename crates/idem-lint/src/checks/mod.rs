@@ -140,6 +140,27 @@ pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
         })
 }
 
+/// Whether the function looked up a row by the event's data before op `i` and op `i` runs in
+/// a branch (or after an early return) that the look-up decided: the event was checked first.
+/// A race between two copies remains, and `REL_CHECK_THEN_ACT` reports it where it inserts.
+pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
+    let ops = &facts.func.ops;
+    (0..i).any(|k| {
+        let keyed_read = matches!(
+            facts.acts[k],
+            Act::OrmRead { .. } | Act::Sql(SqlStmt::Select { filtered: true, .. })
+        ) && match &ops[k].kind {
+            OpKind::Call(c) => c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)),
+            _ => false,
+        };
+        keyed_read
+            && (ops[i].conds.len() > ops[k].conds.len()
+                || ops[k + 1..i].iter().any(|o| {
+                    !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_))
+                }))
+    })
+}
+
 /// A short description of an act for messages.
 pub(crate) fn describe(act: &Act) -> String {
     match act {

@@ -2,7 +2,7 @@
 //! `$inc`, Prisma `increment`, Django `F("n") + 1`, `INCRBY`, `account.balance -= x` then a
 //! save) with no event-id ledger or dedup claim before it: each redelivery applies it again.
 
-use super::{Hit, describe, guarded};
+use super::{Hit, checked_first, describe, guarded};
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
@@ -68,7 +68,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             },
             _ => continue,
         };
-        if guarded(facts, i) {
+        if guarded(facts, i) || checked_first(facts, i) {
             continue;
         }
         out.push(Hit {
