@@ -129,7 +129,8 @@ impl<'a> FnFacts<'a> {
             values: HashMap::new(),
             schema,
         };
-        for (name, value) in globals {
+        // Parameters shadow the file's globals of the same name.
+        for (name, value) in globals.iter().filter(|(n, _)| !func.params.contains(n)) {
             if matches!(value, Expr::Str(_) | Expr::Template(_)) {
                 facts.strings.insert(name.clone(), value.clone());
             }

@@ -10,40 +10,72 @@ use crate::ir::{Call, Expr, OpKind};
 use crate::rule::RuleId;
 use crate::words::{has_any, norm};
 
-/// The payload argument of a signature check, if the call is one.
-fn payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Option<&'c Expr> {
+/// The arguments of a signature check that carry the payload, if the call is one.
+fn payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Vec<&'c Expr> {
+    one_payload(facts, call).map_or_else(
+        || {
+            if is_named_sink(call) {
+                // `verifySignature(secret, body, sig)`: the payload's position varies.
+                call.args.iter().collect()
+            } else {
+                Vec::new()
+            }
+        },
+        |p| vec![p],
+    )
+}
+
+fn is_named_sink(call: &Call) -> bool {
+    SINKS.contains(&call.method().as_str())
+}
+
+const SINKS: &[&str] = &[
+    "constructevent",
+    "constructeventasync",
+    "construct_event",
+    "verifysignature",
+    "verify_signature",
+    "verifywebhook",
+    "verify_webhook",
+    "verifywebhooksignature",
+    "validatesignature",
+    "validate_signature",
+    "verifyheader",
+    "verify_header",
+    "checksignature",
+    "check_signature",
+    "isvalidsignature",
+    "is_valid_signature",
+    "validatewebhook",
+    "verifyrequest",
+    "verify_request",
+    "verifyhmac",
+    "verify_hmac",
+    "computesignature",
+    "compute_signature",
+    "sign_payload",
+    "signpayload",
+    "constructeventwithoptions",
+    "hmac_compare",
+    "verify_webhook_signature",
+];
+
+/// The one payload argument of an HMAC computation or a provider's verifier.
+fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Option<&'c Expr> {
     let m = call.method();
     let chain: Vec<String> = call.callee.iter().map(|s| norm(s)).collect();
-    let sinks = [
-        "constructevent",
-        "constructeventasync",
-        "construct_event",
-        "verifysignature",
-        "verify_signature",
-        "verifywebhook",
-        "verify_webhook",
-        "verifywebhooksignature",
-        "validatesignature",
-        "validate_signature",
-        "verifyheader",
-        "verify_header",
-        "checksignature",
-        "check_signature",
-        "isvalidsignature",
-        "is_valid_signature",
-        "validatewebhook",
-        "verifyrequest",
-        "verify_request",
-        "verifyhmac",
-        "verify_hmac",
-        "computesignature",
-        "compute_signature",
-        "sign_payload",
-        "signpayload",
-        "constructeventwithoptions",
-    ];
-    if sinks.contains(&m.as_str()) {
+    if matches!(
+        m.as_str(),
+        "constructevent" | "constructeventasync" | "construct_event"
+    ) {
         return call.args.first();
+    }
+    // Python's `hmac.digest(key, msg, digest)` (or `digest` imported from hmac).
+    if m == "digest"
+        && call.args.len() == 3
+        && call.args[2].words().iter().any(|w| w.contains("sha"))
+    {
+        return call.args.get(1);
     }
     let recv = call.receiver_words().join(".");
     if m == "verify"
@@ -86,24 +118,33 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
             return;
         }
         match x {
-            Expr::Call(c) => {
-                let n = norm(&c.name());
-                let m = c.method();
-                let reserialised = matches!(
-                    n.as_str(),
-                    "jsonstringify"
-                        | "jsondumps"
-                        | "jsonmarshal"
-                        | "jsonmarshalindent"
-                        | "orjsondumps"
-                        | "ujsondumps"
-                ) || matches!(m.as_str(), "model_dump_json" | "json_dumps");
-                let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
-                    || (matches!(m.as_str(), "json" | "get_json")
-                        && c.callee.len() >= 2
-                        && has_any(&c.callee[0], &["req", "request", "r"]));
-                if reserialised || parsed_call {
-                    found = Some((format!("{}()", c.name()), true));
+            Expr::Call(outer) => {
+                // The call and the calls it is made on (`dumps(x).encode()`).
+                let mut chain = Some(outer.as_ref());
+                while let Some(c) = chain {
+                    chain = c.receiver.as_deref();
+                    if found.is_some() {
+                        break;
+                    }
+                    let n = norm(&c.name());
+                    let m = c.method();
+                    let reserialised = matches!(
+                        n.as_str(),
+                        "jsonstringify"
+                            | "jsondumps"
+                            | "dumps"
+                            | "jsonmarshal"
+                            | "jsonmarshalindent"
+                            | "orjsondumps"
+                            | "ujsondumps"
+                    ) || matches!(m.as_str(), "model_dump_json" | "json_dumps");
+                    let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
+                        || (matches!(m.as_str(), "json" | "get_json")
+                            && c.callee.len() >= 2
+                            && has_any(&c.callee[0], &["req", "request", "r"]));
+                    if reserialised || parsed_call {
+                        found = Some((format!("{}()", c.name()), true));
+                    }
                 }
             }
             Expr::Path(p) => {
@@ -133,10 +174,10 @@ pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
         let OpKind::Call(call) = &op.kind else {
             continue;
         };
-        let Some(arg) = payload(facts, call) else {
-            continue;
-        };
-        let Some((what, strong)) = parsed(facts, file, arg, 0) else {
+        let Some((what, strong)) = payload(facts, call)
+            .into_iter()
+            .find_map(|arg| parsed(facts, file, arg, 0))
+        else {
             continue;
         };
         out.push(Hit {
