@@ -473,7 +473,6 @@ impl<'a> FnFacts<'a> {
     }
 
     fn orm(&self, call: &Call, m: &str, recv: &[String]) -> Act {
-        let recv_text = recv.join(".");
         let chain = call
             .callee
             .iter()

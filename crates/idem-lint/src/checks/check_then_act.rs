@@ -48,14 +48,6 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         return;
     }
     let ops = &facts.func.ops;
-    if std::env::var("IDEM_LINT_DEBUG").is_ok() {
-        for (i, op) in ops.iter().enumerate() {
-            eprintln!(
-                "{} {:?} {:?} tx={:?}",
-                facts.func.name, op.pos.line, facts.acts[i], facts.tx[i]
-            );
-        }
-    }
     for (j, act) in facts.acts.iter().enumerate() {
         let Some(written) = unguarded_insert(facts, act) else {
             continue;
