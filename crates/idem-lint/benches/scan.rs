@@ -1,1 +1,2 @@
+//! Placeholder until the scan bench lands.
 fn main() {}

@@ -198,10 +198,10 @@ impl<'a> FnFacts<'a> {
                 .is_some_and(|r| r.args.iter().any(|a| self.mentions_tainted(a)));
         if from_event {
             for a in &call.args {
-                if let Expr::Path(p) = a {
-                    if let Some(root) = p.first() {
-                        self.tainted.insert(root.clone());
-                    }
+                if let Expr::Path(p) = a
+                    && let Some(root) = p.first()
+                {
+                    self.tainted.insert(root.clone());
                 }
             }
         }
@@ -211,19 +211,19 @@ impl<'a> FnFacts<'a> {
     pub(crate) fn mentions_tainted(&self, e: &Expr) -> bool {
         let mut found = false;
         e.walk(&mut |x| match x {
-            Expr::Path(p) => {
+            Expr::Path(p)
                 if p.first().is_some_and(|r| {
                     self.tainted.contains(r)
                         || r == "this" && p.len() > 2 && self.tainted.contains(&p[1])
-                }) {
-                    found = true;
-                }
+                }) =>
+            {
+                found = true;
             }
-            Expr::Call(c) => {
-                if c.callee.first().is_some_and(|r| self.tainted.contains(r)) && c.callee.len() > 1
-                {
-                    found = true;
-                }
+            Expr::Call(c)
+                if c.callee.first().is_some_and(|r| self.tainted.contains(r))
+                    && c.callee.len() > 1 =>
+            {
+                found = true;
             }
             _ => {}
         });
@@ -252,10 +252,10 @@ impl<'a> FnFacts<'a> {
         } else {
             root
         };
-        if call.callee.len() > 1 {
-            if let Some(Expr::Call(made)) = self.values.get(root) {
-                recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
-            }
+        if call.callee.len() > 1
+            && let Some(Expr::Call(made)) = self.values.get(root)
+        {
+            recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
         }
         recv
     }
@@ -266,10 +266,10 @@ impl<'a> FnFacts<'a> {
         let recv_text = recv.join(".");
         // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
         for arg in call.args.iter().take(2) {
-            if let Some(text) = self.sql_text(arg) {
-                if let Some(stmt) = sql::analyse(&text) {
-                    return Act::Sql(stmt);
-                }
+            if let Some(text) = self.sql_text(arg)
+                && let Some(stmt) = sql::analyse(&text)
+            {
+                return Act::Sql(stmt);
             }
         }
         if m == "commit" && !recv.is_empty() {
@@ -692,14 +692,12 @@ impl<'a> FnFacts<'a> {
                         {
                             sets.push(k.clone());
                         }
-                        if let Expr::Call(c) = v {
-                            if c.method() == "expr" {
-                                if let Some(frag) = c.args.first().and_then(Expr::string_text) {
-                                    if sql::fragment_is_relative(k, &frag) {
-                                        relative = true;
-                                    }
-                                }
-                            }
+                        if let Expr::Call(c) = v
+                            && c.method() == "expr"
+                            && let Some(frag) = c.args.first().and_then(Expr::string_text)
+                            && sql::fragment_is_relative(k, &frag)
+                        {
+                            relative = true;
                         }
                     }
                 }
@@ -714,10 +712,10 @@ impl<'a> FnFacts<'a> {
         if call.method() == "update" && call.args.len() == 2 {
             if let (Some(col), Some(Expr::Call(c))) = (call.args[0].string_text(), call.args.get(1))
             {
-                if c.method() == "expr" {
-                    if let Some(frag) = c.args.first().and_then(Expr::string_text) {
-                        relative |= sql::fragment_is_relative(&col, &frag);
-                    }
+                if c.method() == "expr"
+                    && let Some(frag) = c.args.first().and_then(Expr::string_text)
+                {
+                    relative |= sql::fragment_is_relative(&col, &frag);
                 }
                 sets.push(col);
             } else if let Some(col) = call.args[0].string_text() {
@@ -834,10 +832,10 @@ impl<'a> FnFacts<'a> {
                 "collection",
                 "table",
             ] {
-                if let Some(stem) = l.strip_suffix(suffix) {
-                    if !stem.is_empty() {
-                        return stem.trim_end_matches('_').to_string();
-                    }
+                if let Some(stem) = l.strip_suffix(suffix)
+                    && !stem.is_empty()
+                {
+                    return stem.trim_end_matches('_').to_string();
                 }
             }
             return (*last).clone();
@@ -846,10 +844,10 @@ impl<'a> FnFacts<'a> {
         for prefix in [
             "Create", "Insert", "Save", "Upsert", "create_", "insert_", "save_", "upsert_",
         ] {
-            if let Some(rest) = method.strip_prefix(prefix) {
-                if !rest.is_empty() {
-                    return rest.to_string();
-                }
+            if let Some(rest) = method.strip_prefix(prefix)
+                && !rest.is_empty()
+            {
+                return rest.to_string();
             }
         }
         String::new()
@@ -996,10 +994,10 @@ impl<'a> FnFacts<'a> {
                     ) && c.callee.len() > 1
                     {
                         next += 1;
-                        if let Some(t) = targets.first() {
-                            if m != "connect" {
-                                vars.insert(t.clone(), next);
-                            }
+                        if let Some(t) = targets.first()
+                            && m != "connect"
+                        {
+                            vars.insert(t.clone(), next);
                         }
                     }
                 }
@@ -1091,15 +1089,13 @@ pub(crate) fn expr_compares_order(e: &Expr) -> bool {
         }
         Expr::Object { fields, .. } => {
             for (k, v) in fields {
-                if crate::words::is_order_column(k) {
-                    if let Expr::Object { fields: inner, .. } = v {
-                        if inner
-                            .iter()
-                            .any(|(op, _)| matches!(norm(op).as_str(), "lt" | "lte" | "gt" | "gte"))
-                        {
-                            found = true;
-                        }
-                    }
+                if crate::words::is_order_column(k)
+                    && let Expr::Object { fields: inner, .. } = v
+                    && inner
+                        .iter()
+                        .any(|(op, _)| matches!(norm(op).as_str(), "lt" | "lte" | "gt" | "gte"))
+                {
+                    found = true;
                 }
             }
         }

@@ -76,10 +76,10 @@ pub(crate) fn glob_set(globs: &[String]) -> Result<Option<GlobSet>, LintError> {
         })?;
         b.add(glob);
         // `vendor` and `vendor/**` both mean the folder and everything in it.
-        if !g.contains('*') {
-            if let Ok(inner) = Glob::new(&format!("{}/**", g.trim_end_matches('/'))) {
-                b.add(inner);
-            }
+        if !g.contains('*')
+            && let Ok(inner) = Glob::new(&format!("{}/**", g.trim_end_matches('/')))
+        {
+            b.add(inner);
         }
     }
     b.build().map(Some).map_err(|e| LintError::Glob {

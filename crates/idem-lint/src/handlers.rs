@@ -235,10 +235,10 @@ pub(crate) fn classify_module(module: &mut Module, path: &Path) {
                     reg.push_str(s);
                 }
                 Expr::Path(p) => {
-                    if let Some(last) = p.last() {
-                        if names.contains(last) {
-                            refs.push((last.clone(), reg.clone()));
-                        }
+                    if let Some(last) = p.last()
+                        && names.contains(last)
+                    {
+                        refs.push((last.clone(), reg.clone()));
                     }
                 }
                 _ => {}

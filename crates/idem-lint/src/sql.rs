@@ -395,7 +395,7 @@ pub(crate) fn unique_keys(text: &str) -> Vec<UniqueKey> {
         // One unparseable statement (a trigger, a dialect extension) should not hide the rest.
         let parts: Vec<Statement> = text
             .split(';')
-            .filter_map(|part| parse_statements(part))
+            .filter_map(parse_statements)
             .flatten()
             .collect();
         (!parts.is_empty()).then_some(parts)
@@ -439,16 +439,14 @@ pub(crate) fn unique_keys(text: &str) -> Vec<UniqueKey> {
             }),
             Statement::AlterTable(at) => {
                 for op in &at.operations {
-                    if let sqlparser::ast::AlterTableOperation::AddConstraint {
-                        constraint, ..
-                    } = op
+                    if let sqlparser::ast::AlterTableOperation::AddConstraint { constraint, .. } =
+                        op
+                        && let Some(columns) = constraint_columns(constraint)
                     {
-                        if let Some(columns) = constraint_columns(constraint) {
-                            keys.push(UniqueKey {
-                                table: at.name.to_string(),
-                                columns,
-                            });
-                        }
+                        keys.push(UniqueKey {
+                            table: at.name.to_string(),
+                            columns,
+                        });
                     }
                 }
             }

@@ -86,10 +86,11 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     // Variables holding the result of a dedup claim or look-up.
     let mut claim_vars: Vec<String> = Vec::new();
     for (i, op) in facts.func.ops.iter().enumerate() {
-        if let OpKind::Assign { targets, .. } = &op.kind {
-            if i > 0 && (is_marker(&facts.acts[i - 1]) || is_marker_read(&facts.acts[i - 1])) {
-                claim_vars.extend(targets.iter().map(|t| norm(t)));
-            }
+        if let OpKind::Assign { targets, .. } = &op.kind
+            && i > 0
+            && (is_marker(&facts.acts[i - 1]) || is_marker_read(&facts.acts[i - 1]))
+        {
+            claim_vars.extend(targets.iter().map(|t| norm(t)));
         }
     }
     for (i, op) in facts.func.ops.iter().enumerate() {

@@ -145,12 +145,12 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                     ];
                     if attempt.iter().any(|a| l.contains(a)) {
                         found = Some((format!("a per-attempt value ({joined})"), false, None));
-                    } else if p.len() == 1 && depth < 3 {
-                        if let Some(v) = facts.values.get(&p[0]) {
-                            if let Some((what, strong, _)) = volatile(facts, v, depth + 1) {
-                                found = Some((format!("{what} via {}", p[0]), strong, None));
-                            }
-                        }
+                    } else if p.len() == 1
+                        && depth < 3
+                        && let Some(v) = facts.values.get(&p[0])
+                        && let Some((what, strong, _)) = volatile(facts, v, depth + 1)
+                    {
+                        found = Some((format!("{what} via {}", p[0]), strong, None));
                     }
                 }
             }
@@ -185,10 +185,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 if let Some(t) = targets
                     .iter()
                     .find(|t| is_key_name(t.rsplit('.').next().unwrap_or(t)))
+                    && let Some(found) = volatile(facts, value, 0)
                 {
-                    if let Some(found) = volatile(facts, value, 0) {
-                        report(op.pos, t, found);
-                    }
+                    report(op.pos, t, found);
                 }
             }
             OpKind::Call(call) => {
@@ -206,28 +205,26 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     call.method().as_str(),
                     "set" | "add" | "setheader" | "header"
                 ) && call.args.len() >= 2
+                    && let Some(name) = call.args[0].string_text()
                 {
-                    if let Some(name) = call.args[0].string_text() {
-                        keyed.push((name, &call.args[1]));
-                    }
+                    keyed.push((name, &call.args[1]));
                 }
                 for (k, v) in keyed {
                     if is_key_name(&k)
                         && !matches!(v, Expr::Path(p) if p.len() == 1 && is_key_name(&p[0]))
+                        && let Some(found) = volatile(facts, v, 0)
                     {
-                        if let Some(found) = volatile(facts, v, 0) {
-                            report(call.pos, &k, found);
-                        }
+                        report(call.pos, &k, found);
                     }
                 }
                 // A dedup claim (`SET key NX`) whose key is volatile.
                 if let Act::RedisWrite { nx: true, .. } = facts.acts[i] {
                     // A key variable named like one was already checked where it was built.
                     let named = matches!(call.args.first(), Some(Expr::Path(p)) if p.iter().any(|s| is_key_name(s)));
-                    if let Some(k) = call.args.first().filter(|_| !named) {
-                        if let Some(found) = volatile(facts, k, 0) {
-                            report(call.pos, "SET NX key", found);
-                        }
+                    if let Some(k) = call.args.first().filter(|_| !named)
+                        && let Some(found) = volatile(facts, k, 0)
+                    {
+                        report(call.pos, "SET NX key", found);
                     }
                 }
             }

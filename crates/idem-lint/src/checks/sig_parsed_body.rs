@@ -96,10 +96,10 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Option<&'c Expr> {
     }
     if matches!(m.as_str(), "write" | "update") && chain.len() == 2 {
         let var = &call.callee[0];
-        if let Some(Expr::Call(c)) = facts.values.get(var) {
-            if norm(&c.name()) == "hmacnew" || c.callee.iter().any(|s| norm(s) == "createhmac") {
-                return call.args.first();
-            }
+        if let Some(Expr::Call(c)) = facts.values.get(var)
+            && (norm(&c.name()) == "hmacnew" || c.callee.iter().any(|s| norm(s) == "createhmac"))
+        {
+            return call.args.first();
         }
     }
     None
@@ -155,12 +155,12 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                 } else if file.parsed_body && (n == "reqbody" || n == "requestbody") && p.len() == 2
                 {
                     found = Some((format!("{joined} (parsed by express.json())"), false));
-                } else if p.len() == 1 && depth < 2 {
-                    if let Some(v) = facts.values.get(&p[0]) {
-                        if let Some((what, strong)) = parsed(facts, file, v, depth + 1) {
-                            found = Some((what, strong));
-                        }
-                    }
+                } else if p.len() == 1
+                    && depth < 2
+                    && let Some(v) = facts.values.get(&p[0])
+                    && let Some((what, strong)) = parsed(facts, file, v, depth + 1)
+                {
+                    found = Some((what, strong));
                 }
             }
             _ => {}

@@ -622,17 +622,17 @@ impl<'s> Lower<'s> {
                 ("__tablename__" | "db_table", Expr::Str(s)) => *table = s.clone(),
                 ("unique_together", v) => keys.extend(string_lists(v)),
                 ("__table_args__" | "constraints", v) => v.walk(&mut |e| {
-                    if let Expr::Call(c) = e {
-                        if c.method() == "uniqueconstraint" || c.method() == "primarykeyconstraint"
-                        {
-                            let mut cols: Vec<String> =
-                                c.args.iter().filter_map(Expr::string_text).collect();
-                            if let Some(fields) = c.option("fields") {
-                                cols.extend(string_lists(fields).into_iter().flatten());
-                            }
-                            if !cols.is_empty() {
-                                keys.push(cols);
-                            }
+                    if let Expr::Call(c) = e
+                        && (c.method() == "uniqueconstraint"
+                            || c.method() == "primarykeyconstraint")
+                    {
+                        let mut cols: Vec<String> =
+                            c.args.iter().filter_map(Expr::string_text).collect();
+                        if let Some(fields) = c.option("fields") {
+                            cols.extend(string_lists(fields).into_iter().flatten());
+                        }
+                        if !cols.is_empty() {
+                            keys.push(cols);
                         }
                     }
                 }),

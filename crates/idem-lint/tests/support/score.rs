@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use idem_lint::RuleId;
 
 /// One finding as scored: rule, file, line.
-pub type Key = (RuleId, PathBuf, u32);
+pub(crate) type Key = (RuleId, PathBuf, u32);
 
 /// The language a file is scored under.
-pub fn language(path: &Path) -> &'static str {
+pub(crate) fn language(path: &Path) -> &'static str {
     match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
         "ts" | "tsx" | "mts" | "cts" => "typescript",
         "js" | "jsx" | "mjs" | "cjs" => "javascript",
@@ -25,7 +25,7 @@ pub fn language(path: &Path) -> &'static str {
 }
 
 /// The `expect:` annotations of a fixture's text.
-pub fn expected_in(path: &Path, text: &str) -> Vec<Key> {
+pub(crate) fn expected_in(path: &Path, text: &str) -> Vec<Key> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let Some(at) = line.find("expect: ") else {
@@ -42,19 +42,19 @@ pub fn expected_in(path: &Path, text: &str) -> Vec<Key> {
 
 /// True positives, false positives and false negatives.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Score {
+pub(crate) struct Score {
     pub tp: u32,
     pub fp: u32,
     pub fn_: u32,
 }
 
 impl Score {
-    pub fn precision(&self) -> Option<f64> {
+    pub(crate) fn precision(&self) -> Option<f64> {
         let d = self.tp + self.fp;
         (d > 0).then(|| f64::from(self.tp) / f64::from(d))
     }
 
-    pub fn recall(&self) -> Option<f64> {
+    pub(crate) fn recall(&self) -> Option<f64> {
         let d = self.tp + self.fn_;
         (d > 0).then(|| f64::from(self.tp) / f64::from(d))
     }
@@ -67,7 +67,7 @@ impl Score {
 }
 
 /// Scores found against expected findings, by rule and language.
-pub fn score(
+pub(crate) fn score(
     found: &BTreeSet<Key>,
     expected: &BTreeSet<Key>,
 ) -> BTreeMap<(RuleId, &'static str), Score> {
@@ -85,7 +85,7 @@ pub fn score(
 }
 
 /// A table of precision and recall per rule and language, with totals per rule and overall.
-pub fn table(by: &BTreeMap<(RuleId, &'static str), Score>) -> String {
+pub(crate) fn table(by: &BTreeMap<(RuleId, &'static str), Score>) -> String {
     let fmt = |v: Option<f64>| v.map_or_else(|| "   -".to_string(), |v| format!("{v:.2}"));
     let mut out = format!(
         "{:<26} {:<11} {:>4} {:>4} {:>4} {:>9} {:>6}\n",
@@ -134,7 +134,7 @@ pub fn table(by: &BTreeMap<(RuleId, &'static str), Score>) -> String {
 }
 
 /// The scan units of a fixture tree: each file or folder directly inside a rule's folder.
-pub fn units(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn units(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(rules) = std::fs::read_dir(root) else {
         return out;
@@ -152,7 +152,7 @@ pub fn units(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The source files of a unit (the file itself, or the files of the folder).
-pub fn sources(unit: &Path) -> Vec<PathBuf> {
+pub(crate) fn sources(unit: &Path) -> Vec<PathBuf> {
     if unit.is_file() {
         return vec![unit.to_path_buf()];
     }
