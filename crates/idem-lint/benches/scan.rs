@@ -83,7 +83,10 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (files, lines) = generate(dir.path());
     let root = vec![dir.path().to_path_buf()];
-    println!("tree: {files} files, {lines} lines, {} threads", rayon::current_num_threads());
+    println!(
+        "tree: {files} files, {lines} lines, {} threads",
+        rayon::current_num_threads()
+    );
 
     let (read, paths) = time(|| {
         let mut paths = Vec::new();
@@ -123,7 +126,10 @@ fn main() {
 
     let s = |d: Duration| d.as_secs_f64();
     println!("read (walk + read {} bytes): {:>8.3} s", paths.1, s(read));
-    println!("parse ({parsed} files, tree-sitter only): {:>8.3} s", s(parse));
+    println!(
+        "parse ({parsed} files, tree-sitter only): {:>8.3} s",
+        s(parse)
+    );
     println!("naive (full lint, 1 thread): {:>8.3} s", s(naive));
     println!(
         "idem lint (full lint, parallel): {:>8.3} s  {} findings, {} files linted",

@@ -19,6 +19,9 @@ use crate::schema::{Schema, prisma_keys};
 use crate::sql;
 use crate::suppress::{self, Allow};
 
+/// Stack of each parsing thread (bytes).
+const WORKER_STACK_BYTES: usize = 64 * 1024 * 1024;
+
 /// Files larger than this are skipped (bytes).
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 
@@ -208,7 +211,22 @@ impl Linter {
         }
         files.sort();
         files.dedup();
-        let loaded: Vec<Loaded> = files.par_iter().map(|p| load_file(p)).collect();
+        // Lowering recurses over the syntax tree (bounded, see `lang::builder`); worker
+        // threads get a stack large enough for that bound, as many as the calling pool has.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .stack_size(WORKER_STACK_BYTES)
+            .build();
+        let load = || {
+            files
+                .par_iter()
+                .map(|p| load_file(p))
+                .collect::<Vec<Loaded>>()
+        };
+        let loaded: Vec<Loaded> = match &pool {
+            Ok(pool) => pool.install(load),
+            Err(_) => load(),
+        };
         let mut schema = Schema::default();
         let mut parsed = Vec::new();
         let mut report = Report::default();
@@ -224,8 +242,16 @@ impl Linter {
             }
         }
         report.files_linted = parsed.len();
-        let findings: Vec<Vec<Finding>> =
-            parsed.par_iter().map(|p| self.check(p, &schema)).collect();
+        let check = || {
+            parsed
+                .par_iter()
+                .map(|p| self.check(p, &schema))
+                .collect::<Vec<Vec<Finding>>>()
+        };
+        let findings = match &pool {
+            Ok(pool) => pool.install(check),
+            Err(_) => check(),
+        };
         report.findings = findings.into_iter().flatten().collect();
         report.findings.sort_by(|a, b| {
             (&a.path, a.line, a.column, a.rule).cmp(&(&b.path, b.line, b.column, b.rule))
@@ -341,14 +367,20 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
     }))
 }
 
-fn first_error(n: tree_sitter::Node<'_>) -> Option<tree_sitter::Node<'_>> {
-    if n.is_error() || n.is_missing() {
-        return Some(n);
+fn first_error(root: tree_sitter::Node<'_>) -> Option<tree_sitter::Node<'_>> {
+    // Iterative: a deeply nested file must not exhaust the stack here either.
+    let mut n = root;
+    loop {
+        if n.is_error() || n.is_missing() {
+            return Some(n);
+        }
+        let mut cursor = n.walk();
+        let next = n
+            .children(&mut cursor)
+            .find(|c| c.has_error() || c.is_missing());
+        match next {
+            Some(c) => n = c,
+            None => return None,
+        }
     }
-    let mut cursor = n.walk();
-    let children: Vec<_> = n.children(&mut cursor).collect();
-    children
-        .into_iter()
-        .filter(|c| c.has_error())
-        .find_map(first_error)
 }

@@ -322,3 +322,23 @@ fn help_calls_it_idem_lint() {
         assert!(t.contains(flag), "{flag} in help: {t}");
     }
 }
+
+#[test]
+fn deeply_nested_files_do_not_crash() {
+    let d = tempfile::tempdir().expect("tmp");
+    let mut js = String::from("const s = \"a\"\n");
+    for _ in 0..60_000 {
+        js.push_str("  + \"a\"\n");
+    }
+    js.push_str(";\n");
+    let mut py = String::from("x = (\n");
+    py.push_str(&"(\n".repeat(2_000));
+    py.push_str("1\n");
+    py.push_str(&")\n".repeat(2_001));
+    write(d.path(), "deep.js", &js);
+    write(d.path(), "deep.py", &py);
+    write(d.path(), "withdraw.js", RELATIVE);
+    let o = run(d.path(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{} {}", text(&o), err(&o));
+    assert!(text(&o).contains("1 finding in 3 files"), "{}", text(&o));
+}

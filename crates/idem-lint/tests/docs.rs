@@ -9,10 +9,19 @@ use idem_lint::RuleId;
 fn every_rule_has_a_complete_doc_page() {
     for rule in RuleId::ALL {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rule.doc_path());
-        let page = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(page.starts_with(&format!("# {} ", rule.as_str())), "{rule}: title");
-        for section in ["**What it finds.**", "**Why it matters.**", "**Wrong**", "**Right**", "**Fix.**"] {
+        let page =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            page.starts_with(&format!("# {} ", rule.as_str())),
+            "{rule}: title"
+        );
+        for section in [
+            "**What it finds.**",
+            "**Why it matters.**",
+            "**Wrong**",
+            "**Right**",
+            "**Fix.**",
+        ] {
             assert!(page.contains(section), "{rule}: missing {section}");
         }
     }
@@ -25,7 +34,15 @@ fn readme_documents_rules_flags_and_exit_codes() {
     for rule in RuleId::ALL {
         assert!(readme.contains(rule.as_str()), "README lists {rule}");
     }
-    for flag in ["--diff", "--format", "--rules", "--exclude", "--fail-on", "--config", "idem-lint: allow"] {
+    for flag in [
+        "--diff",
+        "--format",
+        "--rules",
+        "--exclude",
+        "--fail-on",
+        "--config",
+        "idem-lint: allow",
+    ] {
         assert!(readme.contains(flag), "README documents {flag}");
     }
     for code in ["| 0 |", "| 1 |", "| 2 |"] {

@@ -17,8 +17,14 @@ pub(super) struct Builder<'s> {
     line_starts: Vec<usize>,
     frames: Vec<Frame>,
     next_tx: u32,
+    /// How deep the lowering is in the tree: past [`MAX_DEPTH`] nodes are skipped, so a
+    /// pathological file (a 50,000-term concatenation) cannot exhaust the stack.
+    depth: u32,
     pub(super) module: Module,
 }
+
+/// The deepest syntax nesting lowered; deeper subtrees are left out.
+const MAX_DEPTH: u32 = 256;
 
 /// The name of the function holding a file's top-level statements.
 pub(crate) const MODULE: &str = "<module>";
@@ -64,6 +70,7 @@ impl<'s> Builder<'s> {
             line_starts,
             frames: Vec::new(),
             next_tx: 0,
+            depth: 0,
             module: Module::default(),
         };
         // The file's top level is a function of its own: scripts consume in a loop there.
@@ -98,6 +105,19 @@ impl<'s> Builder<'s> {
             }
         }
         self.module
+    }
+
+    /// Enters a node; `false` when it is too deep to lower (then do not call [`leave`](Self::leave)).
+    pub(super) fn enter(&mut self) -> bool {
+        if self.depth >= MAX_DEPTH {
+            return false;
+        }
+        self.depth += 1;
+        true
+    }
+
+    pub(super) fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
     }
 
     pub(super) fn text(&self, node: Node<'_>) -> &'s str {

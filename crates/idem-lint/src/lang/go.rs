@@ -42,6 +42,13 @@ struct Lower<'s> {
 
 impl<'s> Lower<'s> {
     fn stmt(&mut self, n: Node<'_>) {
+        if self.b.enter() {
+            self.stmt_node(n);
+            self.b.leave();
+        }
+    }
+
+    fn stmt_node(&mut self, n: Node<'_>) {
         match n.kind() {
             "source_file" | "block" | "statement_list" => {
                 named(n).into_iter().for_each(|c| self.stmt(c))
@@ -271,6 +278,15 @@ impl<'s> Lower<'s> {
     }
 
     fn expr(&mut self, n: Node<'_>) -> Expr {
+        if !self.b.enter() {
+            return Expr::Other(Vec::new());
+        }
+        let e = self.expr_node(n);
+        self.b.leave();
+        e
+    }
+
+    fn expr_node(&mut self, n: Node<'_>) -> Expr {
         match n.kind() {
             "identifier" | "field_identifier" | "package_identifier" | "type_identifier" => {
                 Expr::Path(vec![self.b.text(n).to_string()])

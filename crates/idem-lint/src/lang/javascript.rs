@@ -63,6 +63,13 @@ fn is_function(kind: &str) -> bool {
 
 impl<'s> Lower<'s> {
     fn stmt(&mut self, n: Node<'_>) {
+        if self.b.enter() {
+            self.stmt_node(n);
+            self.b.leave();
+        }
+    }
+
+    fn stmt_node(&mut self, n: Node<'_>) {
         match n.kind() {
             "expression_statement" => {
                 for c in named(n) {
@@ -359,6 +366,15 @@ impl<'s> Lower<'s> {
     }
 
     fn expr(&mut self, n: Node<'_>) -> Expr {
+        if !self.b.enter() {
+            return Expr::Other(Vec::new());
+        }
+        let e = self.expr_node(n);
+        self.b.leave();
+        e
+    }
+
+    fn expr_node(&mut self, n: Node<'_>) -> Expr {
         match n.kind() {
             "identifier"
             | "property_identifier"

@@ -56,6 +56,13 @@ fn with_opens_transaction(call: &Call) -> bool {
 
 impl<'s> Lower<'s> {
     fn stmt(&mut self, n: Node<'_>) {
+        if self.b.enter() {
+            self.stmt_node(n);
+            self.b.leave();
+        }
+    }
+
+    fn stmt_node(&mut self, n: Node<'_>) {
         match n.kind() {
             "module" | "block" => named(n).into_iter().for_each(|c| self.stmt(c)),
             "expression_statement" => {
@@ -326,6 +333,15 @@ impl<'s> Lower<'s> {
     }
 
     fn expr(&mut self, n: Node<'_>) -> Expr {
+        if !self.b.enter() {
+            return Expr::Other(Vec::new());
+        }
+        let e = self.expr_node(n);
+        self.b.leave();
+        e
+    }
+
+    fn expr_node(&mut self, n: Node<'_>) -> Expr {
         match n.kind() {
             "identifier" => Expr::Path(vec![self.b.text(n).to_string()]),
             "attribute" => {
