@@ -203,7 +203,8 @@ impl Linter {
                 let Ok(entry) = entry else { continue };
                 if entry.file_type().is_some_and(|t| t.is_file()) {
                     let path = entry.into_path();
-                    if wanted(&path) && !self.config.excludes(&path) {
+                    let below = path.strip_prefix(p).unwrap_or(&path);
+                    if wanted(&path) && !is_test_path(below) && !self.config.excludes(&path) {
                         files.push(path);
                     }
                 }
@@ -258,6 +259,26 @@ impl Linter {
         });
         Ok(report)
     }
+}
+
+/// Test code under a scanned folder (`tests/`, `__tests__/`, `*_test.go`, `*.test.ts`,
+/// `test_*.py`): its handlers are fakes, so it is not linted unless named explicitly.
+fn is_test_path(rel: &Path) -> bool {
+    let dirs = rel.parent().map(|p| {
+        p.components().any(|c| {
+            matches!(
+                c.as_os_str().to_str(),
+                Some("test" | "tests" | "__tests__" | "spec" | "testdata")
+            )
+        })
+    });
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    dirs == Some(true)
+        || name.ends_with("_test.go")
+        || name.ends_with("_test.py")
+        || name.starts_with("test_") && name.ends_with(".py")
+        || name == "conftest.py"
+        || [".test.", ".spec."].iter().any(|m| name.contains(m))
 }
 
 fn wanted(path: &Path) -> bool {

@@ -127,7 +127,16 @@ fn main() -> ExitCode {
         Ok(false) => ExitCode::SUCCESS,
         Ok(true) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("idem lint: {e:#}");
+            // Causes the message already quotes are not repeated.
+            let mut msg = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !msg.contains(&c) {
+                    msg.push_str(": ");
+                    msg.push_str(&c);
+                }
+            }
+            eprintln!("idem lint: {msg}");
             ExitCode::from(2)
         }
     }

@@ -10,6 +10,7 @@ use crate::handlers::{is_entry, is_event};
 use crate::ir::OpKind;
 use crate::rule::RuleId;
 use crate::sql::SqlStmt;
+use crate::words::{is_marker_table, norm};
 
 fn read_target(act: &Act) -> Option<&str> {
     match act {
@@ -38,7 +39,14 @@ fn unguarded_insert<'a>(facts: &'a FnFacts<'_>, act: &'a Act) -> Option<&'a str>
             columns,
             safe: false,
         } => (!facts.schema.covers(target, columns.as_deref())).then_some(target.as_str()),
-        Act::RedisWrite { key, nx: false } => Some(key.as_str()),
+        // A Redis key is a claim only when it names one (`processed:…`, `seen:…`); cache-aside
+        // (`get`, compute, `set`) is no check-then-act.
+        Act::RedisWrite { key, nx: false }
+            if (is_marker_table(key) || norm(key).contains("seen"))
+                && !norm(key).contains("cache") =>
+        {
+            Some(key.as_str())
+        }
         _ => None,
     }
 }

@@ -11,6 +11,53 @@ use crate::ir::{Expr, OpKind, Pos};
 use crate::rule::RuleId;
 use crate::words::{is_key_name, norm};
 
+/// Methods that cut a time down to a bucket (day, month) or a fixed part of it.
+const TRUNCATING: &[&str] = &[
+    "slice",
+    "substring",
+    "substr",
+    "split",
+    "getmonth",
+    "getfullyear",
+    "getdate",
+    "getday",
+    "todatestring",
+    "tolocaledatestring",
+    "startofday",
+    "startofmonth",
+    "format",
+    "strftime",
+    "date",
+    "truncate",
+    "replace",
+];
+
+/// Whole names of delivery-attempt counters.
+const PER_ATTEMPT_EXACT: &[&str] = &[
+    "attempt",
+    "attempts",
+    "attemptnumber",
+    "retries",
+    "retry",
+    "retrycount",
+    "retryattempt",
+];
+
+/// Parts of names of per-delivery values.
+const PER_ATTEMPT: &[&str] = &[
+    "deliverycount",
+    "deliveryattempt",
+    "redeliverycount",
+    "redelivered",
+    "approximatereceivecount",
+    "receivecount",
+    "receipthandle",
+    "deliverytag",
+    "numdelivered",
+    "xrequestid",
+    "requestid",
+];
+
 /// What makes a value volatile, if anything.
 fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, Option<Pos>)> {
     let mut found: Option<(String, bool, Option<Pos>)> = None;
@@ -25,6 +72,11 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                 while let Some(c) = chain {
                     chain = c.receiver.as_deref();
                     if found.is_some() {
+                        break;
+                    }
+                    // `new Date().toISOString().slice(0, 10)`, `now.getMonth()`: a deliberate
+                    // time bucket (a daily job's key), not a per-delivery value.
+                    if c.receiver.is_some() && TRUNCATING.contains(&c.method().as_str()) {
                         break;
                     }
                     let name = c.name();
@@ -129,21 +181,11 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                     found = Some((format!("the host ({joined})"), true, None));
                 } else if let Some(last) = p.last() {
                     let l = norm(last);
-                    let attempt = [
-                        "attempt",
-                        "retrycount",
-                        "retries",
-                        "redelivered",
-                        "deliverycount",
-                        "approximatereceivecount",
-                        "receipthandle",
-                        "deliverytag",
-                        "xrequestid",
-                        "requestid",
-                        "redeliverycount",
-                        "numdelivered",
-                    ];
-                    if attempt.iter().any(|a| l.contains(a)) {
+                    // Names of delivery attempts and per-attempt ids (a business counter such
+                    // as `invoice.failedAttempts` is stored, so stable across redeliveries).
+                    let attempt = PER_ATTEMPT_EXACT.contains(&l.as_str())
+                        || PER_ATTEMPT.iter().any(|a| l.contains(a));
+                    if attempt {
                         found = Some((format!("a per-attempt value ({joined})"), false, None));
                     } else if p.len() == 1
                         && depth < 3
@@ -161,7 +203,11 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
-    let handler = is_event(facts.func) || is_entry(facts.func);
+    // A key minted in a handler: helpers and scripts are left alone.
+    if !is_event(facts.func) && !is_entry(facts.func) {
+        return;
+    }
+    let handler = true;
     let mut report = |pos: Pos, key: &str, (what, strong, at): (String, bool, Option<Pos>)| {
         // Point at the volatile call when it is on the statement's line or below.
         let pos = at.filter(|p| p.line >= pos.line).unwrap_or(pos);
