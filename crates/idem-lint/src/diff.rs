@@ -67,6 +67,13 @@ impl ChangedLines {
                 .filter(|l| !l.is_empty())
                 .map(|l| top.join(l)),
         );
+        // Compared canonicalised, once here rather than per finding.
+        changed.files = changed
+            .files
+            .into_iter()
+            .map(|(p, r)| (canonical(&p), r))
+            .collect();
+        changed.whole = changed.whole.iter().map(|p| canonical(p)).collect();
         Ok(changed)
     }
 
@@ -98,21 +105,20 @@ impl ChangedLines {
         out
     }
 
-    /// Whether `line` of `path` changed. Paths are compared canonicalised.
+    /// Whether `line` of `path` changed.
     pub fn contains(&self, path: &Path, line: u32) -> bool {
-        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        if self
-            .whole
-            .iter()
-            .any(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()) == abs)
-        {
-            return true;
-        }
-        self.files.iter().any(|(p, ranges)| {
-            (std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()) == abs)
-                && ranges.iter().any(|&(a, b)| (a..=b).contains(&line))
-        })
+        let abs = canonical(path);
+        self.whole.contains(&abs)
+            || self
+                .files
+                .get(&abs)
+                .is_some_and(|ranges| ranges.iter().any(|&(a, b)| (a..=b).contains(&line)))
     }
+}
+
+/// The canonical form of a path, or the path itself when it cannot be resolved.
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 #[cfg(test)]

@@ -207,11 +207,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) && !is_entry(facts.func) {
         return;
     }
-    let handler = true;
     let mut report = |pos: Pos, key: &str, (what, strong, at): (String, bool, Option<Pos>)| {
         // Point at the volatile call when it is on the statement's line or below.
         let pos = at.filter(|p| p.line >= pos.line).unwrap_or(pos);
-        let confidence = if strong && handler {
+        let confidence = if strong {
             Confidence::High
         } else {
             Confidence::Medium
