@@ -1,0 +1,1109 @@
+//! What each operation of a function does to the outside world (SQL, ORM, Redis, broker,
+//! HTTP), which transaction it runs in, and which values come from the event. Every check
+//! reads a [`FnFacts`].
+
+use std::collections::{HashMap, HashSet};
+
+use crate::ir::{Call, Expr, Function, OpKind};
+use crate::schema::Schema;
+use crate::sql::{self, SqlStmt};
+use crate::words::{has_any, norm, table_key};
+
+/// What an operation does.
+#[derive(Debug, Clone)]
+pub(crate) enum Act {
+    /// An SQL statement in a string argument.
+    Sql(SqlStmt),
+    /// An ORM or repository create. `safe`: a conflict-handling form (upsert, get-or-create,
+    /// `onConflict`, `ignore_conflicts`).
+    OrmCreate {
+        target: String,
+        columns: Option<Vec<String>>,
+        safe: bool,
+    },
+    /// An ORM update: the columns it sets, whether any is relative (`increment`, `$inc`,
+    /// `F("x") + 1`, `gorm.Expr("x - ?")`), whether its filter compares an ordering column.
+    OrmUpdate {
+        target: String,
+        sets: Vec<String>,
+        relative: bool,
+        ordered: bool,
+    },
+    /// An ORM look-up of one row.
+    OrmRead { target: String },
+    /// A Redis read: GET, EXISTS, SISMEMBER, HGET, HEXISTS.
+    RedisRead { key: String },
+    /// A Redis write: SET (with or without NX), SETNX, HSET, SADD.
+    RedisWrite { key: String, nx: bool },
+    /// INCR, INCRBY, DECRBY, HINCRBY, ZINCRBY.
+    RedisIncr,
+    /// A message to a broker or job queue.
+    Publish,
+    /// An HTTP request that creates something (POST/PUT/PATCH), or a provider SDK create.
+    HttpCreate,
+    /// `commit()` on a session, connection or transaction.
+    Commit,
+    /// A transaction opened on a variable (`tx := db.BeginTx(…)`).
+    Begin,
+    /// Anything else.
+    Other,
+}
+
+impl Act {
+    /// A write to a database (SQL or ORM).
+    pub(crate) fn is_db_write(&self) -> bool {
+        match self {
+            Act::Sql(s) => s.is_write(),
+            Act::OrmCreate { .. } | Act::OrmUpdate { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The table or model it writes or reads, if any.
+    pub(crate) fn target(&self) -> Option<&str> {
+        match self {
+            Act::Sql(SqlStmt::Insert { table, .. })
+            | Act::Sql(SqlStmt::Update { table, .. })
+            | Act::Sql(SqlStmt::Delete { table })
+            | Act::Sql(SqlStmt::Merge { table }) => Some(table),
+            Act::Sql(SqlStmt::Select { tables, .. }) => tables.first().map(String::as_str),
+            Act::OrmCreate { target, .. }
+            | Act::OrmUpdate { target, .. }
+            | Act::OrmRead { target } => Some(target),
+            Act::RedisRead { key } | Act::RedisWrite { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// The facts about one function that checks read.
+#[derive(Debug)]
+pub(crate) struct FnFacts<'a> {
+    pub(crate) func: &'a Function,
+    /// One per op.
+    pub(crate) acts: Vec<Act>,
+    /// The transaction each op runs in (`None`: autocommit).
+    pub(crate) tx: Vec<Option<u32>>,
+    /// Variables holding values derived from the function's parameters (the event).
+    pub(crate) tainted: HashSet<String>,
+    /// String constants assigned in the function (SQL kept in a variable).
+    pub(crate) strings: HashMap<String, Expr>,
+    /// Values assigned to each local (the last assignment before use wins).
+    pub(crate) values: HashMap<String, Expr>,
+    pub(crate) schema: &'a Schema,
+}
+
+/// Payment and messaging providers whose SDK calls reach their HTTP APIs.
+const PROVIDERS: &[&str] = &[
+    "stripe",
+    "paypal",
+    "braintree",
+    "razorpay",
+    "adyen",
+    "mollie",
+    "paddle",
+    "lemonsqueezy",
+    "twilio",
+    "sendgrid",
+    "mailgun",
+    "postmark",
+    "resend",
+    "shopify",
+];
+
+const REDIS_WORDS: &[&str] = &["redis", "rdb", "cache", "valkey", "kv", "upstash"];
+
+impl<'a> FnFacts<'a> {
+    pub(crate) fn new(
+        func: &'a Function,
+        globals: &[(String, Expr)],
+        schema: &'a Schema,
+        implicit_tx: bool,
+    ) -> Self {
+        let mut facts = FnFacts {
+            func,
+            acts: Vec::with_capacity(func.ops.len()),
+            tx: Vec::with_capacity(func.ops.len()),
+            tainted: func.params.iter().cloned().collect(),
+            strings: HashMap::new(),
+            values: HashMap::new(),
+            schema,
+        };
+        // Parameters shadow the file's globals of the same name.
+        for (name, value) in globals.iter().filter(|(n, _)| !func.params.contains(n)) {
+            if matches!(value, Expr::Str(_) | Expr::Template(_)) {
+                facts.strings.insert(name.clone(), value.clone());
+            }
+            facts.values.insert(name.clone(), value.clone());
+        }
+        for op in &func.ops {
+            let act = match &op.kind {
+                OpKind::Call(call) => {
+                    facts.taint_decoded(call);
+                    facts.classify(call)
+                }
+                OpKind::Assign {
+                    targets,
+                    value,
+                    op: None,
+                } => {
+                    if facts.mentions_tainted(value) {
+                        facts.tainted.extend(targets.iter().map(|t| root_of(t)));
+                    }
+                    for t in targets {
+                        if matches!(value, Expr::Str(_) | Expr::Template(_)) {
+                            facts.strings.insert(t.clone(), value.clone());
+                        }
+                        facts.values.insert(t.clone(), value.clone());
+                    }
+                    Act::Other
+                }
+                _ => Act::Other,
+            };
+            facts.acts.push(act);
+        }
+        facts.assign_transactions(implicit_tx);
+        facts
+    }
+
+    /// `json.Unmarshal(msg.Value, &ev)`, `c.ShouldBindJSON(&evt)`,
+    /// `json.NewDecoder(r.Body).Decode(&evt)`: the variables decoded into hold the event.
+    fn taint_decoded(&mut self, call: &Call) {
+        let m = call.method();
+        let decodes = matches!(
+            m.as_str(),
+            "unmarshal"
+                | "decode"
+                | "bind"
+                | "bindjson"
+                | "shouldbindjson"
+                | "shouldbind"
+                | "shouldbindbodywith"
+                | "unmarshaljson"
+                | "readjson"
+                | "decodejson"
+                | "bodyparser"
+        );
+        if !decodes {
+            return;
+        }
+        let from_event = call.args.iter().any(|a| self.mentions_tainted(a))
+            || call
+                .callee
+                .first()
+                .is_some_and(|r| self.tainted.contains(r))
+            || call
+                .receiver
+                .as_ref()
+                .is_some_and(|r| r.args.iter().any(|a| self.mentions_tainted(a)));
+        if from_event {
+            for a in &call.args {
+                if let Expr::Path(p) = a
+                    && let Some(root) = p.first()
+                {
+                    self.tainted.insert(root.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether an expression uses a value derived from the event.
+    pub(crate) fn mentions_tainted(&self, e: &Expr) -> bool {
+        let mut found = false;
+        e.walk(&mut |x| match x {
+            Expr::Path(p)
+                if p.first().is_some_and(|r| {
+                    self.tainted.contains(r)
+                        || r == "this" && p.len() > 2 && self.tainted.contains(&p[1])
+                }) =>
+            {
+                found = true;
+            }
+            Expr::Call(c)
+                if c.callee.first().is_some_and(|r| self.tainted.contains(r))
+                    && c.callee.len() > 1 =>
+            {
+                found = true;
+            }
+            _ => {}
+        });
+        found
+    }
+
+    /// The text of an SQL argument: a literal, or a variable holding one.
+    fn sql_text(&self, e: &Expr) -> Option<String> {
+        match e {
+            Expr::Str(_) | Expr::Template(_) => e.string_text(),
+            Expr::Path(p) if p.len() == 1 => self.strings.get(&p[0]).and_then(Expr::string_text),
+            Expr::Binary { op, left, right } if op == "+" => {
+                Some(self.sql_text(left)? + &self.sql_text(right).unwrap_or_else(|| "?".into()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The receiver's words plus the name of what its root variable was made by
+    /// (`r = redis.Redis()` makes `r.get` a Redis call).
+    fn receiver_words(&self, call: &Call) -> Vec<String> {
+        let mut recv = call.receiver_words();
+        let root = call.callee.first().map(String::as_str).unwrap_or("");
+        let root = if root == "self" || root == "this" {
+            call.callee.get(1).map(String::as_str).unwrap_or("")
+        } else {
+            root
+        };
+        if call.callee.len() > 1
+            && let Some(Expr::Call(made)) = self.values.get(root)
+        {
+            recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+        }
+        recv
+    }
+
+    fn classify(&self, call: &Call) -> Act {
+        let m = call.method();
+        let recv = self.receiver_words(call);
+        let recv_text = recv.join(".");
+        // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
+        for arg in call.args.iter().take(2) {
+            if let Some(text) = self.sql_text(arg)
+                && let Some(stmt) = sql::analyse(&text)
+            {
+                return Act::Sql(stmt);
+            }
+        }
+        if m == "commit" && !recv.is_empty() {
+            return Act::Commit;
+        }
+        if matches!(
+            m.as_str(),
+            "begin"
+                | "begintx"
+                | "beginx"
+                | "begintxx"
+                | "mustbegin"
+                | "starttransaction"
+                | "begin_transaction"
+        ) && !recv.is_empty()
+        {
+            return Act::Begin;
+        }
+        let is_redis = recv.iter().any(|r| has_any(r, REDIS_WORDS));
+        if let Some(act) = self.redis(call, &m, is_redis) {
+            return act;
+        }
+        if self.is_publish(call, &m, &recv_text) {
+            return Act::Publish;
+        }
+        if self.is_http_create(call, &m, &recv_text) {
+            return Act::HttpCreate;
+        }
+        self.orm(call, &m, &recv)
+    }
+
+    fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
+        let key = call
+            .args
+            .first()
+            .map(|k| match k {
+                Expr::Path(p) if p.len() == 1 => self
+                    .values
+                    .get(&p[0])
+                    .map_or_else(|| key_shape(k), key_shape),
+                other => key_shape(other),
+            })
+            .unwrap_or_default();
+        let nx_flag = call
+            .args
+            .iter()
+            .any(|a| matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("nx")))
+            || call.option("nx").is_some()
+            || call.args.iter().any(|a| {
+                a.field("Mode")
+                    .and_then(Expr::string_text)
+                    .is_some_and(|s| s.eq_ignore_ascii_case("nx"))
+            });
+        match m {
+            "setnx" | "hsetnx" | "setifnotexists" => Some(Act::RedisWrite { key, nx: true }),
+            "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead { key }),
+            "incr" | "incrby" | "decr" | "decrby" | "hincrby" | "zincrby" | "incrbyfloat"
+            | "hincrbyfloat"
+                if is_redis || m != "incr" =>
+            {
+                Some(Act::RedisIncr)
+            }
+            "get" | "exists" | "hget" if is_redis => Some(Act::RedisRead { key }),
+            "set" | "hset" | "sadd" | "setex" if is_redis => {
+                Some(Act::RedisWrite { key, nx: nx_flag })
+            }
+            _ => None,
+        }
+    }
+
+    fn is_publish(&self, call: &Call, m: &str, recv: &str) -> bool {
+        let broker = has_any(
+            recv,
+            &[
+                "producer",
+                "kafka",
+                "queue",
+                "sqs",
+                "sns",
+                "publisher",
+                "broker",
+                "channel",
+                "nats",
+                "rabbit",
+                "amqp",
+                "topic",
+                "pubsub",
+                "eventbus",
+                "bus",
+                "kinesis",
+                "eventbridge",
+                "jetstream",
+                "writer",
+                "stream",
+                "emitter",
+                "ch",
+            ],
+        ) || recv == "js"
+            || recv == "nc"
+            || recv == "p";
+        let command_arg = call.args.iter().any(|a| match a {
+            Expr::Call(c) => {
+                c.is_new
+                    && c.callee.last().is_some_and(|n| {
+                        n.ends_with("Command")
+                            && ["Publish", "SendMessage", "PutEvents", "PutRecord"]
+                                .iter()
+                                .any(|p| n.starts_with(p))
+                    })
+            }
+            _ => false,
+        });
+        match m {
+            "publish" | "publishmessage" | "publishasync" | "publishwithcontext"
+            | "sendtoqueue" | "basic_publish" | "produce" | "writemessages"
+            | "sendmessagebatch" | "putrecord" | "putrecords" | "putevents" | "xadd"
+            | "send_message" | "publish_message" => !recv.is_empty() || m == "publish",
+            "sendmessage" | "sendmessages" | "send_and_wait" | "sendbatch" => broker,
+            "send" => {
+                broker && !has_any(recv, &["res", "reply", "response", "ws", "socket"])
+                    || command_arg
+            }
+            "emit" => {
+                has_any(recv, &["kafka", "broker", "bus", "client", "producer"])
+                    && !has_any(recv, &["socket", "io"])
+            }
+            "add" | "enqueue" | "enqueue_call" => has_any(recv, &["queue"]),
+            "delay" | "apply_async" | "send_task" => !recv.is_empty(),
+            _ => false,
+        }
+    }
+
+    fn is_http_create(&self, call: &Call, m: &str, recv: &str) -> bool {
+        let creating = |e: Option<&Expr>| {
+            e.and_then(|v| match v {
+                Expr::Str(s) => Some(s.to_ascii_uppercase()),
+                Expr::Path(p) => p.last().map(|s| s.to_ascii_uppercase()),
+                _ => None,
+            })
+            .is_some_and(|s| matches!(s.trim_start_matches("METHOD"), "POST" | "PUT" | "PATCH"))
+        };
+        let http_recv = has_any(
+            recv,
+            &[
+                "axios",
+                "http",
+                "requests",
+                "httpx",
+                "client",
+                "got",
+                "superagent",
+                "api",
+                "ky",
+                "fetch",
+                "rest",
+                "session",
+                "request",
+            ],
+        ) && !has_any(recv, &["redis", "db", "prisma", "supabase"]);
+        let root = call.callee.first().map(|s| norm(s)).unwrap_or_default();
+        match m {
+            "fetch" | "$fetch" | "ofetch" => creating(call.option("method")),
+            "post" | "put" | "patch" | "postform" => http_recv || recv.is_empty() && m == "post",
+            "request" => creating(call.option("method")),
+            "newrequest" | "newrequestwithcontext" => {
+                call.args.iter().take(2).any(|a| creating(Some(a)))
+            }
+            "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // Helpers that send mail or messages: `self._send_confirmation_email(order)`.
+            _ if norm(m).contains("send")
+                && ["email", "mail", "sms", "notification"]
+                    .iter()
+                    .any(|w| norm(m).contains(w)) =>
+            {
+                true
+            }
+            "send" => has_any(
+                recv,
+                &[
+                    "mail", "sgmail", "resend", "postmark", "sms", "emails", "twilio",
+                ],
+            ),
+            // A payment provider's client or a service wrapping it creating something:
+            // `stripe.charges.create`, `h.stripeService.CreatePaymentIntent(…)`.
+            _ if m.starts_with("create") && (root == "stripe" || provider_client(call)) => true,
+            "create" => has_any(
+                recv,
+                &[
+                    "messages",
+                    "charges",
+                    "paymentintents",
+                    "refunds",
+                    "transfers",
+                    "payouts",
+                    "invoices",
+                ],
+            ),
+            _ => false,
+        }
+    }
+
+    fn orm(&self, call: &Call, m: &str, recv: &[String]) -> Act {
+        let chain = call
+            .callee
+            .iter()
+            .map(|s| s.to_lowercase())
+            .collect::<Vec<_>>();
+        let safe_chain = chain.iter().any(|c| {
+            c.contains("onconflict")
+                || c == "clauses"
+                || c == "ignore"
+                || c.contains("upsert")
+                || c == "merge"
+        }) || call.option("ignore_conflicts").is_some()
+            || call.option("ignoreDuplicates").is_some()
+            || call.option("upsert").is_some()
+            || call.option("ConditionExpression").is_some()
+            || call.option("update_conflicts").is_some();
+        let target = || self.target_of(call);
+        const NOT_ORM: &[&str] = &[
+            "stripe", "axios", "http", "json", "object", "array", "math", "promise", "console",
+            "logger", "log", "res", "window", "document", "map", "set", "list", "crypto", "uuid",
+            "date", "fs", "path", "os", "strings", "errors", "fmt", "router", "app", "schema", "z",
+            "yup", "joi", "response", "reply", "w", "c", "ctx", "r", "req", "request",
+        ];
+        let ormish = !recv.is_empty() && !recv.iter().any(|r| NOT_ORM.contains(&r.as_str()));
+        if !ormish {
+            return Act::Other;
+        }
+        let model_like = recv.iter().any(|r| {
+            has_any(
+                r,
+                &[
+                    "prisma",
+                    "repo",
+                    "repository",
+                    "store",
+                    "dao",
+                    "model",
+                    "collection",
+                    "table",
+                    "objects",
+                    "manager",
+                    "db",
+                    "session",
+                    "tx",
+                    "trx",
+                    "orm",
+                    "queries",
+                    "em",
+                    "knex",
+                    "sequelize",
+                    "mongoose",
+                    "supabase",
+                    "from",
+                    "gorm",
+                    "q",
+                ],
+            )
+        }) || call
+            .callee
+            .first()
+            .is_some_and(|r| r.chars().next().is_some_and(char::is_uppercase))
+            || call.receiver.is_some();
+        if !model_like {
+            return Act::Other;
+        }
+        let create_prefix = [
+            "create", "insert", "save", "add", "put", "persist", "store", "record",
+        ];
+        let safe_names = [
+            "upsert",
+            "createorupdate",
+            "findorcreate",
+            "firstorcreate",
+            "getorcreate",
+            "get_or_create",
+            "update_or_create",
+            "updateorcreate",
+            "insertorignore",
+            "createifnotexists",
+            "insertorupdate",
+            "findoneandupdate",
+            "findbyidandupdate",
+            "merge",
+            "replaceone",
+            "insert_or_ignore",
+            "on_conflict_do_nothing",
+            "onconflictdonothing",
+        ];
+        if safe_names.iter().any(|s| m == *s || m.starts_with(s)) || m.starts_with("upsert") {
+            // findOneAndUpdate with upsert is a safe create; without, it is an update.
+            if m.starts_with("findoneandupdate") || m.starts_with("findbyidandupdate") {
+                return self.orm_update(call, target());
+            }
+            return Act::OrmCreate {
+                target: target(),
+                columns: self.columns_of(call),
+                safe: true,
+            };
+        }
+        if m.starts_with("update")
+            || m == "updates"
+            || m == "updatecolumn"
+            || m == "updatecolumns"
+            || m == "increment"
+            || m == "decrement"
+        {
+            return self.orm_update(call, target());
+        }
+        // `save()` creates only a row built here; saving a loaded row updates it.
+        if m == "save" && !self.save_creates(call) {
+            return Act::OrmUpdate {
+                target: target(),
+                sets: Vec::new(),
+                relative: false,
+                ordered: false,
+            };
+        }
+        let session_add = m == "add" && recv.iter().any(|r| has_any(r, &["session", "db"]));
+        let add_ok = m != "add" || session_add;
+        if add_ok
+            && (m == "save"
+                || create_prefix.iter().any(|p| m.starts_with(p))
+                    && m != "addeventlistener"
+                    && !m.starts_with("record")
+                || m == "bulk_create"
+                || m == "bulkcreate"
+                || m == "create_all"
+                || m == "insertone"
+                || m == "insertmany"
+                || m == "createmany"
+                || m == "putitem"
+                || m == "put_item")
+        {
+            if m == "store" || m == "record" {
+                return Act::Other;
+            }
+            return Act::OrmCreate {
+                target: target(),
+                columns: self.columns_of(call),
+                safe: safe_chain,
+            };
+        }
+        let read = [
+            "findunique",
+            "findfirst",
+            "findone",
+            "findbyid",
+            "findbypk",
+            "findoneby",
+            "exists",
+            "first",
+            "count",
+            "one_or_none",
+            "scalar_one_or_none",
+            "get",
+            "find",
+            "take",
+            "getitem",
+            "get_item",
+            "find_one",
+            "filter_by",
+            "findoneorfail",
+            "findby",
+        ];
+        if read.iter().any(|r| {
+            m == *r
+                || m.starts_with("findby")
+                || m.starts_with("get_by")
+                || m.starts_with("getby") && m.len() > 5
+        }) {
+            if m == "get"
+                && !recv.iter().any(|r| {
+                    r == "objects"
+                        || has_any(
+                            r,
+                            &[
+                                "repo",
+                                "session",
+                                "store",
+                                "dao",
+                                "db",
+                                "table",
+                                "collection",
+                            ],
+                        )
+                })
+            {
+                return Act::Other;
+            }
+            return Act::OrmRead { target: target() };
+        }
+        Act::Other
+    }
+
+    fn orm_update(&self, call: &Call, target: String) -> Act {
+        let mut sets = Vec::new();
+        let mut relative = matches!(call.method().as_str(), "increment" | "decrement");
+        let mut ordered = false;
+        // The data: Prisma `data`, Mongo `$set`/`$inc` (second argument), Django and
+        // SQLAlchemy keyword arguments, GORM `Updates(map/struct)` or `Update("col", v)`.
+        let data: Vec<&Expr> = call
+            .option("data")
+            .into_iter()
+            .chain(call.args.get(1))
+            .chain(call.args.first().filter(|_| call.option("data").is_none()))
+            .collect();
+        for d in data {
+            d.walk(&mut |e| {
+                if let Expr::Object { fields, .. } = e {
+                    for (k, v) in fields {
+                        let nk = norm(k);
+                        if nk == "inc" || nk == "increment" || nk == "decrement" {
+                            relative = true;
+                        }
+                        if !k.starts_with('$')
+                            && !matches!(nk.as_str(), "where" | "data" | "increment" | "decrement")
+                        {
+                            sets.push(k.clone());
+                        }
+                        if let Expr::Call(c) = v
+                            && c.method() == "expr"
+                            && let Some(frag) = c.args.first().and_then(Expr::string_text)
+                            && sql::fragment_is_relative(k, &frag)
+                        {
+                            relative = true;
+                        }
+                    }
+                }
+            });
+        }
+        for (k, v) in &call.kwargs {
+            sets.push(k.clone());
+            if relative_value(k, v) {
+                relative = true;
+            }
+        }
+        if call.method() == "update" && call.args.len() == 2 {
+            if let (Some(col), Some(Expr::Call(c))) = (call.args[0].string_text(), call.args.get(1))
+            {
+                if c.method() == "expr"
+                    && let Some(frag) = c.args.first().and_then(Expr::string_text)
+                {
+                    relative |= sql::fragment_is_relative(&col, &frag);
+                }
+                sets.push(col);
+            } else if let Some(col) = call.args[0].string_text() {
+                sets.push(col);
+            }
+        }
+        // The filter: Prisma `where`, Mongo first argument, Django `filter(...)` keywords,
+        // SQLAlchemy `.where(Model.version < v)`, GORM `.Where("version < ?", v)`.
+        let mut filters: Vec<&Expr> = call.option("where").into_iter().collect();
+        if call.option("data").is_none() {
+            filters.extend(call.args.first());
+        }
+        let mut r = call.receiver.as_deref();
+        while let Some(inner) = r {
+            let im = inner.method();
+            if matches!(
+                im.as_str(),
+                "where" | "filter" | "filter_by" | "updateone" | "findoneandupdate"
+            ) {
+                for (k, _) in &inner.kwargs {
+                    let lk = k.to_lowercase();
+                    if ["__lt", "__lte", "__gt", "__gte"]
+                        .iter()
+                        .any(|s| lk.ends_with(s))
+                        && crate::words::is_order_column(lk.split("__").next().unwrap_or(""))
+                    {
+                        ordered = true;
+                    }
+                }
+                for a in &inner.args {
+                    if let Some(frag) = a.string_text() {
+                        ordered |= sql::fragment_compares_order(&frag);
+                    }
+                    ordered |= expr_compares_order(a);
+                }
+            }
+            r = inner.receiver.as_deref();
+        }
+        for f in filters {
+            ordered |= expr_compares_order(f);
+        }
+        Act::OrmUpdate {
+            target,
+            sets,
+            relative,
+            ordered,
+        }
+    }
+
+    /// The model or table an ORM call is about: a table named in the chain (`knex("orders")`,
+    /// `db.collection("orders")`, `supabase.from("orders")`, GORM `Table("orders")`), the model
+    /// the row is built from (`session.add(Order(…))`, `db.Create(&Order{…})`), the model in
+    /// the callee (`Order.objects.create`, `prisma.order.create`, `orderRepo.save`), or the
+    /// method's name (`q.CreateOrder`). Empty when none says.
+    fn target_of(&self, call: &Call) -> String {
+        let mut r = call.receiver.as_deref();
+        let mut innermost = call;
+        while let Some(inner) = r {
+            let im = inner.method();
+            let tableish = inner.callee.len() == 1
+                || matches!(
+                    im.as_str(),
+                    "table" | "from" | "collection" | "into" | "model" | "getrepository"
+                );
+            if tableish {
+                if let Some(s) = inner.args.first().and_then(Expr::string_text) {
+                    return s;
+                }
+                if let Some(t) = inner.args.first().and_then(|a| self.model_of(a)) {
+                    return t;
+                }
+            }
+            innermost = inner;
+            r = inner.receiver.as_deref();
+        }
+        if let Some(t) = call.args.first().and_then(|a| self.model_of(a)) {
+            return t;
+        }
+        let root = &innermost.callee[..innermost.callee.len().saturating_sub(1)];
+        let segs: Vec<&String> = root
+            .iter()
+            .filter(|s| {
+                let l = s.to_lowercase();
+                !matches!(
+                    l.as_str(),
+                    "objects"
+                        | "this"
+                        | "self"
+                        | "prisma"
+                        | "db"
+                        | "tx"
+                        | "trx"
+                        | "session"
+                        | "ctx"
+                        | "em"
+                        | "manager"
+                        | "q"
+                        | "queries"
+                        | "models"
+                        | "client"
+                        | "conn"
+                        | "c"
+                )
+            })
+            .collect();
+        if let Some(last) = segs.last() {
+            let l = last.to_lowercase();
+            for suffix in [
+                "repository",
+                "repo",
+                "store",
+                "dao",
+                "model",
+                "collection",
+                "table",
+            ] {
+                if let Some(stem) = l.strip_suffix(suffix)
+                    && !stem.is_empty()
+                {
+                    return stem.trim_end_matches('_').to_string();
+                }
+            }
+            return (*last).clone();
+        }
+        let method = call.callee.last().map(|s| s.as_str()).unwrap_or("");
+        for prefix in [
+            "Create", "Insert", "Save", "Upsert", "create_", "insert_", "save_", "upsert_",
+        ] {
+            if let Some(rest) = method.strip_prefix(prefix)
+                && !rest.is_empty()
+            {
+                return rest.to_string();
+            }
+        }
+        String::new()
+    }
+
+    /// Whether a `save` stores a row built in this function (`new Order(…)`, `Order(…)`,
+    /// `&Order{…}` with fields) rather than one loaded and changed.
+    fn save_creates(&self, call: &Call) -> bool {
+        if call.option("update_fields").is_some() {
+            return false;
+        }
+        let built = |e: &Expr| match e {
+            Expr::Call(c) => {
+                c.is_new
+                    || c.callee
+                        .last()
+                        .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase))
+            }
+            Expr::Object { fields, .. } => !fields.is_empty(),
+            _ => false,
+        };
+        let resolve = |e: &'_ Expr| -> Option<Expr> {
+            match e {
+                Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).cloned(),
+                other => Some(other.clone()),
+            }
+        };
+        match call.args.first() {
+            Some(arg) => resolve(arg).is_some_and(|v| built(&v)),
+            None => call
+                .callee
+                .first()
+                .filter(|_| call.callee.len() == 2)
+                .and_then(|root| self.values.get(root))
+                .is_some_and(built),
+        }
+    }
+
+    /// The model an argument is an instance of: `Order(…)`, `new Order(…)`, `&Order{…}`, or
+    /// a variable holding one (`var inv Invoice`).
+    fn model_of(&self, arg: &Expr) -> Option<String> {
+        let resolved = match arg {
+            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
+            other => other,
+        };
+        match resolved {
+            Expr::Call(c)
+                if c.callee
+                    .last()
+                    .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase)) =>
+            {
+                c.callee.last().cloned()
+            }
+            Expr::Object {
+                type_name: Some(t), ..
+            } => Some(t.rsplit('.').next().unwrap_or(t).to_string()),
+            _ => None,
+        }
+    }
+
+    /// The columns of an ORM create, when written out.
+    fn columns_of(&self, call: &Call) -> Option<Vec<String>> {
+        if !call.kwargs.is_empty() {
+            return Some(call.kwargs.iter().map(|(k, _)| k.clone()).collect());
+        }
+        let data = call.option("data").or_else(|| call.args.first())?;
+        let resolved = match data {
+            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
+            other => other,
+        };
+        match resolved {
+            Expr::Object { fields, .. } => Some(fields.iter().map(|(k, _)| k.clone()).collect()),
+            Expr::Call(c) if !c.kwargs.is_empty() => {
+                Some(c.kwargs.iter().map(|(k, _)| k.clone()).collect())
+            }
+            Expr::Call(c) => c.args.iter().find_map(|a| match a {
+                Expr::Object { fields, .. } => {
+                    Some(fields.iter().map(|(k, _)| k.clone()).collect())
+                }
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Gives each op its transaction: a lexical one (callback, `with` block), an explicit
+    /// `BEGIN`…`COMMIT`, a transaction variable (`tx.Exec`), or (Python) the implicit
+    /// transaction of a session or connection, which `commit()` ends.
+    fn assign_transactions(&mut self, implicit: bool) {
+        let mut next = 1_000_000u32;
+        let mut explicit: Option<u32> = None;
+        let mut vars: HashMap<String, u32> = HashMap::new();
+        let mut implicit_segment = next;
+        let ops = &self.func.ops;
+        for (i, op) in ops.iter().enumerate() {
+            let mut tx = op.lexical_tx.or(explicit);
+            match (&op.kind, &self.acts[i]) {
+                (OpKind::Call(_), Act::Sql(SqlStmt::Begin)) => {
+                    next += 1;
+                    explicit = Some(next);
+                    tx = explicit;
+                }
+                (OpKind::Call(_), Act::Sql(SqlStmt::Commit | SqlStmt::Rollback)) => {
+                    explicit = None;
+                }
+                (OpKind::Call(call), act) => {
+                    let root = call.callee.first().cloned().unwrap_or_default();
+                    if let Some(id) = vars.get(&root) {
+                        tx = tx.or(Some(*id));
+                        if matches!(act, Act::Commit) {
+                            vars.remove(&root);
+                        }
+                    } else if implicit
+                        && session_like(call)
+                        && (act.is_db_write() || matches!(act, Act::Sql(_) | Act::OrmRead { .. }))
+                    {
+                        tx = tx.or(Some(implicit_segment));
+                    } else if implicit && matches!(act, Act::Commit) {
+                        tx = tx.or(Some(implicit_segment));
+                        next += 1;
+                        implicit_segment = next;
+                    }
+                }
+                (
+                    OpKind::Assign {
+                        targets,
+                        value: Expr::Call(c),
+                        ..
+                    },
+                    _,
+                ) => {
+                    let m = c.method();
+                    if matches!(
+                        m.as_str(),
+                        "begin"
+                            | "begintx"
+                            | "beginx"
+                            | "begintxx"
+                            | "mustbegin"
+                            | "mustbegintx"
+                            | "starttransaction"
+                            | "transaction"
+                            | "connect"
+                    ) && c.callee.len() > 1
+                    {
+                        next += 1;
+                        if let Some(t) = targets.first()
+                            && m != "connect"
+                        {
+                            vars.insert(t.clone(), next);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            self.tx.push(tx);
+        }
+    }
+}
+
+/// Calls on a DB-API connection or cursor or an SQLAlchemy session, which share one
+/// transaction until `commit()`; Django's `Model.objects` autocommits each statement.
+fn session_like(call: &Call) -> bool {
+    let root = call
+        .callee
+        .first()
+        .map(|s| s.to_lowercase())
+        .unwrap_or_default();
+    !call.callee.iter().any(|s| s == "objects")
+        && ["session", "conn", "cur", "db", "connection", "tx", "txn"]
+            .iter()
+            .any(|w| root.contains(w))
+}
+
+/// A call on a provider's client or a service wrapping it (`h.stripeService`,
+/// `paypalClient`), not on a database model named after the provider (`db.stripeCustomer`).
+fn provider_client(call: &Call) -> bool {
+    let segs = &call.callee[..call.callee.len().saturating_sub(1)];
+    let db_root = segs.first().is_some_and(|r| {
+        matches!(
+            norm(r).as_str(),
+            "db" | "prisma" | "tx" | "trx" | "knex" | "supabase" | "client" | "models"
+        )
+    });
+    !db_root
+        && segs
+            .iter()
+            .any(|s| PROVIDERS.iter().any(|p| norm(s).starts_with(p)))
+}
+
+fn root_of(target: &str) -> String {
+    target
+        .split(['.', '['])
+        .next()
+        .unwrap_or(target)
+        .to_string()
+}
+
+/// A Redis key's shape: its literal parts, holes as `?` (so `processed:${id}` matches itself).
+fn key_shape(e: &Expr) -> String {
+    match e {
+        Expr::Path(p) => p.join("."),
+        other => other.string_text().unwrap_or_default(),
+    }
+}
+
+/// Django `F("balance") - amount`, SQLAlchemy `Account.balance + x`, Prisma
+/// `{ increment: 1 }` as a keyword value.
+fn relative_value(column: &str, v: &Expr) -> bool {
+    match v {
+        Expr::Binary { op, left, right } if op == "+" || op == "-" => {
+            let refers = |e: &Expr| match e {
+                Expr::Call(c) => {
+                    c.method() == "f"
+                        && c.args
+                            .first()
+                            .and_then(Expr::string_text)
+                            .is_some_and(|s| norm(&s) == norm(column))
+                }
+                Expr::Path(p) => p.last().is_some_and(|s| norm(s) == norm(column)) && p.len() > 1,
+                _ => false,
+            };
+            refers(left) || refers(right)
+        }
+        _ => false,
+    }
+}
+
+/// Whether an expression compares an ordering column: `Model.version < v`, Prisma
+/// `{ version: { lt: v } }`, Mongo `{ version: { $lt: v } }`.
+pub(crate) fn expr_compares_order(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| match x {
+        Expr::Binary { op, left, right } if matches!(op.as_str(), "<" | "<=" | ">" | ">=") => {
+            let names = |e: &Expr| e.words().iter().any(|w| crate::words::is_order_column(w));
+            if names(left) || names(right) {
+                found = true;
+            }
+        }
+        Expr::Object { fields, .. } => {
+            for (k, v) in fields {
+                if crate::words::is_order_column(k)
+                    && let Expr::Object { fields: inner, .. } = v
+                    && inner
+                        .iter()
+                        .any(|(op, _)| matches!(norm(op).as_str(), "lt" | "lte" | "gt" | "gte"))
+                {
+                    found = true;
+                }
+            }
+        }
+        _ => {}
+    });
+    found
+}
+
+/// The table key of a target, for comparing two acts.
+pub(crate) fn same_target(a: &str, b: &str) -> bool {
+    !a.is_empty() && table_key(a) == table_key(b)
+}

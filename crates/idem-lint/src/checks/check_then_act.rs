@@ -1,0 +1,89 @@
+//! `REL_CHECK_THEN_ACT`: a look-up ("does it exist?") then an insert of the same table or
+//! key, with no unique key, lock (`FOR UPDATE`) or conflict clause to referee two copies of
+//! one event running at once: both see "absent", both insert. Redis GET/EXISTS then SET
+//! without NX is the same race.
+
+use super::{Hit, describe};
+use crate::analysis::{Act, FnFacts, same_target};
+use crate::finding::Confidence;
+use crate::handlers::{is_entry, is_event};
+use crate::ir::OpKind;
+use crate::rule::RuleId;
+use crate::sql::SqlStmt;
+use crate::words::{is_marker_table, norm};
+
+fn read_target(act: &Act) -> Option<&str> {
+    match act {
+        Act::Sql(SqlStmt::Select {
+            locked: false,
+            filtered: true,
+            ..
+        })
+        | Act::OrmRead { .. }
+        | Act::RedisRead { .. } => act.target(),
+        _ => None,
+    }
+}
+
+/// An insert that a second copy would also make, with its table and columns.
+fn unguarded_insert<'a>(facts: &'a FnFacts<'_>, act: &'a Act) -> Option<&'a str> {
+    match act {
+        Act::Sql(SqlStmt::Insert {
+            table,
+            columns,
+            conflict_clause: false,
+            ..
+        }) => (!facts.schema.covers(table, Some(columns))).then_some(table.as_str()),
+        Act::OrmCreate {
+            target,
+            columns,
+            safe: false,
+        } => (!facts.schema.covers(target, columns.as_deref())).then_some(target.as_str()),
+        // A Redis key is a claim only when it names one (`processed:…`, `seen:…`); cache-aside
+        // (`get`, compute, `set`) is no check-then-act.
+        Act::RedisWrite { key, nx: false }
+            if (is_marker_table(key) || norm(key).contains("seen"))
+                && !norm(key).contains("cache") =>
+        {
+            Some(key.as_str())
+        }
+        _ => None,
+    }
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    if !is_event(facts.func) && !is_entry(facts.func) {
+        return;
+    }
+    let ops = &facts.func.ops;
+    for (j, act) in facts.acts.iter().enumerate() {
+        let Some(written) = unguarded_insert(facts, act) else {
+            continue;
+        };
+        let redis = matches!(act, Act::RedisWrite { .. });
+        let read = (0..j).rev().find(|&i| {
+            read_target(&facts.acts[i]).is_some_and(|t| same_target(t, written))
+                && redis == matches!(facts.acts[i], Act::RedisRead { .. })
+        });
+        let Some(i) = read else { continue };
+        // The look-up decides: the insert is in a branch, or a branch returned early.
+        let decided = !ops[j].conds.is_empty()
+            || ops[i + 1..j].iter().any(|o| {
+                !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_))
+            });
+        if !decided {
+            continue;
+        }
+        out.push(Hit {
+            rule: RuleId::RelCheckThenAct,
+            pos: ops[j].pos,
+            message: format!(
+                "{} on line {} then {} with no unique key, lock or conflict clause: two concurrent copies both insert",
+                describe(&facts.acts[i]),
+                ops[i].pos.line,
+                describe(act),
+            ),
+            confidence: Confidence::High,
+        });
+    }
+}

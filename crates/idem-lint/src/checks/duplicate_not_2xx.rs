@@ -1,0 +1,168 @@
+//! `REL_DUPLICATE_NOT_2XX`: a duplicate delivery answered with 4xx/5xx, or refused with an
+//! exception or a returned error. The event was already applied; an error makes the sender
+//! retry it (Stripe for three days, GitHub and brokers until it dead-letters).
+
+use super::{Hit, in_duplicate_branch, is_marker, is_marker_read};
+use crate::analysis::FnFacts;
+use crate::finding::Confidence;
+use crate::handlers::is_event;
+use crate::ir::{Call, Expr, OpKind};
+use crate::rule::RuleId;
+use crate::words::{is_duplicate_word, norm, status_constant};
+
+/// The status a call answers with, if it is a response: `res.status(409)`,
+/// `reply.code(409)`, `HTTPException(status_code=409)`, `abort(409)`,
+/// `http.Error(w, m, http.StatusConflict)`, `c.JSON(409, …)`, `new Response(b, {status})`.
+pub(super) fn status_of(call: &Call) -> Option<u16> {
+    let m = call.method();
+    let first = call.args.first().and_then(Expr::status_code);
+    match m.as_str() {
+        "status"
+        | "code"
+        | "sendstatus"
+        | "writeheader"
+        | "abortwithstatus"
+        | "abortwithstatusjson"
+        | "abortwitherror"
+        | "abort"
+        | "json"
+        | "string"
+        | "nocontent"
+        | "jsonp"
+        | "html"
+        | "xml"
+        | "data"
+        | "render"
+        | "setstatus"
+        | "status_code" => first.or_else(|| call.option("status").and_then(Expr::status_code)),
+        "error" if call.callee.first().is_some_and(|r| r == "http") => {
+            call.args.get(2).and_then(Expr::status_code)
+        }
+        _ => {
+            let name = call.callee.last().map(String::as_str).unwrap_or("");
+            let kw = ["status_code", "status", "code"]
+                .iter()
+                .find_map(|k| call.option(k).and_then(Expr::status_code));
+            if name.ends_with("Exception") || name.ends_with("Error") || name.contains("Response") {
+                kw.or(first).or_else(|| django_status(name))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn django_status(name: &str) -> Option<u16> {
+    name.strip_prefix("HttpResponse").and_then(status_constant)
+}
+
+/// Whether the expression raises or returns an error value (`throw new Error(…)`,
+/// `raise ValueError(…)`, Go `return fmt.Errorf(…)` / `errors.New(…)`).
+fn is_error_value(e: &Expr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| {
+        if let Expr::Call(c) = x {
+            let n = norm(&c.name());
+            if matches!(
+                n.as_str(),
+                "errorsnew"
+                    | "fmterrorf"
+                    | "errorswrap"
+                    | "errorswrapf"
+                    | "statuserror"
+                    | "statuserrorf"
+            ) {
+                found = true;
+            }
+        }
+    });
+    found
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    if !is_event(facts.func) {
+        return;
+    }
+    // Variables holding the result of a dedup claim or look-up.
+    let mut claim_vars: Vec<String> = Vec::new();
+    for (i, op) in facts.func.ops.iter().enumerate() {
+        if let OpKind::Assign { targets, .. } = &op.kind
+            && i > 0
+            && (is_marker(&facts.acts[i - 1]) || is_marker_read(&facts.acts[i - 1]))
+        {
+            claim_vars.extend(targets.iter().map(|t| norm(t)));
+        }
+    }
+    for (i, op) in facts.func.ops.iter().enumerate() {
+        let (what, message_words) = match &op.kind {
+            OpKind::Call(call) => {
+                let mut chain = Some(call);
+                let mut status = None;
+                let mut words = Vec::new();
+                while let Some(c) = chain {
+                    status = status.or_else(|| status_of(c));
+                    words.extend(c.args.iter().flat_map(Expr::words));
+                    chain = c.receiver.as_deref();
+                }
+                match status {
+                    Some(s) if s >= 400 => (format!("answered {s}"), words),
+                    _ => continue,
+                }
+            }
+            OpKind::Throw(value) => {
+                let status = match value {
+                    Some(Expr::Call(c)) => status_of(c),
+                    _ => None,
+                };
+                if status.is_some_and(|s| s < 400) {
+                    continue;
+                }
+                let what = status.map_or_else(
+                    || "refused with an exception".to_string(),
+                    |s| format!("answered {s}"),
+                );
+                (what, value.as_ref().map(Expr::words).unwrap_or_default())
+            }
+            OpKind::Return(Some(value)) if is_error_value(value) => {
+                ("refused with a returned error".to_string(), value.words())
+            }
+            OpKind::Return(Some(Expr::List(items))) => {
+                match items.last().and_then(Expr::status_code) {
+                    Some(s) if s >= 400 => (
+                        format!("answered {s}"),
+                        items.iter().flat_map(Expr::words).collect(),
+                    ),
+                    _ => continue,
+                }
+            }
+            _ => continue,
+        };
+        let by_message = message_words.iter().any(|w| is_duplicate_word(w));
+        let by_claim = op.conds.iter().any(|&c| {
+            let cond = &facts.func.conds[c];
+            !cond.is_catch
+                && cond
+                    .test
+                    .words()
+                    .iter()
+                    .any(|w| claim_vars.contains(&norm(w)))
+        });
+        let by_catch = op.conds.iter().any(|&c| {
+            let cond = &facts.func.conds[c];
+            cond.is_catch && cond.test.words().iter().any(|w| is_duplicate_word(w))
+        });
+        if !(by_message || by_claim || by_catch || in_duplicate_branch(facts, i)) {
+            continue;
+        }
+        out.push(Hit {
+            rule: RuleId::RelDuplicateNot2xx,
+            pos: op.pos,
+            message: format!("a duplicate delivery is {what}: the sender will retry it"),
+            confidence: if by_message || by_catch || in_duplicate_branch(facts, i) {
+                Confidence::High
+            } else {
+                Confidence::Medium
+            },
+        });
+    }
+}

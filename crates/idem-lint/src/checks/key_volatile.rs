@@ -1,0 +1,279 @@
+//! `REL_KEY_VOLATILE`: a dedup or idempotency key built from the clock, a random value or
+//! UUID minted in the handler, the host or pod, an attempt counter or an id minted per
+//! delivery attempt. Provider event ids (`evt_…`, `X-GitHub-Delivery`, `webhook-id`) and the
+//! event's own fields are stable and never reported.
+
+use super::Hit;
+use crate::analysis::{Act, FnFacts};
+use crate::finding::Confidence;
+use crate::handlers::{is_entry, is_event};
+use crate::ir::{Expr, OpKind, Pos};
+use crate::rule::RuleId;
+use crate::words::{is_key_name, norm};
+
+/// Methods that cut a time down to a bucket (day, month) or a fixed part of it.
+const TRUNCATING: &[&str] = &[
+    "slice",
+    "substring",
+    "substr",
+    "split",
+    "getmonth",
+    "getfullyear",
+    "getdate",
+    "getday",
+    "todatestring",
+    "tolocaledatestring",
+    "startofday",
+    "startofmonth",
+    "format",
+    "strftime",
+    "date",
+    "truncate",
+    "replace",
+];
+
+/// Whole names of delivery-attempt counters.
+const PER_ATTEMPT_EXACT: &[&str] = &[
+    "attempt",
+    "attempts",
+    "attemptnumber",
+    "retries",
+    "retry",
+    "retrycount",
+    "retryattempt",
+];
+
+/// Parts of names of per-delivery values.
+const PER_ATTEMPT: &[&str] = &[
+    "deliverycount",
+    "deliveryattempt",
+    "redeliverycount",
+    "redelivered",
+    "approximatereceivecount",
+    "receivecount",
+    "receipthandle",
+    "deliverytag",
+    "numdelivered",
+    "xrequestid",
+    "requestid",
+];
+
+/// What makes a value volatile, if anything.
+fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, Option<Pos>)> {
+    let mut found: Option<(String, bool, Option<Pos>)> = None;
+    e.walk(&mut |x| {
+        if found.is_some() {
+            return;
+        }
+        match x {
+            Expr::Call(outer) => {
+                // The call and the calls it is made on (`time.Now().UnixNano()`).
+                let mut chain = Some(outer.as_ref());
+                while let Some(c) = chain {
+                    chain = c.receiver.as_deref();
+                    if found.is_some() {
+                        break;
+                    }
+                    // `new Date().toISOString().slice(0, 10)`, `now.getMonth()`: a deliberate
+                    // time bucket (a daily job's key), not a per-delivery value.
+                    if c.receiver.is_some() && TRUNCATING.contains(&c.method().as_str()) {
+                        break;
+                    }
+                    let name = c.name();
+                    let n = norm(&name);
+                    let m = c.method();
+                    let clock = matches!(
+                        n.as_str(),
+                        "datenow"
+                            | "date"
+                            | "performancenow"
+                            | "timetime"
+                            | "timetimens"
+                            | "timemonotonic"
+                            | "datetimenow"
+                            | "datetimeutcnow"
+                            | "datetimedatetimenow"
+                            | "datetimedatetimeutcnow"
+                            | "timezonenow"
+                            | "timenow"
+                            | "moment"
+                            | "dayjs"
+                            | "processhrtime"
+                            | "now"
+                            | "utcnow"
+                    ) || (c.is_new && n == "date" && c.args.is_empty());
+                    let random = matches!(
+                        n.as_str(),
+                        "mathrandom"
+                            | "uuidv4"
+                            | "uuid"
+                            | "v4"
+                            | "uuidv1"
+                            | "v1"
+                            | "randomuuid"
+                            | "cryptorandomuuid"
+                            | "cryptorandombytes"
+                            | "randombytes"
+                            | "nanoid"
+                            | "cuid"
+                            | "createid"
+                            | "ulid"
+                            | "uuiduuid4"
+                            | "uuid4"
+                            | "uuiduuid1"
+                            | "uuid1"
+                            | "secretstokenhex"
+                            | "secretstokenurlsafe"
+                            | "randomrandom"
+                            | "randomrandint"
+                            | "osurandom"
+                            | "uuidnew"
+                            | "uuidnewstring"
+                            | "uuidnewv4"
+                            | "uuidnewrandom"
+                            | "randint"
+                            | "randintn"
+                            | "randint63"
+                            | "ksuidnew"
+                            | "xidnew"
+                            | "objectid"
+                            | "bsonnewobjectid"
+                            | "primitivenewobjectid"
+                            | "generateuuid"
+                    ) || (m == "random" && c.callee.len() == 2);
+                    let host = matches!(
+                        n.as_str(),
+                        "oshostname"
+                            | "sockethostname"
+                            | "socketgethostname"
+                            | "gethostname"
+                            | "platformnode"
+                            | "osgetpid"
+                            | "getpid"
+                    );
+                    let hostenv = (n.starts_with("osgetenv")
+                        || n.starts_with("osenvironget")
+                        || n == "getenv")
+                        && c.args.first().and_then(Expr::string_text).is_some_and(|s| {
+                            let s = norm(&s);
+                            s.contains("hostname") || s.contains("podname") || s.contains("podid")
+                        });
+                    if clock {
+                        found = Some((format!("the clock ({name}())"), true, Some(c.pos)));
+                    } else if random {
+                        found = Some((
+                            format!("a value minted per attempt ({name}())"),
+                            true,
+                            Some(c.pos),
+                        ));
+                    } else if host || hostenv {
+                        found = Some((format!("the host ({name}())"), true, Some(c.pos)));
+                    }
+                }
+            }
+            Expr::Path(p) => {
+                let joined = p.join(".");
+                let n = norm(&joined);
+                if n.starts_with("processenvhostname")
+                    || n == "processpid"
+                    || n.starts_with("osenvironhostname")
+                {
+                    found = Some((format!("the host ({joined})"), true, None));
+                } else if let Some(last) = p.last() {
+                    let l = norm(last);
+                    // Names of delivery attempts and per-attempt ids (a business counter such
+                    // as `invoice.failedAttempts` is stored, so stable across redeliveries).
+                    let attempt = PER_ATTEMPT_EXACT.contains(&l.as_str())
+                        || PER_ATTEMPT.iter().any(|a| l.contains(a));
+                    if attempt {
+                        found = Some((format!("a per-attempt value ({joined})"), false, None));
+                    } else if p.len() == 1
+                        && depth < 3
+                        && let Some(v) = facts.values.get(&p[0])
+                        && let Some((what, strong, _)) = volatile(facts, v, depth + 1)
+                    {
+                        found = Some((format!("{what} via {}", p[0]), strong, None));
+                    }
+                }
+            }
+            _ => {}
+        }
+    });
+    found
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    // A key minted in a handler: helpers and scripts are left alone.
+    if !is_event(facts.func) && !is_entry(facts.func) {
+        return;
+    }
+    let mut report = |pos: Pos, key: &str, (what, strong, at): (String, bool, Option<Pos>)| {
+        // Point at the volatile call when it is on the statement's line or below.
+        let pos = at.filter(|p| p.line >= pos.line).unwrap_or(pos);
+        let confidence = if strong {
+            Confidence::High
+        } else {
+            Confidence::Medium
+        };
+        out.push(Hit {
+            rule: RuleId::RelKeyVolatile,
+            pos,
+            message: format!(
+                "key `{key}` is built from {what}, which differs on every delivery of one event"
+            ),
+            confidence,
+        });
+    };
+    for (i, op) in facts.func.ops.iter().enumerate() {
+        match &op.kind {
+            OpKind::Assign { targets, value, .. } => {
+                if let Some(t) = targets
+                    .iter()
+                    .find(|t| is_key_name(t.rsplit('.').next().unwrap_or(t)))
+                    && let Some(found) = volatile(facts, value, 0)
+                {
+                    report(op.pos, t, found);
+                }
+            }
+            OpKind::Call(call) => {
+                let mut keyed: Vec<(String, &Expr)> =
+                    call.kwargs.iter().map(|(k, v)| (k.clone(), v)).collect();
+                for a in call.args.iter().chain(call.kwargs.iter().map(|(_, v)| v)) {
+                    a.walk(&mut |e| {
+                        if let Expr::Object { fields, .. } = e {
+                            keyed.extend(fields.iter().map(|(k, v)| (k.clone(), v)));
+                        }
+                    });
+                }
+                // `headers.set("Idempotency-Key", v)`, `req.Header.Set("Idempotency-Key", v)`
+                if matches!(
+                    call.method().as_str(),
+                    "set" | "add" | "setheader" | "header"
+                ) && call.args.len() >= 2
+                    && let Some(name) = call.args[0].string_text()
+                {
+                    keyed.push((name, &call.args[1]));
+                }
+                for (k, v) in keyed {
+                    if is_key_name(&k)
+                        && !matches!(v, Expr::Path(p) if p.len() == 1 && is_key_name(&p[0]))
+                        && let Some(found) = volatile(facts, v, 0)
+                    {
+                        report(call.pos, &k, found);
+                    }
+                }
+                // A dedup claim (`SET key NX`) whose key is volatile.
+                if let Act::RedisWrite { nx: true, .. } = facts.acts[i] {
+                    // A key variable named like one was already checked where it was built.
+                    let named = matches!(call.args.first(), Some(Expr::Path(p)) if p.iter().any(|s| is_key_name(s)));
+                    if let Some(k) = call.args.first().filter(|_| !named)
+                        && let Some(found) = volatile(facts, k, 0)
+                    {
+                        report(call.pos, "SET NX key", found);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}

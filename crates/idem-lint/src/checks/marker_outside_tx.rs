@@ -1,0 +1,184 @@
+//! `REL_MARKER_OUTSIDE_TX`: the "processed" marker (a dedup-table insert, a Redis `SET NX`)
+//! is committed in another transaction than the side effect it stands for. A crash between
+//! the two either loses the event (marker first) or repeats the effect (effect first).
+
+use super::{Hit, describe, is_marker};
+use crate::analysis::{Act, FnFacts};
+use crate::finding::Confidence;
+use crate::handlers::is_event;
+use crate::ir::{Expr, OpKind};
+use crate::rule::RuleId;
+use crate::words::has_any;
+
+/// Calls that are not side effects: logging, parsing, responses, validation.
+const NOT_EFFECTS: &[&str] = &[
+    "log",
+    "info",
+    "debug",
+    "warn",
+    "error",
+    "print",
+    "json",
+    "parse",
+    "stringify",
+    "status",
+    "send",
+    "sendstatus",
+    "validate",
+    "assert",
+    "dumps",
+    "loads",
+    "marshal",
+    "unmarshal",
+    "sprintf",
+    "errorf",
+    "printf",
+    "println",
+    "string",
+    "tostring",
+    "map",
+    "filter",
+    "push",
+    "get",
+    "has",
+    "includes",
+    "append",
+    "len",
+    "str",
+    "int",
+    "float",
+    "format",
+    "trace",
+    "exception",
+    "ack",
+    "nack",
+    "commit",
+    "rollback",
+    "close",
+    "release",
+    "end",
+    "next",
+    "header",
+    "getheader",
+    "verify",
+    "constructevent",
+    "construct_event",
+    "isinstance",
+    "sleep",
+    "settimeout",
+    "resolve",
+    "reject",
+    "emit",
+];
+
+/// Whether op `i` is a side effect of handling the event.
+fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
+    let act = &facts.acts[i];
+    if is_marker(act) {
+        return false;
+    }
+    if act.is_db_write() || matches!(act, Act::Publish | Act::HttpCreate | Act::RedisIncr) {
+        return true;
+    }
+    let OpKind::Call(call) = &facts.func.ops[i].kind else {
+        return false;
+    };
+    if !matches!(act, Act::Other) {
+        return false;
+    }
+    let m = call.method();
+    if NOT_EFFECTS.iter().any(|n| m == *n) || m.is_empty() {
+        return false;
+    }
+    // Helpers that read or compute (`getClickEvent(evt)`, `parsePayload(evt)`) are no effect.
+    const READS: &[&str] = &[
+        "get",
+        "find",
+        "fetch",
+        "load",
+        "read",
+        "list",
+        "is",
+        "has",
+        "check",
+        "validate",
+        "parse",
+        "verify",
+        "resolve",
+        "convert",
+        "transform",
+        "compute",
+        "build",
+        "format",
+        "to",
+        "extract",
+        "lookup",
+        "search",
+        "count",
+        "serialize",
+        "deserialize",
+        "decode",
+    ];
+    if READS.iter().any(|r| m.starts_with(r)) {
+        return false;
+    }
+    // A local function or service method given the event: `applyEvent(event)`,
+    // `this.orders.fulfil(order)`, `handle_payment(payload)`.
+    let local = call.callee.len() == 1
+        || matches!(
+            call.callee.first().map(String::as_str),
+            Some("this" | "self")
+        )
+        || call
+            .receiver_words()
+            .iter()
+            .any(|r| has_any(r, &["service", "handler", "processor", "usecase", "app"]));
+    local
+        && call.args.iter().any(|a| {
+            facts.mentions_tainted(a)
+                && !matches!(a, Expr::Path(p) if p.len() == 1 && matches!(p[0].as_str(), "ctx" | "w" | "res" | "reply"))
+        })
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    if !is_event(facts.func) {
+        return;
+    }
+    for (m, act) in facts.acts.iter().enumerate() {
+        if !is_marker(act) {
+            continue;
+        }
+        let redis = matches!(act, Act::RedisWrite { .. });
+        // The effect after the marker if any (the usual claim-then-apply), else before it.
+        let outside = |e: usize| {
+            e != m
+                && is_effect(facts, e)
+                && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
+        };
+        let effect = (m + 1..facts.acts.len())
+            .find(|&e| outside(e))
+            .or_else(|| (0..m).find(|&e| outside(e)));
+        let Some(e) = effect else { continue };
+        let where_ = if redis {
+            "in Redis, outside the database transaction of".to_string()
+        } else if facts.tx[m].is_none() {
+            "with no transaction around it and".to_string()
+        } else {
+            "in another transaction than".to_string()
+        };
+        let effect_name = match &facts.acts[e] {
+            Act::Other => super::call_name(facts, e),
+            other => describe(other),
+        };
+        out.push(Hit {
+            rule: RuleId::RelMarkerOutsideTx,
+            pos: facts.func.ops[m].pos,
+            message: format!(
+                "processed marker ({}) is committed {where_} the side effect {effect_name} on line {}",
+                describe(act),
+                facts.func.ops[e].pos.line
+            ),
+            confidence: if redis { Confidence::Medium } else { Confidence::High },
+        });
+    }
+}

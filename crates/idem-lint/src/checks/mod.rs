@@ -1,0 +1,192 @@
+//! The nine checks. Each reads the [`FnFacts`] of one function and reports [`Hit`]s; the
+//! engine adds the file, the fix and the suppressions.
+
+mod check_then_act;
+mod dual_write;
+mod duplicate_not_2xx;
+mod key_volatile;
+mod last_write_wins;
+mod marker_outside_tx;
+mod relative_update;
+mod sig_parsed_body;
+mod unconditional_insert;
+
+use crate::analysis::{Act, FnFacts};
+use crate::finding::Confidence;
+use crate::ir::{Module, OpKind, Pos};
+use crate::rule::RuleId;
+use crate::schema::Schema;
+use crate::sql::SqlStmt;
+use crate::words::{is_duplicate_word, is_marker_table, norm};
+
+/// A finding before it has a file.
+#[derive(Debug, Clone)]
+pub(crate) struct Hit {
+    pub(crate) rule: RuleId,
+    pub(crate) pos: Pos,
+    pub(crate) message: String,
+    pub(crate) confidence: Confidence,
+}
+
+/// What a check may need about the whole file.
+#[derive(Debug)]
+pub(crate) struct FileFacts {
+    /// The file installs a JSON body parser (`express.json()`, `bodyParser.json()`) and no
+    /// raw one, so `req.body` is parsed.
+    pub(crate) parsed_body: bool,
+}
+
+/// Runs every check over a lowered file.
+pub(crate) fn run(module: &Module, schema: &Schema, implicit_tx: bool) -> Vec<Hit> {
+    let file = FileFacts {
+        parsed_body: parsed_body(module),
+    };
+    let mut hits = Vec::new();
+    for func in &module.functions {
+        let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
+        key_volatile::check(&facts, &mut hits);
+        check_then_act::check(&facts, &mut hits);
+        marker_outside_tx::check(&facts, &mut hits);
+        unconditional_insert::check(&facts, &mut hits);
+        relative_update::check(&facts, &mut hits);
+        dual_write::check(&facts, &mut hits);
+        duplicate_not_2xx::check(&facts, &mut hits);
+        sig_parsed_body::check(&facts, &file, &mut hits);
+        last_write_wins::check(&facts, &mut hits);
+    }
+    hits.sort_by_key(|h| (h.pos, h.rule));
+    hits.dedup_by_key(|h| (h.pos.line, h.rule));
+    hits
+}
+
+fn parsed_body(module: &Module) -> bool {
+    let mut json = false;
+    let mut raw = false;
+    let calls = module
+        .top_calls
+        .iter()
+        .chain(module.functions.iter().flat_map(|f| {
+            f.ops.iter().filter_map(|op| match &op.kind {
+                OpKind::Call(c) => Some(c),
+                _ => None,
+            })
+        }));
+    for c in calls {
+        let name = c.name().to_lowercase();
+        if name.ends_with("express.json") || name.ends_with("bodyparser.json") {
+            json = true;
+            if c.option("verify").is_some() {
+                raw = true;
+            }
+        }
+        if name.ends_with(".raw")
+            || name.ends_with(".text") && name.contains("express")
+            || name.ends_with("bodyparser.raw")
+        {
+            raw = true;
+        }
+    }
+    json && !raw
+}
+
+/// Whether the act records that an event was handled: an insert into a dedup table, a
+/// `SET NX` / `SADD` on a key naming processed events.
+pub(crate) fn is_marker(act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Insert { table, .. }) => is_marker_table(table),
+        Act::OrmCreate { target, .. } => is_marker_table(target),
+        Act::RedisWrite { key, nx } => {
+            let n = norm(key);
+            !n.contains("lock") && (*nx || is_marker_table(key) || n.contains("seen"))
+        }
+        _ => false,
+    }
+}
+
+/// Whether the act reads a dedup table or key.
+pub(crate) fn is_marker_read(act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Select { tables, .. }) => tables.iter().any(|t| is_marker_table(t)),
+        Act::OrmRead { target } => is_marker_table(target),
+        Act::RedisRead { key } => !norm(key).contains("lock"),
+        _ => false,
+    }
+}
+
+/// Whether a condition says "this is a duplicate" where op `i` runs.
+pub(crate) fn in_duplicate_branch(facts: &FnFacts<'_>, i: usize) -> bool {
+    let op = &facts.func.ops[i];
+    op.conds.iter().any(|&c| {
+        let cond = &facts.func.conds[c];
+        let negated = cond.negated ^ matches!(cond.test, crate::ir::Expr::Not(_));
+        !negated && cond.test.words().iter().any(|w| is_duplicate_word(w))
+    })
+}
+
+/// Whether op `i` runs after the function checked or claimed the event's id (so a
+/// duplicate does not reach it), or in one transaction with such a claim.
+pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
+    let tx = facts.tx[i];
+    facts.acts.iter().enumerate().any(|(k, act)| {
+        (k < i && (is_marker(act) || is_marker_read(act)))
+            || (tx.is_some() && facts.tx[k] == tx && is_marker(act))
+    }) || in_duplicate_branch(facts, i)
+        || facts.func.ops[i].conds.iter().any(|&c| {
+            facts.func.conds[c]
+                .test
+                .words()
+                .iter()
+                .any(|w| norm(w).contains("processed") || norm(w).contains("duplicate"))
+        })
+}
+
+/// Whether the function looked up a row by the event's data before op `i` and op `i` runs in
+/// a branch (or after an early return) that the look-up decided: the event was checked first.
+/// A race between two copies remains, and `REL_CHECK_THEN_ACT` reports it where it inserts.
+pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
+    let ops = &facts.func.ops;
+    (0..i).any(|k| {
+        let keyed_read = matches!(
+            facts.acts[k],
+            Act::OrmRead { .. } | Act::Sql(SqlStmt::Select { filtered: true, .. })
+        ) && match &ops[k].kind {
+            OpKind::Call(c) => c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)),
+            _ => false,
+        };
+        keyed_read
+            && (ops[i].conds.len() > ops[k].conds.len()
+                || ops[k + 1..i].iter().any(|o| {
+                    !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_))
+                }))
+    })
+}
+
+/// A short description of an act for messages.
+pub(crate) fn describe(act: &Act) -> String {
+    match act {
+        Act::Sql(SqlStmt::Insert { table, .. }) => format!("INSERT INTO {table}"),
+        Act::Sql(SqlStmt::Update { table, .. }) => format!("UPDATE {table}"),
+        Act::Sql(SqlStmt::Select { tables, .. }) => format!("SELECT FROM {}", tables.join(", ")),
+        Act::Sql(SqlStmt::Delete { table }) => format!("DELETE FROM {table}"),
+        Act::Sql(other) => format!("{other:?}"),
+        Act::OrmCreate { target, .. } => format!("create of {target}"),
+        Act::OrmUpdate { target, .. } => format!("update of {target}"),
+        Act::OrmRead { target } => format!("look-up of {target}"),
+        Act::RedisRead { key } => format!("Redis read of {key}"),
+        Act::RedisWrite { key, .. } => format!("Redis write of {key}"),
+        Act::RedisIncr => "Redis increment".into(),
+        Act::Publish => "broker publish".into(),
+        Act::HttpCreate => "creating HTTP call".into(),
+        Act::Commit => "commit".into(),
+        Act::Begin => "begin".into(),
+        Act::Other => "call".into(),
+    }
+}
+
+/// The call's name as written, for messages.
+pub(crate) fn call_name(facts: &FnFacts<'_>, i: usize) -> String {
+    match &facts.func.ops[i].kind {
+        OpKind::Call(c) => format!("{}()", c.name()),
+        _ => String::new(),
+    }
+}

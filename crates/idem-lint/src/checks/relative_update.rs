@@ -1,0 +1,81 @@
+//! `DAT_RELATIVE_UPDATE`: an increment applied on delivery (`balance = balance - $1`,
+//! `$inc`, Prisma `increment`, Django `F("n") + 1`, `INCRBY`, `account.balance -= x` then a
+//! save) with no event-id ledger or dedup claim before it: each redelivery applies it again.
+
+use super::{Hit, checked_first, describe, guarded};
+use crate::analysis::{Act, FnFacts};
+use crate::finding::Confidence;
+use crate::handlers::is_event;
+use crate::ir::OpKind;
+use crate::rule::RuleId;
+use crate::sql::SqlStmt;
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    if !is_event(facts.func) {
+        return;
+    }
+    let ops = &facts.func.ops;
+    for (i, act) in facts.acts.iter().enumerate() {
+        let (what, confidence) = match act {
+            Act::Sql(SqlStmt::Update { sets, .. }) if sets.iter().any(|s| s.relative) => {
+                let cols: Vec<&str> = sets
+                    .iter()
+                    .filter(|s| s.relative)
+                    .map(|s| s.column.as_str())
+                    .collect();
+                (
+                    format!(
+                        "{} sets {} relative to its old value",
+                        describe(act),
+                        cols.join(", ")
+                    ),
+                    Confidence::High,
+                )
+            }
+            Act::Sql(SqlStmt::Insert { do_update, .. }) if do_update.iter().any(|s| s.relative) => {
+                (
+                    format!("{} … DO UPDATE adds to the stored value", describe(act)),
+                    Confidence::High,
+                )
+            }
+            Act::OrmUpdate { relative: true, .. } => (
+                format!("{} increments a stored value", describe(act)),
+                Confidence::High,
+            ),
+            Act::RedisIncr => (
+                format!("{} on delivery", super::call_name(facts, i)),
+                Confidence::High,
+            ),
+            Act::Other => match &ops[i].kind {
+                OpKind::Assign {
+                    targets,
+                    op: Some(o),
+                    ..
+                } if (o == "+=" || o == "-=")
+                    && targets.iter().any(|t| {
+                        t.contains('.') && !t.starts_with("self.") && !t.starts_with("this.")
+                    })
+                    && facts.acts[i + 1..]
+                        .iter()
+                        .any(|a| a.is_db_write() || matches!(a, Act::Commit)) =>
+                {
+                    (
+                        format!("`{} {o}` on a loaded row, then saved", targets.join(", ")),
+                        Confidence::Medium,
+                    )
+                }
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if guarded(facts, i) || checked_first(facts, i) {
+            continue;
+        }
+        out.push(Hit {
+            rule: RuleId::DatRelativeUpdate,
+            pos: ops[i].pos,
+            message: format!("{what}, with no event-id ledger: every redelivery applies it again"),
+            confidence,
+        });
+    }
+}

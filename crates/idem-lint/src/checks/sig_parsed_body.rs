@@ -1,0 +1,197 @@
+//! `SEC_SIG_PARSED_BODY`: a webhook signature verified over a parsed or re-serialised body
+//! (`JSON.stringify(req.body)`, `json.dumps(payload)`, `json.Marshal(evt)`, `await
+//! request.json()`) instead of the raw bytes. Key order, whitespace and number formatting
+//! differ, so genuine deliveries fail (or the check is relaxed until forgeries pass).
+
+use super::{FileFacts, Hit};
+use crate::analysis::FnFacts;
+use crate::finding::Confidence;
+use crate::ir::{Call, Expr, OpKind};
+use crate::rule::RuleId;
+use crate::words::{has_any, norm};
+
+/// The arguments of a signature check that carry the payload, if the call is one.
+fn payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Vec<&'c Expr> {
+    one_payload(facts, call).map_or_else(
+        || {
+            if is_named_sink(call) {
+                // `verifySignature(secret, body, sig)`: the payload's position varies.
+                call.args.iter().collect()
+            } else {
+                Vec::new()
+            }
+        },
+        |p| vec![p],
+    )
+}
+
+fn is_named_sink(call: &Call) -> bool {
+    SINKS.contains(&call.method().as_str())
+}
+
+const SINKS: &[&str] = &[
+    "constructevent",
+    "constructeventasync",
+    "construct_event",
+    "verifysignature",
+    "verify_signature",
+    "verifywebhook",
+    "verify_webhook",
+    "verifywebhooksignature",
+    "validatesignature",
+    "validate_signature",
+    "verifyheader",
+    "verify_header",
+    "checksignature",
+    "check_signature",
+    "isvalidsignature",
+    "is_valid_signature",
+    "validatewebhook",
+    "verifyrequest",
+    "verify_request",
+    "verifyhmac",
+    "verify_hmac",
+    "computesignature",
+    "compute_signature",
+    "sign_payload",
+    "signpayload",
+    "constructeventwithoptions",
+    "hmac_compare",
+    "verify_webhook_signature",
+];
+
+/// The one payload argument of an HMAC computation or a provider's verifier.
+fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Option<&'c Expr> {
+    let m = call.method();
+    let chain: Vec<String> = call.callee.iter().map(|s| norm(s)).collect();
+    if matches!(
+        m.as_str(),
+        "constructevent" | "constructeventasync" | "construct_event"
+    ) {
+        return call.args.first();
+    }
+    // Python's `hmac.digest(key, msg, digest)` (or `digest` imported from hmac).
+    if m == "digest"
+        && call.args.len() == 3
+        && call.args[2].words().iter().any(|w| w.contains("sha"))
+    {
+        return call.args.get(1);
+    }
+    let recv = call.receiver_words().join(".");
+    if m == "verify"
+        && (has_any(&recv, &["webhook", "wh", "svix", "signature", "signer"])
+            || chain.first().is_some_and(|r| r == "webhook"))
+    {
+        return call.args.first();
+    }
+    if m == "update" && chain.iter().any(|c| c == "createhmac") {
+        return call.args.first();
+    }
+    if m == "new"
+        && chain.first().is_some_and(|r| r == "hmac")
+        && call.args.len() >= 2
+        && facts_is_python(call)
+    {
+        return call.args.get(1).or(call.option("msg"));
+    }
+    if matches!(m.as_str(), "write" | "update") && chain.len() == 2 {
+        let var = &call.callee[0];
+        if let Some(Expr::Call(c)) = facts.values.get(var)
+            && (norm(&c.name()) == "hmacnew" || c.callee.iter().any(|s| norm(s) == "createhmac"))
+        {
+            return call.args.first();
+        }
+    }
+    None
+}
+
+/// Python's `hmac.new(key, msg, digestmod)` takes the message; Go's `hmac.New(h, key)` does not.
+fn facts_is_python(call: &Call) -> bool {
+    call.callee.get(1).is_some_and(|s| s == "new")
+}
+
+/// How a payload expression was parsed or re-serialised, if it was.
+fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<(String, bool)> {
+    let mut found = None;
+    e.walk(&mut |x| {
+        if found.is_some() {
+            return;
+        }
+        match x {
+            Expr::Call(outer) => {
+                // The call and the calls it is made on (`dumps(x).encode()`).
+                let mut chain = Some(outer.as_ref());
+                while let Some(c) = chain {
+                    chain = c.receiver.as_deref();
+                    if found.is_some() {
+                        break;
+                    }
+                    let n = norm(&c.name());
+                    let m = c.method();
+                    let reserialised = matches!(
+                        n.as_str(),
+                        "jsonstringify"
+                            | "jsondumps"
+                            | "dumps"
+                            | "jsonmarshal"
+                            | "jsonmarshalindent"
+                            | "orjsondumps"
+                            | "ujsondumps"
+                    ) || matches!(m.as_str(), "model_dump_json" | "json_dumps");
+                    let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
+                        || (matches!(m.as_str(), "json" | "get_json")
+                            && c.callee.len() >= 2
+                            && has_any(&c.callee[0], &["req", "request", "r"]));
+                    if reserialised || parsed_call {
+                        found = Some((format!("{}()", c.name()), true));
+                    }
+                }
+            }
+            Expr::Path(p) => {
+                let joined = p.join(".");
+                let n = norm(&joined);
+                if n == "requestjson" || n == "requestget_json" {
+                    found = Some((joined, true));
+                } else if file.parsed_body && (n == "reqbody" || n == "requestbody") && p.len() == 2
+                {
+                    found = Some((format!("{joined} (parsed by express.json())"), false));
+                } else if p.len() == 1
+                    && depth < 2
+                    && let Some(v) = facts.values.get(&p[0])
+                    && let Some((what, strong)) = parsed(facts, file, v, depth + 1)
+                {
+                    found = Some((what, strong));
+                }
+            }
+            _ => {}
+        }
+    });
+    found
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
+    for op in &facts.func.ops {
+        let OpKind::Call(call) = &op.kind else {
+            continue;
+        };
+        let Some((what, strong)) = payload(facts, call)
+            .into_iter()
+            .find_map(|arg| parsed(facts, file, arg, 0))
+        else {
+            continue;
+        };
+        out.push(Hit {
+            rule: RuleId::SecSigParsedBody,
+            pos: op.pos,
+            message: format!(
+                "{}() verifies the signature over {what}, not the raw request bytes",
+                call.name()
+            ),
+            confidence: if strong {
+                Confidence::High
+            } else {
+                Confidence::Medium
+            },
+        });
+    }
+}

@@ -1,0 +1,135 @@
+//! Pull-request mode: the lines changed since a git revision, from `git diff --unified=0`
+//! (hunk headers `@@ -a,b +c,d @@` give the new lines c..c+d) plus every line of untracked
+//! files, which are new too.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::LintError;
+
+/// Changed lines by file (absolute paths).
+#[derive(Debug, Clone, Default)]
+pub struct ChangedLines {
+    files: HashMap<PathBuf, Vec<(u32, u32)>>,
+    whole: Vec<PathBuf>,
+}
+
+fn git(dir: &Path, base: &str, args: &[&str]) -> Result<String, LintError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .map_err(|e| LintError::Git {
+            base: base.to_string(),
+            dir: dir.to_path_buf(),
+            reason: format!("cannot run git: {e}"),
+        })?;
+    if !out.status.success() {
+        return Err(LintError::Git {
+            base: base.to_string(),
+            dir: dir.to_path_buf(),
+            reason: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+impl ChangedLines {
+    /// Runs git in `dir` (any folder of the repository) against revision `base`. Fails with
+    /// [`LintError::Git`] when git is missing, `dir` is not in a repository or `base` is not
+    /// a revision.
+    pub fn since(dir: &Path, base: &str) -> Result<ChangedLines, LintError> {
+        let top = PathBuf::from(git(dir, base, &["rev-parse", "--show-toplevel"])?.trim());
+        let diff = git(
+            dir,
+            base,
+            &[
+                "diff",
+                "--unified=0",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-renames",
+                base,
+                "--",
+            ],
+        )?;
+        let mut changed = ChangedLines::parse(&top, &diff);
+        let untracked = git(
+            dir,
+            base,
+            &["ls-files", "--others", "--exclude-standard", "--full-name"],
+        )?;
+        changed.whole.extend(
+            untracked
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| top.join(l)),
+        );
+        // Compared canonicalised, once here rather than per finding.
+        changed.files = changed
+            .files
+            .into_iter()
+            .map(|(p, r)| (canonical(&p), r))
+            .collect();
+        changed.whole = changed.whole.iter().map(|p| canonical(p)).collect();
+        Ok(changed)
+    }
+
+    /// Parses unified diff text whose paths are relative to `top`.
+    pub fn parse(top: &Path, diff: &str) -> ChangedLines {
+        let mut out = ChangedLines::default();
+        let mut current: Option<PathBuf> = None;
+        for line in diff.lines() {
+            if let Some(path) = line.strip_prefix("+++ ") {
+                current = path.strip_prefix("b/").map(|p| top.join(p));
+            } else if let (Some(hunk), Some(file)) = (line.strip_prefix("@@ "), &current) {
+                let Some(new) = hunk.split_whitespace().find(|w| w.starts_with('+')) else {
+                    continue;
+                };
+                let mut parts = new.trim_start_matches('+').split(',');
+                let start: u32 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+                let count: u32 = parts
+                    .next()
+                    .map_or(Some(1), |s| s.parse().ok())
+                    .unwrap_or(1);
+                if count > 0 {
+                    out.files
+                        .entry(file.clone())
+                        .or_default()
+                        .push((start, start + count - 1));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `line` of `path` changed.
+    pub fn contains(&self, path: &Path, line: u32) -> bool {
+        let abs = canonical(path);
+        self.whole.contains(&abs)
+            || self
+                .files
+                .get(&abs)
+                .is_some_and(|ranges| ranges.iter().any(|&(a, b)| (a..=b).contains(&line)))
+    }
+}
+
+/// The canonical form of a path, or the path itself when it cannot be resolved.
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hunks_give_new_lines() {
+        let diff = "diff --git a/x.ts b/x.ts\n--- a/x.ts\n+++ b/x.ts\n@@ -3,0 +4,2 @@ fn\n+a\n+b\n@@ -10 +12 @@\n-c\n+d\n@@ -20,3 +22,0 @@\n";
+        let c = ChangedLines::parse(Path::new("/r"), diff);
+        let ranges = &c.files[Path::new("/r/x.ts")];
+        assert_eq!(ranges, &[(4, 5), (12, 12)]);
+    }
+}

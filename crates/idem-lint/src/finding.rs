@@ -1,0 +1,46 @@
+//! What a check reports.
+
+use std::path::PathBuf;
+
+use crate::rule::RuleId;
+
+/// How sure a finding is: `High` when the code shows the whole shape, `Medium` when a part of
+/// it is inferred (a parsed body from a global JSON parser, a marker in Redis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Confidence {
+    /// Part of the shape is inferred.
+    Medium,
+    /// The code shows the whole shape.
+    High,
+}
+
+impl Confidence {
+    /// `high` or `medium`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+        }
+    }
+}
+
+/// One finding: where (1-based line and column, in characters), which rule, what was seen, the
+/// fix and how sure it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule.
+    pub rule: RuleId,
+    /// The file, as given or found under a scanned folder.
+    pub path: PathBuf,
+    /// Line, from 1.
+    pub line: u32,
+    /// Column, from 1, in characters.
+    pub column: u32,
+    /// One line naming what was seen.
+    pub message: String,
+    /// The suggested fix.
+    pub fix: String,
+    /// High or medium.
+    pub confidence: Confidence,
+}

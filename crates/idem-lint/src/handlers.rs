@@ -1,0 +1,301 @@
+//! Which functions handle events: webhook routes, broker consumer callbacks, jobs and the
+//! helpers they call. Checks about redelivery look only at those (and, for dual writes, at
+//! every HTTP route), so ordinary repository code stays quiet.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::ir::{Expr, Function, HandlerKind, Module, OpKind};
+use crate::lang::MODULE;
+use crate::words::{has_any, norm};
+
+/// Words of a registration (route path, decorator, registering call) that mean "events".
+const EVENT_REGISTRATION: &[&str] = &[
+    "webhook",
+    "hook",
+    "callback",
+    "notify",
+    "notification",
+    "events",
+    "stripe",
+    "github",
+    "eachmessage",
+    "eachbatch",
+    "consume",
+    "subscribe",
+    "subscriber",
+    "listener",
+    "onmessage",
+    "eventpattern",
+    "messagepattern",
+    "task",
+    "actor",
+    "agent",
+    "kafkalistener",
+    "sqslistener",
+    "rabbitlistener",
+    "worker",
+    "process",
+    "jetstream",
+    "handlemessage",
+    "on message",
+];
+
+/// Parameter types of consumer and webhook callbacks (Go, Python annotations, TypeScript).
+const EVENT_TYPES: &[&str] = &[
+    "consumermessage",
+    "kafkamessage",
+    "kafka.message",
+    "natsmsg",
+    "nats.msg",
+    "jetstream.msg",
+    "amqpdelivery",
+    "amqp.delivery",
+    "sqsevent",
+    "pubsubmessage",
+    "stripeevent",
+    "stripe.event",
+    "eachmessagepayload",
+    "eachbatchpayload",
+    "consumemessage",
+    "jsmsg",
+    "webhookevent",
+    "consumergroupsession",
+    "aio_pika",
+    "incomingmessage",
+    "cloudevent",
+    "basicdeliver",
+];
+
+/// Parameter names that carry an event or message.
+const EVENT_PARAMS: &[&str] = &[
+    "event",
+    "evt",
+    "message",
+    "msg",
+    "delivery",
+    "record",
+    "webhook",
+    "notification",
+    "payload",
+    "envelope",
+    "job",
+];
+
+/// Names of functions that handle events.
+const EVENT_NAMES: &[&str] = &[
+    "webhook",
+    "consume",
+    "onmessage",
+    "handlemessage",
+    "processmessage",
+    "handleevent",
+    "processevent",
+    "eventhandler",
+    "messagehandler",
+    "onevent",
+    "handledelivery",
+    "eachmessage",
+    "eachbatch",
+    "handlerecord",
+    "processrecord",
+];
+
+const ROUTE_REGISTRATION: &[&str] = &[
+    ".get",
+    ".post",
+    ".put",
+    ".patch",
+    ".delete",
+    ".route",
+    ".all",
+    "handlefunc",
+    "handle",
+    "api_view",
+    "require_post",
+    "require_http_methods",
+    "csrf_exempt",
+];
+
+const ROUTE_TYPES: &[&str] = &[
+    "http.responsewriter",
+    "http.request",
+    "gin.context",
+    "echo.context",
+    "fiber.ctx",
+    "request",
+    "httprequest",
+    "nextrequest",
+    "fastifyrequest",
+    "nextapirequest",
+];
+
+fn words_in(text: &str, list: &[&str]) -> bool {
+    let lower = text.to_lowercase();
+    let n = norm(text);
+    list.iter().any(|w| {
+        if w.contains(['.', ' ', '_']) {
+            lower.contains(w) || n.contains(&norm(w))
+        } else {
+            n.contains(w)
+        }
+    })
+}
+
+fn param_is_event(p: &str) -> bool {
+    let n = norm(p);
+    EVENT_PARAMS
+        .iter()
+        .any(|w| n == *w || n.ends_with(w) && n.len() <= w.len() + 8)
+}
+
+/// A script's top level consumes when it makes a consumer (`KafkaConsumer(…)`,
+/// `kafka.consumer(…)`) and reads from it (`for message in consumer`, `consumer.poll()`):
+/// the variables read from it are its events.
+fn module_consumer(f: &mut Function) -> bool {
+    let consumers: HashSet<String> = f
+        .ops
+        .iter()
+        .filter_map(|op| match &op.kind {
+            OpKind::Assign {
+                targets,
+                value: Expr::Call(c),
+                ..
+            } if norm(&c.name()).contains("consumer") => targets.first().cloned(),
+            _ => None,
+        })
+        .collect();
+    let mut events = Vec::new();
+    for op in &f.ops {
+        if let OpKind::Assign { targets, value, .. } = &op.kind {
+            let reads = match value {
+                Expr::Path(p) => p.first().is_some_and(|r| consumers.contains(r)),
+                Expr::Call(c) => c.callee.first().is_some_and(|r| consumers.contains(r)),
+                _ => false,
+            };
+            if reads {
+                events.extend(targets.iter().cloned());
+            }
+        }
+    }
+    let found = !events.is_empty();
+    f.params.extend(events);
+    found
+}
+
+fn classify(f: &Function, path: &Path) -> HandlerKind {
+    let name = norm(&f.name);
+    let path_text = path.to_string_lossy().to_lowercase();
+    let event_file = ["webhook", "consumer", "subscriber", "listener", "worker"]
+        .iter()
+        .any(|w| path_text.contains(w));
+    let regs = f.registrations.join(" ");
+    let types = f.param_types.join(" ");
+    if f.registrations
+        .iter()
+        .any(|r| words_in(r, EVENT_REGISTRATION))
+        || words_in(&types, EVENT_TYPES)
+        || EVENT_NAMES.iter().any(|w| name.contains(w))
+        || (["handle", "process", "on", "apply", "sync"]
+            .iter()
+            .any(|p| name.starts_with(p))
+            && f.params.iter().any(|p| param_is_event(p)))
+        || name == "consumeclaim"
+    {
+        return HandlerKind::Event;
+    }
+    let http_verb = matches!(f.name.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    let route = words_in(&regs, ROUTE_REGISTRATION)
+        || words_in(&types, ROUTE_TYPES)
+        || http_verb
+        || (f.params.len() >= 2 && f.params[0] == "req" && f.params[1] == "res");
+    if route && event_file {
+        HandlerKind::Event
+    } else if route {
+        HandlerKind::Route
+    } else if event_file && f.params.iter().any(|p| param_is_event(p)) {
+        HandlerKind::Event
+    } else {
+        HandlerKind::Other
+    }
+}
+
+/// Sets every function's [`HandlerKind`]: registrations by name (`http.HandleFunc("/hook",
+/// handleHook)`) are added first; helpers that an event handler of the file calls by name
+/// are event handlers too.
+pub(crate) fn classify_module(module: &mut Module, path: &Path) {
+    let names: HashSet<String> = module.functions.iter().map(|f| f.name.clone()).collect();
+    let mut refs: Vec<(String, String)> = Vec::new();
+    let mut note = |callee: String, args: &[Expr]| {
+        let mut reg = callee;
+        for a in args {
+            match a {
+                Expr::Str(s) => {
+                    reg.push(' ');
+                    reg.push_str(s);
+                }
+                Expr::Path(p) => {
+                    if let Some(last) = p.last()
+                        && names.contains(last)
+                    {
+                        refs.push((last.clone(), reg.clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
+    };
+    for call in &module.top_calls {
+        note(call.name(), &call.args);
+    }
+    for f in &module.functions {
+        for op in &f.ops {
+            if let OpKind::Call(call) = &op.kind {
+                note(call.name(), &call.args);
+            }
+        }
+    }
+    for (name, reg) in refs {
+        for f in module.functions.iter_mut().filter(|f| f.name == name) {
+            f.registrations.push(reg.clone());
+        }
+    }
+    for f in &mut module.functions {
+        f.kind = if f.name == MODULE {
+            if module_consumer(f) {
+                HandlerKind::Event
+            } else {
+                HandlerKind::Other
+            }
+        } else {
+            classify(f, path)
+        };
+    }
+    // Helpers called by an event handler of this file handle the event too.
+    let called: HashSet<String> = module
+        .functions
+        .iter()
+        .filter(|f| f.kind == HandlerKind::Event)
+        .flat_map(|f| {
+            f.ops.iter().filter_map(|op| match &op.kind {
+                OpKind::Call(c) if c.callee.len() <= 2 => c.callee.last().cloned(),
+                _ => None,
+            })
+        })
+        .collect();
+    for f in &mut module.functions {
+        if f.kind != HandlerKind::Event && !f.name.is_empty() && called.contains(&f.name) {
+            f.kind = HandlerKind::Event;
+        }
+    }
+}
+
+/// Whether a function handles events (for the redelivery checks).
+pub(crate) fn is_event(f: &Function) -> bool {
+    f.kind == HandlerKind::Event
+}
+
+/// Whether a function is an event handler or an HTTP route (for dual writes).
+pub(crate) fn is_entry(f: &Function) -> bool {
+    f.kind != HandlerKind::Other || has_any(&f.name, &["handler"])
+}

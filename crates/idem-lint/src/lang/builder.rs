@@ -1,0 +1,230 @@
+//! What every lowering shares: node text and positions, the function being built, its
+//! enclosing conditions, loops and transactions.
+
+use tree_sitter::Node;
+
+use crate::ir::{Call, Cond, Expr, Function, Module, Op, OpKind, Pos};
+
+struct Frame {
+    func: Function,
+    conds: Vec<usize>,
+    tx: Vec<u32>,
+}
+
+/// Builds a [`Module`] while a lowering walks the tree.
+pub(super) struct Builder<'s> {
+    pub(super) src: &'s str,
+    line_starts: Vec<usize>,
+    frames: Vec<Frame>,
+    next_tx: u32,
+    /// How deep the lowering is in the tree: past [`MAX_DEPTH`] nodes are skipped, so a
+    /// pathological file (a 50,000-term concatenation) cannot exhaust the stack.
+    depth: u32,
+    pub(super) module: Module,
+}
+
+/// The deepest syntax nesting lowered; deeper subtrees are left out.
+const MAX_DEPTH: u32 = 256;
+
+/// The name of the function holding a file's top-level statements.
+pub(crate) const MODULE: &str = "<module>";
+
+/// Callee methods whose function argument runs in a transaction.
+pub(super) fn opens_transaction(call: &Call) -> bool {
+    let m = call.method();
+    matches!(
+        m.as_str(),
+        "transaction" | "$transaction" | "withtransaction" | "runintransaction" | "transact"
+    ) || (m == "begin" && call.callee.len() > 1)
+}
+
+/// Callee methods whose function argument runs inline, as part of the caller.
+pub(super) fn runs_inline(call: &Call) -> bool {
+    matches!(
+        call.method().as_str(),
+        "then"
+            | "catch"
+            | "finally"
+            | "foreach"
+            | "map"
+            | "flatmap"
+            | "filter"
+            | "reduce"
+            | "some"
+            | "every"
+            | "find"
+            | "each"
+            | "all"
+            | "allsettled"
+            | "for_each"
+            | "wrap"
+    )
+}
+
+impl<'s> Builder<'s> {
+    pub(super) fn new(src: &'s str) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));
+        let mut b = Builder {
+            src,
+            line_starts,
+            frames: Vec::new(),
+            next_tx: 0,
+            depth: 0,
+            module: Module::default(),
+        };
+        // The file's top level is a function of its own: scripts consume in a loop there.
+        b.begin_function(Function::new(MODULE.to_string()));
+        b
+    }
+
+    /// Ends the top level: its calls and assignments become the module's top calls and
+    /// globals, and its operations the function `<module>`.
+    pub(super) fn finish(mut self) -> Module {
+        while self.frames.len() > 1 {
+            self.end_function();
+        }
+        if let Some(frame) = self.frames.pop() {
+            for op in &frame.func.ops {
+                match &op.kind {
+                    OpKind::Call(call) => self.module.top_calls.push(call.clone()),
+                    OpKind::Assign {
+                        targets,
+                        value,
+                        op: None,
+                    } => {
+                        for t in targets {
+                            self.module.globals.push((t.clone(), value.clone()));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !frame.func.ops.is_empty() {
+                self.module.functions.push(frame.func);
+            }
+        }
+        self.module
+    }
+
+    /// Enters a node; `false` when it is too deep to lower (then do not call [`leave`](Self::leave)).
+    pub(super) fn enter(&mut self) -> bool {
+        if self.depth >= MAX_DEPTH {
+            return false;
+        }
+        self.depth += 1;
+        true
+    }
+
+    pub(super) fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    pub(super) fn text(&self, node: Node<'_>) -> &'s str {
+        self.src.get(node.byte_range()).unwrap_or("")
+    }
+
+    pub(super) fn pos(&self, node: Node<'_>) -> Pos {
+        let p = node.start_position();
+        let start = self.line_starts.get(p.row).copied().unwrap_or(0);
+        let column = self
+            .src
+            .get(start..start + p.column)
+            .map_or(p.column, |s| s.chars().count());
+        Pos {
+            line: p.row as u32 + 1,
+            column: column as u32 + 1,
+        }
+    }
+
+    /// Starts a new function; operations go to it until [`end_function`](Self::end_function).
+    pub(super) fn begin_function(&mut self, func: Function) {
+        self.frames.push(Frame {
+            func,
+            conds: Vec::new(),
+            tx: Vec::new(),
+        });
+    }
+
+    pub(super) fn end_function(&mut self) {
+        if let Some(frame) = self.frames.pop() {
+            self.module.functions.push(frame.func);
+        }
+    }
+
+    pub(super) fn emit(&mut self, kind: OpKind, pos: Pos) {
+        let Some(frame) = self.frames.last_mut() else {
+            return;
+        };
+        frame.func.ops.push(Op {
+            kind,
+            pos,
+            conds: frame.conds.clone(),
+            lexical_tx: frame.tx.last().copied(),
+        });
+    }
+
+    pub(super) fn push_cond(&mut self, test: Expr, negated: bool, is_catch: bool) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.func.conds.push(Cond {
+                test,
+                negated,
+                is_catch,
+            });
+            frame.conds.push(frame.func.conds.len() - 1);
+        }
+    }
+
+    pub(super) fn pop_cond(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.conds.pop();
+        }
+    }
+
+    pub(super) fn push_tx(&mut self) {
+        self.next_tx += 1;
+        let id = self.next_tx;
+        if let Some(frame) = self.frames.last_mut() {
+            frame.tx.push(id);
+        }
+    }
+
+    pub(super) fn pop_tx(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.tx.pop();
+        }
+    }
+}
+
+/// The named children of a node, comments left out (they may sit between any two nodes).
+pub(super) fn named(node: Node<'_>) -> Vec<Node<'_>> {
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor)
+        .filter(|c| c.kind() != "comment")
+        .collect()
+}
+
+/// Where a call is reported: at its method name for `a.b.method(…)` (so a chain split over
+/// lines points at the line of the call), else at its start.
+pub(super) fn call_pos(b: &Builder<'_>, call: Node<'_>, method: Option<Node<'_>>) -> Pos {
+    method.map_or_else(|| b.pos(call), |m| b.pos(m))
+}
+
+/// Decodes the common escapes of a string literal's text.
+pub(super) fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}

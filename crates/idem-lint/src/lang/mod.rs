@@ -1,0 +1,45 @@
+//! Languages: each one says which files it reads, which tree-sitter grammar parses them, and
+//! how a syntax tree is lowered to the [`ir`](crate::ir) that the checks read. Adding Java,
+//! Kotlin, Ruby or Rust is one more implementation of [`Language`] in [`all`].
+
+mod builder;
+
+pub(crate) use builder::MODULE;
+mod go;
+mod javascript;
+mod python;
+
+use std::path::Path;
+
+use crate::ir::Module;
+
+/// One source language.
+pub(crate) trait Language: Send + Sync + std::fmt::Debug {
+    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`).
+    fn name(&self, path: &Path) -> &'static str;
+    /// Whether this language reads the file (by its extension).
+    fn handles(&self, path: &Path) -> bool;
+    /// The grammar for the file (TypeScript and TSX differ).
+    fn grammar(&self, path: &Path) -> tree_sitter::Language;
+    /// Whether statements on a connection or session share one transaction until `commit()`
+    /// (Python's DB-API and SQLAlchemy sessions) instead of committing one by one.
+    fn implicit_transactions(&self) -> bool {
+        false
+    }
+    /// Lowers a parsed file.
+    fn lower(&self, tree: &tree_sitter::Tree, source: &str) -> Module;
+}
+
+/// Every language, in the order files are offered to them.
+pub(crate) fn all() -> &'static [&'static dyn Language] {
+    &[&javascript::JavaScript, &python::Python, &go::Go]
+}
+
+/// The language that reads `path`, if any.
+pub(crate) fn for_path(path: &Path) -> Option<&'static dyn Language> {
+    all().iter().copied().find(|l| l.handles(path))
+}
+
+fn extension(path: &Path) -> &str {
+    path.extension().and_then(|e| e.to_str()).unwrap_or("")
+}

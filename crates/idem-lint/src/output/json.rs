@@ -1,0 +1,26 @@
+//! `{"findings": [...], "skipped": [...], "files_linted": N}`.
+
+use serde_json::{Value, json};
+
+use crate::scan::Report;
+
+/// The report as a JSON value: `findings` (rule, path, line, column, message, fix,
+/// confidence), `skipped` (path, reason) and `files_linted`.
+pub fn to_json(report: &Report) -> Value {
+    json!({
+        "findings": report.findings.iter().map(|f| json!({
+            "rule": f.rule.as_str(),
+            "path": f.path.to_string_lossy(),
+            "line": f.line,
+            "column": f.column,
+            "message": f.message,
+            "fix": f.fix,
+            "confidence": f.confidence.as_str(),
+        })).collect::<Vec<_>>(),
+        "skipped": report.skipped.iter().map(|s| json!({
+            "path": s.path.to_string_lossy(),
+            "reason": s.reason,
+        })).collect::<Vec<_>>(),
+        "files_linted": report.files_linted,
+    })
+}

@@ -1,0 +1,133 @@
+//! Unique keys declared anywhere in the scanned tree: SQL migrations (`CREATE TABLE` with
+//! PRIMARY KEY / UNIQUE, `CREATE UNIQUE INDEX`, `ALTER TABLE … ADD CONSTRAINT`), Prisma
+//! schemas (`@id`, `@unique`, `@@unique`, `@@id`, `@@map`), SQLAlchemy, Django and GORM models
+//! (found by the languages' lowerings). A unique key that a duplicate would hit makes a
+//! check-then-insert or a plain INSERT safe.
+
+use std::collections::HashMap;
+
+use crate::ir::UniqueKey;
+use crate::words::{norm, table_key};
+
+/// Unique keys by table.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Schema {
+    tables: HashMap<String, Vec<Vec<String>>>,
+}
+
+impl Schema {
+    pub(crate) fn add(&mut self, key: &UniqueKey) {
+        let cols: Vec<String> = key.columns.iter().map(|c| norm(c)).collect();
+        if cols.is_empty() {
+            return;
+        }
+        let entry = self.tables.entry(table_key(&key.table)).or_default();
+        if !entry.contains(&cols) {
+            entry.push(cols);
+        }
+    }
+
+    /// Whether a schema in the tree declares keys for `table`.
+    pub(crate) fn knows(&self, table: &str) -> bool {
+        self.tables.contains_key(&table_key(table))
+    }
+
+    /// Whether a row of `table` with these columns hits a unique key on a duplicate. With the
+    /// columns unknown (an ORM call on a variable), any key but a lone surrogate `id` counts.
+    /// A row that supplies its own `id` is taken to hit the primary key when the schema does
+    /// not say otherwise.
+    pub(crate) fn covers(&self, table: &str, columns: Option<&[String]>) -> bool {
+        let Some(keys) = self.tables.get(&table_key(table)) else {
+            return columns.is_some_and(|cols| cols.iter().any(|c| norm(c) == "id"));
+        };
+        match columns {
+            Some(cols) if !cols.is_empty() => {
+                let cols: Vec<String> = cols.iter().map(|c| norm(c)).collect();
+                keys.iter().any(|k| k.iter().all(|c| cols.contains(c)))
+            }
+            _ => keys.iter().any(|k| k.as_slice() != ["id"]),
+        }
+    }
+}
+
+/// Unique keys of a Prisma schema file.
+pub(crate) fn prisma_keys(text: &str) -> Vec<UniqueKey> {
+    let mut keys = Vec::new();
+    let mut model: Option<(String, Option<String>, Vec<Vec<String>>)> = None;
+    for line in text.lines() {
+        let line = line.split("//").next().unwrap_or("").trim();
+        let mut words = line.split_whitespace();
+        match (&mut model, words.next()) {
+            (None, Some("model")) => {
+                if let Some(name) = words.next() {
+                    model = Some((name.trim_end_matches('{').to_string(), None, Vec::new()));
+                }
+            }
+            (Some((name, map, cols)), Some(first)) => {
+                if first == "}" {
+                    let table = map.clone().unwrap_or_else(|| name.clone());
+                    for columns in cols.drain(..) {
+                        keys.push(UniqueKey {
+                            table: table.clone(),
+                            columns: columns.clone(),
+                        });
+                        if table != *name {
+                            keys.push(UniqueKey {
+                                table: name.clone(),
+                                columns,
+                            });
+                        }
+                    }
+                    model = None;
+                } else if line.starts_with("@@unique") || line.starts_with("@@id") {
+                    let inside = line
+                        .split_once('[')
+                        .and_then(|(_, r)| r.split_once(']'))
+                        .map_or("", |(i, _)| i);
+                    let columns: Vec<String> = inside
+                        .split(',')
+                        .map(|c| c.trim().split('(').next().unwrap_or("").to_string())
+                        .filter(|c| !c.is_empty())
+                        .collect();
+                    if !columns.is_empty() {
+                        cols.push(columns);
+                    }
+                } else if let Some(rest) = line.strip_prefix("@@map(") {
+                    *map = Some(rest.trim_end_matches(')').trim_matches('"').to_string());
+                } else if !first.starts_with('@') {
+                    let attrs: Vec<&str> = words.skip(1).collect();
+                    if attrs.iter().any(|a| {
+                        *a == "@id"
+                            || *a == "@unique"
+                            || a.starts_with("@id(")
+                            || a.starts_with("@unique(")
+                    }) {
+                        cols.push(vec![first.to_string()]);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prisma_models() {
+        let keys = prisma_keys(
+            "model ProcessedEvent {\n  eventId String @id\n  at DateTime @default(now())\n}\n\
+             model Payment {\n  id Int @id @default(autoincrement())\n  chargeId String\n  orderId String\n  @@unique([chargeId, orderId])\n  @@map(\"payments\")\n}\n",
+        );
+        let mut schema = Schema::default();
+        keys.iter().for_each(|k| schema.add(k));
+        assert!(schema.covers("processed_events", Some(&["event_id".to_string()])));
+        assert!(schema.covers("payments", None));
+        assert!(!schema.covers("payments", Some(&["charge_id".to_string()])));
+        assert!(schema.covers("Payment", Some(&["chargeId".into(), "orderId".into()])));
+        assert!(!schema.covers("orders", None));
+    }
+}

@@ -1,0 +1,185 @@
+//! Names and the vocabularies checks match them against: identifiers are compared
+//! normalised (lowercase, without `_`, `-`, `$` or spaces), so `dedup_key`, `dedupKey` and
+//! `Dedup-Key` are one name.
+
+/// `dedup_key`, `dedupKey`, `Dedup-Key` → `dedupkey`.
+pub(crate) fn norm(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// A table or model name compared across SQL, Prisma, Django and GORM: normalised, a final
+/// plural `s` dropped (`processed_events` and `ProcessedEvent` are one name).
+pub(crate) fn table_key(name: &str) -> String {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let mut n = norm(last.trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']'));
+    if n.ends_with("ies") && n.len() > 4 {
+        n.truncate(n.len() - 3);
+        n.push('y');
+    } else if n.ends_with('s') && !n.ends_with("ss") && n.len() > 2 {
+        n.pop();
+    }
+    n
+}
+
+/// Whether the normalised `name` contains any of `parts`.
+pub(crate) fn has_any(name: &str, parts: &[&str]) -> bool {
+    let n = norm(name);
+    parts.iter().any(|p| n.contains(p))
+}
+
+/// Names of dedup and idempotency keys (and of headers carrying them: `Idempotency-Key`,
+/// `Nats-Msg-Id`, SQS `MessageDeduplicationId`).
+pub(crate) fn is_key_name(name: &str) -> bool {
+    has_any(
+        name,
+        &[
+            "idempotencykey",
+            "idempotencyid",
+            "idempotencytoken",
+            "idempotentkey",
+            "dedupkey",
+            "dedupekey",
+            "dedupid",
+            "dedupeid",
+            "deduplicationid",
+            "deduplicationkey",
+            "natsmsgid",
+            "msgid",
+            "clienttoken",
+        ],
+    ) || matches!(norm(name).as_str(), "idempotency" | "dedup" | "dedupe")
+}
+
+/// Tables or models that record which events were handled (the inbox / processed marker).
+pub(crate) fn is_marker_table(name: &str) -> bool {
+    has_any(
+        name,
+        &[
+            "processed",
+            "inbox",
+            "idempot",
+            "dedup",
+            "handledevent",
+            "handledmessage",
+            "seenevent",
+            "seenmessage",
+            "consumedevent",
+            "consumedmessage",
+            "webhookevent",
+            "webhookdeliver",
+            "eventreceipt",
+        ],
+    )
+}
+
+/// Tables of an outbox or effect ledger: rows a relay or worker turns into messages.
+pub(crate) fn is_outbox_table(name: &str) -> bool {
+    has_any(name, &["outbox", "effectledger", "pendingmessage"]) || table_key(name) == "effect"
+}
+
+/// Tables whose duplicates are harmless logs.
+pub(crate) fn is_log_table(name: &str) -> bool {
+    has_any(name, &["log", "audit", "trace", "metric"])
+}
+
+/// Columns that order versions of one entity.
+pub(crate) fn is_order_column(name: &str) -> bool {
+    let n = norm(name);
+    [
+        "version",
+        "updatedat",
+        "lastupdated",
+        "modifiedat",
+        "sequence",
+        "seq",
+        "revision",
+        "eventtime",
+        "occurredat",
+        "lasteventat",
+        "eventcreated",
+        "lsn",
+        "generation",
+        "etag",
+    ]
+    .iter()
+    .any(|p| n == *p || n.ends_with(p) || n.starts_with(p))
+}
+
+/// Words that say a condition or a message is about a duplicate delivery.
+pub(crate) fn is_duplicate_word(word: &str) -> bool {
+    let n = norm(word);
+    [
+        "duplicate",
+        "alreadyprocessed",
+        "alreadyhandled",
+        "alreadyseen",
+        "alreadyexists",
+        "alreadyreceived",
+        "alreadyapplied",
+        "isdup",
+        "isprocessed",
+        "wasprocessed",
+        "processedalready",
+        "seenbefore",
+        "replay",
+        "23505",
+        "p2002",
+        "uniqueviolation",
+        "integrityerror",
+        "erdupentry",
+        "uniqueconstraint",
+        "duplicatekey",
+    ]
+    .iter()
+    .any(|p| n.contains(p))
+        || matches!(
+            n.as_str(),
+            "exists" | "existing" | "seen" | "processed" | "dup" | "already"
+        )
+}
+
+/// Go `net/http`, Python `http.HTTPStatus` and Starlette/DRF status constants.
+pub(crate) fn status_constant(name: &str) -> Option<u16> {
+    if let Some(rest) = name.strip_prefix("HTTP_") {
+        return rest.get(..3).and_then(|d| d.parse().ok());
+    }
+    let n = norm(name.strip_prefix("Status").unwrap_or(name));
+    Some(match n.as_str() {
+        "ok" => 200,
+        "created" => 201,
+        "accepted" => 202,
+        "nocontent" => 204,
+        "badrequest" => 400,
+        "unauthorized" => 401,
+        "forbidden" => 403,
+        "notfound" => 404,
+        "conflict" => 409,
+        "gone" => 410,
+        "preconditionfailed" => 412,
+        "unprocessableentity" | "unprocessablecontent" => 422,
+        "toomanyrequests" => 429,
+        "internalservererror" => 500,
+        "serviceunavailable" => 503,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_compare_across_conventions() {
+        assert_eq!(table_key("processed_events"), table_key("ProcessedEvent"));
+        assert_eq!(table_key("public.inventories"), "inventory");
+        assert!(is_key_name("Idempotency-Key"));
+        assert!(is_key_name("dedup_key"));
+        assert!(!is_key_name("api_key"));
+        assert_eq!(status_constant("StatusConflict"), Some(409));
+        assert_eq!(status_constant("HTTP_409_CONFLICT"), Some(409));
+        assert_eq!(status_constant("CONFLICT"), Some(409));
+    }
+}
