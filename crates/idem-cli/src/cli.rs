@@ -98,6 +98,15 @@ pub(crate) enum Command {
     /// Broker consumers' dead letters (`idem_dead_letters`), including the broker messages the
     /// gateway could not read as events: list, show, delete.
     DeadLetters(LedgerArgs<DeadLettersCommand>),
+    /// Find non-idempotent handler code (TypeScript/JavaScript, Python, Go): runs the
+    /// `idem-lint` program installed beside `idem` or on PATH with these arguments (`idem lint
+    /// --help` for its options; `cargo install --path crates/idem-lint` installs it).
+    #[command(disable_help_flag = true)]
+    Lint {
+        /// Everything after `lint`, passed to `idem-lint` as it is.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 /// `idem effects|outbox|dead-letters [--database URL] …`: the command, and where idem's own

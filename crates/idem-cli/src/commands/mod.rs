@@ -9,6 +9,7 @@ mod effects;
 mod events;
 mod gc;
 mod idem_tables;
+mod lint;
 mod outbox;
 mod replay;
 mod serve;
@@ -57,6 +58,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::DeadLetters(args) => {
             return dead_letters::dead_letters(&ledger_url(args.database)?, args.command).await;
         }
+        Command::Lint { args } => return lint::lint(args),
         Command::Demo => {
             if let Some(path) = &cli.config {
                 bail!(

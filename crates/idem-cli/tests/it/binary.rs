@@ -261,3 +261,48 @@ async fn typos_and_inverted_ranges_are_refused() {
     );
     assert!(ok, "{stderr}");
 }
+
+/// `idem lint …` runs the `idem-lint` found beside `idem` (as git runs its subcommands), passes
+/// every argument through, and exits with its code; without one it exits 2 naming how to
+/// install it.
+#[test]
+fn lint_runs_the_idem_lint_beside_it_with_every_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let idem = dir.path().join("idem");
+    std::fs::copy(BINARY, &idem).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(&idem)
+            .args(args)
+            .env("PATH", dir.path().join("nowhere"))
+            .output()
+            .unwrap()
+    };
+    let missing = run(&["lint", "src"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("cargo install --path crates/idem-lint"),
+        "{stderr}"
+    );
+
+    // A stand-in that records its arguments and exits 1, as idem-lint does on findings.
+    let lint = dir.path().join("idem-lint");
+    let record = dir.path().join("args");
+    std::fs::write(
+        &lint,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\nexit 1\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&lint).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&lint, permissions).unwrap();
+    let found = run(&["lint", "--format", "sarif", "--help", "a b", "-x"]);
+    assert_eq!(found.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        "--format\nsarif\n--help\na b\n-x\n"
+    );
+}
