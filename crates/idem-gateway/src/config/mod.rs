@@ -11,6 +11,8 @@ mod error;
 mod kind;
 mod model;
 mod raw;
+#[cfg(test)]
+mod reference;
 mod relay;
 mod secret;
 mod source;
