@@ -1,5 +1,5 @@
 //! The `/admin` HTTP API (bearer token) over the [operations](crate::operations) on stored
-//! events; its endpoints are listed in the [crate documentation](crate#the-admin-api).
+//! events; its endpoints are listed in docs/gateway.md ("The admin API").
 
 use axum::Json;
 use axum::Router;

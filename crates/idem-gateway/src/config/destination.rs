@@ -18,7 +18,7 @@ pub(super) fn build(
 ) -> Result<Destination, ConfigError> {
     let dest_name = name("destination", "destination.name", raw.name)?;
     let field_name = |field: &str| format!("destination {:?} {field}", dest_name.as_str());
-    // TLS is not built in (see the crate docs): refusing https here beats failing every attempt.
+    // TLS is not built in (docs/gateway.md): refusing https here beats failing every attempt.
     if !raw.url.starts_with("http://") || reqwest::Url::parse(&raw.url).is_err() {
         return Err(ConfigError::BadValue {
             field: field_name("url"),

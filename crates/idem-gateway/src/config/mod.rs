@@ -1,4 +1,4 @@
-//! The gateway's configuration: a TOML file (see the crate documentation for its shape), checked
+//! The gateway's configuration: a TOML file (docs/gateway.md is its reference), checked
 //! once at start. Everything that could make a source accept what it should refuse is an error
 //! here, so the gateway fails closed: an unknown kind, a missing secret, a secret of the wrong
 //! shape, a retention shorter than the sender's redelivery horizon (docs/design.md C9).
