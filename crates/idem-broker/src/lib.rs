@@ -127,3 +127,26 @@ pub use relay::{
     MAX_CLAIM_TTL, MIN_CLAIM_TTL, RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, Relay, RelayError,
     RelayReport, describe_relay_metrics,
 };
+
+// Kafka (feature `kafka`): the consumer with offsets stored in the output's transaction
+// (transport, sink contract, the library's sink) and the outbox relay target `kafka`.
+#[cfg(feature = "kafka")]
+mod kafka;
+
+#[cfg(feature = "kafka")]
+pub use kafka::{
+    BatchOutcome, CLIENT_ID as KAFKA_CLIENT_ID, DEFAULT_CLIENT_DEADLINE as KAFKA_CLIENT_DEADLINE,
+    DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_WAIT, DEFAULT_KAFKA_BATCH_SIZE,
+    DEFAULT_KAFKA_LEASE_TTL, DEFAULT_PRODUCE_TIMEOUT, KAFKA_DEAD_LETTERS_TOTAL, KAFKA_FENCED_TOTAL,
+    KAFKA_LAG, KAFKA_LEASE_CHANGES_TOTAL, KAFKA_MESSAGES_TOTAL, KAFKA_PARTITIONS_HALTED,
+    KAFKA_PARTITIONS_HELD, KAFKA_RETRIES_TOTAL, KafkaConsumer, KafkaConsumerStats, KafkaCounts,
+    KafkaDecodeFn, KafkaError, KafkaErrorKind, KafkaHandlerFn, KafkaMessage, KafkaPosition,
+    KafkaProcessor, KafkaPublisher, KafkaStats, MAX_KAFKA_LEASE_TTL, MAX_MEMBER_ID_BYTES,
+    MAX_TOPIC_BYTES, MESSAGE_ID_HEADER, MIN_KAFKA_LEASE_TTL, PartitionBatch, PartitionCounts,
+    PartitionSink, PoisonPolicy, StartFrom, connect as kafka_connect, decode_kafka_event,
+    describe_kafka_metrics, murmur2, partition_for_key,
+};
+/// The rskafka this crate is built with, for building a client with TLS or SASL
+/// (`rskafka::client::ClientBuilder`) and for producing records in the same types.
+#[cfg(feature = "kafka")]
+pub use rskafka;
