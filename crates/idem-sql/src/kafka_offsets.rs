@@ -298,7 +298,8 @@ impl<DB: Backend> KafkaOffsets<DB> {
     }
 
     /// Advances the partition's stored offset from `from` to `to` inside the caller's
-    /// transaction (compare-and-set), clearing its failure count: the messages in `from..to` are
+    /// transaction (compare-and-set), clearing its failure count when it moves (`to == from`
+    /// only checks the fence and the offset): the messages in `from..to` are
     /// settled by what the transaction wrote. Call it in the transaction that carries their
     /// output, then commit.
     ///

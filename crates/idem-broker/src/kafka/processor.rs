@@ -429,9 +429,11 @@ impl<DB: Backend> KafkaProcessor<DB> {
             return Ok(Attempt::Committed(Verdict::Settled, counts));
         };
         let (index, failed) = (*index, &batch.messages[*index]);
-        self.offsets
-            .advance_in(&mut tx, fence, from, failed.offset)
-            .await?;
+        if failed.offset > from {
+            self.offsets
+                .advance_in(&mut tx, fence, from, failed.offset)
+                .await?;
+        }
         let attempts = self
             .offsets
             .record_failure_in(&mut tx, fence, failed.offset, error)

@@ -46,9 +46,12 @@ const START: &str = concat!(
     "AND next_offset IS NULL"
 );
 
-/// The compare-and-set advance: from `$6` to `$7` (never back), clearing the failure count.
+/// The compare-and-set advance: from `$6` to `$7` (never back), clearing the failure count
+/// when the offset moves.
 const ADVANCE: &str = concat!(
-    "UPDATE idem_kafka_offsets SET next_offset = $7, attempts = 0, last_error = NULL, updated_at = $8",
+    "UPDATE idem_kafka_offsets SET next_offset = $7, \
+     attempts = CASE WHEN $7 = $6 THEN attempts ELSE 0 END, \
+     last_error = CASE WHEN $7 = $6 THEN last_error ELSE NULL END, updated_at = $8",
     fenced!(),
     "AND next_offset = $6 AND $7 >= $6"
 );
