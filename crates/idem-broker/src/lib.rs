@@ -94,6 +94,56 @@
 //!
 //! `cargo run -p idem-broker --example upgrade_consumer` runs a consumer, an effect worker and a
 //! relay end to end against a local NATS server.
+//!
+//! ## Kafka (feature `kafka`): the offset commits with the output
+//!
+//! A [`KafkaConsumer`] stores each partition's next offset in the same transaction as the
+//! messages' output (Kafka's consumer documentation, "Storing Offsets Outside Kafka"), so a
+//! crash, a rebalance or a replay never applies a message twice, and the inbox still catches a
+//! message republished at a new offset with the same `idem-message-id`. Partitions are assigned
+//! by idem leases (a fair share per live member, taken over after the lease ttl when a member
+//! dies; a member whose lease was taken over is fenced), not by Kafka consumer groups. The
+//! transport hands batches of one partition to a [`PartitionSink`]; the library's sink,
+//! [`KafkaProcessor`], runs the inbox claim, the version guard, the handler and the offset
+//! advance in one transaction, retries failures with backoff and then dead-letters the message
+//! (or halts its partition, [`PoisonPolicy`]). [`KafkaPublisher`] is the relay target `kafka`
+//! (key = the row's aggregate, header `idem-message-id` = its message id, `acks = all`).
+//!
+//! ```no_run
+//! # #[cfg(feature = "kafka")]
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use idem_broker::{KafkaConsumer, KafkaProcessor, kafka_connect};
+//! use idem_core::Name;
+//! use idem_sql::{PgStore, sqlx};
+//!
+//! let store = PgStore::connect("postgres://app@127.0.0.1/app").await?;
+//! store.migrate().await?;
+//! let client = Arc::new(kafka_connect(&["127.0.0.1:9092".to_owned()]).await?);
+//! let consumer = Name::new("consumer", "billing_v2")?;
+//! let processor = KafkaProcessor::new(
+//!     store.clone(),
+//!     &consumer,
+//!     Name::new("source", "orders")?,
+//!     |tx, message| {
+//!         Box::pin(async move {
+//!             sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
+//!                 .bind(message.payload().to_vec())
+//!                 .execute(&mut **tx)
+//!                 .await?;
+//!             Ok(())
+//!         })
+//!     },
+//! );
+//! KafkaConsumer::new(client, store, &consumer, "orders", processor)?
+//!     .run(async { tokio::signal::ctrl_c().await.ok(); })
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `cargo run -p idem-broker --example kafka_consumer` runs the relay and the consumer end to
+//! end; `docs/kafka.md` says what a real Apache Kafka or Redpanda cluster must be set to.
 
 mod consumer;
 mod jetstream_consumer;

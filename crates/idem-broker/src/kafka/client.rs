@@ -61,7 +61,7 @@ pub async fn connect(bootstrap_brokers: &[String]) -> Result<Client, KafkaError>
 
 /// How much longer than [`DEFAULT_CLIENT_DEADLINE`] a request may wait for its answer before
 /// idem gives up on it (rskafka 0.6 has no request timeout of its own).
-pub(crate) const ANSWER_GRACE: Duration = Duration::from_secs(5);
+const ANSWER_GRACE: Duration = Duration::from_secs(5);
 
 /// Checks a topic name: 1 to [`MAX_TOPIC_BYTES`] of `a-z A-Z 0-9 . _ -` (Kafka's legal
 /// characters, `org.apache.kafka.common.internals.Topic`), and neither `.` nor `..`. Returns

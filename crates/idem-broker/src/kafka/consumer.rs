@@ -451,6 +451,14 @@ enum State {
     Halted,
 }
 
+/// What happened to a partition lease, for [`KAFKA_LEASE_CHANGES_TOTAL`].
+#[derive(Debug, Clone, Copy)]
+enum LeaseChange {
+    Acquired,
+    Released,
+    Lost,
+}
+
 /// The running state of one member.
 struct Group<DB: Backend, S: PartitionSink> {
     shared: Arc<Shared<DB, S>>,
@@ -469,14 +477,14 @@ struct Group<DB: Backend, S: PartitionSink> {
 }
 
 impl<DB: Backend, S: PartitionSink> Group<DB, S> {
-    fn lease_change(&self, change: &'static str) {
-        let i = match change {
-            "acquired" => 2,
-            "released" => 3,
-            _ => 4,
+    fn lease_change(&self, change: LeaseChange) {
+        let (i, label) = match change {
+            LeaseChange::Acquired => (2, "acquired"),
+            LeaseChange::Released => (3, "released"),
+            LeaseChange::Lost => (4, "lost"),
         };
         self.shared.stats.add(i);
-        metrics::counter!(KAFKA_LEASE_CHANGES_TOTAL, "consumer" => self.consumer.to_string(), "topic" => self.shared.topic.clone(), "change" => change).increment(1);
+        metrics::counter!(KAFKA_LEASE_CHANGES_TOTAL, "consumer" => self.consumer.to_string(), "topic" => self.shared.topic.clone(), "change" => label).increment(1);
     }
 
     fn publish_counts(&self) {
@@ -579,7 +587,7 @@ impl<DB: Backend, S: PartitionSink> Group<DB, S> {
         }
         for partition in lost {
             tracing::warn!(consumer = %self.consumer, partition, "partition lease lost (not renewed in time); stopping its worker");
-            self.lease_change("lost");
+            self.lease_change(LeaseChange::Lost);
             let has_worker = self
                 .held
                 .get(&partition)
@@ -652,7 +660,7 @@ impl<DB: Backend, S: PartitionSink> Group<DB, S> {
                     ..
                 }) => {
                     tracing::info!(consumer = %self.consumer, partition, token = %fence.token(), ?next_offset, takeover, "partition taken");
-                    self.lease_change("acquired");
+                    self.lease_change(LeaseChange::Acquired);
                     self.spawn(fence, next_offset, attempts);
                     taken += 1;
                 }
@@ -716,7 +724,7 @@ impl<DB: Backend, S: PartitionSink> Group<DB, S> {
             }
             WorkerExit::Lost => {
                 self.held.remove(&partition);
-                self.lease_change("lost");
+                self.lease_change(LeaseChange::Lost);
             }
             WorkerExit::Halted { .. } | WorkerExit::Stopped => {
                 if let Some(held) = self.held.remove(&partition)
@@ -731,7 +739,7 @@ impl<DB: Backend, S: PartitionSink> Group<DB, S> {
 
     async fn release(&self, fence: &PartitionFence) {
         match self.shared.offsets.release(fence).await {
-            Ok(()) => self.lease_change("released"),
+            Ok(()) => self.lease_change(LeaseChange::Released),
             // Expired meanwhile: nothing to give up.
             Err(e) if e.kind() == ErrorKind::Fenced => {}
             Err(e) => {
