@@ -25,7 +25,7 @@ use idem_sql::{BoxFuture, PgStore};
 use idem_testkit::kafka;
 use tokio::sync::Notify;
 
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 const PARTITIONS: i32 = 4;
 const INSERT: &str = "INSERT INTO bench_kafka_rows (event, body) VALUES ($1, $2)";
 
