@@ -323,9 +323,11 @@ async fn survivor_takes_over_a_killed_member<DB: AppDb>(url: &str, store: Store<
     assert_exactly_once(&store, &consumer, EVENTS).await;
 }
 
-/// A zombie: consumer `a` is stopped (SIGSTOP) with a fetched batch in hand (`stall`: before the
+/// A zombie: consumer `z` (its id sorts after `b`, so that once `b` is a live member its fair
+/// share of the one partition is nothing and it does not take the partition back) is stopped
+/// (SIGSTOP) with a fetched batch in hand (`stall`: before the
 /// batch's transaction, or inside it after the handler's write), past its lease; `b` takes the
-/// partition over and finishes; `a` is resumed (SIGCONT) and applies its stale batch: the
+/// partition over and finishes; `z` is resumed (SIGCONT) and applies its stale batch: the
 /// advance is refused (fenced), so nothing of it commits.
 async fn zombie_cannot_commit<DB: AppDb>(url: &str, store: Store<DB>, stall: &str) {
     const EVENTS: usize = 600;
@@ -336,7 +338,7 @@ async fn zombie_cannot_commit<DB: AppDb>(url: &str, store: Store<DB>, stall: &st
         url,
         &topic,
         &consumer,
-        "a",
+        "z",
         &["--batch-size", "20", stall, "4", "--stall-ms", "300"],
     );
     let stalled = a.expect("stalled").await;
@@ -361,7 +363,7 @@ async fn zombie_cannot_commit<DB: AppDb>(url: &str, store: Store<DB>, stall: &st
     a.stop().await;
     b.stop().await;
     assert_eq!(
-        rows_by(&store, &consumer, "a", partition, from).await,
+        rows_by(&store, &consumer, "z", partition, from).await,
         0,
         "the zombie wrote nothing from its stale batch at {partition}@{from} on"
     );
