@@ -96,12 +96,62 @@
 //!
 //! `cargo run -p idem-broker --example upgrade_consumer` runs a consumer, an effect worker and a
 //! relay end to end against a local NATS server.
+//!
+//! ## Kafka (feature `kafka`): the offset commits with the output
+//!
+//! A [`KafkaConsumer`] stores each partition's next offset in the same transaction as the
+//! messages' output (Kafka's consumer documentation, "Storing Offsets Outside Kafka"), so a
+//! crash, a rebalance or a replay never applies a message twice, and the inbox still catches a
+//! message republished at a new offset with the same `idem-message-id`. Partitions are assigned
+//! by idem leases (a fair share per live member, taken over after the lease ttl when a member
+//! dies; a member whose lease was taken over is fenced), not by Kafka consumer groups. The
+//! transport hands batches of one partition to a [`PartitionSink`]; the library's sink,
+//! [`KafkaProcessor`], runs the inbox claim, the version guard, the handler and the offset
+//! advance in one transaction, retries failures with backoff and then dead-letters the message
+//! (or halts its partition, [`PoisonPolicy`]). [`KafkaPublisher`] is the relay target `kafka`
+//! (key = the row's aggregate, header `idem-message-id` = its message id, `acks = all`).
+//!
+//! ```no_run
+//! # #[cfg(feature = "kafka")]
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use idem_broker::{KafkaConsumer, KafkaProcessor, kafka_connect};
+//! use idem_core::Name;
+//! use idem_sql::{PgStore, sqlx};
+//!
+//! let store = PgStore::connect("postgres://app@127.0.0.1/app").await?;
+//! store.migrate().await?;
+//! let client = Arc::new(kafka_connect(&["127.0.0.1:9092".to_owned()]).await?);
+//! let consumer = Name::new("consumer", "billing_v2")?;
+//! let processor = KafkaProcessor::new(
+//!     store.clone(),
+//!     &consumer,
+//!     Name::new("source", "orders")?,
+//!     |tx, message| {
+//!         Box::pin(async move {
+//!             sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
+//!                 .bind(message.payload().to_vec())
+//!                 .execute(&mut **tx)
+//!                 .await?;
+//!             Ok(())
+//!         })
+//!     },
+//! );
+//! KafkaConsumer::new(client, store, &consumer, "orders", processor)?
+//!     .run(async { tokio::signal::ctrl_c().await.ok(); })
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `cargo run -p idem-broker --example kafka_consumer` runs the relay and the consumer end to
+//! end; `docs/kafka.md` says what a real Apache Kafka or Redpanda cluster must be set to.
 
 #[cfg(feature = "rabbitmq")]
 mod amqp;
-#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 mod consumer;
-#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 mod delivery;
 #[cfg(feature = "nats")]
 mod jetstream_consumer;
@@ -113,16 +163,16 @@ mod rabbitmq_consumer;
 mod rabbitmq_source;
 #[cfg(feature = "rabbitmq")]
 mod retry_topology;
-#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 mod sink;
 
-#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 pub use consumer::{
     ACK_FAILURES_TOTAL, ConsumerError, ConsumerErrorKind, DEFAULT_MAX_DELIVERIES, DELIVERIES_TOTAL,
     DecodeError, DecodeFn, DeliveryCounts, DeliveryStats, Disposition, HandlerFn, ObserverFn,
     Processor, RetryPolicy, decode_message_id, describe_consumer_metrics,
 };
-#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 pub use delivery::Delivery;
 #[cfg(feature = "nats")]
 pub use jetstream_consumer::JetStreamConsumer;
@@ -134,7 +184,7 @@ pub use rabbitmq_consumer::RabbitMqConsumer;
 pub use rabbitmq_source::{RabbitMqSource, RetryVia};
 #[cfg(feature = "rabbitmq")]
 pub use retry_topology::{RetryTopology, X_DEATH, X_DELIVERY_COUNT, X_IDEM_DELIVERY_COUNT};
-#[cfg(any(feature = "nats", feature = "rabbitmq"))]
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 pub use sink::{Settle, Sink};
 
 #[cfg(feature = "http")]
@@ -161,3 +211,26 @@ pub use relay::{
     MAX_CLAIM_TTL, MIN_CLAIM_TTL, RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, Relay, RelayError,
     RelayReport, describe_relay_metrics,
 };
+
+// Kafka (feature `kafka`): the consumer with offsets stored in the output's transaction
+// (transport, sink contract, the library's sink) and the outbox relay target `kafka`.
+#[cfg(feature = "kafka")]
+mod kafka;
+
+#[cfg(feature = "kafka")]
+pub use kafka::{
+    BatchOutcome, CLIENT_ID as KAFKA_CLIENT_ID, DEFAULT_CLIENT_DEADLINE as KAFKA_CLIENT_DEADLINE,
+    DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_WAIT, DEFAULT_KAFKA_BATCH_SIZE,
+    DEFAULT_KAFKA_LEASE_TTL, DEFAULT_PRODUCE_TIMEOUT, KAFKA_DEAD_LETTERS_TOTAL, KAFKA_FENCED_TOTAL,
+    KAFKA_LAG, KAFKA_LEASE_CHANGES_TOTAL, KAFKA_MESSAGES_TOTAL, KAFKA_PARTITIONS_HALTED,
+    KAFKA_PARTITIONS_HELD, KAFKA_RETRIES_TOTAL, KafkaConsumer, KafkaConsumerStats, KafkaCounts,
+    KafkaDecodeFn, KafkaError, KafkaErrorKind, KafkaHandlerFn, KafkaMessage, KafkaPosition,
+    KafkaProcessor, KafkaPublisher, KafkaStats, MAX_KAFKA_LEASE_TTL, MAX_MEMBER_ID_BYTES,
+    MAX_TOPIC_BYTES, MESSAGE_ID_HEADER, MIN_KAFKA_LEASE_TTL, PartitionBatch, PartitionCounts,
+    PartitionSink, PoisonPolicy, StartFrom, connect as kafka_connect, decode_kafka_event,
+    describe_kafka_metrics, murmur2, partition_for_key,
+};
+/// The rskafka this crate is built with, for building a client with TLS or SASL
+/// (`rskafka::client::ClientBuilder`) and for producing records in the same types.
+#[cfg(feature = "kafka")]
+pub use rskafka;

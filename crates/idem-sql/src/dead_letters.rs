@@ -105,6 +105,29 @@ impl<DB: Backend> DeadLetters<DB> {
     /// # Errors
     /// [`Error::Database`] when the row cannot be written.
     pub async fn record(&self, letter: &DeadLetterRecord) -> Result<i64, Error> {
+        let mut conn = self.store.pool().acquire().await?;
+        self.record_on(&mut conn, letter).await
+    }
+
+    /// As [`record`](Self::record), inside the caller's transaction: for a consumer that moves
+    /// its position past the message in the same transaction (the Kafka consumer), so that the
+    /// dead letter and the new position commit together and a crash never records it twice.
+    ///
+    /// # Errors
+    /// As [`record`](Self::record).
+    pub async fn record_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, DB>,
+        letter: &DeadLetterRecord,
+    ) -> Result<i64, Error> {
+        self.record_on(tx, letter).await
+    }
+
+    async fn record_on(
+        &self,
+        conn: &mut DB::Connection,
+        letter: &DeadLetterRecord,
+    ) -> Result<i64, Error> {
         let headers = encode_headers(&letter.headers);
         let row = DeadLetterWrite {
             consumer: letter.consumer.as_str(),
@@ -120,8 +143,7 @@ impl<DB: Backend> DeadLetters<DB> {
             delivery_count: i64::from(letter.delivery_count),
             now: self.store.now().as_millis(),
         };
-        let mut conn = self.store.pool().acquire().await?;
-        Ok(DB::record_dead_letter(&mut conn, &row).await?)
+        Ok(DB::record_dead_letter(conn, &row).await?)
     }
 
     /// The oldest `limit` dead letters of `consumer`, oldest first (by id).

@@ -12,6 +12,8 @@ mod dead_letters;
 mod effects;
 mod error;
 mod inbox;
+// Kafka consumer offsets stored with the output, and the partition leases (idem-broker's consumer)
+mod kafka_offsets;
 mod lease_store;
 pub mod metric_definitions;
 mod outbox;
@@ -31,6 +33,8 @@ pub use effects::{
 };
 pub use error::{BoxError, Error, ErrorKind};
 pub use inbox::{Claim, Inbox};
+// Kafka consumer offsets and partition fences
+pub use kafka_offsets::{KafkaOffset, KafkaOffsets, PartitionClaim, PartitionFence};
 pub use lease_store::LeaseStore;
 pub use outbox::{
     ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,

@@ -8,11 +8,15 @@
 //!   are dropped;
 //! - [`AppDb`]: the application's own statements (`$N` parameters, the same SQL on both), so
 //!   that a test written once over `DB: AppDb` runs on both stores;
+//! - [`kafka`]: the Kafka tests' broker (`IDEM_TEST_KAFKA`, default `127.0.0.1:19092`), fresh
+//!   topics, produced records and the application's tables;
 //! - [`both_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into two tests,
 //!   `name::sqlite` and `name::postgres`.
 
 pub mod crash_stream;
 pub mod downstream;
+// Kafka tests: the broker, fresh topics, the application's tables and handler
+pub mod kafka;
 pub mod nats;
 pub mod outbox;
 

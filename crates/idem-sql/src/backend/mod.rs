@@ -6,6 +6,7 @@
 
 pub(crate) mod dead_letter_ops;
 pub(crate) mod effect_ops;
+pub(crate) mod kafka_offset_ops;
 pub(crate) mod outbox_ops;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -26,7 +27,12 @@ const MIGRATIONS_TABLE: &str = "idem_migrations";
 ///
 /// Sealed: the statements idem needs are implemented for these two only.
 pub trait Backend:
-    Database + ops::Ops + effect_ops::EffectOps + dead_letter_ops::DeadLetterOps + outbox_ops::OutboxOps
+    Database
+    + ops::Ops
+    + effect_ops::EffectOps
+    + dead_letter_ops::DeadLetterOps
+    + outbox_ops::OutboxOps
+    + kafka_offset_ops::KafkaOffsetOps
 {
 }
 
