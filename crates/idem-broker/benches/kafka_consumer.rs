@@ -22,8 +22,12 @@ use idem_broker::{BatchOutcome, KafkaConsumer, KafkaProcessor, PartitionBatch, P
 use idem_core::Name;
 use idem_sql::sqlx::{self, Postgres, Transaction};
 use idem_sql::{BoxFuture, PgStore};
-use idem_testkit::kafka;
 use tokio::sync::Notify;
+
+// The integration tests' Kafka support (topics, producing events); the bench uses a part of it.
+#[allow(dead_code)]
+#[path = "../tests/it/kafka_support.rs"]
+mod kafka;
 
 const ROUNDS: usize = 5;
 const PARTITIONS: i32 = 4;

@@ -8,7 +8,7 @@
 //! With a labels file and a directory, each labelled file (`DIR/<local>`) is linted on its
 //! own and compared with its labels (see `validation/README.md`).
 
-#[path = "../tests/support/score.rs"]
+#[path = "../tests/it/score.rs"]
 mod score;
 
 use std::collections::BTreeSet;

@@ -13,10 +13,9 @@
 //! - [`both_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into two tests,
 //!   `name::sqlite` and `name::postgres`.
 
+pub mod child;
 pub mod crash_stream;
 pub mod downstream;
-// Kafka tests: the broker, fresh topics, the application's tables and handler
-pub mod kafka;
 pub mod nats;
 pub mod outbox;
 

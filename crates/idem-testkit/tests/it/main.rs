@@ -1,15 +1,3 @@
-//! The workspace's integration tests: one suite, run on SQLite and PostgreSQL.
+//! Checks of the workspace as a whole: its module graph.
 
-mod api;
-mod claims;
-mod crash;
-mod dedup_keys;
-mod effects;
-mod errors;
-mod gaps;
-mod leases;
 mod module_graph;
-mod ordering;
-mod properties;
-mod retention;
-mod support;

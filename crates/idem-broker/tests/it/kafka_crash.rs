@@ -6,18 +6,21 @@
 //! `IDEM_KAFKA_CRASH_SEED` sets the seed (the records and the kill points follow from it).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::kafka_support::{self as kafka, Output};
 use idem_core::Name;
 use idem_sql::Store;
 use idem_sql::sqlx::{Postgres, Sqlite};
-use idem_testkit::kafka::{self, Output};
 use idem_testkit::{AppDb, Value, pg_url, query_i64, sqlite_url};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, ChildStdout};
+
+use crate::kafka_crash_consumer;
 
 const DEFAULT_SEED: u64 = 0x6b61_666b;
 /// How long one expected line of a child may take: a hang is a failure, not a stuck CI job.
@@ -44,18 +47,34 @@ struct Consumer {
 
 impl Consumer {
     fn spawn(url: &str, topic: &str, consumer: &Name, member: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kafka-crash-consumer"))
-            .args(["--database-url", url, "--topic", topic, "--member", member])
-            .args(["--consumer", consumer.as_str()])
-            .args(["--lease-ttl-ms", &LEASE_TTL_MS.to_string()])
-            .args(["--kafka", &kafka::kafka_addr()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn kafka-crash-consumer");
+        let lease_ttl = LEASE_TTL_MS.to_string();
+        let kafka = kafka::kafka_addr();
+        let args: Vec<OsString> = [
+            "--database-url",
+            url,
+            "--topic",
+            topic,
+            "--member",
+            member,
+            "--consumer",
+            consumer.as_str(),
+            "--lease-ttl-ms",
+            &lease_ttl,
+            "--kafka",
+            &kafka,
+        ]
+        .iter()
+        .chain(extra)
+        .map(OsString::from)
+        .collect();
+        let mut child = idem_testkit::child::command(
+            kafka_crash_consumer::TEST,
+            kafka_crash_consumer::NAME,
+            &args,
+        )
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn kafka-crash-consumer");
         let stdout = child.stdout.take().expect("child stdout");
         Self {
             child,
@@ -71,8 +90,13 @@ impl Consumer {
             let left = LINE_TIMEOUT.saturating_sub(started.elapsed());
             let line = tokio::time::timeout(left, self.lines.next_line()).await;
             match line {
-                Ok(Ok(Some(line))) if line.starts_with(prefix) => return line,
-                Ok(Ok(Some(_))) => {}
+                Ok(Ok(Some(line))) => {
+                    if let Some(line) = idem_testkit::child::protocol_line(&line)
+                        && line.starts_with(prefix)
+                    {
+                        return line.to_owned();
+                    }
+                }
                 Ok(Ok(None)) => panic!("{} ended before a {prefix:?} line", self.member),
                 Ok(Err(e)) => panic!("read {}'s output: {e}", self.member),
                 Err(_) => panic!(
@@ -105,8 +129,13 @@ impl Consumer {
             let left = LINE_TIMEOUT.saturating_sub(started.elapsed());
             let line = tokio::time::timeout(left, self.lines.next_line()).await;
             match line {
-                Ok(Ok(Some(line))) if line.contains(part) => return line,
-                Ok(Ok(Some(_))) => {}
+                Ok(Ok(Some(line))) => {
+                    if let Some(line) = idem_testkit::child::protocol_line(&line)
+                        && line.contains(part)
+                    {
+                        return line.to_owned();
+                    }
+                }
                 Ok(Ok(None)) => panic!("{} ended before a line with {part:?}", self.member),
                 Ok(Err(e)) => panic!("read {}'s output: {e}", self.member),
                 Err(_) => panic!(

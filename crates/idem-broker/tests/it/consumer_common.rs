@@ -1,8 +1,6 @@
 //! Shared parts of the consumer tests: unique names, the application's table of handler side
 //! effects, a handler that writes one row per applied event, and waiting helpers.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -5,7 +5,6 @@
 //! process) and relays claim any due row, so every test holds [`OUTBOX_LOCK`] and starts from an
 //! empty `idem_outbox`.
 
-mod consumer_common;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1522,7 +1521,7 @@ async fn a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing<
                 ..OutboxPolicy::default()
             });
             let (_connection, channel) = declare_queue(&queue).await;
-            let proxy = consumer_common::CutProxy::start("127.0.0.1:5672").await;
+            let proxy = crate::consumer_common::CutProxy::start("127.0.0.1:5672").await;
             let via_proxy = format!("amqp://guest:guest@{}/%2f", proxy.addr());
             let relay = Relay::new(
                 outbox.clone(),

@@ -10,6 +10,7 @@
 //! `IDEM_CRASH_SEED` the seed (the stream and the kill points follow from it).
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -23,7 +24,9 @@ use idem_testkit::{AppDb, Value, pg_url, query_i64, sqlite_url};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout};
+
+use crate::crash_consumer;
 
 /// Kills per store: at least 20, half of them inside an open transaction.
 const KILLS: usize = 24;
@@ -352,25 +355,28 @@ struct Consumer {
 
 impl Consumer {
     fn spawn(url: &str, events: usize, seed: u64, cursor: &Path, pause_at: Option<usize>) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_crash-consumer"));
+        let mut args: Vec<OsString> = vec![
+            "--database-url".into(),
+            url.into(),
+            "--events".into(),
+            events.to_string().into(),
+            "--duplicates".into(),
+            DUPLICATES.to_string().into(),
+            "--seed".into(),
+            seed.to_string().into(),
+            "--cursor".into(),
+            cursor.into(),
+        ];
+        if let Some(k) = pause_at {
+            args.extend(["--pause-at".into(), k.to_string().into()]);
+        }
+        let mut command =
+            idem_testkit::child::command(crash_consumer::TEST, crash_consumer::NAME, &args);
         command
-            .arg("--database-url")
-            .arg(url)
-            .args(["--events", &events.to_string()])
-            .args(["--duplicates", &DUPLICATES.to_string()])
-            .args(["--seed", &seed.to_string()])
-            .arg("--cursor")
-            .arg(cursor)
             // Errors as one context chain, without a backtrace, in the failure message.
             .env("RUST_BACKTRACE", "0")
             .env("RUST_LIB_BACKTRACE", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(k) = pause_at {
-            command.args(["--pause-at", &k.to_string()]);
-        }
+            .stderr(Stdio::piped());
         let mut child = command.spawn().expect("spawn crash-consumer");
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let stderr = child.stderr.take().expect("piped stderr");
@@ -381,13 +387,20 @@ impl Consumer {
         }
     }
 
-    /// The next line; fails the test when the child ends or stalls first.
+    /// The next line the child reports (the test harness's own output is passed over); fails
+    /// the test when the child ends or stalls first.
     async fn next_line(&mut self) -> Line {
-        match tokio::time::timeout(LINE_TIMEOUT, self.stdout.next_line()).await {
-            Ok(Ok(Some(text))) => Line::parse(&text),
-            Ok(Ok(None)) => self.fail("stdout ended".into()).await,
-            Ok(Err(e)) => self.fail(format!("read stdout: {e}")).await,
-            Err(_) => self.fail(format!("no line within {LINE_TIMEOUT:?}")).await,
+        loop {
+            match tokio::time::timeout(LINE_TIMEOUT, self.stdout.next_line()).await {
+                Ok(Ok(Some(text))) => {
+                    if let Some(line) = idem_testkit::child::protocol_line(&text) {
+                        return Line::parse(line);
+                    }
+                }
+                Ok(Ok(None)) => self.fail("stdout ended".into()).await,
+                Ok(Err(e)) => self.fail(format!("read stdout: {e}")).await,
+                Err(_) => self.fail(format!("no line within {LINE_TIMEOUT:?}")).await,
+            }
         }
     }
 

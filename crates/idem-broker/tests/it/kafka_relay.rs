@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kafka_support::{self as kafka, Output};
 use idem_broker::rskafka::client::partition::UnknownTopicHandling;
 use idem_broker::{
     KafkaConsumer, KafkaProcessor, KafkaPublisher, MESSAGE_ID_HEADER, Publisher, Relay,
@@ -17,7 +18,6 @@ use idem_broker::{
 };
 use idem_core::{Entity, Name};
 use idem_sql::{MessageId, OutboxMessage, OutboxStatus, Store};
-use idem_testkit::kafka::{self, Output};
 use idem_testkit::{AppDb, both_stores, exec};
 use tokio::sync::Notify;
 

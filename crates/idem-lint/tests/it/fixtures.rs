@@ -2,8 +2,7 @@
 //! the fixture set's shape: for each check, at least two flagged and two look-alike units per
 //! language family (TypeScript/JavaScript, Python, Go).
 
-#[path = "support/score.rs"]
-mod score;
+use crate::score;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

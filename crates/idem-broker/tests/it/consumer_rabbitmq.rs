@@ -3,13 +3,11 @@
 //! retries through the TTL'd retry queues into dead letters, and concurrent in-flight messages on
 //! PostgreSQL.
 
-mod consumer_common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use consumer_common::*;
+use crate::consumer_common::*;
 use idem_broker::{Disposition, Processor, RabbitMqConsumer, RetryPolicy, RetryTopology};
 use idem_core::Name;
 use idem_sql::{Runner, Store};

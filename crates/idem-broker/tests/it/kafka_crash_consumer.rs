@@ -1,6 +1,7 @@
-//! The consumer of the Kafka crash tests (`tests/kafka_crash.rs`): an idem-broker
+//! The consumer of the Kafka crash tests (`kafka_crash.rs`), a child process (this test binary
+//! run again, [`idem_testkit::child`]): an idem-broker
 //! [`KafkaConsumer`] with the [`KafkaProcessor`] sink writing one `kafka_effects` row per applied
-//! message ([`idem_testkit::kafka::write_effect`]), which the tests kill with SIGKILL, pause with
+//! message ([`crate::kafka_support::write_effect`]), which the tests kill with SIGKILL, pause with
 //! SIGSTOP, and run side by side.
 //!
 //! ```text
@@ -19,11 +20,11 @@
 //! does the same inside the open transaction of the handler's N-th call. SIGTERM shuts it
 //! down cleanly (`done`, exit 0).
 
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::kafka_support::{self as kafka, write_effect};
 use anyhow::{Context, bail};
 use clap::Parser;
 use idem_broker::{
@@ -32,7 +33,6 @@ use idem_broker::{
 use idem_core::Name;
 use idem_sql::{PgStore, SqliteStore, Store};
 use idem_testkit::AppDb;
-use idem_testkit::kafka::{self, write_effect};
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
@@ -73,9 +73,35 @@ struct Args {
     stall_ms: u64,
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// The name [`crate::kafka_crash`] starts this child under.
+pub(crate) const NAME: &str = "kafka-crash-consumer";
+/// The test that is this child's `main`.
+pub(crate) const TEST: &str = "kafka_crash_consumer::kafka_crash_consumer";
+
+/// The child's `main`: does nothing unless a Kafka crash test started this process; then exits
+/// 0 after a clean shutdown, 1 on an error.
+#[test]
+#[ignore = "a child process of the Kafka crash tests, which start it"]
+fn kafka_crash_consumer() {
+    let Some(args) = idem_testkit::child::args(NAME) else {
+        return;
+    };
+    let args = Args::parse_from(args);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("kafka-crash-consumer: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     let url = args.database_url.as_str();
     if url.starts_with("sqlite:") {
         let store = SqliteStore::connect_with(url, 4)
@@ -92,12 +118,9 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Prints one line and flushes it (the test reads lines as they come).
+/// Reports one line to the test, flushed at once (it reads lines as they come).
 fn say(line: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    // A closed pipe means the test is gone; nothing to report to.
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    idem_testkit::child::report(line);
 }
 
 /// The processor, with a stall before one batch.

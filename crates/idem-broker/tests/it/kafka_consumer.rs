@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::kafka_support::{self as kafka, Output};
 use idem_broker::{
     KAFKA_DEAD_LETTERS_TOTAL, KAFKA_LAG, KAFKA_MESSAGES_TOTAL, KafkaConsumer, KafkaConsumerStats,
     KafkaMessage, KafkaProcessor, PoisonPolicy, RetryPolicy,
@@ -16,7 +17,6 @@ use idem_broker::{
 use idem_core::Name;
 use idem_sql::sqlx::Transaction;
 use idem_sql::{BoxFuture, Store};
-use idem_testkit::kafka::{self, Output};
 use idem_testkit::{AppDb, both_stores};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;

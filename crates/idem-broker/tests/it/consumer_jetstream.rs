@@ -2,16 +2,14 @@
 //! acks after commit, handlers slower than ack_wait, duplicates past the delivery limit, dead
 //! letters, and concurrent in-flight messages on PostgreSQL.
 
-mod consumer_common;
-
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::consumer_common::*;
 use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::consumer::pull::Config as PullConfig;
 use async_nats::jetstream::{self, AckKind, stream};
-use consumer_common::*;
 use futures_util::StreamExt;
 use idem_broker::{Delivery, Disposition, JetStreamConsumer, Processor, RetryPolicy};
 use idem_core::Name;

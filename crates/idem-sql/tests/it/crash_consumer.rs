@@ -1,6 +1,7 @@
-//! The consumer of the crash test (`tests/it/crash.rs`): it applies the deterministic delivery
-//! stream of [`idem_testkit::crash_stream`] through [`idem_sql::Runner`], and the test kills it with
-//! SIGKILL again and again, then checks that every event took effect exactly once.
+//! The consumer of the crash test (`crash.rs`): a child process, this test binary run again
+//! ([`idem_testkit::child`]), that applies the deterministic delivery stream of
+//! [`idem_testkit::crash_stream`] through [`idem_sql::Runner`]; the test kills it with SIGKILL
+//! again and again, then checks that every event took effect exactly once.
 //!
 //! ```text
 //! crash-consumer --database-url URL --events N [--duplicates 0.3] --seed S
@@ -21,7 +22,6 @@
 //! must be applied, unless it is the first one after a restart (its commit may have happened
 //! without its ack). Any other outcome is an error (exit 1).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail, ensure};
@@ -64,9 +64,34 @@ const INSERT_EFFECT: &str = "INSERT INTO crash_effects (event_id, entity) VALUES
 const INCREMENT_COUNTER: &str = "INSERT INTO crash_counters (entity, n) VALUES ($1, 1) \
      ON CONFLICT (entity) DO UPDATE SET n = crash_counters.n + 1";
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// The name [`crate::crash`] starts this child under.
+pub(crate) const NAME: &str = "crash-consumer";
+/// The test that is this child's `main`.
+pub(crate) const TEST: &str = "crash_consumer::crash_consumer";
+
+/// The child's `main`: does nothing unless the crash test started this process
+/// ([`idem_testkit::child::args`]); then exits 0 at the end of the stream, 1 on an error.
+#[test]
+#[ignore = "a child process of the crash test, which starts it"]
+fn crash_consumer() {
+    let Some(args) = idem_testkit::child::args(NAME) else {
+        return;
+    };
+    let args = Args::parse_from(args);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("crash-consumer: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     ensure!(
         (0.0..1.0).contains(&args.duplicates),
         "--duplicates must be in 0.0..1.0, got {}",
@@ -208,13 +233,10 @@ fn check_outcome(
     Ok(())
 }
 
-/// Prints one line to stdout and flushes it at once: the test acts on each line as it arrives.
-/// (Blocking is fine: a short line to a pipe the test keeps reading.)
+/// Reports one line to the test, flushed at once: the test acts on each line as it arrives.
 fn say(line: std::fmt::Arguments<'_>) -> std::io::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_fmt(line)?;
-    stdout.write_all(b"\n")?;
-    stdout.flush()
+    idem_testkit::child::report(line);
+    Ok(())
 }
 
 /// The next position to process, from the cursor file; 0 when there is none yet.

@@ -20,13 +20,13 @@ use idem_core::Name;
 use idem_sql::sqlx::Transaction;
 use idem_sql::{BoxFuture, Store};
 
-use crate::{AppDb, Value};
+use idem_testkit::{AppDb, Value};
 
 /// The broker the tests use unless `IDEM_TEST_KAFKA` names another (`host:port`).
-pub const DEFAULT_KAFKA_ADDR: &str = "127.0.0.1:19092";
+pub(crate) const DEFAULT_KAFKA_ADDR: &str = "127.0.0.1:19092";
 
 /// The broker address: `IDEM_TEST_KAFKA` or [`DEFAULT_KAFKA_ADDR`].
-pub fn kafka_addr() -> String {
+pub(crate) fn kafka_addr() -> String {
     std::env::var("IDEM_TEST_KAFKA").unwrap_or_else(|_| DEFAULT_KAFKA_ADDR.to_owned())
 }
 
@@ -35,7 +35,7 @@ pub fn kafka_addr() -> String {
 /// # Panics
 /// When no broker answers at [`kafka_addr`]: the Kafka tests run against a real broker and do
 /// not skip.
-pub async fn client() -> Arc<Client> {
+pub(crate) async fn client() -> Arc<Client> {
     let addr = kafka_addr();
     match kafka_connect(std::slice::from_ref(&addr)).await {
         Ok(client) => Arc::new(client),
@@ -46,7 +46,7 @@ pub async fn client() -> Arc<Client> {
 }
 
 /// A topic name unique to this run: `{prefix}-{pid}-{nanos}-{counter}`.
-pub fn unique_topic(prefix: &str) -> String {
+pub(crate) fn unique_topic(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -63,7 +63,7 @@ pub fn unique_topic(prefix: &str) -> String {
 ///
 /// # Panics
 /// When the topic cannot be created.
-pub async fn create_topic(client: &Client, prefix: &str, partitions: i32) -> String {
+pub(crate) async fn create_topic(client: &Client, prefix: &str, partitions: i32) -> String {
     let topic = unique_topic(prefix);
     client
         .controller_client()
@@ -85,7 +85,7 @@ pub async fn create_topic(client: &Client, prefix: &str, partitions: i32) -> Str
 }
 
 /// A record with `key`, `value` and, when given, the event id in [`MESSAGE_ID_HEADER`].
-pub fn record(key: Option<&str>, value: &[u8], message_id: Option<&str>) -> Record {
+pub(crate) fn record(key: Option<&str>, value: &[u8], message_id: Option<&str>) -> Record {
     let mut headers = BTreeMap::new();
     if let Some(id) = message_id {
         headers.insert(MESSAGE_ID_HEADER.to_owned(), id.as_bytes().to_vec());
@@ -105,7 +105,7 @@ pub fn record(key: Option<&str>, value: &[u8], message_id: Option<&str>) -> Reco
 ///
 /// # Panics
 /// When the broker does not acknowledge them.
-pub async fn produce(
+pub(crate) async fn produce(
     client: &Client,
     topic: &str,
     partition: i32,
@@ -132,7 +132,11 @@ pub async fn produce(
 ///
 /// # Panics
 /// When the broker does not answer.
-pub async fn high_watermarks(client: &Client, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+pub(crate) async fn high_watermarks(
+    client: &Client,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<i32, i64> {
     let mut marks = BTreeMap::new();
     for p in 0..partitions {
         let partition = client
@@ -151,7 +155,7 @@ pub async fn high_watermarks(client: &Client, topic: &str, partitions: i32) -> B
 }
 
 /// The event ids of a run: `evt-{i}` for `i < events`.
-pub fn event_id(i: usize) -> String {
+pub(crate) fn event_id(i: usize) -> String {
     format!("evt-{i}")
 }
 
@@ -162,7 +166,7 @@ pub fn event_id(i: usize) -> String {
 ///
 /// # Panics
 /// When producing fails.
-pub async fn publish_events(
+pub(crate) async fn publish_events(
     client: &Client,
     topic: &str,
     partitions: i32,
@@ -225,7 +229,7 @@ const CHECK_ORDER: &str = "INSERT INTO kafka_order (consumer, kafka_partition, l
 ///
 /// # Panics
 /// When the tables cannot be created.
-pub async fn create_app_tables<DB: AppDb>(store: &Store<DB>) {
+pub(crate) async fn create_app_tables<DB: AppDb>(store: &Store<DB>) {
     for sql in [CREATE_EFFECTS, CREATE_ORDER] {
         for attempt in 0..5 {
             let mut conn = store.pool().acquire().await.expect("acquire a connection");
@@ -247,7 +251,7 @@ pub async fn create_app_tables<DB: AppDb>(store: &Store<DB>) {
 ///
 /// # Errors
 /// The database's.
-pub async fn write_effect<DB: AppDb>(
+pub(crate) async fn write_effect<DB: AppDb>(
     tx: &mut Transaction<'static, DB>,
     consumer: &str,
     writer: &str,
@@ -282,7 +286,7 @@ pub async fn write_effect<DB: AppDb>(
 }
 
 /// The handler most Kafka tests use: [`write_effect`] for each applied message.
-pub fn effect_handler<DB: AppDb>(
+pub(crate) fn effect_handler<DB: AppDb>(
     consumer: &Name,
     writer: &str,
 ) -> impl for<'t> Fn(
@@ -303,7 +307,7 @@ pub fn effect_handler<DB: AppDb>(
 /// What the application's tables hold for `consumer`: effect rows, distinct events, order
 /// violations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Output {
+pub(crate) struct Output {
     /// Effect rows.
     pub rows: i64,
     /// Distinct events among them.
@@ -313,21 +317,21 @@ pub struct Output {
 }
 
 /// Reads [`Output`] for `consumer`.
-pub async fn output<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> Output {
+pub(crate) async fn output<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> Output {
     let c = || vec![Value::from(consumer.as_str())];
-    let rows = crate::query_i64(
+    let rows = idem_testkit::query_i64(
         store,
         "SELECT COUNT(*) FROM kafka_effects WHERE consumer = $1",
         c(),
     )
     .await[0];
-    let events = crate::query_i64(
+    let events = idem_testkit::query_i64(
         store,
         "SELECT COUNT(DISTINCT event) FROM kafka_effects WHERE consumer = $1",
         c(),
     )
     .await[0];
-    let order_violations = crate::query_i64(
+    let order_violations = idem_testkit::query_i64(
         store,
         "SELECT CAST(COALESCE(SUM(violations), 0) AS BIGINT) FROM kafka_order WHERE consumer = $1",
         c(),
@@ -345,7 +349,7 @@ pub async fn output<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> Output {
 ///
 /// # Panics
 /// When it does not happen in time, with the stored offsets.
-pub async fn wait_settled<DB: AppDb>(
+pub(crate) async fn wait_settled<DB: AppDb>(
     store: &Store<DB>,
     consumer: &Name,
     topic: &str,

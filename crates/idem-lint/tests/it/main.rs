@@ -1,0 +1,8 @@
+//! idem-lint's integration tests: every fixture's exact findings, the command line as `idem
+//! lint` runs it, SARIF 2.1.0 validity, and a doc page per rule.
+
+mod cli;
+mod docs;
+mod fixtures;
+mod sarif;
+mod score;

@@ -1,0 +1,16 @@
+//! idem-sql's integration suite: every test runs on SQLite and PostgreSQL (`both_stores!`), on
+//! real databases; the crash test kills real consumer processes.
+
+mod api;
+mod claims;
+mod crash;
+mod crash_consumer;
+mod dedup_keys;
+mod effects;
+mod errors;
+mod gaps;
+mod leases;
+mod ordering;
+mod properties;
+mod retention;
+mod support;

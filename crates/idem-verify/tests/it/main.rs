@@ -1,0 +1,3 @@
+//! idem-verify's integration tests: the engine against small handlers served in the test.
+
+mod duplicate_answers;
