@@ -5,13 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::{Duration, Instant};
 
 use idem_core::{Acquire, FencingToken, LeaseKey, Name, Ttl};
-use idem_sql::{
-    Backend, ErrorKind, KafkaOffsets, LeaseStore, PartitionClaim, PartitionFence, Store,
-};
+use idem_sql::{Backend, ErrorKind, LeaseStore, PartitionClaim, PartitionFence, Store};
 use rskafka::client::Client;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -21,6 +19,7 @@ use super::error::KafkaError;
 use super::metric_definitions::{
     KAFKA_LEASE_CHANGES_TOTAL, KAFKA_PARTITIONS_HALTED, KAFKA_PARTITIONS_HELD,
 };
+use super::shared::{KafkaConsumerStats, Shared, StartFrom};
 use super::sink::PartitionSink;
 use super::worker::{Worker, WorkerExit};
 
@@ -45,84 +44,6 @@ pub const DEFAULT_FETCH_MAX_WAIT: Duration = Duration::from_millis(500);
 const METADATA_REFRESH: Duration = Duration::from_secs(60);
 /// The longest member id [`KafkaConsumer::member_id`] accepts, in bytes.
 pub const MAX_MEMBER_ID_BYTES: usize = 36;
-
-/// Where a partition that has no stored offset yet starts (Kafka's `auto.offset.reset`, taken
-/// once: the start is stored before the first message is processed, so a restart does not move
-/// it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StartFrom {
-    /// The earliest record the partition still has (a new consumer name processes the topic's
-    /// retained history).
-    #[default]
-    Earliest,
-    /// The partition's end when the consumer first takes it: only records produced after.
-    Latest,
-}
-
-/// What one process of a [`KafkaConsumer`] did with partitions so far: a snapshot of
-/// [`KafkaConsumerStats`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PartitionCounts {
-    /// Partitions held now.
-    pub held: u64,
-    /// Of those, halted (not consumed).
-    pub halted: u64,
-    /// Partition leases taken.
-    pub acquired: u64,
-    /// Partition leases given up (rebalance, shutdown).
-    pub released: u64,
-    /// Partition leases lost (renewal refused, or the offsets row held by another member).
-    pub lost: u64,
-    /// Batches whose offset advance was refused because another member holds the partition.
-    pub fenced: u64,
-}
-
-/// Live partition counters of one consumer.
-#[derive(Debug, Clone, Default)]
-pub struct KafkaConsumerStats(Arc<[AtomicU64; 6]>);
-
-impl KafkaConsumerStats {
-    /// The counts so far.
-    pub fn get(&self) -> PartitionCounts {
-        let n = |i: usize| self.0[i].load(Ordering::Relaxed);
-        PartitionCounts {
-            held: n(0),
-            halted: n(1),
-            acquired: n(2),
-            released: n(3),
-            lost: n(4),
-            fenced: n(5),
-        }
-    }
-
-    fn set_held(&self, held: u64, halted: u64) {
-        self.0[0].store(held, Ordering::Relaxed);
-        self.0[1].store(halted, Ordering::Relaxed);
-    }
-
-    fn add(&self, i: usize) {
-        self.0[i].fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn add_fenced(&self) {
-        self.add(5);
-    }
-}
-
-/// What the workers share: the client, the store, the sink and the settings.
-pub(crate) struct Shared<DB: Backend, S: PartitionSink> {
-    pub(crate) client: Arc<Client>,
-    pub(crate) offsets: KafkaOffsets<DB>,
-    pub(crate) topic: String,
-    pub(crate) sink: S,
-    pub(crate) batch_size: usize,
-    pub(crate) fetch_max_bytes: i32,
-    pub(crate) fetch_max_wait: Duration,
-    pub(crate) start_from: StartFrom,
-    pub(crate) stats: KafkaConsumerStats,
-}
 
 /// A Kafka consumer whose partitions are assigned by idem leases and whose offsets are stored
 /// by its sink in the same transaction as the output (Kafka's consumer documentation, "Storing

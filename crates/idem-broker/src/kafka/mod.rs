@@ -15,14 +15,15 @@ mod metric_definitions;
 mod partitioner;
 mod processor;
 mod publisher;
+mod shared;
 mod sink;
 mod worker;
 
 pub use client::{CLIENT_ID, DEFAULT_CLIENT_DEADLINE, MAX_TOPIC_BYTES, connect};
 pub use consumer::{
     DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_WAIT, DEFAULT_KAFKA_BATCH_SIZE,
-    DEFAULT_KAFKA_LEASE_TTL, KafkaConsumer, KafkaConsumerStats, MAX_KAFKA_LEASE_TTL,
-    MAX_MEMBER_ID_BYTES, MIN_KAFKA_LEASE_TTL, PartitionCounts, StartFrom,
+    DEFAULT_KAFKA_LEASE_TTL, KafkaConsumer, MAX_KAFKA_LEASE_TTL, MAX_MEMBER_ID_BYTES,
+    MIN_KAFKA_LEASE_TTL,
 };
 pub use error::{KafkaError, KafkaErrorKind};
 pub use message::{KafkaMessage, KafkaPosition, MESSAGE_ID_HEADER};
@@ -37,4 +38,5 @@ pub use processor::{
     decode_kafka_event,
 };
 pub use publisher::{DEFAULT_PRODUCE_TIMEOUT, KafkaPublisher};
+pub use shared::{KafkaConsumerStats, PartitionCounts, StartFrom};
 pub use sink::{BatchOutcome, PartitionBatch, PartitionSink};

@@ -9,9 +9,9 @@ use rskafka::client::error::{Error as ClientError, ProtocolError};
 use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling};
 use tokio::sync::watch;
 
-use super::consumer::{Shared, StartFrom};
 use super::message::KafkaMessage;
 use super::metric_definitions::{KAFKA_FENCED_TOTAL, KAFKA_LAG};
+use super::shared::{Shared, StartFrom};
 use super::sink::{BatchOutcome, PartitionBatch, PartitionSink};
 
 /// The first wait after a failed fetch, batch or store read; it doubles up to [`MAX_BACKOFF`].
