@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use sqlx::{Database, Postgres, Sqlite};
+use sqlx::Database;
 
 type Res<T> = Result<T, sqlx::Error>;
 
@@ -254,5 +254,7 @@ macro_rules! kafka_offset_ops {
     };
 }
 
-kafka_offset_ops!(Sqlite);
-kafka_offset_ops!(Postgres);
+#[cfg(feature = "sqlite")]
+kafka_offset_ops!(sqlx::Sqlite);
+#[cfg(feature = "postgres")]
+kafka_offset_ops!(sqlx::Postgres);
