@@ -17,6 +17,7 @@ mod kafka_offsets;
 mod lease_store;
 pub mod metric_definitions;
 mod outbox;
+mod pool_options;
 mod redact;
 mod retention;
 mod runner;
@@ -40,6 +41,7 @@ pub use outbox::{
     ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
     OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
 };
+pub use pool_options::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolOptions};
 pub use redact::redact_url;
 pub use retention::GcReport;
 pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
@@ -47,7 +49,7 @@ pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
 pub use store::PgStore;
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
-pub use store::{DEFAULT_MAX_CONNECTIONS, Store};
+pub use store::Store;
 pub use version_guard::VersionGuard;
 
 /// The sqlx this crate is built with, for opening transactions and writing queries with the same

@@ -6,11 +6,9 @@ use std::sync::Arc;
 use idem_core::{Clock, SystemClock, Timestamp};
 use sqlx::{Pool, Transaction};
 
-use crate::Error;
 use crate::backend::Backend;
-
-/// The default pool size of [`Store::connect`].
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+use crate::pool_options::PoolOptions;
+use crate::{DEFAULT_MAX_CONNECTIONS, Error};
 
 /// idem's tables in one database: SQLite (`Store<sqlx::Sqlite>`) or PostgreSQL
 /// (`Store<sqlx::Postgres>`). Cheap to clone (the pool and the clock are shared).
@@ -68,7 +66,17 @@ impl<DB: Backend> Store<DB> {
     /// # Errors
     /// As [`connect`](Self::connect).
     pub async fn connect_with(url: &str, max_connections: u32) -> Result<Self, Error> {
-        DB::connect(url, max_connections).await.map(Self::from_pool)
+        Self::connect_with_options(url, PoolOptions::default().max_connections(max_connections))
+            .await
+    }
+
+    /// As [`connect`](Self::connect), with the pool's size and acquire timeout from `options`.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); [`Error::Connect`] too when the first connection does not
+    /// answer within `options.acquire_timeout`.
+    pub async fn connect_with_options(url: &str, options: PoolOptions) -> Result<Self, Error> {
+        DB::connect(url, &options).await.map(Self::from_pool)
     }
 
     /// Uses an existing pool, such as the application's own. For SQLite the pool should be in WAL

@@ -90,7 +90,7 @@ pub(crate) mod ops {
         /// Checks `url` and opens a pool with idem's settings for this database.
         fn connect(
             url: &str,
-            max_connections: u32,
+            options: &crate::PoolOptions,
         ) -> impl Future<Output = Result<Pool<Self>, crate::Error>> + Send;
         /// Runs the embedded migrations for this database, recorded in [`MIGRATIONS_TABLE`].
         fn migrate(pool: &Pool<Self>) -> impl Future<Output = Result<(), MigrateError>> + Send;

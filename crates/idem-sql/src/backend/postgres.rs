@@ -10,13 +10,13 @@ use sqlx::{Connection, PgConnection, Pool, Postgres};
 
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
 use super::{bind_version, shared_ops, sql};
-use crate::Error;
 use crate::redact::redact_url as redact;
+use crate::{Error, PoolOptions};
 
 impl Ops for Postgres {
     const BEGIN: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
-    async fn connect(url: &str, max_connections: u32) -> Result<Pool<Self>, Error> {
+    async fn connect(url: &str, pool: &PoolOptions) -> Result<Pool<Self>, Error> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(Error::InvalidUrl {
                 url: redact(url),
@@ -33,8 +33,14 @@ impl Ops for Postgres {
         };
         // One direct connection first: the pool retries a refused connection until its acquire
         // timeout (30 s) and then reports only "pool timed out"; this reports the cause at once.
-        PgConnection::connect_with(&options)
+        tokio::time::timeout(pool.acquire_timeout, PgConnection::connect_with(&options))
             .await
+            .map_err(|_| {
+                connect_error(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {:?}", pool.acquire_timeout),
+                )))
+            })?
             .map_err(connect_error)?
             .close()
             .await
@@ -43,8 +49,10 @@ impl Ops for Postgres {
         // fifth of a duplicate's cost). A connection that broke while idle fails its first
         // statement instead, an `Unavailable` error the sender retries.
         PgPoolOptions::new()
-            .max_connections(max_connections)
+            .max_connections(pool.max_connections)
+            .acquire_timeout(pool.acquire_timeout)
             .test_before_acquire(false)
+            .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
             .connect_with(options)
             .await
             .map_err(connect_error)

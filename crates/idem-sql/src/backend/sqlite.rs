@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Pool, QueryBuilder, Sqlite, SqliteConnection};
+use sqlx::{Connection, Pool, QueryBuilder, Sqlite, SqliteConnection};
 
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
 use super::{bind_version, shared_ops, sql};
-use crate::Error;
 use crate::redact::redact_url as redact;
+use crate::{Error, PoolOptions};
 
 /// How long a statement waits for another connection's write lock before SQLITE_BUSY.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -23,7 +23,7 @@ const CLAIM_CHUNK: usize = 1000;
 impl Ops for Sqlite {
     const BEGIN: &'static str = "BEGIN IMMEDIATE";
 
-    async fn connect(url: &str, max_connections: u32) -> Result<Pool<Self>, Error> {
+    async fn connect(url: &str, pool: &PoolOptions) -> Result<Pool<Self>, Error> {
         let invalid = |expected: String| Error::InvalidUrl {
             url: redact(url),
             expected,
@@ -58,7 +58,9 @@ impl Ops for Sqlite {
             )));
         }
         SqlitePoolOptions::new()
-            .max_connections(max_connections)
+            .max_connections(pool.max_connections)
+            .acquire_timeout(pool.acquire_timeout)
+            .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
             .connect_with(options)
             .await
             .map_err(|source| Error::Connect {
