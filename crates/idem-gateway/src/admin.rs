@@ -35,7 +35,6 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
         .route("/admin/dlq/redrive", post(redrive::<DB>))
         .route("/admin/replay", post(replay::<DB>))
         .route("/admin/gc", post(gc::<DB>))
-        .method_not_allowed_fallback(wrong_method)
         .route_layer(middleware::from_fn_with_state(
             gateway.clone(),
             require_token::<DB>,
@@ -90,21 +89,6 @@ fn unauthorized() -> Response {
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
-}
-
-/// A known `/admin` path with a method it does not serve (axum keeps the `Allow` header).
-async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Response {
-    Problem::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method-not-allowed",
-        "Method not allowed",
-        format!(
-            "{method} is not served at {}; the `Allow` header lists what is (see the admin API \
-             in the documentation)",
-            uri.path()
-        ),
-    )
-    .into_response()
 }
 
 fn answer<T: Serialize>(result: Result<T, Error>) -> Response {

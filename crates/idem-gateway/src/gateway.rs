@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use crate::Error;
 use crate::config::{Config, Destination, Route, Source};
+use crate::health::StoreHealth;
 use crate::store::{DeliveryState, GatewayDb};
 
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
@@ -32,6 +33,8 @@ struct Inner<DB: GatewayDb> {
     sources: HashMap<String, usize>,
     /// For each source (same index), the indices of the routes leaving it.
     routes_by_source: Vec<Vec<usize>>,
+    /// Whether the last ingest commit (or `/readyz` probe) could write.
+    health: StoreHealth,
     /// Set when a dispatcher stopped while serving: `/readyz` fails with it.
     dispatch_failure: OnceLock<Error>,
 }
@@ -103,6 +106,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 wake,
                 sources,
                 routes_by_source,
+                health: StoreHealth::default(),
                 dispatch_failure: OnceLock::new(),
             }),
         }
@@ -155,6 +159,11 @@ impl<DB: GatewayDb> Gateway<DB> {
         self.inner.routes_by_source[source]
             .iter()
             .map(|&index| (index, &self.inner.config.routes[index]))
+    }
+
+    /// Whether the store takes writes, as the last commit found it.
+    pub(crate) fn health(&self) -> &StoreHealth {
+        &self.inner.health
     }
 
     /// Tells destination `index`'s dispatcher that it may have due work.

@@ -96,7 +96,9 @@ mod error;
 mod fields;
 mod forwarded;
 mod gateway;
+mod health;
 mod ingest;
+mod listener;
 pub mod metric_definitions;
 pub mod operations;
 mod problem;
@@ -106,11 +108,13 @@ mod store;
 pub mod time;
 
 pub use config::{
-    Broker, Config, ConfigError, DEFAULT_AMQP_URL, DEFAULT_DATABASE_URL, DEFAULT_LISTEN,
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL,
-    DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT,
-    DEFAULT_RETENTION, Destination, NatsSource, Ordering, OutboxRelay, RabbitMqSource, ReadEvent,
-    RelayTarget, Route, Secret, Source, SourceKind,
+    Broker, Config, ConfigError, DEFAULT_AMQP_URL, DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_READYZ_TIMEOUT, DEFAULT_RELAY_BATCH_SIZE,
+    DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL,
+    DEFAULT_RELAY_TIMEOUT, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Destination, NatsSource,
+    Ordering, OutboxRelay, RabbitMqSource, ReadEvent, RelayTarget, Route, Secret, Source,
+    SourceKind,
 };
 pub use error::{Error, ErrorKind, RequestError};
 pub use fields::ExtractError;

@@ -61,6 +61,10 @@ impl IntoResponse for Problem {
         if retry {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        // RFC 9110 §15.5.9: a server that answers 408 closes the connection.
+        if status == StatusCode::REQUEST_TIMEOUT {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }

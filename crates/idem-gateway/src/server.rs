@@ -14,10 +14,11 @@ use axum::routing::{get, post};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::gateway::Gateway;
 use crate::ingest::{self, IngestState};
+use crate::listener::{self, Limits};
 use crate::metric_definitions::{
     self, BACKLOG, DEAD_LETTERS, DISPATCH_DURATION_SECONDS, INGEST_DURATION_SECONDS,
     LATENCY_BUCKETS, OLDEST_UNDELIVERED_AGE_SECONDS,
@@ -57,6 +58,8 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
 /// A running gateway: listening, committing, dispatching.
 pub struct Server {
     addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     /// Turns true when a dispatcher stopped while serving.
     failure: watch::Receiver<bool>,
@@ -76,11 +79,14 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Starts serving `gateway` on `listener` (bind `127.0.0.1:0` for a free port), with the
     /// group-commit task, one dispatcher per destination, one reader per broker source
-    /// (`kind = "nats"` or `"rabbitmq"`) and one loop per `[[relay]]`. Run
+    /// (`kind = "nats"` or `"rabbitmq"`) and one loop per `[[relay]]`. `/admin` and
+    /// `/metrics` are served on `listener` too, unless the configuration gives them listen
+    /// addresses of their own (`admin_listen`, `metrics_listen`), which are bound here. Run
     /// [`Gateway::migrate`] first.
     ///
     /// # Errors
-    /// [`Error::Io`] when the listener's address cannot be read.
+    /// [`Error::Io`] when the listener's address cannot be read, or `admin_listen` or
+    /// `metrics_listen` cannot be bound.
     /// [`Error::Broker`] when a broker source cannot connect or find its stream or queue;
     /// [`Error::Relay`] when a relay cannot open its database or connect to its NATS or RabbitMQ
     /// target (an HTTP target is first reached by the first publish); nothing was started in
@@ -93,6 +99,22 @@ impl Server {
             what: "reading the listener's address".into(),
             source,
         })?;
+        let bind = |what: &'static str, at: Option<SocketAddr>| async move {
+            match at {
+                None => Ok(None),
+                Some(at) => TcpListener::bind(at)
+                    .await
+                    .map(Some)
+                    .map_err(|source| Error::Io {
+                        what: format!("binding {what} {at}"),
+                        source,
+                    }),
+            }
+        };
+        let admin_listener = bind("admin_listen", gateway.config().admin_listen).await?;
+        let metrics_listener = bind("metrics_listen", gateway.config().metrics_listen).await?;
+        let local = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
+        let (admin_addr, metrics_addr) = (local(&admin_listener), local(&metrics_listener));
         // Installed before the first request, so that no count is lost.
         prometheus();
         // Every broker source is connected before anything starts: a wrong URL, stream or
@@ -173,14 +195,35 @@ impl Server {
             )));
         }
         let failure_gateway = gateway.clone();
-        let router = router(gateway, queue);
-        let mut stopped_http = stopped.clone();
+        let config = gateway.config();
+        let limits = Limits {
+            header_read_timeout: config.header_read_timeout,
+            body_read_timeout: config.body_read_timeout,
+            shutdown_grace: config.shutdown_grace,
+        };
+        let routers = routers(
+            gateway.clone(),
+            queue,
+            admin_listener.is_some(),
+            metrics_listener.is_some(),
+        );
+        let mut servers = JoinSet::new();
+        servers.spawn(listener::serve(
+            listener,
+            routers.main,
+            limits,
+            stopped.clone(),
+        ));
+        for (own, router) in [
+            (admin_listener, routers.admin),
+            (metrics_listener, routers.metrics),
+        ] {
+            if let Some(own) = own {
+                servers.spawn(listener::serve(own, router, limits, stopped.clone()));
+            }
+        }
         let task = tokio::spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped_http.wait_for(|stop| *stop).await;
-                })
-                .await;
+            servers.join_all().await;
             // Broker readers finish the messages they hold (stored and acked, or handed back)
             // and drop their queue senders; relays finish their cycle.
             for reader in readers {
@@ -194,13 +237,12 @@ impl Server {
             for dispatcher in dispatchers {
                 let _ = dispatcher.await;
             }
-            served.map_err(|source| Error::Io {
-                what: "serving HTTP".into(),
-                source,
-            })
+            Ok(())
         });
         Ok(Self {
             addr,
+            admin_addr,
+            metrics_addr,
             stop,
             failure,
             task,
@@ -211,6 +253,17 @@ impl Server {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address `/admin` is served on when the configuration gives it one (`admin_listen`).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The address `/metrics` is served on when the configuration gives it one
+    /// (`metrics_listen`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Drains and stops: no new connections, requests in progress answered, the commit queue
@@ -323,29 +376,87 @@ async fn supervise<DB: GatewayDb>(
     let _ = failed.send(true);
 }
 
-fn router<DB: GatewayDb>(
+/// The routers of the listeners: the main one (webhooks, health, and `/admin` and `/metrics`
+/// unless they have listeners of their own), the admin one and the metrics one.
+struct Routers {
+    main: Router,
+    admin: Router,
+    metrics: Router,
+}
+
+fn routers<DB: GatewayDb>(
     gateway: Gateway<DB>,
     queue: Option<mpsc::Sender<ingest::batch::Pending>>,
-) -> Router {
+    own_admin: bool,
+    own_metrics: bool,
+) -> Routers {
     let limit = gateway.config().max_body_bytes;
     let ingest_state = IngestState {
         gateway: gateway.clone(),
         queue,
     };
+    let health = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz::<DB>))
+        .with_state(gateway.clone());
+    let metrics = Router::new()
+        .route("/metrics", get(render_metrics::<DB>))
+        .with_state(gateway.clone());
+    let admin = crate::admin::router(gateway.clone());
     let webhooks = Router::new()
         .route("/webhooks/{source}", post(ingest::handle::<DB>))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(ingest_state);
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz::<DB>))
-        .route("/metrics", get(render_metrics::<DB>))
-        .with_state(gateway.clone())
-        .merge(webhooks)
-        .merge(crate::admin::router(gateway))
+    let mut main = health.clone().merge(webhooks);
+    if !own_admin {
+        main = main.merge(admin.clone());
+    }
+    if !own_metrics {
+        main = main.merge(metrics.clone());
+    }
+    let finish = |router: Router| {
+        router
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+    };
+    Routers {
+        main: finish(main),
+        admin: finish(health.clone().merge(admin)),
+        metrics: finish(health.merge(metrics)),
+    }
 }
 
-/// Ready when every dispatcher runs and the database answers.
+/// An unknown path: 404 problem+json naming it, like every other error.
+async fn not_found(uri: axum::http::Uri) -> Response {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "Not found",
+        format!(
+            "nothing is served at {}: webhooks are POSTed to /webhooks/{{source}}; /healthz, /readyz, /metrics and /admin/… are the others",
+            uri.path()
+        ),
+    )
+    .into_response()
+}
+
+/// A known path with another method: 405 problem+json (axum keeps the `Allow` header).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "Method not allowed",
+        format!(
+            "{method} is not served at {}; the `Allow` header lists what is",
+            uri.path()
+        ),
+    )
+    .into_response()
+}
+
+/// Ready when every task runs and the store takes work, answered within `readyz_timeout`: while
+/// ingest works, a connection and `SELECT 1`; once a commit failed (a full disk, a database
+/// away), a probe write, so that readiness comes back only when ingest does.
 async fn readyz<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
     if let Some(failure) = gateway.dispatch_failure() {
         let (code, title) = match failure {
@@ -360,15 +471,47 @@ async fn readyz<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
         )
         .into_response();
     }
-    match gateway.store().pool().acquire().await {
-        Ok(_) => "ready".into_response(),
-        Err(e) => Problem::new(
+    let deadline = gateway.config().readyz_timeout;
+    let unavailable = |detail: String| {
+        Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store-unavailable",
             "Store unavailable",
-            e.to_string(),
+            detail,
         )
-        .into_response(),
+        .into_response()
+    };
+    match tokio::time::timeout(deadline, probe(&gateway)).await {
+        Ok(Ok(())) => "ready".into_response(),
+        Ok(Err(detail)) => unavailable(detail),
+        Err(_) => unavailable(format!("the database did not answer within {deadline:?}")),
+    }
+}
+
+/// `/readyz`'s probe of the store; the reason it is not usable.
+async fn probe<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<(), String> {
+    let health = gateway.health();
+    let Some(failing) = health.failing() else {
+        let mut conn = gateway
+            .store()
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| e.to_string())?;
+        return DB::probe_read(&mut conn).await.map_err(|e| e.to_string());
+    };
+    let write = async {
+        let mut tx = gateway.store().begin().await?;
+        DB::probe_write(&mut tx, gateway.now().as_millis()).await?;
+        tx.commit().await?;
+        Ok::<_, idem_sql::Error>(())
+    };
+    match write.await {
+        Ok(()) => {
+            health.recovered();
+            Ok(())
+        }
+        Err(e) => Err(format!("{e} (ingest is failing: {failing})")),
     }
 }
 

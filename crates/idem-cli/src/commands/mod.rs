@@ -21,10 +21,12 @@ use std::str::FromStr;
 
 use anyhow::{Context, bail};
 use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb};
-use idem_sql::Store;
+use std::time::Duration;
+
 use idem_sql::redact_url;
 use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::{PoolOptions, Store};
 
 use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs};
 
@@ -100,7 +102,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match DatabaseKind::of(&url) {
         Some(DatabaseKind::Sqlite) if serve => {
             create_sqlite_dir(&url)?;
-            let store = Store::<Sqlite>::connect(&url).await?;
+            let store = Store::<Sqlite>::connect_with_options(&url, pool(&config, serve)).await?;
             on_store(on_gateway, config, store).await
         }
         Some(DatabaseKind::Sqlite) => {
@@ -123,7 +125,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             on_store(on_gateway, config, store).await
         }
         Some(DatabaseKind::Postgres) => {
-            let store = Store::<Postgres>::connect(&url).await?;
+            let store = Store::<Postgres>::connect_with_options(&url, pool(&config, serve)).await?;
             if !serve {
                 idem_sql::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
                     .fetch_optional(store.pool())
@@ -137,6 +139,20 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             redact_url(&config.database_url)
         ),
     }
+}
+
+/// How long an operator command waits for the database before it reports it (a PostgreSQL
+/// server that accepts the connection and never answers, for one).
+const OPERATOR_DATABASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The pool of the gateway's database: `idem serve` waits for a connection at most
+/// `database_timeout` (then a webhook gets 503); an operator command at most 10 s.
+fn pool(config: &Config, serve: bool) -> PoolOptions {
+    PoolOptions::default().acquire_timeout(if serve {
+        config.database_timeout
+    } else {
+        OPERATOR_DATABASE_TIMEOUT
+    })
 }
 
 /// The configuration in `path`, or the built-in defaults without one.

@@ -29,6 +29,28 @@ pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(7 * 86_400);
 pub(crate) const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The shortest poll interval.
 pub(crate) const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How long a client may take to send a request's headers, without a configuration: 10 s, then
+/// the connection is closed (a slow client holds no connection for ever).
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's body, without a configuration: 30 s, then
+/// 408 and the connection is closed.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a request may wait for the database (a connection, then its statements), without a
+/// configuration: 2 s, then 503 with `Retry-After` (so a sender with a 10 s timeout always
+/// gets an answer).
+pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest `/readyz` takes to answer, without a configuration: 1 s (a load balancer's
+/// health check gives up after a few seconds).
+pub const DEFAULT_READYZ_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long shutdown waits for open connections, without a configuration: 10 s, then they are
+/// cut (every request answered 200 before is already durable).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The shortest of those deadlines.
+pub(crate) const MIN_DEADLINE: Duration = Duration::from_millis(100);
+/// The longest header or body read deadline and shutdown grace.
+pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(3600);
+/// The longest database and `/readyz` deadline.
+pub(crate) const MAX_DATABASE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The smallest `max_body_bytes`: 1 KiB.
 pub(crate) const MIN_MAX_BODY_BYTES: usize = 1024;
 

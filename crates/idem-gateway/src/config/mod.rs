@@ -20,13 +20,20 @@ mod source;
 use std::collections::HashSet;
 use std::path::Path;
 
-use defaults::{DEFAULT_POLL_INTERVAL, MIN_MAX_BODY_BYTES, MIN_POLL_INTERVAL};
+use std::net::SocketAddr;
+
+use defaults::{
+    DEFAULT_POLL_INTERVAL, MAX_DATABASE_TIMEOUT, MAX_DEADLINE, MIN_DEADLINE, MIN_MAX_BODY_BYTES,
+    MIN_POLL_INTERVAL,
+};
 use error::{duplicate, out_of_range};
 use raw::RawConfig;
 
 pub use broker::{Broker, DEFAULT_AMQP_URL, DEFAULT_NATS_URL, NatsSource, RabbitMqSource};
 pub use defaults::{
-    DEFAULT_DATABASE_URL, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_READYZ_TIMEOUT,
+    DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE,
 };
 pub use error::ConfigError;
 pub use kind::SourceKind;
@@ -104,6 +111,70 @@ impl Config {
             .as_deref()
             .map(|text| duration::parse("body_retention", text))
             .transpose()?;
+        let address = |field: &str, text: &str| {
+            text.parse::<SocketAddr>()
+                .map_err(|_| ConfigError::BadValue {
+                    field: field.into(),
+                    value: text.into(),
+                    expected: "an address and port such as \"127.0.0.1:9090\"".into(),
+                })
+        };
+        let admin_listen = raw
+            .admin_listen
+            .as_deref()
+            .map(|text| address("admin_listen", text))
+            .transpose()?;
+        let metrics_listen = raw
+            .metrics_listen
+            .as_deref()
+            .map(|text| address("metrics_listen", text))
+            .transpose()?;
+        let deadline = |field: &str, value: &Option<String>, default, max, range: &str| match value
+        {
+            Some(text) => {
+                let d = duration::parse(field, text)?;
+                if !(MIN_DEADLINE..=max).contains(&d) {
+                    return Err(out_of_range(field, text, range));
+                }
+                Ok(d)
+            }
+            None => Ok(default),
+        };
+        let header_read_timeout = deadline(
+            "header_read_timeout",
+            &raw.header_read_timeout,
+            DEFAULT_HEADER_READ_TIMEOUT,
+            MAX_DEADLINE,
+            "between 100ms and 1h",
+        )?;
+        let body_read_timeout = deadline(
+            "body_read_timeout",
+            &raw.body_read_timeout,
+            DEFAULT_BODY_READ_TIMEOUT,
+            MAX_DEADLINE,
+            "between 100ms and 1h",
+        )?;
+        let database_timeout = deadline(
+            "database_timeout",
+            &raw.database_timeout,
+            DEFAULT_DATABASE_TIMEOUT,
+            MAX_DATABASE_TIMEOUT,
+            "between 100ms and 1m",
+        )?;
+        let readyz_timeout = deadline(
+            "readyz_timeout",
+            &raw.readyz_timeout,
+            DEFAULT_READYZ_TIMEOUT,
+            MAX_DATABASE_TIMEOUT,
+            "between 100ms and 1m",
+        )?;
+        let shutdown_grace = deadline(
+            "shutdown_grace",
+            &raw.shutdown_grace,
+            DEFAULT_SHUTDOWN_GRACE,
+            MAX_DEADLINE,
+            "between 100ms and 1h",
+        )?;
         let poll_interval = match &raw.poll_interval {
             Some(text) => {
                 let d = duration::parse("poll_interval", text)?;
@@ -209,6 +280,13 @@ impl Config {
             max_body_bytes,
             group_commit: raw.group_commit.unwrap_or(true),
             poll_interval,
+            admin_listen,
+            metrics_listen,
+            header_read_timeout,
+            body_read_timeout,
+            database_timeout,
+            readyz_timeout,
+            shutdown_grace,
             admin_token,
             sources,
             destinations,

@@ -166,6 +166,25 @@ pub struct Config {
     /// How often dispatchers look for due work when nothing woke them (default 1s, at least
     /// 10ms).
     pub poll_interval: Duration,
+    /// Where `/admin` is served instead of `listen` (`admin_listen`; default: on `listen`).
+    pub admin_listen: Option<SocketAddr>,
+    /// Where `/metrics` is served instead of `listen` (`metrics_listen`; default: on `listen`).
+    pub metrics_listen: Option<SocketAddr>,
+    /// How long a client may take to send a request's headers before its connection is closed
+    /// (`header_read_timeout`, default 10s, 100ms to 1h).
+    pub header_read_timeout: Duration,
+    /// How long a client may take to send a request's body before it is answered 408 and its
+    /// connection closed (`body_read_timeout`, default 30s, 100ms to 1h).
+    pub body_read_timeout: Duration,
+    /// How long a request waits for the database (taking a connection, then its statements)
+    /// before it is answered 503 with `Retry-After` (`database_timeout`, default 2s, 100ms to
+    /// 1m); the dispatchers' and admin operations' statements are bounded by it too.
+    pub database_timeout: Duration,
+    /// The longest `/readyz` takes to answer (`readyz_timeout`, default 1s, 100ms to 1m).
+    pub readyz_timeout: Duration,
+    /// How long shutdown waits for open connections before it cuts them (`shutdown_grace`,
+    /// default 10s, 100ms to 1h).
+    pub shutdown_grace: Duration,
     /// The bearer token of `/admin`, read from the environment variable `admin_token_env`
     /// names; the admin API is off without one.
     pub admin_token: Option<Secret>,

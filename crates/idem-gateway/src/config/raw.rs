@@ -14,6 +14,13 @@ pub(crate) struct RawConfig {
     pub group_commit: Option<bool>,
     pub poll_interval: Option<String>,
     pub admin_token_env: Option<String>,
+    pub admin_listen: Option<String>,
+    pub metrics_listen: Option<String>,
+    pub header_read_timeout: Option<String>,
+    pub body_read_timeout: Option<String>,
+    pub database_timeout: Option<String>,
+    pub readyz_timeout: Option<String>,
+    pub shutdown_grace: Option<String>,
     #[serde(default, rename = "source")]
     pub sources: Vec<RawSource>,
     #[serde(default, rename = "destination")]

@@ -47,10 +47,15 @@ pub(crate) async fn run<DB: GatewayDb>(
         while tasks.try_join_next().is_some() {}
         let mut wait = poll;
         if permits.available_permits() > 0 {
-            match start_due(&gateway, index, &client, &permits, &mut tasks).await {
-                Ok(next) => wait = next.min(poll),
-                Err(e) => {
+            let deadline = gateway.config().database_timeout;
+            let started = start_due(&gateway, index, &client, &permits, &mut tasks);
+            match tokio::time::timeout(deadline, started).await {
+                Ok(Ok(next)) => wait = next.min(poll),
+                Ok(Err(e)) => {
                     tracing::warn!(destination = %destination.name, error = %e, "cannot read due deliveries; trying again");
+                }
+                Err(_) => {
+                    tracing::warn!(destination = %destination.name, "the database did not answer within {deadline:?}; trying again");
                 }
             }
         }
@@ -240,7 +245,11 @@ async fn send_one<DB: GatewayDb>(
         excerpt: &attempted.excerpt,
         now: now.as_millis(),
     };
-    match record(gateway, &row).await {
+    let deadline = gateway.config().database_timeout;
+    let recorded = tokio::time::timeout(deadline, record(gateway, &row))
+        .await
+        .unwrap_or_else(|_| Err(idem_sql::Error::from(idem_sql::sqlx::Error::PoolTimedOut)));
+    match recorded {
         Ok(true) => log_outcome(destination.name.as_str(), &delivery, &row, &attempted),
         Ok(false) => tracing::info!(
             destination = %destination.name, source = %delivery.source, event_id = %delivery.event_id,

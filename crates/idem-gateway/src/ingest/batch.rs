@@ -59,22 +59,50 @@ pub(crate) struct Unavailable;
 /// the queue is flushed first).
 pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let deadline = gateway.config().database_timeout;
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let (incoming, replies): (Vec<_>, Vec<_>) =
             batch.drain(..).map(|p| (p.incoming, p.reply)).unzip();
-        let answers = match commit(&gateway, &incoming).await {
-            Ok(answers) => answers.into_iter().map(Ok).collect(),
+        let health = gateway.health();
+        // Bounded: a database that stops answering costs each batch `database_timeout`, and
+        // the requests were answered 503 by then (their own deadline is the same).
+        let answers = match tokio::time::timeout(deadline, commit(&gateway, &incoming)).await {
+            Ok(Ok(answers)) => {
+                health.recovered();
+                answers.into_iter().map(Ok).collect()
+            }
             // Not the database being away but one request it refuses: commit each request
             // alone, so that only the one at fault is answered 503.
-            Err(e) if incoming.len() > 1 && !e.is_retryable() => {
-                let mut answers = Vec::with_capacity(incoming.len());
-                for one in &incoming {
-                    let answer = commit(&gateway, std::slice::from_ref(one)).await;
-                    answers.push(answer.map(|a| a[0]).map_err(|_| Unavailable));
-                }
-                answers
+            Ok(Err(e)) if incoming.len() > 1 && !e.is_retryable() => {
+                let one_by_one = async {
+                    let mut answers = Vec::with_capacity(incoming.len());
+                    for one in &incoming {
+                        let answer = commit(&gateway, std::slice::from_ref(one)).await;
+                        match &answer {
+                            Ok(_) => health.recovered(),
+                            Err(e) => health.failed(&e.to_string()),
+                        }
+                        answers.push(answer.map(|a| a[0]).map_err(|_| Unavailable));
+                    }
+                    answers
+                };
+                tokio::time::timeout(deadline, one_by_one)
+                    .await
+                    .unwrap_or_else(|_| vec![Err(Unavailable); incoming.len()])
             }
-            Err(_) => vec![Err(Unavailable); incoming.len()],
+            Ok(Err(e)) => {
+                health.failed(&e.to_string());
+                vec![Err(Unavailable); incoming.len()]
+            }
+            Err(_) => {
+                let reason = format!("the database did not answer within {deadline:?}");
+                tracing::error!(
+                    size = incoming.len(),
+                    "batch not committed: {reason}; its requests get 503"
+                );
+                health.failed(&reason);
+                vec![Err(Unavailable); incoming.len()]
+            }
         };
         for (reply, answer) in replies.into_iter().zip(answers) {
             // A closed reply means the client left; the commit stands either way.

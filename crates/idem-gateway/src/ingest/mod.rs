@@ -121,7 +121,17 @@ async fn ingest<DB: GatewayDb>(
     let gateway = &state.gateway;
     let source = gateway.source(index);
     let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if crate::listener::is_body_timeout(&rejection) {
+            Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body-timeout",
+                "Body not received in time",
+                format!(
+                    "the body was not received within body_read_timeout ({:?}); nothing was kept, send it again",
+                    gateway.config().body_read_timeout
+                ),
+            )
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Problem::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body-too-large",
@@ -203,18 +213,26 @@ pub(crate) async fn submit<DB: GatewayDb>(
     queue: Option<&mpsc::Sender<Pending>>,
     incoming: Incoming,
 ) -> Result<Answer, Unavailable> {
-    match queue {
-        Some(queue) => {
-            let (reply, answer) = oneshot::channel();
-            let queued = queue.send(Pending { incoming, reply }).await;
-            match queued {
-                Ok(()) => answer.await.unwrap_or(Err(Unavailable)),
-                Err(_) => Err(Unavailable),
+    let committed = async {
+        match queue {
+            Some(queue) => {
+                let (reply, answer) = oneshot::channel();
+                let queued = queue.send(Pending { incoming, reply }).await;
+                match queued {
+                    Ok(()) => answer.await.unwrap_or(Err(Unavailable)),
+                    Err(_) => Err(Unavailable),
+                }
             }
+            None => batch::commit(gateway, std::slice::from_ref(&incoming))
+                .await
+                .map(|answers| answers[0])
+                .map_err(|_| Unavailable),
         }
-        None => batch::commit(gateway, std::slice::from_ref(&incoming))
-            .await
-            .map(|answers| answers[0])
-            .map_err(|_| Unavailable),
-    }
+    };
+    // The request's own deadline, from its arrival: a batch ahead of it that waits on the
+    // database does not hold it past `database_timeout`. Should its batch commit later, the
+    // sender's retry is answered as a duplicate.
+    tokio::time::timeout(gateway.config().database_timeout, committed)
+        .await
+        .unwrap_or(Err(Unavailable))
 }

@@ -154,6 +154,13 @@ pub(crate) mod ops {
             cutoff: i64,
             limit: i64,
         ) -> impl Future<Output = Res<u64>> + Send;
+        /// `/readyz`'s probe of a connection: `SELECT 1`.
+        fn probe_read(conn: &mut Self::Connection) -> impl Future<Output = Res<()>> + Send;
+        /// `/readyz`'s probe write (see `sql::PROBE_WRITE`).
+        fn probe_write(
+            conn: &mut Self::Connection,
+            now: i64,
+        ) -> impl Future<Output = Res<()>> + Send;
         fn drop_bodies(
             conn: &mut Self::Connection,
             cutoff: i64,
@@ -440,6 +447,19 @@ macro_rules! gateway_ops {
                     query.build().execute(&mut *conn).await?;
                 }
                 Ok(ids.len() as u64)
+            }
+
+            async fn probe_read(conn: &mut Self::Connection) -> Result<(), sqlx::Error> {
+                sqlx::query("SELECT 1").execute(&mut *conn).await?;
+                Ok(())
+            }
+
+            async fn probe_write(conn: &mut Self::Connection, now: i64) -> Result<(), sqlx::Error> {
+                sqlx::query(sql::PROBE_WRITE)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
             }
 
             async fn drop_bodies(

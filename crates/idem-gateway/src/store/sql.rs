@@ -137,3 +137,7 @@ pub(crate) const DROP_BODIES: &str = "UPDATE idem_gateway_events SET body = NULL
          SELECT 1 FROM idem_gateway_deliveries d \
          WHERE d.event = e.id AND d.state IN ('pending', 'in_flight', 'dead')) \
        LIMIT $2)";
+
+/// `/readyz`'s probe write at $1: proves the store takes writes (used while ingest is failing).
+pub(crate) const PROBE_WRITE: &str = "INSERT INTO idem_gateway_health (id, checked_at) \
+     VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at";
