@@ -389,7 +389,14 @@ async fn an_existing_durables_ack_wait_paces_the_in_progress_acks() {
         .unwrap();
     let app = Downstream::ok().await;
     let (_dir, store) = crate::support::postgres(crate::support::system_clock()).await;
-    let running = Running::start(config(&nats.source(&durable), &app), store).await;
+    // The commit below is held 3 s: past the 2 s default database_timeout, which would refuse
+    // the batch and nak the message.
+    let text = format!(
+        "database_timeout = \"10s\"\n{}",
+        config_text(&nats.source(&durable), &app)
+    );
+    let config = Config::from_toml(&text, &env).expect("valid configuration");
+    let running = Running::start(config, store).await;
     let warnings = crate::support::lines_with("WARN", &durable);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     for value in [

@@ -11,6 +11,7 @@ mod cluster;
 mod config;
 mod demo;
 mod dispatch;
+mod faults;
 mod ingest;
 mod observability;
 mod relays;
