@@ -88,6 +88,7 @@
 //! | [`demo`] | `idem demo` |
 
 mod admin;
+mod body_deadline;
 mod broker;
 mod config;
 pub mod demo;

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -20,7 +21,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
-use tower_http::timeout::RequestBodyTimeoutLayer;
+
+use crate::body_deadline::DeadlineBody;
 
 /// The deadlines of one listener.
 #[derive(Debug, Clone, Copy)]
@@ -48,15 +50,17 @@ pub(crate) async fn serve(
         .header_read_timeout(limits.header_read_timeout);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
-    let body_timeout = RequestBodyTimeoutLayer::new(limits.body_read_timeout);
+    let body_read_timeout = limits.body_read_timeout;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let service = tower::ServiceBuilder::new()
-                        .layer(body_timeout.clone())
-                        .service(router.clone())
-                        .map_request(move |mut request: Request<_>| {
+                    let service = router
+                        .clone()
+                        .map_request(move |request: Request<hyper::body::Incoming>| {
+                            let mut request = request.map(|body| {
+                                Body::new(DeadlineBody::new(Body::new(body), body_read_timeout))
+                            });
                             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
                             request
                         })
@@ -98,16 +102,4 @@ pub(crate) async fn serve(
 /// Returns once `stop` turns true (or its sender is gone), holding no borrow of it.
 async fn until_stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await.map(|_| ());
-}
-
-/// Whether a request's body failed because it was not sent within `body_read_timeout`.
-pub(crate) fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if e.is::<tower_http::timeout::TimeoutError>() {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
 }

@@ -10,6 +10,8 @@
 //!   that a test written once over `DB: AppDb` runs on both stores;
 //! - [`kafka`]: the Kafka tests' broker (`IDEM_TEST_KAFKA`, default `127.0.0.1:19092`), fresh
 //!   topics, produced records and the application's tables;
+//! - [`private_postgres`]: a PostgreSQL server of the test's own, which it stops and starts;
+//! - [`silent_server`]: a server that accepts TCP and never answers;
 //! - [`both_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into two tests,
 //!   `name::sqlite` and `name::postgres`.
 
@@ -18,6 +20,8 @@ pub mod crash_stream;
 pub mod downstream;
 pub mod nats;
 pub mod outbox;
+pub mod private_postgres;
+pub mod silent_server;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -121,7 +121,7 @@ async fn ingest<DB: GatewayDb>(
     let gateway = &state.gateway;
     let source = gateway.source(index);
     let body = body.map_err(|rejection| {
-        if crate::listener::is_body_timeout(&rejection) {
+        if crate::body_deadline::is_body_timeout(&rejection) {
             Problem::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "body-timeout",

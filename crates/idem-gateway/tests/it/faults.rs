@@ -7,9 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use idem_sql::{PoolOptions, SqliteStore};
+use idem_gateway::{Config, GatewayDb};
+use idem_sql::{PgStore, PoolOptions, SqliteStore};
+use idem_testkit::private_postgres::PrivatePostgres;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
-use crate::support::{Downstream, Running, config_text, env, stripe_event, system_clock, unix_now};
+use crate::support::{
+    Answer, Downstream, Running, config_text, env, pg_database, stripe_event, system_clock,
+    unix_now,
+};
 
 /// A tmpfs of `mib` MiB mounted on a fresh directory, unmounted on drop: a disk that really
 /// fills up. Needs root (as CI and this project's machines run tests); refuses loudly otherwise.
@@ -65,15 +72,43 @@ impl Drop for SmallDisk {
     }
 }
 
-async fn readyz(running: &Running<idem_sql::sqlx::Sqlite>) -> u16 {
-    running
+async fn readyz<DB: GatewayDb>(running: &Running<DB>) -> u16 {
+    timed_get(running, "/readyz").await.0
+}
+
+/// GETs `path`; the status (0 when there was no answer within 10 s) and how long it took.
+async fn timed_get<DB: GatewayDb>(running: &Running<DB>, path: &str) -> (u16, Duration) {
+    let start = Instant::now();
+    let status = running
         .client
-        .get(format!("{}/readyz", running.url))
-        .timeout(Duration::from_secs(5))
+        .get(format!("{}{path}", running.url))
+        .timeout(Duration::from_secs(10))
         .send()
         .await
         .map(|r| r.status().as_u16())
-        .unwrap_or(0)
+        .unwrap_or(0);
+    (status, start.elapsed())
+}
+
+/// POSTs a signed Stripe event; the answer and how long it took.
+async fn timed_post<DB: GatewayDb>(running: &Running<DB>, body: &[u8]) -> (Answer, Duration) {
+    let start = Instant::now();
+    let answer = running.post_stripe(body).await;
+    (answer, start.elapsed())
+}
+
+/// `bound` plus the 50 % the issue allows for scheduling.
+fn within(bound: Duration) -> Duration {
+    bound + bound / 2
+}
+
+/// The test configuration with `top` (top-level keys) before it.
+fn config_with(top: &str, app: &Downstream) -> Config {
+    Config::from_toml(
+        &format!("{top}\n{}", config_text(app.addr, "[\"10ms\"]")),
+        &env,
+    )
+    .unwrap()
 }
 
 /// A full disk: webhooks get 503 (nothing kept, send again) and `/readyz` says not ready;
@@ -168,5 +203,290 @@ async fn a_full_disk_recovers_without_a_restart() {
             .count();
         assert_eq!(copies, 1, "{id} answered 200 and delivered once");
     }
+    running.server.shutdown().await.unwrap();
+}
+
+/// PostgreSQL stopped (connections refused) for 5 s under a sender: every webhook is answered
+/// 503 with `Retry-After` within `database_timeout` (2 s) plus 50 %, `/readyz` answers 503 within
+/// `readyz_timeout` (1 s) plus 50 %; once the server is back, `/readyz` says ready only when
+/// ingest works, and every event answered 200 is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_database_answers_503_within_the_deadline_and_recovers() {
+    let pg = PrivatePostgres::start();
+    let database_timeout = idem_gateway::DEFAULT_DATABASE_TIMEOUT;
+    let readyz_timeout = idem_gateway::DEFAULT_READYZ_TIMEOUT;
+    let store = PgStore::connect_with_options(
+        &pg.url(),
+        PoolOptions::default().acquire_timeout(database_timeout),
+    )
+    .await
+    .unwrap()
+    .with_clock(system_clock());
+    let app = Downstream::ok().await;
+    let running = Running::start(config_with("", &app), store).await;
+    let now = unix_now();
+    let event = |n: usize| {
+        stripe_event(
+            &format!("evt_pg_{n}"),
+            "invoice.paid",
+            "invoice",
+            &format!("in_pg_{n}"),
+            now,
+        )
+    };
+    let mut accepted = Vec::new();
+    for n in 0..10 {
+        let (answer, _) = timed_post(&running, &event(n)).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.json);
+        accepted.push(n);
+    }
+
+    tokio::task::block_in_place(|| pg.stop());
+    let outage = Instant::now();
+    let mut refused = Vec::new();
+    let mut n = 10;
+    while outage.elapsed() < Duration::from_secs(5) {
+        let (answer, took) = timed_post(&running, &event(n)).await;
+        assert_eq!(answer.status, 503, "database stopped: {:?}", answer.json);
+        assert_eq!(answer.header("retry-after"), Some("1"));
+        assert!(
+            took <= within(database_timeout),
+            "a webhook waited {took:?} for its 503 (database_timeout {database_timeout:?})"
+        );
+        let (status, took) = timed_get(&running, "/readyz").await;
+        assert_eq!(status, 503, "/readyz while the database is stopped");
+        assert!(
+            took <= within(readyz_timeout),
+            "/readyz took {took:?} (readyz_timeout {readyz_timeout:?})"
+        );
+        refused.push(n);
+        n += 1;
+    }
+
+    tokio::task::block_in_place(|| pg.start_again());
+    let back = Instant::now();
+    while readyz(&running).await != 200 {
+        assert!(
+            back.elapsed() < Duration::from_secs(15),
+            "/readyz not ready 15 s after PostgreSQL came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Ready means ingest works: the sender's resends are taken at once.
+    for n in refused {
+        let (answer, _) = timed_post(&running, &event(n)).await;
+        assert_eq!(
+            answer.status, 200,
+            "after /readyz said ready: {:?}",
+            answer.json
+        );
+        accepted.push(n);
+    }
+    running.settle().await;
+    for n in accepted {
+        let key = format!("stripe:evt_pg_{n}");
+        assert_eq!(
+            app.with_key(&key).len(),
+            1,
+            "{key} answered 200, delivered once"
+        );
+    }
+    running.server.shutdown().await.unwrap();
+}
+
+/// A database that answers nothing for longer than `database_timeout` (the events table locked
+/// by another session): the webhook gets 503 with `Retry-After` within 1 s plus 50 %, and is
+/// taken once the lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_locked_table_is_answered_503_within_database_timeout() {
+    let url = pg_database().await;
+    let store = PgStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(system_clock());
+    let app = Downstream::ok().await;
+    let running = Running::start(config_with("database_timeout = \"1s\"", &app), store).await;
+    let body = stripe_event("evt_locked", "invoice.paid", "invoice", "in_l", unix_now());
+
+    let mut lock = running.gateway.store().pool().begin().await.unwrap();
+    idem_sql::sqlx::query("LOCK TABLE idem_gateway_events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let (answer, took) = timed_post(&running, &body).await;
+    assert_eq!(answer.status, 503, "{:?}", answer.json);
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert_eq!(
+        answer.json["type"], "urn:idem:problem:store-unavailable",
+        "{:?}",
+        answer.json
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took <= within(Duration::from_secs(1)),
+        "answered after {took:?}, database_timeout 1 s"
+    );
+    lock.rollback().await.unwrap();
+
+    let (answer, _) = timed_post(&running, &body).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.json);
+    assert_eq!(answer.json["status"], "accepted", "the 503 kept nothing");
+    running.settle().await;
+    assert_eq!(app.with_key("stripe:evt_locked").len(), 1);
+    running.server.shutdown().await.unwrap();
+}
+
+/// Writes `bytes` one every 200 ms until the server closes the connection; how long it stayed
+/// open, and what the server answered.
+async fn trickle(addr: &str, head: &[u8], bytes: &[u8], give_up: Duration) -> (Duration, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let start = Instant::now();
+    stream.write_all(head).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    for byte in bytes.iter().cycle() {
+        if start.elapsed() > give_up {
+            panic!("connection still open after {give_up:?}");
+        }
+        if stream.write_all(&[*byte]).await.is_err() {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    // Read what is left of the answer until the close.
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut buf)).await
+    {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    (
+        start.elapsed(),
+        String::from_utf8_lossy(&answer).into_owned(),
+    )
+}
+
+/// A client sending its headers one byte every 200 ms is cut at `header_read_timeout` (1 s
+/// here) plus at most 50 %; one sending its body so is answered 408 `body-timeout` at
+/// `body_read_timeout` (1 s) plus at most 50 % and cut; nothing of it is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_clients_are_cut_at_their_deadlines() {
+    let (_dir, store) = crate::support::sqlite(system_clock()).await;
+    let app = Downstream::ok().await;
+    let running = Running::start(
+        config_with(
+            "header_read_timeout = \"1s\"\nbody_read_timeout = \"1s\"",
+            &app,
+        ),
+        store,
+    )
+    .await;
+    let addr = running.url.trim_start_matches("http://").to_owned();
+    let bound = Duration::from_secs(1);
+
+    let (open, answer) = trickle(
+        &addr,
+        b"",
+        b"POST /webhooks/stripe HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        Duration::from_secs(40),
+    )
+    .await;
+    assert!(
+        open >= bound && open <= within(bound),
+        "slow headers: connection open {open:?}, header_read_timeout 1 s; answer {answer:?}"
+    );
+
+    let body = stripe_event("evt_slow", "invoice.paid", "invoice", "in_s", unix_now());
+    let head = format!(
+        "POST /webhooks/stripe HTTP/1.1\r\nHost: {addr}\r\nStripe-Signature: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        idem_http::verify::stripe::sign(crate::support::STRIPE_SECRET, unix_now(), &body),
+        body.len()
+    );
+    let (open, answer) = trickle(&addr, head.as_bytes(), &body, Duration::from_secs(40)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 408"),
+        "slow body answered {answer:?}"
+    );
+    assert!(answer.contains("urn:idem:problem:body-timeout"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(
+        open >= bound && open <= within(bound),
+        "slow body: connection open {open:?}, body_read_timeout 1 s"
+    );
+    running.settle().await;
+    assert!(
+        app.received().is_empty(),
+        "nothing of a cut request is stored"
+    );
+    running.server.shutdown().await.unwrap();
+}
+
+/// With `admin_listen` and `metrics_listen`, `/admin` and `/metrics` are served there and no
+/// longer on the public `listen` address (404 problem+json there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_and_metrics_can_have_addresses_of_their_own() {
+    let (_dir, store) = crate::support::sqlite(system_clock()).await;
+    let app = Downstream::ok().await;
+    let running = Running::start(
+        config_with(
+            "admin_token_env = \"ADMIN_TOKEN\"\nadmin_listen = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"",
+            &app,
+        ),
+        store,
+    )
+    .await;
+    let admin = running.server.admin_addr().expect("admin_listen bound");
+    let metrics = running.server.metrics_addr().expect("metrics_listen bound");
+    assert_ne!(admin, metrics);
+
+    for path in ["/metrics", "/admin/events"] {
+        let answer = running
+            .client
+            .get(format!("{}{path}", running.url))
+            .bearer_auth("admin-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{path} on the public address");
+        assert_eq!(
+            answer.headers()["content-type"],
+            "application/problem+json",
+            "{path}"
+        );
+    }
+    let answer = running
+        .client
+        .get(format!("http://{metrics}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(answer.text().await.unwrap().contains("# TYPE"));
+    let answer = running
+        .client
+        .get(format!("http://{admin}/admin/events"))
+        .bearer_auth("admin-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let listed: serde_json::Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    assert_eq!(listed, serde_json::json!([]));
+    // The webhooks stay on the public address only.
+    let answer = running
+        .client
+        .post(format!("http://{admin}/webhooks/stripe"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 404);
     running.server.shutdown().await.unwrap();
 }
