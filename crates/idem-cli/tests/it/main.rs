@@ -4,6 +4,8 @@
 
 mod binary;
 mod check_config;
+mod faults;
 mod operator_cli;
 mod relays;
+mod serve_process;
 mod support;
