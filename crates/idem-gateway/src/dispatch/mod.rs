@@ -1,17 +1,24 @@
 //! Dispatch: one task per destination sends due deliveries, at most `concurrency` at once and
-//! one per entity in version order. Each attempt holds its delivery with a fencing token kept
-//! in the delivery row; on PostgreSQL, where several gateway processes may share the database,
-//! the token comes from an idem lease per delivery, so two processes never send the same
-//! delivery at the same time. SQLite is one process's alone: the lease would only add writes.
+//! one per entity in version order.
+//!
+//! Due deliveries are claimed in batches, one transaction per batch, in delivery-id order (so
+//! that the batches of several gateway processes on one PostgreSQL database cannot deadlock).
+//! A claim marks the row in flight until the attempt's timeout plus [`LEASE_MARGIN`] and takes
+//! the attempt's number as its fencing token; the row's lock makes it atomic, so two processes
+//! never send one delivery at the same time, and a holder that outlived its claim cannot
+//! overwrite its successor's outcome. No connection is held during the HTTP attempt: the claim
+//! commits before the requests go out, and the outcomes are written in group commits
+//! ([`outcomes`]), so each destination holds at most two connections (one claiming, one
+//! writing outcomes), each for one transaction.
 
+mod outcomes;
 pub(crate) mod schedule;
 pub mod send;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
-use idem_core::{Acquire, FencingToken, LeaseKey, Timestamp, Ttl};
+use idem_core::{Timestamp, Ttl};
 use rand::Rng;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -19,10 +26,12 @@ use tokio::task::JoinSet;
 use crate::gateway::Gateway;
 use crate::metric_definitions::{DISPATCH_DURATION_SECONDS, DISPATCH_TOTAL};
 use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
+use outcomes::Outcomes;
 use schedule::Next;
 
-/// Added to a destination's timeout to make a delivery's lease ttl: the lease must outlive the
-/// attempt, or another process could take the delivery over while it is still being sent.
+/// Added to a destination's timeout to make how long a claim holds its delivery: the claim must
+/// outlive the attempt, or another process could take the delivery over while it is still
+/// being sent (their clocks must agree to well within it).
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// The longest delay before a retry: the configuration's bound (7 days) plus the jitter.
@@ -39,6 +48,7 @@ pub(crate) async fn run<DB: GatewayDb>(
     let destination = gateway.destination(index).clone();
     let permits = Arc::new(Semaphore::new(destination.concurrency));
     let poll = gateway.config().poll_interval;
+    let (outcomes, writer) = Outcomes::start(gateway.clone(), destination.concurrency);
     let mut tasks = JoinSet::new();
     loop {
         if *shutdown.borrow() {
@@ -48,7 +58,7 @@ pub(crate) async fn run<DB: GatewayDb>(
         let mut wait = poll;
         if permits.available_permits() > 0 {
             let deadline = gateway.config().database_timeout;
-            let started = start_due(&gateway, index, &client, &permits, &mut tasks);
+            let started = start_due(&gateway, index, &client, &outcomes, &permits, &mut tasks);
             match tokio::time::timeout(deadline, started).await {
                 Ok(Ok(next)) => wait = next.min(poll),
                 Ok(Err(e)) => {
@@ -66,32 +76,18 @@ pub(crate) async fn run<DB: GatewayDb>(
         }
     }
     while tasks.join_next().await.is_some() {}
+    drop(outcomes);
+    let _ = writer.await;
 }
 
-/// What an attempt holds its delivery by: a fencing token, stored in the delivery row and
-/// checked when the outcome is written, and on a shared database the idem lease it came from.
-struct Hold {
-    token: FencingToken,
-    lease: Option<LeaseKey>,
-}
-
-/// Tokens of a process that owns its database alone (SQLite): milliseconds since the epoch
-/// times 1000 plus a counter, so they grow across restarts as fencing tokens must.
-fn local_token(now: Timestamp) -> FencingToken {
-    static COUNTER: AtomicI64 = AtomicI64::new(0);
-    let n = COUNTER
-        .fetch_add(1, AtomicOrdering::Relaxed)
-        .rem_euclid(1000);
-    FencingToken(now.as_millis().saturating_mul(1000).saturating_add(n))
-}
-
-/// Starts every due delivery that a free permit (and, on a shared database, a lease) allows,
-/// marking them in flight in one transaction. Returns how long until the next delivery falls
-/// due (the poll interval when one is due but held back).
+/// Claims every due delivery a free permit allows, in one transaction, and starts their
+/// attempts. Returns how long until the next delivery falls due (the poll interval when one is
+/// due but held back).
 async fn start_due<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     index: usize,
     client: &reqwest::Client,
+    outcomes: &Outcomes,
     permits: &Arc<Semaphore>,
     tasks: &mut JoinSet<()>,
 ) -> Result<Duration, idem_sql::Error> {
@@ -99,63 +95,41 @@ async fn start_due<DB: GatewayDb>(
     let name = destination.name.as_str();
     let ttl = Ttl::new(destination.timeout + LEASE_MARGIN)?;
     let free = permits.available_permits();
-    let due = {
+    let mut due = {
         let mut conn = gateway.store().pool().acquire().await?;
         let now = gateway.now().as_millis();
         DB::due(&mut conn, name, now, i64::try_from(free).unwrap_or(1)).await?
     };
-    let mut held = Vec::new();
-    for delivery in due {
-        let Ok(permit) = Arc::clone(permits).try_acquire_owned() else {
-            break;
-        };
-        let (hold, until) = if DB::SHARED {
-            // Several processes may read the same due row: the lease decides who sends it.
-            let lease = LeaseKey::new(format!("idem-gateway.{name}"), delivery.id.to_string())?;
-            match gateway.store().leases().acquire(&lease, ttl).await? {
-                Acquire::Acquired {
-                    token, expires_at, ..
-                } => (
-                    Hold {
-                        token,
-                        lease: Some(lease),
-                    },
-                    expires_at,
-                ),
-                // Another process holds it and will record the outcome.
-                _ => continue,
-            }
-        } else {
-            let now = gateway.now();
-            let hold = Hold {
-                token: local_token(now),
-                lease: None,
-            };
-            (hold, now.saturating_add(ttl.get()))
-        };
-        held.push((delivery, hold, until, permit));
-    }
-    if !held.is_empty() {
+    let mut taken: Vec<OwnedSemaphorePermit> = due
+        .iter()
+        .map_while(|_| Arc::clone(permits).try_acquire_owned().ok())
+        .collect();
+    due.truncate(taken.len());
+    due.sort_by_key(|delivery| delivery.id);
+    if !due.is_empty() {
         let mut tx = gateway.store().begin().await?;
-        let mut started = Vec::with_capacity(held.len());
-        for (delivery, hold, until, permit) in held {
-            let now = gateway.now().as_millis();
-            let attempt =
-                DB::start_attempt(&mut tx, delivery.id, hold.token.0, until.as_millis(), now)
-                    .await?;
-            started.push((delivery, hold, attempt, permit));
+        let mut claimed = Vec::with_capacity(due.len());
+        for delivery in due {
+            let now = gateway.now();
+            let until = now.saturating_add(ttl.get()).as_millis();
+            // None: delivered, rescheduled or taken by another process since it was read.
+            if let Some(attempt) =
+                DB::start_attempt(&mut tx, delivery.id, until, now.as_millis()).await?
+            {
+                claimed.push((delivery, attempt));
+            }
         }
         tx.commit().await?;
-        for (delivery, hold, attempt, permit) in started {
-            let Some(attempt) = attempt else {
-                // Delivered or rescheduled by another process since it was read.
-                release(gateway, &hold).await;
-                continue;
-            };
+        // Permits of rows no longer due are freed here, with `taken`.
+        for ((delivery, attempt), permit) in claimed.into_iter().zip(taken.drain(..)) {
             let gateway = gateway.clone();
             let client = client.clone();
+            let outcomes = outcomes.clone();
             tasks.spawn(async move {
-                send_one(&gateway, index, &client, delivery, attempt, hold, permit).await;
+                send_one(
+                    &gateway, index, &client, &outcomes, delivery, attempt, permit,
+                )
+                .await;
             });
         }
     }
@@ -173,21 +147,13 @@ async fn start_due<DB: GatewayDb>(
     })
 }
 
-async fn release<DB: GatewayDb>(gateway: &Gateway<DB>, hold: &Hold) {
-    let Some(lease) = &hold.lease else { return };
-    if let Err(e) = gateway.store().leases().release(lease, hold.token).await {
-        // Fenced: the lease lapsed and changed hands, which the outcome write already noticed.
-        tracing::debug!(%lease, error = %e, "lease not released");
-    }
-}
-
 async fn send_one<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     index: usize,
     client: &reqwest::Client,
+    outcomes: &Outcomes,
     delivery: DueDelivery,
     attempt: i64,
-    hold: Hold,
     permit: OwnedSemaphorePermit,
 ) {
     let destination = gateway.destination(index);
@@ -233,7 +199,7 @@ async fn send_one<DB: GatewayDb>(
     };
     let row = Finished {
         delivery: delivery.id,
-        token: hold.token.0,
+        token: attempt,
         attempt,
         state,
         failures,
@@ -242,25 +208,25 @@ async fn send_one<DB: GatewayDb>(
         duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
         status: attempted.status.map(i64::from),
         outcome,
-        excerpt: &attempted.excerpt,
+        excerpt: attempted.excerpt.clone(),
         now: now.as_millis(),
     };
-    let deadline = gateway.config().database_timeout;
-    let recorded = tokio::time::timeout(deadline, record(gateway, &row))
-        .await
-        .unwrap_or_else(|_| Err(idem_sql::Error::from(idem_sql::sqlx::Error::PoolTimedOut)));
-    match recorded {
-        Ok(true) => log_outcome(destination.name.as_str(), &delivery, &row, &attempted),
+    let logged = Logged {
+        attempt,
+        outcome,
+        next_attempt_at: row.next_attempt_at,
+    };
+    match outcomes.record(row).await {
+        Ok(true) => log_outcome(destination.name.as_str(), &delivery, &logged, &attempted),
         Ok(false) => tracing::info!(
             destination = %destination.name, source = %delivery.source, event_id = %delivery.event_id,
-            "attempt outcome not recorded: the delivery's lease lapsed and another holder took it"
+            "attempt outcome not recorded: the delivery's claim lapsed and another holder took it"
         ),
         Err(e) => tracing::error!(
             destination = %destination.name, source = %delivery.source, event_id = %delivery.event_id,
-            error = %e, "attempt outcome not recorded; the delivery is tried again when its lease lapses"
+            error = %e, "attempt outcome not recorded; the delivery is tried again when its claim lapses"
         ),
     }
-    release(gateway, &hold).await;
     metrics::counter!(DISPATCH_TOTAL, "destination" => destination.name.to_string(), "outcome" => outcome.as_str())
         .increment(1);
     metrics::histogram!(DISPATCH_DURATION_SECONDS, "destination" => destination.name.to_string())
@@ -270,20 +236,17 @@ async fn send_one<DB: GatewayDb>(
     gateway.wake(index);
 }
 
-async fn record<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
-    row: &Finished<'_>,
-) -> Result<bool, idem_sql::Error> {
-    let mut tx = gateway.store().begin().await?;
-    let written = DB::finish_attempt(&mut tx, row).await?;
-    tx.commit().await?;
-    Ok(written)
+/// What the log says of a recorded attempt.
+struct Logged {
+    attempt: i64,
+    outcome: AttemptOutcome,
+    next_attempt_at: i64,
 }
 
 fn log_outcome(
     destination: &str,
     delivery: &DueDelivery,
-    row: &Finished<'_>,
+    row: &Logged,
     attempted: &send::Attempted,
 ) {
     let status = attempted

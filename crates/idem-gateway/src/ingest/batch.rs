@@ -2,12 +2,14 @@
 //! in idem's inbox, fresh events are stored with their deliveries, and every request is answered
 //! only after the commit (docs/design.md C2).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use idem_core::{Advance, Backoff, DedupKey};
 use idem_sql::{Claim, ErrorKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
 
 use crate::config::Ordering;
 use crate::fields::Extracted;
@@ -56,58 +58,81 @@ pub(crate) struct Unavailable;
 
 /// The group-commit task: takes whatever requests are queued (at most [`MAX_BATCH`]), commits
 /// them in one transaction, answers each, and repeats until every sender is gone (shutdown:
-/// the queue is flushed first).
+/// the queue is flushed first). Up to `DB::CONCURRENT_COMMITS` batches commit at once; while
+/// all are in flight the queue fills, so the next batch is larger.
 pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Receiver<Pending>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    let deadline = gateway.config().database_timeout;
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (incoming, replies): (Vec<_>, Vec<_>) =
-            batch.drain(..).map(|p| (p.incoming, p.reply)).unzip();
-        let health = gateway.health();
-        // Bounded: a database that stops answering costs each batch `database_timeout`, and
-        // the requests were answered 503 by then (their own deadline is the same).
-        let answers = match tokio::time::timeout(deadline, commit(&gateway, &incoming)).await {
-            Ok(Ok(answers)) => {
-                health.recovered();
-                answers.into_iter().map(Ok).collect()
-            }
-            // Not the database being away but one request it refuses: commit each request
-            // alone, so that only the one at fault is answered 503.
-            Ok(Err(e)) if incoming.len() > 1 && !e.is_retryable() => {
-                let one_by_one = async {
-                    let mut answers = Vec::with_capacity(incoming.len());
-                    for one in &incoming {
-                        let answer = commit(&gateway, std::slice::from_ref(one)).await;
-                        match &answer {
-                            Ok(_) => health.recovered(),
-                            Err(e) => health.failed(&e.to_string()),
-                        }
-                        answers.push(answer.map(|a| a[0]).map_err(|_| Unavailable));
-                    }
-                    answers
-                };
-                tokio::time::timeout(deadline, one_by_one)
-                    .await
-                    .unwrap_or_else(|_| vec![Err(Unavailable); incoming.len()])
-            }
-            Ok(Err(e)) => {
-                health.failed(&e.to_string());
-                vec![Err(Unavailable); incoming.len()]
-            }
-            Err(_) => {
-                let reason = format!("the database did not answer within {deadline:?}");
-                tracing::error!(
-                    size = incoming.len(),
-                    "batch not committed: {reason}; its requests get 503"
-                );
-                health.failed(&reason);
-                vec![Err(Unavailable); incoming.len()]
-            }
+    let slots = Arc::new(Semaphore::new(DB::CONCURRENT_COMMITS.max(1)));
+    let mut commits = JoinSet::new();
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            break;
         };
-        for (reply, answer) in replies.into_iter().zip(answers) {
-            // A closed reply means the client left; the commit stands either way.
-            let _ = reply.send(answer);
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        if queue.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            break;
         }
+        while commits.try_join_next().is_some() {}
+        // Keys claimed in one order by every batch, so concurrent batches cannot deadlock on
+        // the inbox's unique index.
+        batch.sort_by(|a, b| a.incoming.key.as_str().cmp(b.incoming.key.as_str()));
+        let gateway = gateway.clone();
+        commits.spawn(async move {
+            commit_and_answer(&gateway, batch).await;
+            drop(slot);
+        });
+    }
+    while commits.join_next().await.is_some() {}
+}
+
+/// Commits one batch under `database_timeout` and answers each of its requests.
+async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pending>) {
+    let deadline = gateway.config().database_timeout;
+    let (incoming, replies): (Vec<_>, Vec<_>) =
+        batch.into_iter().map(|p| (p.incoming, p.reply)).unzip();
+    let health = gateway.health();
+    // Bounded: a database that stops answering costs each batch `database_timeout`, and
+    // the requests were answered 503 by then (their own deadline is the same).
+    let answers = match tokio::time::timeout(deadline, commit(gateway, &incoming)).await {
+        Ok(Ok(answers)) => {
+            health.recovered();
+            answers.into_iter().map(Ok).collect()
+        }
+        // Not the database being away but one request it refuses: commit each request
+        // alone, so that only the one at fault is answered 503.
+        Ok(Err(e)) if incoming.len() > 1 && !e.is_retryable() => {
+            let one_by_one = async {
+                let mut answers = Vec::with_capacity(incoming.len());
+                for one in &incoming {
+                    let answer = commit(gateway, std::slice::from_ref(one)).await;
+                    match &answer {
+                        Ok(_) => health.recovered(),
+                        Err(e) => health.failed(&e.to_string()),
+                    }
+                    answers.push(answer.map(|a| a[0]).map_err(|_| Unavailable));
+                }
+                answers
+            };
+            tokio::time::timeout(deadline, one_by_one)
+                .await
+                .unwrap_or_else(|_| vec![Err(Unavailable); incoming.len()])
+        }
+        Ok(Err(e)) => {
+            health.failed(&e.to_string());
+            vec![Err(Unavailable); incoming.len()]
+        }
+        Err(_) => {
+            let reason = format!("the database did not answer within {deadline:?}");
+            tracing::error!(
+                size = incoming.len(),
+                "batch not committed: {reason}; its requests get 503"
+            );
+            health.failed(&reason);
+            vec![Err(Unavailable); incoming.len()]
+        }
+    };
+    for (reply, answer) in replies.into_iter().zip(answers) {
+        // A closed reply means the client left; the commit stands either way.
+        let _ = reply.send(answer);
     }
 }
 

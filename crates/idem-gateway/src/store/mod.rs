@@ -58,9 +58,10 @@ pub(crate) mod ops {
     type Res<T> = Result<T, sqlx::Error>;
 
     pub trait Ops: sqlx::Database + Sized {
-        /// Whether several gateway processes may share the database (PostgreSQL), so that
-        /// deliveries need idem leases to decide who sends them.
-        const SHARED: bool;
+        /// How many group-commit transactions ingest keeps in flight at once: PostgreSQL
+        /// flushes the WAL of concurrent commits together, so several batches share one sync;
+        /// SQLite has one writer, and its next batch is gathered while the previous one syncs.
+        const CONCURRENT_COMMITS: usize;
         fn migrate_gateway(
             pool: &Pool<Self>,
         ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
@@ -87,14 +88,13 @@ pub(crate) mod ops {
         fn start_attempt(
             conn: &mut Self::Connection,
             delivery: i64,
-            token: i64,
             until: i64,
             now: i64,
         ) -> impl Future<Output = Res<Option<i64>>> + Send;
         /// Writes the outcome and the attempt row; `false` when fenced off (nothing written).
         fn finish_attempt(
             conn: &mut Self::Connection,
-            row: &Finished<'_>,
+            row: &Finished,
         ) -> impl Future<Output = Res<bool>> + Send;
         /// All states, or with `open_only` only pending, in flight and dead.
         fn count_by_state(
@@ -170,9 +170,9 @@ pub(crate) mod ops {
 }
 
 macro_rules! gateway_ops {
-    ($db:ty, $migrations:literal, $shared:literal) => {
+    ($db:ty, $migrations:literal, $commits:literal) => {
         impl ops::Ops for $db {
-            const SHARED: bool = $shared;
+            const CONCURRENT_COMMITS: usize = $commits;
 
             async fn migrate_gateway(pool: &Pool<Self>) -> Result<(), sqlx::migrate::MigrateError> {
                 let mut migrator = sqlx::migrate!($migrations);
@@ -247,13 +247,11 @@ macro_rules! gateway_ops {
             async fn start_attempt(
                 conn: &mut Self::Connection,
                 delivery: i64,
-                token: i64,
                 until: i64,
                 now: i64,
             ) -> Result<Option<i64>, sqlx::Error> {
                 sqlx::query_scalar(sql::START_ATTEMPT)
                     .bind(delivery)
-                    .bind(token)
                     .bind(until)
                     .bind(now)
                     .fetch_optional(&mut *conn)
@@ -262,7 +260,7 @@ macro_rules! gateway_ops {
 
             async fn finish_attempt(
                 conn: &mut Self::Connection,
-                row: &Finished<'_>,
+                row: &Finished,
             ) -> Result<bool, sqlx::Error> {
                 let done = sqlx::query(sql::FINISH_ATTEMPT)
                     .bind(row.delivery)
@@ -283,7 +281,7 @@ macro_rules! gateway_ops {
                     .bind(row.duration_ms)
                     .bind(row.status)
                     .bind(row.outcome)
-                    .bind(row.excerpt)
+                    .bind(row.excerpt.as_str())
                     .execute(&mut *conn)
                     .await?;
                 Ok(true)
@@ -478,5 +476,5 @@ macro_rules! gateway_ops {
     };
 }
 
-gateway_ops!(sqlx::Sqlite, "migrations/sqlite", false);
-gateway_ops!(sqlx::Postgres, "migrations/postgres", true);
+gateway_ops!(sqlx::Sqlite, "migrations/sqlite", 1);
+gateway_ops!(sqlx::Postgres, "migrations/postgres", 4);

@@ -52,7 +52,7 @@ pub struct DueDelivery {
 
 /// The outcome of one attempt, as written.
 #[derive(Debug)]
-pub struct Finished<'a> {
+pub struct Finished {
     pub delivery: i64,
     pub token: i64,
     pub attempt: i64,
@@ -63,7 +63,7 @@ pub struct Finished<'a> {
     pub duration_ms: i64,
     pub status: Option<i64>,
     pub outcome: AttemptOutcome,
-    pub excerpt: &'a str,
+    pub excerpt: String,
     pub now: i64,
 }
 

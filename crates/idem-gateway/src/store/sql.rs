@@ -36,16 +36,19 @@ pub(crate) const DUE: &str = "SELECT d.id, d.failures, d.tie, e.source, e.event_
 pub(crate) const NEXT_DUE: &str = "SELECT MIN(next_attempt_at) FROM idem_gateway_deliveries \
      WHERE destination = $1 AND state IN ('pending', 'in_flight') AND next_attempt_at > $2";
 
-/// Marks delivery $1 in flight for the lease holder with token $2 until $3 (now = $4), if it is
-/// still due. Returns the attempt's number.
+/// Marks delivery $1 in flight until $2 (now = $3), if it is still due, and returns the
+/// attempt's number, which is also the holder's fencing token: it grows by one each time the
+/// delivery is taken, and the row's lock makes the take atomic, so of two processes that read
+/// the same due row only one gets it (the other's `WHERE` no longer matches once the first
+/// committed). The right side of `SET` reads the row as it was.
 pub(crate) const START_ATTEMPT: &str = "UPDATE idem_gateway_deliveries \
-     SET state = 'in_flight', lease_token = $2, next_attempt_at = $3, attempts = attempts + 1, \
-         updated_at = $4 \
-     WHERE id = $1 AND state IN ('pending', 'in_flight') AND next_attempt_at <= $4 \
+     SET state = 'in_flight', lease_token = attempts + 1, next_attempt_at = $2, \
+         attempts = attempts + 1, updated_at = $3 \
+     WHERE id = $1 AND state IN ('pending', 'in_flight') AND next_attempt_at <= $3 \
      RETURNING attempts";
 
 /// Records the outcome of delivery $1's attempt, fenced by the holder's token $2: a holder whose
-/// lease lapsed and was taken over changes nothing.
+/// claim lapsed and was taken over changes nothing.
 pub(crate) const FINISH_ATTEMPT: &str = "UPDATE idem_gateway_deliveries \
      SET state = $3, failures = $4, next_attempt_at = $5, lease_token = NULL, updated_at = $6 \
      WHERE id = $1 AND lease_token = $2 AND state = 'in_flight'";

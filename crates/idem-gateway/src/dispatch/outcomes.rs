@@ -1,0 +1,86 @@
+//! Attempt outcomes written in group commits: the attempts that finish while one transaction
+//! commits are written together in the next, so forwarding costs one sync per batch of
+//! outcomes instead of one per delivery, and leaves the database's writer to ingest for longer.
+//! Each attempt waits for its outcome's commit before it frees its permit and its entity.
+
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::gateway::Gateway;
+use crate::store::{Finished, GatewayDb};
+
+/// The most outcomes one transaction writes.
+const MAX_OUTCOMES: usize = 256;
+
+/// Whether an outcome was written: `Ok(false)` when the delivery's claim had lapsed and another
+/// holder took it (nothing written), `Err` with the reason when the batch was not committed.
+pub(crate) type Recorded = Result<bool, String>;
+
+type Queued = (Finished, oneshot::Sender<Recorded>);
+
+/// The sending side of a destination's outcome writer; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Outcomes {
+    queue: mpsc::Sender<Queued>,
+}
+
+impl Outcomes {
+    /// Starts the writer on `gateway`'s database; it ends once every `Outcomes` is dropped and
+    /// the queue is written.
+    pub(crate) fn start<DB: GatewayDb>(
+        gateway: Gateway<DB>,
+        queue_len: usize,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let (queue, receiver) = mpsc::channel(queue_len.max(1));
+        let task = tokio::spawn(write(gateway, receiver));
+        (Self { queue }, task)
+    }
+
+    /// Queues `row` and waits for its commit.
+    pub(crate) async fn record(&self, row: Finished) -> Recorded {
+        let (reply, answer) = oneshot::channel();
+        if self.queue.send((row, reply)).await.is_err() {
+            return Err("the outcome writer has stopped".to_owned());
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the outcome writer has stopped".to_owned()))
+    }
+}
+
+async fn write<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Receiver<Queued>) {
+    let mut batch = Vec::with_capacity(MAX_OUTCOMES);
+    let deadline = gateway.config().database_timeout;
+    while queue.recv_many(&mut batch, MAX_OUTCOMES).await > 0 {
+        // Rows locked in one order by every writer, so concurrent batches of several gateway
+        // processes cannot deadlock.
+        batch.sort_by_key(|(row, _): &Queued| row.delivery);
+        let rows: Vec<&Finished> = batch.iter().map(|(row, _)| row).collect();
+        let written = match tokio::time::timeout(deadline, commit(&gateway, &rows)).await {
+            Ok(Ok(written)) => written.into_iter().map(Ok).collect(),
+            Ok(Err(e)) => vec![Err(e.to_string()); rows.len()],
+            Err(_) => vec![Err(timed_out(deadline)); rows.len()],
+        };
+        for ((_, reply), recorded) in batch.drain(..).zip(written) {
+            let _ = reply.send(recorded);
+        }
+    }
+}
+
+fn timed_out(deadline: Duration) -> String {
+    format!("the database did not answer within {deadline:?}")
+}
+
+async fn commit<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    rows: &[&Finished],
+) -> Result<Vec<bool>, idem_sql::Error> {
+    let mut tx = gateway.store().begin().await?;
+    let mut written = Vec::with_capacity(rows.len());
+    for row in rows {
+        written.push(DB::finish_attempt(&mut tx, row).await?);
+    }
+    tx.commit().await?;
+    Ok(written)
+}
