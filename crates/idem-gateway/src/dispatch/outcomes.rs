@@ -3,7 +3,9 @@
 //! outcomes instead of one per delivery, and leaves the database's writer to ingest for longer.
 //! Each attempt waits for its outcome's commit before it frees its permit and its entity.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use idem_core::Backoff;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -12,6 +14,9 @@ use crate::store::{Finished, GatewayDb};
 
 /// The most outcomes one transaction writes.
 const MAX_OUTCOMES: usize = 256;
+/// The pause after failed try number n of a batch of outcomes: 50 ms, doubled up to 1 s.
+const RETRY_BACKOFF: Backoff =
+    Backoff::exponential(Duration::from_millis(50), Duration::from_secs(1));
 
 /// Whether an outcome was written: `Ok(false)` when the delivery's claim had lapsed and another
 /// holder took it (nothing written), `Err` with the reason when the batch was not committed.
@@ -57,10 +62,24 @@ async fn write<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Receiver<Qu
         // processes cannot deadlock.
         batch.sort_by_key(|(row, _): &Queued| row.delivery);
         let rows: Vec<&Finished> = batch.iter().map(|(row, _)| row).collect();
-        let written = match tokio::time::timeout(deadline, commit(&gateway, &rows)).await {
-            Ok(Ok(written)) => written.into_iter().map(Ok).collect(),
-            Ok(Err(e)) => vec![Err(e.to_string()); rows.len()],
-            Err(_) => vec![Err(timed_out(deadline)); rows.len()],
+        let first_try = Instant::now();
+        let mut tries = 1;
+        let written = loop {
+            let failure = match tokio::time::timeout(deadline, commit(&gateway, &rows)).await {
+                Ok(Ok(written)) => break written.into_iter().map(Ok).collect(),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => timed_out(deadline),
+            };
+            // The attempts were made: writing their outcomes once the database is back (within
+            // the claims, which last at least LEASE_MARGIN past the attempt) spares sending
+            // them again. Past that, another holder may take them: send again, same key.
+            let pause = RETRY_BACKOFF.delay(tries);
+            if first_try.elapsed() + pause >= super::LEASE_MARGIN {
+                break vec![Err(failure); rows.len()];
+            }
+            tracing::debug!(error = %failure, tries, size = rows.len(), "outcomes not written; trying again");
+            tokio::time::sleep(pause).await;
+            tries += 1;
         };
         for ((_, reply), recorded) in batch.drain(..).zip(written) {
             let _ = reply.send(recorded);

@@ -13,22 +13,51 @@ pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO idem_gateway_deliveries \
       next_attempt_at, lease_token, created_at, updated_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, NULL, $9, $9)";
 
-/// Due deliveries of destination $1 at time $2, at most $3: pending ones whose time has come and
-/// in-flight ones whose lease lapsed (their holder died). A delivery with an entity waits while
-/// an earlier one of the same entity on the same route (order and staleness are per (route,
-/// entity): two routes may carry different kinds of version for one `type:id`) (lower version, or same version and older row) is still
-/// pending or in flight: one in flight per entity, in version order. Dead letters and stale
-/// deliveries do not hold their entity.
-pub(crate) const DUE: &str = "SELECT d.id, d.failures, d.tie, e.source, e.event_id, \
-     e.dedup_key, e.event_type, e.body, e.headers \
-     FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
-     WHERE d.destination = $1 AND d.state IN ('pending', 'in_flight') AND d.next_attempt_at <= $2 \
-       AND (d.entity IS NULL OR NOT EXISTS ( \
-           SELECT 1 FROM idem_gateway_deliveries p \
-           WHERE p.destination = d.destination AND p.route = d.route AND p.entity = d.entity \
-             AND p.state IN ('pending', 'in_flight') \
-             AND (p.version < d.version OR (p.version = d.version AND p.id < d.id)))) \
-     ORDER BY d.next_attempt_at, d.id LIMIT $3";
+/// The entity-order check of [`DUE`] for candidate `d`: an earlier delivery of the same entity
+/// on the same route (lower version, or same version and older row) still pending or in
+/// flight. Order and staleness are per (route, entity): two routes may carry different kinds of
+/// version for one `type:id`. Dead letters and stale deliveries do not hold their entity. Read
+/// through the partial index `idem_gateway_deliveries_open_entity`.
+macro_rules! older_open {
+    () => {
+        "SELECT 1 FROM idem_gateway_deliveries p \
+         WHERE p.destination = d.destination AND p.route = d.route AND p.entity = d.entity \
+           AND p.state IN ('pending', 'in_flight') AND p.entity IS NOT NULL \
+           AND (p.version < d.version OR (p.version = d.version AND p.id < d.id))"
+    };
+}
+
+/// One scan of [`DUE`]: destination $1's deliveries in state `$state` due at $2, at most $3,
+/// in the due index's own `(next_attempt_at, id)` order, so the scan stops after $3 rows pass
+/// the entity check instead of checking every due row and sorting them (which made each claim
+/// cost time in proportion to the backlog).
+macro_rules! due_in_state {
+    ($state:literal) => {
+        concat!(
+            "SELECT * FROM (SELECT d.id, d.failures, d.tie, d.next_attempt_at AS due_at, \
+             e.source, e.event_id, e.dedup_key, e.event_type, e.body, e.headers \
+             FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
+             WHERE d.destination = $1 AND d.state = '",
+            $state,
+            "' AND d.next_attempt_at <= $2 AND (d.entity IS NULL OR NOT EXISTS (",
+            older_open!(),
+            ")) ORDER BY d.next_attempt_at, d.id LIMIT $3) ",
+            $state
+        )
+    };
+}
+
+/// Due deliveries of destination $1 at time $2, at most $3, oldest first: pending ones whose
+/// time has come and in-flight ones whose claim lapsed (their holder died), each held back while
+/// an earlier one of its entity is open ([`older_open!`]): one in flight per entity, in version
+/// order.
+pub(crate) const DUE: &str = concat!(
+    "SELECT * FROM (",
+    due_in_state!("pending"),
+    " UNION ALL ",
+    due_in_state!("in_flight"),
+    ") due ORDER BY due_at, id LIMIT $3"
+);
 
 /// When the next delivery of destination $1 falls due (or its lease lapses) after now ($2):
 /// deliveries already due but held back by their entity's order are left out, or they would

@@ -209,7 +209,7 @@ async fn a_full_disk_recovers_without_a_restart() {
 /// PostgreSQL stopped (connections refused) for 5 s under a sender: every webhook is answered
 /// 503 with `Retry-After` within `database_timeout` (2 s) plus 50 %, `/readyz` answers 503 within
 /// `readyz_timeout` (1 s) plus 50 %; once the server is back, `/readyz` says ready only when
-/// ingest works, and every event answered 200 is delivered once.
+/// ingest works, and every event answered 200 is delivered (at least once, under its key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_database_answers_503_within_the_deadline_and_recovers() {
     let pg = PrivatePostgres::start();
@@ -284,11 +284,12 @@ async fn a_stopped_database_answers_503_within_the_deadline_and_recovers() {
     }
     running.settle().await;
     for n in accepted {
+        // At least once: a delivery whose outcome could not be written before its claim lapsed
+        // is sent again, under the same key.
         let key = format!("stripe:evt_pg_{n}");
-        assert_eq!(
-            app.with_key(&key).len(),
-            1,
-            "{key} answered 200, delivered once"
+        assert!(
+            !app.with_key(&key).is_empty(),
+            "{key} answered 200, never delivered"
         );
     }
     running.server.shutdown().await.unwrap();
