@@ -1,0 +1,188 @@
+//! The baselines measured in the same run as the gateway, each an axum server on a runtime of
+//! its own (as a separate process would be): the ceiling (verify the Stripe signature, read
+//! the event id, answer 200, no store) and the naive recipe a user would otherwise write (the
+//! same, plus one transaction per webhook: `INSERT … ON CONFLICT DO NOTHING` into
+//! `processed_events`, then the event into a ledger table if the insert took, commit).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use idem_core::{Clock, SystemClock};
+use idem_http::verify::Verifier;
+use idem_http::verify::stripe::StripeVerifier;
+use idem_sql::sqlx::postgres::PgPoolOptions;
+use idem_sql::sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
+use idem_sql::sqlx::{self, Pool};
+use tokio::sync::oneshot;
+
+use crate::load::SECRET;
+
+/// A baseline server; stopped on drop.
+pub(crate) struct Baseline {
+    /// `http://127.0.0.1:{port}/webhooks/stripe`.
+    pub(crate) url: String,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Baseline {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Where the naive recipe keeps its rows.
+pub(crate) enum Recipe {
+    /// No store: the ceiling.
+    None,
+    /// SQLite at this URL, WAL, `synchronous = FULL`, one connection.
+    Sqlite(String),
+    /// PostgreSQL at this URL, 32 connections.
+    Postgres(String),
+}
+
+enum Db {
+    None,
+    Sqlite(Pool<sqlx::Sqlite>),
+    Postgres(Pool<sqlx::Postgres>),
+}
+
+struct App {
+    verifier: StripeVerifier,
+    db: Db,
+}
+
+const TABLES: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS processed_events (event_id TEXT PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS ledger (event_id TEXT NOT NULL, body BYTEA NOT NULL)",
+];
+const CLAIM: &str = "INSERT INTO processed_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING";
+const RECORD: &str = "INSERT INTO ledger (event_id, body) VALUES ($1, $2)";
+
+/// Starts `recipe`'s server on its own two-thread runtime.
+pub(crate) fn start(recipe: Recipe) -> Baseline {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop, stopped) = oneshot::channel();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("baseline runtime");
+        runtime.block_on(async move {
+            let db = match recipe {
+                Recipe::None => Db::None,
+                Recipe::Sqlite(url) => {
+                    let options = url
+                        .parse::<SqliteConnectOptions>()
+                        .expect("SQLite URL")
+                        .create_if_missing(true)
+                        .journal_mode(SqliteJournalMode::Wal)
+                        .synchronous(SqliteSynchronous::Full);
+                    let pool = SqlitePoolOptions::new()
+                        .max_connections(1)
+                        .connect_with(options)
+                        .await
+                        .expect("open SQLite");
+                    for table in TABLES {
+                        sqlx::query(table).execute(&pool).await.expect("create");
+                    }
+                    Db::Sqlite(pool)
+                }
+                Recipe::Postgres(url) => {
+                    let pool = PgPoolOptions::new()
+                        .max_connections(32)
+                        .acquire_timeout(Duration::from_secs(30))
+                        .connect(&url)
+                        .await
+                        .expect("connect to PostgreSQL");
+                    for table in TABLES {
+                        sqlx::query(table).execute(&pool).await.expect("create");
+                    }
+                    Db::Postgres(pool)
+                }
+            };
+            let app = Arc::new(App {
+                verifier: StripeVerifier::new([SECRET]).expect("secret"),
+                db,
+            });
+            let router = axum::Router::new()
+                .route("/webhooks/stripe", post(handle))
+                .with_state(app);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("address");
+            ready_tx
+                .send(format!("http://{addr}/webhooks/stripe"))
+                .expect("report the address");
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+    });
+    let url = ready_rx.recv().expect("baseline started");
+    Baseline {
+        url,
+        stop: Some(stop),
+        thread: Some(thread),
+    }
+}
+
+async fn handle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    if app
+        .verifier
+        .verify(&headers, &body, SystemClock.now())
+        .is_err()
+    {
+        return StatusCode::BAD_REQUEST;
+    }
+    let Some(id) = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["id"].as_str().map(str::to_owned))
+    else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let stored = match &app.db {
+        Db::None => Ok(()),
+        Db::Sqlite(pool) => record_sqlite(pool, &id, &body).await,
+        Db::Postgres(pool) => record_postgres(pool, &id, &body).await,
+    };
+    match stored {
+        Ok(()) => StatusCode::OK,
+        Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// One transaction per webhook: claim the id, record the event if the claim took, commit.
+macro_rules! record_fn {
+    ($name:ident, $db:ty) => {
+        async fn $name(pool: &Pool<$db>, id: &str, body: &[u8]) -> Result<(), sqlx::Error> {
+            let mut tx = pool.begin().await?;
+            let claimed = sqlx::query(CLAIM).bind(id).execute(&mut *tx).await?;
+            if claimed.rows_affected() == 1 {
+                sqlx::query(RECORD)
+                    .bind(id)
+                    .bind(body)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await
+        }
+    };
+}
+record_fn!(record_sqlite, sqlx::Sqlite);
+record_fn!(record_postgres, sqlx::Postgres);
