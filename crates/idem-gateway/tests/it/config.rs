@@ -68,6 +68,33 @@ fn defaults_without_a_file() {
     assert_eq!(config.max_body_bytes, 1024 * 1024);
     assert!(config.group_commit);
     assert!(config.sources.is_empty());
+    // The deadlines of the issue "Gateway under faults", as a load balancer and a sender with a
+    // 10 s timeout expect them.
+    let secs = Duration::from_secs;
+    assert_eq!(config.header_read_timeout, secs(10));
+    assert_eq!(config.body_read_timeout, secs(30));
+    assert_eq!(config.database_timeout, secs(2));
+    assert_eq!(config.readyz_timeout, secs(1));
+    assert_eq!(config.shutdown_grace, secs(10));
+    assert_eq!((config.admin_listen, config.metrics_listen), (None, None));
+}
+
+/// Each deadline is refused outside its range, naming the key and the range.
+#[test]
+fn deadlines_out_of_range_are_refused() {
+    for (key, value, range) in [
+        ("header_read_timeout", "50ms", "between 100ms and 1h"),
+        ("body_read_timeout", "2h", "between 100ms and 1h"),
+        ("database_timeout", "2m", "between 100ms and 1m"),
+        ("readyz_timeout", "10ms", "between 100ms and 1m"),
+        ("shutdown_grace", "99ms", "between 100ms and 1h"),
+    ] {
+        let message = error(&format!("{key} = \"{value}\"\n{EXAMPLE}"));
+        assert!(
+            message.contains(key) && message.contains(range),
+            "{key} = {value}: {message}"
+        );
+    }
 }
 
 fn error(text: &str) -> String {
