@@ -48,7 +48,9 @@ pub(crate) async fn run<DB: GatewayDb>(
     let destination = gateway.destination(index).clone();
     let permits = Arc::new(Semaphore::new(destination.concurrency));
     let poll = gateway.config().poll_interval;
-    let (outcomes, writer) = Outcomes::start(gateway.clone(), destination.concurrency);
+    // A claim lasts LEASE_MARGIN past the attempt's timeout: the time an outcome may wait.
+    let (outcomes, writer) =
+        Outcomes::start(gateway.clone(), destination.concurrency, LEASE_MARGIN);
     let mut tasks = JoinSet::new();
     loop {
         if *shutdown.borrow() {

@@ -31,14 +31,16 @@ pub(crate) struct Outcomes {
 }
 
 impl Outcomes {
-    /// Starts the writer on `gateway`'s database; it ends once every `Outcomes` is dropped and
-    /// the queue is written.
+    /// Starts the writer on `gateway`'s database; a batch that fails is tried again for at
+    /// most `retry_for` (the time left of the claims). It ends once every `Outcomes` is dropped
+    /// and the queue is written.
     pub(crate) fn start<DB: GatewayDb>(
         gateway: Gateway<DB>,
         queue_len: usize,
+        retry_for: Duration,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (queue, receiver) = mpsc::channel(queue_len.max(1));
-        let task = tokio::spawn(write(gateway, receiver));
+        let task = tokio::spawn(write(gateway, receiver, retry_for));
         (Self { queue }, task)
     }
 
@@ -54,7 +56,11 @@ impl Outcomes {
     }
 }
 
-async fn write<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Receiver<Queued>) {
+async fn write<DB: GatewayDb>(
+    gateway: Gateway<DB>,
+    mut queue: mpsc::Receiver<Queued>,
+    retry_for: Duration,
+) {
     let mut batch = Vec::with_capacity(MAX_OUTCOMES);
     let deadline = gateway.config().database_timeout;
     while queue.recv_many(&mut batch, MAX_OUTCOMES).await > 0 {
@@ -71,10 +77,10 @@ async fn write<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Receiver<Qu
                 Err(_) => timed_out(deadline),
             };
             // The attempts were made: writing their outcomes once the database is back (within
-            // the claims, which last at least LEASE_MARGIN past the attempt) spares sending
-            // them again. Past that, another holder may take them: send again, same key.
+            // the claims) spares sending them again. Past that, another holder may take them:
+            // sent again, same key.
             let pause = RETRY_BACKOFF.delay(tries);
-            if first_try.elapsed() + pause >= super::LEASE_MARGIN {
+            if first_try.elapsed() + pause >= retry_for {
                 break vec![Err(failure); rows.len()];
             }
             tracing::debug!(error = %failure, tries, size = rows.len(), "outcomes not written; trying again");
