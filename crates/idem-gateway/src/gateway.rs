@@ -12,6 +12,7 @@ use crate::Error;
 use crate::config::{Config, Destination, Route, Source};
 use crate::health::StoreHealth;
 use crate::store::{DeliveryState, GatewayDb};
+use crate::writer_gate::WriterGate;
 
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
 /// (`{source}:{event id}`) is claimed under it.
@@ -35,6 +36,8 @@ struct Inner<DB: GatewayDb> {
     routes_by_source: Vec<Vec<usize>>,
     /// Whether the last ingest commit (or `/readyz` probe) could write.
     health: StoreHealth,
+    /// Ingest's and dispatch's write transactions, one at a time on SQLite.
+    writer: WriterGate,
     /// Set when a dispatcher stopped while serving: `/readyz` fails with it.
     dispatch_failure: OnceLock<Error>,
 }
@@ -107,6 +110,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 sources,
                 routes_by_source,
                 health: StoreHealth::default(),
+                writer: WriterGate::new(DB::CONCURRENT_COMMITS == 1),
                 dispatch_failure: OnceLock::new(),
             }),
         }
@@ -167,6 +171,10 @@ impl<DB: GatewayDb> Gateway<DB> {
     }
 
     /// Tells destination `index`'s dispatcher that it may have due work.
+    pub(crate) fn writer(&self) -> &WriterGate {
+        &self.inner.writer
+    }
+
     pub(crate) fn wake(&self, index: usize) {
         self.inner.wake[index].notify_one();
     }

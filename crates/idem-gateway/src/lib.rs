@@ -107,6 +107,7 @@ mod relays;
 mod server;
 mod store;
 pub mod time;
+mod writer_gate;
 
 pub use config::{
     Broker, Config, ConfigError, DEFAULT_AMQP_URL, DEFAULT_BODY_READ_TIMEOUT,

@@ -47,6 +47,7 @@ pub(crate) async fn run<DB: GatewayDb>(
 ) {
     let destination = gateway.destination(index).clone();
     let permits = Arc::new(Semaphore::new(destination.concurrency));
+    let low_water = destination.concurrency.div_ceil(2);
     let poll = gateway.config().poll_interval;
     // A claim lasts LEASE_MARGIN past the attempt's timeout: the time an outcome may wait.
     let (outcomes, writer) =
@@ -58,7 +59,11 @@ pub(crate) async fn run<DB: GatewayDb>(
         }
         while tasks.try_join_next().is_some() {}
         let mut wait = poll;
-        if permits.available_permits() > 0 {
+        // Claims go in batches: with attempts in flight, the next claim waits until half the
+        // permits are free, so that a busy destination is not claimed for one delivery (one
+        // transaction, one sync) at a time as each attempt ends.
+        let free = permits.available_permits();
+        if free > 0 && (free >= low_water || free == destination.concurrency) {
             let deadline = gateway.config().database_timeout;
             let started = start_due(&gateway, index, &client, &outcomes, &permits, &mut tasks);
             match tokio::time::timeout(deadline, started).await {
@@ -109,6 +114,7 @@ async fn start_due<DB: GatewayDb>(
     due.truncate(taken.len());
     due.sort_by_key(|delivery| delivery.id);
     if !due.is_empty() {
+        let turn = gateway.writer().dispatch().await;
         let mut tx = gateway.store().begin().await?;
         let mut claimed = Vec::with_capacity(due.len());
         for delivery in due {
@@ -122,6 +128,7 @@ async fn start_due<DB: GatewayDb>(
             }
         }
         tx.commit().await?;
+        drop(turn);
         // Permits of rows no longer due are freed here, with `taken`.
         for ((delivery, attempt), permit) in claimed.into_iter().zip(taken.drain(..)) {
             let gateway = gateway.clone();

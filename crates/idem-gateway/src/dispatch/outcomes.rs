@@ -101,6 +101,7 @@ async fn commit<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     rows: &[&Finished],
 ) -> Result<Vec<bool>, idem_sql::Error> {
+    let _turn = gateway.writer().dispatch().await;
     let mut tx = gateway.store().begin().await?;
     let mut written = Vec::with_capacity(rows.len());
     for row in rows {

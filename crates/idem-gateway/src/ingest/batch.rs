@@ -187,6 +187,7 @@ async fn commit_once<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     batch: &[Incoming],
 ) -> Result<Vec<Answer>, idem_sql::Error> {
+    let _turn = gateway.writer().ingest().await;
     let now = gateway.now().as_millis();
     let mut tx = gateway.store().begin().await?;
     let keys: Vec<DedupKey> = batch.iter().map(|i| i.key.clone()).collect();
