@@ -84,6 +84,7 @@ pub(super) fn build(
         timeout,
         retry_schedule,
         retry_after_cap,
+        retry_4xx: raw.retry_4xx.unwrap_or(false),
         signing_secret,
         concurrency,
     })

@@ -107,6 +107,10 @@ pub struct Destination {
     pub retry_schedule: Vec<Duration>,
     /// The longest delay a `Retry-After` header may ask for (default 1h, at most 7 days).
     pub retry_after_cap: Duration,
+    /// Whether every 4xx answer is retried on the schedule (`retry_4xx`, default false). Without
+    /// it only 408, 409, 425 and 429 are: any other 4xx says the request itself is refused, so
+    /// the delivery is a dead letter after that one attempt.
+    pub retry_4xx: bool,
     /// The `whsec_` secret forwarded requests are signed with (Standard Webhooks v1).
     pub signing_secret: Secret,
     /// At most this many deliveries in flight at once (default 8; 1 to 1024).
