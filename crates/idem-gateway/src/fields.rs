@@ -59,6 +59,10 @@ pub(crate) struct Fields {
     pub version: Option<(Field, VersionKind)>,
 }
 
+/// What [`Fields::entity_and_version`] read: the entity and version when the event has both,
+/// and the fields it lacks when the source reads them and it does not have them all.
+type Ordering = (Option<(Entity, Version)>, Option<String>);
+
 /// What was read from one delivery.
 #[derive(Debug, Clone)]
 pub(crate) struct Extracted {
@@ -309,7 +313,7 @@ impl Fields {
         &self,
         headers: &HeaderMap,
         json: Option<&Value>,
-    ) -> Result<(Option<(Entity, Version)>, Option<String>), ExtractError> {
+    ) -> Result<Ordering, ExtractError> {
         let (Some((ty, id_field)), Some((version_field, kind))) = (&self.entity, &self.version)
         else {
             return Ok((None, None));

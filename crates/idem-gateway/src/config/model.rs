@@ -44,6 +44,9 @@ pub(crate) enum Intake {
     Webhook(Arc<dyn Verifier>),
     /// Messages from a broker.
     Broker(Broker),
+    /// `POST /webhooks/{source}` in a configuration read for an operator command without the
+    /// source's secrets: signatures cannot be checked, and such a configuration never serves.
+    Unverifiable,
 }
 
 impl Source {
@@ -67,7 +70,7 @@ impl Source {
     pub fn broker(&self) -> Option<&Broker> {
         match &self.intake {
             Intake::Broker(broker) => Some(broker),
-            Intake::Webhook(_) => None,
+            Intake::Webhook(_) | Intake::Unverifiable => None,
         }
     }
 }
@@ -200,4 +203,7 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// The outbox relays `idem serve` runs.
     pub relays: Vec<OutboxRelay>,
+    /// (owner, variable) of each secret not set when the configuration was read for an
+    /// operator command; empty otherwise.
+    pub(crate) not_loaded: Vec<(String, String)>,
 }

@@ -253,6 +253,22 @@ async fn a_429_is_retried_on_the_schedule<DB: GatewayDb + AppDb>(store: Store<DB
             (429, "dead")
         ]
     );
+    // Issue 13, item 6: the retry's time is logged in RFC 3339 UTC, not epoch milliseconds.
+    let lines = crate::support::lines_with("WARN", "attempt failed; will retry");
+    let ours: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains("event_id=evt_429 "))
+        .collect();
+    assert!(!ours.is_empty(), "{lines:?}");
+    for line in ours {
+        let (_, after) = line.split_once("next_attempt_at=").expect(line);
+        let at = after.split(' ').next().unwrap();
+        assert!(
+            at.len() == 24 && at.ends_with('Z') && at.as_bytes()[10] == b'T',
+            "{line}"
+        );
+        idem_gateway::time::parse_time("next_attempt_at", at, 0).expect(line);
+    }
 }
 
 /// `retry_4xx = true` retries a 400 like a 5xx.
