@@ -18,7 +18,7 @@ pub mod send;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idem_core::{Timestamp, Ttl};
+use idem_core::Ttl;
 use rand::Rng;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
