@@ -564,11 +564,11 @@ fn count_failure(
     let (message_id, destination) = (&row.message_id, &row.destination);
     match failure {
         OutboxFailure::Retry { at, attempts } if deferred => {
-            tracing::info!(relay, %message_id, %destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish deferred");
+            tracing::info!(relay, %message_id, %destination, attempts, retry_at = %at.rfc3339(), %reason, "outbox publish deferred");
             report.deferred += 1;
         }
         OutboxFailure::Retry { at, attempts } => {
-            tracing::warn!(relay, %message_id, %destination, attempts, retry_at = at.as_millis(), %reason, "outbox publish failed");
+            tracing::warn!(relay, %message_id, %destination, attempts, retry_at = %at.rfc3339(), %reason, "outbox publish failed");
             report.failed += 1;
         }
         OutboxFailure::Parked { attempts } => {

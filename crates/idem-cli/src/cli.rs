@@ -341,9 +341,14 @@ pub(crate) enum DlqCommand {
         /// Only this destination's.
         #[arg(long)]
         destination: Option<String>,
-        /// Only this delivery (the id `dlq list` shows).
+        /// Only this delivery (the id `dlq list` shows); an id that is not a dead letter is an
+        /// error.
         #[arg(long)]
         id: Option<i64>,
+        /// On drop-stale routes, also redrive dead letters older than their entity's newest
+        /// delivered event (refused without it, to keep entity order).
+        #[arg(long)]
+        force: bool,
     },
 }
 

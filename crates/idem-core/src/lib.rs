@@ -33,7 +33,7 @@ mod retention;
 mod version;
 
 pub use backoff::Backoff;
-pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use clock::{Clock, ManualClock, Rfc3339, SystemClock, Timestamp};
 pub use dedup_key::DedupKey;
 pub use effect_key::{EffectKey, MAX_EFFECT_KEY_BYTES};
 pub use entity::Entity;

@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use crate::Error;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
-use crate::operations::ReplayRequest;
+use crate::operations::{RedriveRequest, ReplayRequest};
 use crate::problem::Problem;
 use crate::store::GatewayDb;
 use crate::time::parse_time;
@@ -256,12 +256,14 @@ impl Expected for DlqQuery {
 struct RedriveBody {
     destination: Option<String>,
     delivery: Option<i64>,
+    #[serde(default)]
+    force: bool,
 }
 
 impl Expected for RedriveBody {
     const EXPECTED: &'static str = "a JSON object with optional \"destination\" (a configured \
-        destination's name) and \"delivery\" (a dead letter's id, a whole number), such as \
-        {\"destination\": \"app\"}; {} redrives every dead letter";
+        destination's name), \"delivery\" (a dead letter's id, a whole number) and \"force\" (a \
+        boolean), such as {\"destination\": \"app\"}; {} redrives every dead letter";
 }
 
 /// Body of `POST /admin/replay`.
@@ -378,10 +380,12 @@ async fn redrive<DB: GatewayDb>(
     State(gateway): State<Gateway<DB>>,
     Body(request): Body<RedriveBody>,
 ) -> Response {
-    let redriven = gateway
-        .redrive(request.destination.as_deref(), request.delivery)
-        .await;
-    answer(redriven.map(|n| serde_json::json!({ "redriven": n })))
+    let request = RedriveRequest {
+        destination: request.destination,
+        delivery: request.delivery,
+        force: request.force,
+    };
+    answer(gateway.redrive(&request).await)
 }
 
 async fn replay<DB: GatewayDb>(

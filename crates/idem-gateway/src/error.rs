@@ -105,7 +105,7 @@ impl From<idem_sql::sqlx::Error> for Error {
 
 /// An admin request the gateway refuses, naming what was wrong and what it accepts; nothing
 /// was changed. `/admin` answers it with 400 problem+json (types `unknown-source`,
-/// `unknown-destination`, `bad-time`, `empty-range`).
+/// `unknown-destination`, `unknown-dead-letter`, `bad-time`, `empty-range`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
@@ -130,6 +130,18 @@ pub enum RequestError {
         name: String,
         /// The configured destinations.
         known: Vec<String>,
+    },
+    /// No dead letter has this id (of this destination, when one was given): unknown, or not
+    /// a dead letter (delivered, stale, still pending).
+    #[error(
+        "no dead letter {}has id {id}; `idem dlq list` (GET /admin/dlq) lists the dead letters with their ids",
+        destination.as_ref().map(|d| format!("of destination {d:?} ")).unwrap_or_default()
+    )]
+    UnknownDeadLetter {
+        /// The delivery id asked for.
+        id: i64,
+        /// The destination asked for, if any.
+        destination: Option<String>,
     },
     /// A time in none of the forms [`parse_time`](crate::time::parse_time) reads.
     #[error(
@@ -162,6 +174,7 @@ impl RequestError {
         match self {
             Self::UnknownSource { .. } => "unknown-source",
             Self::UnknownDestination { .. } => "unknown-destination",
+            Self::UnknownDeadLetter { .. } => "unknown-dead-letter",
             Self::BadTime { .. } => "bad-time",
             Self::EmptyRange { .. } => "empty-range",
         }
@@ -171,6 +184,7 @@ impl RequestError {
         match self {
             Self::UnknownSource { .. } => "Unknown source",
             Self::UnknownDestination { .. } => "Unknown destination",
+            Self::UnknownDeadLetter { .. } => "Unknown dead letter",
             Self::BadTime { .. } => "Bad time",
             Self::EmptyRange { .. } => "Empty time range",
         }

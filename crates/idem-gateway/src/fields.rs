@@ -59,6 +59,10 @@ pub(crate) struct Fields {
     pub version: Option<(Field, VersionKind)>,
 }
 
+/// What [`Fields::entity_and_version`] read: the entity and version when the event has both,
+/// and the fields it lacks when the source reads them and it does not have them all.
+type Ordering = (Option<(Entity, Version)>, Option<String>);
+
 /// What was read from one delivery.
 #[derive(Debug, Clone)]
 pub(crate) struct Extracted {
@@ -66,6 +70,10 @@ pub(crate) struct Extracted {
     pub event_type: Option<String>,
     /// Present only with a version: an entity without one cannot be ordered.
     pub entity: Option<(Entity, Version)>,
+    /// When the source reads an entity and a version and this event lacks some of what they
+    /// are read from: those fields (`body field `$.created``), for the warning that the event
+    /// is not ordered.
+    pub unordered: Option<String>,
     /// The headers forwarded with the body: `content-type` and those the fields read.
     pub headers: ForwardedHeaders,
 }
@@ -276,7 +284,7 @@ impl Fields {
             Some(field) => field.read(headers, json)?.map(|v| v.text()),
             None => None,
         };
-        let entity = self.entity_and_version(headers, json)?;
+        let (entity, unordered) = self.entity_and_version(headers, json)?;
         let mut names = Vec::new();
         self.all().for_each(|f| f.header_names(&mut names));
         let content_type = HeaderName::from_static("content-type");
@@ -294,30 +302,42 @@ impl Fields {
             event_id,
             event_type,
             entity,
+            unordered,
             headers: forwarded,
         })
     }
 
+    /// The entity and version, when the source reads both and the event has them; otherwise
+    /// `None` and, when the source reads both, the fields the event lacks.
     fn entity_and_version(
         &self,
         headers: &HeaderMap,
         json: Option<&Value>,
-    ) -> Result<Option<(Entity, Version)>, ExtractError> {
+    ) -> Result<Ordering, ExtractError> {
         let (Some((ty, id_field)), Some((version_field, kind))) = (&self.entity, &self.version)
         else {
-            return Ok(None);
+            return Ok((None, None));
         };
-        let aggregate_type = match ty {
-            EntityType::Fixed(name) => Some(name.to_string()),
-            EntityType::Read(field) => field.read(headers, json)?.map(|v| v.text()),
+        let (aggregate_type, type_field) = match ty {
+            EntityType::Fixed(name) => (Some(name.to_string()), None),
+            EntityType::Read(field) => (field.read(headers, json)?.map(|v| v.text()), Some(field)),
         };
         let aggregate_id = id_field.read(headers, json)?.map(|v| v.text());
         let version = version_field.read(headers, json)?;
         let (Some(aggregate_type), Some(aggregate_id), Some(version)) =
-            (aggregate_type, aggregate_id, version)
+            (&aggregate_type, &aggregate_id, &version)
         else {
-            return Ok(None);
+            let missing: Vec<String> = [
+                (aggregate_type.is_none(), type_field),
+                (aggregate_id.is_none(), Some(id_field)),
+                (version.is_none(), Some(version_field)),
+            ]
+            .into_iter()
+            .filter_map(|(absent, field)| field.filter(|_| absent).map(Field::describe))
+            .collect();
+            return Ok((None, Some(missing.join(" and "))));
         };
+        let (aggregate_type, aggregate_id) = (aggregate_type.clone(), aggregate_id.clone());
         let entity =
             Entity::new(aggregate_type, aggregate_id).map_err(|e| ExtractError::BadValue {
                 field: id_field.describe(),
@@ -333,7 +353,7 @@ impl Fields {
             VersionKind::Sequence => Version::sequence(value),
             VersionKind::Timestamp => Version::timestamp(value),
         };
-        Ok(Some((entity, version)))
+        Ok((Some((entity, version)), None))
     }
 }
 
@@ -371,6 +391,33 @@ mod tests {
         let (entity, version) = got.entity.unwrap();
         assert_eq!(entity.to_string(), "subscription:sub_1");
         assert_eq!(version, Version::timestamp(1_623_979_266));
+    }
+
+    #[test]
+    fn a_stripe_event_without_created_or_object_type_names_what_it_lacks() {
+        let fields = stripe_fields();
+        let headers = HeaderMap::new();
+        let no_created = br#"{"id":"evt_3","type":"x","data":{"object":{"id":"pi_1","object":"payment_intent"}}}"#;
+        let got = fields.extract(&headers, no_created).unwrap();
+        assert!(got.entity.is_none());
+        assert_eq!(got.unordered.as_deref(), Some("body field `$.created`"));
+        let no_object = br#"{"id":"evt_4","type":"x","created":5,"data":{"object":{"id":"pi_1"}}}"#;
+        let got = fields.extract(&headers, no_object).unwrap();
+        assert_eq!(
+            got.unordered.as_deref(),
+            Some("body field `$.data.object.object`")
+        );
+        let neither = br#"{"id":"evt_5","type":"x"}"#;
+        let got = fields.extract(&headers, neither).unwrap();
+        assert_eq!(
+            got.unordered.as_deref(),
+            Some(
+                "body field `$.data.object.object` and body field `$.data.object.id` and body \
+                 field `$.created`"
+            )
+        );
+        let whole = br#"{"id":"evt_6","type":"x","created":5,"data":{"object":{"id":"pi_1","object":"payment_intent"}}}"#;
+        assert_eq!(fields.extract(&headers, whole).unwrap().unordered, None);
     }
 
     #[test]

@@ -12,7 +12,8 @@ use crate::config::Ordering;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
 use crate::store::{
-    AttemptOutcome, DeliveryState, GatewayDb, StoredAttempt, StoredDelivery, StoredEvent,
+    AttemptOutcome, DeliveryState, GatewayDb, ReplayCandidate, StoredAttempt, StoredDelivery,
+    StoredEvent,
 };
 
 /// Rows deleted or changed per statement by [`Gateway::gc`], so that ingest is never blocked
@@ -93,6 +94,30 @@ pub struct EventDetail {
     pub deliveries: Vec<(DeliverySummary, Vec<AttemptRecord>)>,
 }
 
+/// Which dead letters to redrive.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedriveRequest {
+    /// Only this destination's; it must be configured.
+    pub destination: Option<String>,
+    /// Only this dead letter (a delivery id from [`Gateway::dead_letters`]); it must be one.
+    pub delivery: Option<i64>,
+    /// On drop-stale routes, also redrive dead letters older than their entity's newest
+    /// delivered event.
+    pub force: bool,
+}
+
+/// What a redrive did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RedriveReport {
+    /// Dead letters asked for.
+    pub matched: u64,
+    /// Made due again (new attempts, same Idempotency-Key).
+    pub redriven: u64,
+    /// Refused on a drop-stale route (without force): older than the newest event of their
+    /// entity that was delivered (or is being sent); they stay dead letters.
+    pub older: u64,
+}
+
 /// What to replay. [`parse_time`](crate::time::parse_time) reads times as the command line and `POST /admin/replay`
 /// take them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +130,8 @@ pub struct ReplayRequest {
     pub until: Option<i64>,
     /// Count only; change nothing.
     pub dry_run: bool,
-    /// On drop-stale routes, also re-send events older than their entity's highest version.
+    /// On drop-stale routes, also re-send stale events and events older than their entity's
+    /// newest delivered one.
     pub force: bool,
 }
 
@@ -118,7 +144,8 @@ pub struct ReplayReport {
     pub requeued: u64,
     /// Skipped: still pending or in flight.
     pub in_progress: u64,
-    /// Skipped on a drop-stale route: older than the entity's highest version (without force).
+    /// Skipped on a drop-stale route (without force): stale, or older than the newest event of
+    /// its entity that was delivered (or is being sent).
     pub older: u64,
     /// Skipped: the raw body was dropped by body_retention.
     pub no_body: u64,
@@ -241,45 +268,59 @@ impl<DB: GatewayDb> Gateway<DB> {
         Ok(rows.into_iter().map(DeliverySummary::from).collect())
     }
 
-    /// Makes dead letters due again with a fresh retry schedule: the dead letter `delivery`, or
-    /// every dead letter of `destination` (or of all destinations). Attempts keep their numbers
-    /// and the Idempotency-Key stays the same. Returns how many were redriven.
+    /// Makes dead letters due again with a fresh retry schedule: the dead letter
+    /// `request.delivery`, or every dead letter of `request.destination` (or of all
+    /// destinations). Attempts keep their numbers and the Idempotency-Key stays the same. On a
+    /// drop-stale route a dead letter older than the newest event of its entity that was
+    /// delivered (or is being sent) is refused unless `force`: sending it would put the older
+    /// state after the newer one (C5). The same rule as [`replay`](Self::replay), by the same
+    /// code.
     ///
     /// # Errors
-    /// [`Error::Request`] ([`RequestError::UnknownDestination`]) when `destination` is not
-    /// configured; [`Error::Store`].
-    pub async fn redrive(
-        &self,
-        destination: Option<&str>,
-        delivery: Option<i64>,
-    ) -> Result<u64, Error> {
-        if let Some(name) = destination {
+    /// [`Error::Request`] before anything is changed: [`RequestError::UnknownDestination`] when
+    /// `destination` is not configured, [`RequestError::UnknownDeadLetter`] when `delivery` is
+    /// not a dead letter (of `destination`, when given); [`Error::Store`]: the dead letters
+    /// redriven before the error stay redriven.
+    pub async fn redrive(&self, request: &RedriveRequest) -> Result<RedriveReport, Error> {
+        if let Some(name) = &request.destination {
             let known = &self.config().destinations;
             if !known.iter().any(|d| d.name.as_str() == name) {
                 return Err(RequestError::UnknownDestination {
-                    name: name.to_owned(),
+                    name: name.clone(),
                     known: known.iter().map(|d| d.name.as_str().to_owned()).collect(),
                 }
                 .into());
             }
         }
         let mut conn = self.store().pool().acquire().await?;
-        let now = self.now().as_millis();
-        let n = DB::redrive(
+        let rows = DB::redrive_candidates(
             &mut conn,
-            destination.unwrap_or(""),
-            delivery.unwrap_or(0),
-            now,
+            request.destination.as_deref().unwrap_or(""),
+            request.delivery.unwrap_or(0),
         )
         .await?;
-        self.wake_all();
-        Ok(n)
+        if let (Some(id), true) = (request.delivery, rows.is_empty()) {
+            return Err(RequestError::UnknownDeadLetter {
+                id,
+                destination: request.destination.clone(),
+            }
+            .into());
+        }
+        let report = self
+            .requeue(&mut conn, rows, request.force, false, &|_, _| {})
+            .await?;
+        Ok(RedriveReport {
+            matched: report.matched,
+            redriven: report.requeued,
+            older: report.older,
+        })
     }
 
     /// Replays the deliveries of `request.source`'s events received in the range: each finished
     /// delivery (delivered, stale, dead) becomes due again, a new attempt of the same event.
-    /// On a drop-stale route, an event older than its entity's highest version is skipped
-    /// unless `force`. `progress(done, total)` is called after each delivery.
+    /// On a drop-stale route, a stale event, or one older than the newest event of its entity
+    /// that was delivered (or is being sent), is skipped unless `force`, as
+    /// [`redrive`](Self::redrive) does. `progress(done, total)` is called after each delivery.
     ///
     /// # Errors
     /// [`Error::Request`] when the source is not configured
@@ -311,6 +352,22 @@ impl<DB: GatewayDb> Gateway<DB> {
         }
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::replay_candidates(&mut conn, &request.source, request.since, until).await?;
+        self.requeue(&mut conn, rows, request.force, request.dry_run, progress)
+            .await
+    }
+
+    /// The one path of redrive and replay: makes each finished delivery of `rows` due again
+    /// (or, `dry_run`, counts it), except those still open, without a body, or, on a
+    /// drop-stale route and without `force`, stale or older than the newest version of their
+    /// entity that was delivered or is being sent.
+    async fn requeue(
+        &self,
+        conn: &mut DB::Connection,
+        rows: Vec<ReplayCandidate>,
+        force: bool,
+        dry_run: bool,
+        progress: &(dyn Fn(u64, u64) + Send + Sync),
+    ) -> Result<ReplayReport, Error> {
         let mut report = ReplayReport {
             matched: rows.len() as u64,
             ..ReplayReport::default()
@@ -326,19 +383,17 @@ impl<DB: GatewayDb> Gateway<DB> {
             } else if !row.body_kept {
                 report.no_body += 1;
             } else if drop_stale
-                && !request.force
+                && !force
                 && (row.state == DeliveryState::Stale
                     || row.version.zip(row.highest).is_some_and(|(v, h)| v < h))
             {
                 report.older += 1;
-            } else if request.dry_run
-                || DB::requeue(&mut conn, row.id, self.now().as_millis()).await?
-            {
+            } else if dry_run || DB::requeue(&mut *conn, row.id, self.now().as_millis()).await? {
                 report.requeued += 1;
             }
             progress(done as u64 + 1, report.matched);
         }
-        if !request.dry_run {
+        if !dry_run && report.requeued > 0 {
             self.wake_all();
         }
         Ok(report)

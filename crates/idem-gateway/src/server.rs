@@ -85,6 +85,9 @@ impl Server {
     /// [`Gateway::migrate`] first.
     ///
     /// # Errors
+    /// [`Error::Config`] ([`ConfigError::MissingSecret`](crate::ConfigError::MissingSecret))
+    /// when the configuration was read for an operator command
+    /// ([`Config::for_operations`](crate::Config::for_operations)) without some secret;
     /// [`Error::Io`] when the listener's address cannot be read, or `admin_listen` or
     /// `metrics_listen` cannot be bound.
     /// [`Error::Broker`] when a broker source cannot connect or find its stream or queue;
@@ -95,6 +98,10 @@ impl Server {
         gateway: Gateway<DB>,
         listener: TcpListener,
     ) -> Result<Self, Error> {
+        // A configuration read for an operator command lacks secrets: it must not serve.
+        if let Some(missing) = gateway.config().missing_secret() {
+            return Err(missing.into());
+        }
         let addr = listener.local_addr().map_err(|source| Error::Io {
             what: "reading the listener's address".into(),
             source,

@@ -1,8 +1,6 @@
 //! Times as operators write and read them: `--since 2h`, RFC 3339, or milliseconds since the
 //! epoch; shown as RFC 3339 UTC with milliseconds.
 
-use std::time::Duration;
-
 use crate::error::RequestError;
 
 /// Reads a time as `idem replay --since/--until` and `POST /admin/replay` take it, in ms since
@@ -32,26 +30,36 @@ pub fn parse_time(field: &'static str, text: &str, now: i64) -> Result<i64, Requ
     Ok(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// The last millisecond RFC 3339 can write: 9999-12-31T23:59:59.999Z.
-const LAST_RFC3339_MS: i64 = 253_402_300_799_999;
-
-/// `t` (ms since the epoch) as RFC 3339 UTC with milliseconds, for listings; a time RFC 3339
-/// cannot write (before 1970 or after the year 9999, as a corrupt or hand-edited row may hold)
-/// as the plain number of milliseconds (one past 9999 reads back through [`parse_time`]).
+/// `t` (ms since the epoch) as RFC 3339 UTC with milliseconds, for listings and logs
+/// ([`Timestamp::rfc3339`](idem_core::Timestamp::rfc3339)); a time RFC 3339 cannot write
+/// (before 1970 or after the year 9999, as a corrupt or hand-edited row may hold) as the plain
+/// number of milliseconds (one past 9999 reads back through [`parse_time`]).
 pub fn format_time(t: i64) -> String {
-    match u64::try_from(t) {
-        Ok(ms) if t <= LAST_RFC3339_MS => {
-            humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms))
-                .to_string()
-        }
-        // humantime's Display fails past 9999, and `to_string` panics on that.
-        _ => t.to_string(),
-    }
+    idem_core::Timestamp(t).rfc3339().to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// The last millisecond RFC 3339 can write: 9999-12-31T23:59:59.999Z.
+    const LAST_RFC3339_MS: i64 = 253_402_300_799_999;
+
+    /// idem-core's hand-written calendar agrees with humantime's over 1970–9999, and what it
+    /// writes reads back through `parse_time`.
+    #[test]
+    fn format_time_agrees_with_humantime() {
+        let step = 7_919_999_987; // about 92 days, and no whole number of days or seconds
+        for t in (0..LAST_RFC3339_MS).step_by(step).chain([LAST_RFC3339_MS]) {
+            let ms = u64::try_from(t).unwrap();
+            let expected =
+                humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+                    .to_string();
+            assert_eq!(format_time(t), expected, "{t}");
+            assert_eq!(parse_time("since", &expected, 0), Ok(t), "{t}");
+        }
+    }
 
     #[test]
     fn times_rfc3339_cannot_write_are_shown_as_milliseconds() {

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use idem_gateway::operations::RedriveRequest;
 use idem_gateway::time::format_time;
 use idem_gateway::{Gateway, GatewayDb};
 
@@ -35,10 +36,28 @@ pub(super) async fn dlq<DB: GatewayDb>(
                 )?;
             }
         }
-        DlqCommand::Redrive { destination, id } => {
-            // An unknown destination is refused, naming the configured ones.
-            let n = gateway.redrive(destination.as_deref(), id).await?;
-            outln!("{n} dead letters redriven; a running `idem serve` sends them now")?;
+        DlqCommand::Redrive {
+            destination,
+            id,
+            force,
+        } => {
+            // An unknown destination or dead letter is refused, naming what exists.
+            let request = RedriveRequest {
+                destination,
+                delivery: id,
+                force,
+            };
+            let report = gateway.redrive(&request).await?;
+            outln!(
+                "{} dead letters redriven; a running `idem serve` sends them now",
+                report.redriven
+            )?;
+            if report.older > 0 {
+                outln!(
+                    "{} refused as older than the entity's newest delivered event; use --force",
+                    report.older
+                )?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

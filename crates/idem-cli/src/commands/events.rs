@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use idem_gateway::time::format_time;
 use idem_gateway::{Gateway, GatewayDb};
+use serde_json::Value;
 
 use crate::cli::EventsCommand;
 
@@ -37,8 +38,27 @@ pub(super) async fn events<DB: GatewayDb>(
             let Some(detail) = gateway.show_event(&source, &event_id).await? else {
                 bail!("no event {event_id:?} of source {source:?} is stored");
             };
-            outln!("{}", serde_json::to_string_pretty(&detail)?)?;
+            let mut shown = serde_json::to_value(&detail)?;
+            rfc3339_times(&mut shown);
+            outln!("{}", serde_json::to_string_pretty(&shown)?)?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes every time of `value` (a `…_at` field: ms since the epoch, as `/admin` answers) as
+/// RFC 3339 UTC with milliseconds, as the listings show times.
+fn rfc3339_times(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            for (name, field) in fields.iter_mut() {
+                match field.as_i64() {
+                    Some(ms) if name.ends_with("_at") => *field = Value::from(format_time(ms)),
+                    _ => rfc3339_times(field),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(rfc3339_times),
+        _ => {}
+    }
 }

@@ -42,11 +42,12 @@ enum OnGateway {
 /// Runs one command; the exit code says whether it succeeded.
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // idem's own tables, usually in the application's database: with --database the
-    // configuration is not read at all (its secrets need not be set).
+    // configuration is not read at all; without, only its database_url is needed (its secrets
+    // need not be set).
     let ledger_url = |database: Option<String>| match database {
         Some(url) => Ok(url),
         None => match &cli.config {
-            Some(path) => Config::load(path).map(|c| c.database_url),
+            Some(path) => Config::load_for_operations(path).map(|c| c.database_url),
             None => Ok(Config::defaults().database_url),
         },
     };
@@ -88,16 +89,19 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(verify::VERIFY_ERROR_EXIT)
             }));
         }
-        // check-config checks the file alone: it opens no database and creates no file.
-        Command::CheckConfig => return check_config::check_config(&load(&cli.config)?),
+        // check-config checks the file alone, secrets included: it opens no database and
+        // creates no file.
+        Command::CheckConfig => return check_config::check_config(&load(&cli.config, true)?),
         Command::Serve => OnGateway::Serve,
         Command::Events(command) => OnGateway::Events(command),
         Command::Dlq(command) => OnGateway::Dlq(command),
         Command::Replay(args) => OnGateway::Replay(args),
         Command::Gc => OnGateway::Gc,
     };
-    let config = load(&cli.config)?;
     let serve = matches!(on_gateway, OnGateway::Serve);
+    // Only `idem serve` verifies, signs and authenticates: the operator commands run without
+    // the secrets in their environment.
+    let config = load(&cli.config, serve)?;
     let url = config.database_url.clone();
     match DatabaseKind::of(&url) {
         Some(DatabaseKind::Sqlite) if serve => {
@@ -155,10 +159,12 @@ fn pool(config: &Config, serve: bool) -> PoolOptions {
     })
 }
 
-/// The configuration in `path`, or the built-in defaults without one.
-fn load(path: &Option<std::path::PathBuf>) -> anyhow::Result<Config> {
+/// The configuration in `path`, or the built-in defaults without one; with `secrets`, every
+/// secret must be set, as `idem serve` and `idem check-config` need.
+fn load(path: &Option<std::path::PathBuf>, secrets: bool) -> anyhow::Result<Config> {
     Ok(match path {
-        Some(path) => Config::load(path)?,
+        Some(path) if secrets => Config::load(path)?,
+        Some(path) => Config::load_for_operations(path)?,
         None => Config::defaults(),
     })
 }

@@ -5,6 +5,7 @@
 mod binary;
 mod check_config;
 mod faults;
+mod gateway_ops;
 mod operator_cli;
 mod relays;
 mod serve_process;

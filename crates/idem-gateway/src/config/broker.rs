@@ -220,7 +220,7 @@ pub(super) fn build(
         (None, Some(var)) => secret(format!("source {source_name:?}"), var)?,
         (None, None) => Secret::new(default_url),
     };
-    if !schemes.iter().any(|s| url.expose().starts_with(s)) {
+    if url.is_loaded() && !schemes.iter().any(|s| url.expose().starts_with(s)) {
         return Err(ConfigError::BadValue {
             field: field_name(if raw.url_env.is_some() {
                 "url_env"

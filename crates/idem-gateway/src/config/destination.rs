@@ -62,14 +62,17 @@ pub(super) fn build(
         format!("destination {:?}", dest_name.as_str()),
         &raw.signing_secret_env,
     )?;
-    // Fail at start, not at the first delivery, when the secret cannot sign.
-    verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
-        |error| ConfigError::BadValue {
-            field: field_name("signing_secret_env"),
-            value: raw.signing_secret_env.clone(),
-            expected: format!("a variable holding a Standard Webhooks secret: {error}"),
-        },
-    )?;
+    // Fail at start, not at the first delivery, when the secret cannot sign (unless it was not
+    // loaded, for an operator command).
+    if signing_secret.is_loaded() {
+        verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
+            |error| ConfigError::BadValue {
+                field: field_name("signing_secret_env"),
+                value: raw.signing_secret_env.clone(),
+                expected: format!("a variable holding a Standard Webhooks secret: {error}"),
+            },
+        )?;
+    }
     let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
     if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
         return Err(out_of_range(
@@ -84,6 +87,7 @@ pub(super) fn build(
         timeout,
         retry_schedule,
         retry_after_cap,
+        retry_4xx: raw.retry_4xx.unwrap_or(false),
         signing_secret,
         concurrency,
     })

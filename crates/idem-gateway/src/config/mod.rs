@@ -17,6 +17,7 @@ mod relay;
 mod secret;
 mod source;
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -50,7 +51,7 @@ impl Config {
     /// [`DEFAULT_RETENTION`], no sources.
     pub fn defaults() -> Self {
         let empty = |_: &str| None;
-        Self::from_raw(RawConfig::default(), &empty).expect("the defaults are valid")
+        Self::from_raw(RawConfig::default(), &empty, true).expect("the defaults are valid")
     }
 
     /// Reads and checks the file at `path`, taking secrets from the process environment.
@@ -59,11 +60,18 @@ impl Config {
     /// [`ConfigError::Read`] when the file cannot be read; otherwise as
     /// [`from_toml`](Self::from_toml).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::from_toml(&text, &|var| std::env::var(var).ok())
+        Self::from_toml(&read(path)?, &|var| std::env::var(var).ok())
+    }
+
+    /// Reads the file at `path` for an operator command, as
+    /// [`for_operations`](Self::for_operations) does, taking the secrets that are set from the
+    /// process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] when the file cannot be read; otherwise as
+    /// [`for_operations`](Self::for_operations).
+    pub fn load_for_operations(path: &Path) -> Result<Self, ConfigError> {
+        Self::for_operations(&read(path)?, &|var| std::env::var(var).ok())
     }
 
     /// Checks a configuration given as TOML text, reading each secret with `env(variable name)`
@@ -75,12 +83,50 @@ impl Config {
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        Self::from_raw(toml::from_str(text)?, env)
+        Self::from_raw(toml::from_str(text)?, env, true)
     }
 
-    fn from_raw(raw: RawConfig, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    /// Checks a configuration for an operator command (`idem events`, `dlq`, `replay`, `gc`):
+    /// as [`from_toml`](Self::from_toml), except that a secret whose variable is not set is no
+    /// error. Those commands read the database and the names of sources, destinations and
+    /// routes; they verify, sign and authenticate nothing, so the secrets need not be handed to
+    /// them. Each secret not set is left unloaded and the checks of its value skipped (for a
+    /// source, its signatures can then not be checked; for the admin token, the admin API is
+    /// off); [`Server::start`](crate::Server::start) refuses such a configuration with
+    /// [`ConfigError::MissingSecret`], so it never serves.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first problem found other than a secret not set.
+    pub fn for_operations(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        Self::from_raw(toml::from_str(text)?, env, false)
+    }
+
+    /// The first secret this configuration was read without
+    /// ([`for_operations`](Self::for_operations)), as the error `from_toml` would have given.
+    pub(crate) fn missing_secret(&self) -> Option<ConfigError> {
+        self.not_loaded
+            .first()
+            .map(|(owner, var)| ConfigError::MissingSecret {
+                owner: owner.clone(),
+                var: var.clone(),
+            })
+    }
+
+    fn from_raw(
+        raw: RawConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+        secrets_required: bool,
+    ) -> Result<Self, ConfigError> {
+        let not_loaded = RefCell::new(Vec::new());
         let secret = |owner: String, var: &str| match env(var) {
             Some(value) if !value.is_empty() => Ok(Secret::new(value)),
+            _ if !secrets_required => {
+                not_loaded.borrow_mut().push((owner, var.to_owned()));
+                Ok(Secret::not_loaded())
+            }
             _ => Err(ConfigError::MissingSecret {
                 owner,
                 var: var.to_owned(),
@@ -209,7 +255,9 @@ impl Config {
             .admin_token_env
             .as_deref()
             .map(|var| secret("admin".into(), var))
-            .transpose()?;
+            .transpose()?
+            // Never an empty token that an empty bearer would match.
+            .filter(Secret::is_loaded);
 
         let mut sources = Vec::new();
         for raw_source in raw.sources {
@@ -249,7 +297,9 @@ impl Config {
                 return Err(duplicate("relay", &relay.name));
             }
             if let Some(other) = relays.iter().find(|r: &&OutboxRelay| {
-                relay::same_database(r.database_url.expose(), relay.database_url.expose())
+                r.database_url.is_loaded()
+                    && relay.database_url.is_loaded()
+                    && relay::same_database(r.database_url.expose(), relay.database_url.expose())
                     && !r.target.same_as(&relay.target)
             }) {
                 let describe =
@@ -292,6 +342,7 @@ impl Config {
             destinations,
             routes,
             relays,
+            not_loaded: not_loaded.into_inner(),
         })
     }
 
@@ -299,4 +350,12 @@ impl Config {
     pub fn source(&self, name: &str) -> Option<&Source> {
         self.sources.iter().find(|s| s.name.as_str() == name)
     }
+}
+
+/// The text of the configuration file at `path`.
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.display().to_string(),
+        source,
+    })
 }

@@ -44,6 +44,9 @@ pub(crate) enum Intake {
     Webhook(Arc<dyn Verifier>),
     /// Messages from a broker.
     Broker(Broker),
+    /// `POST /webhooks/{source}` in a configuration read for an operator command without the
+    /// source's secrets: signatures cannot be checked, and such a configuration never serves.
+    Unverifiable,
 }
 
 impl Source {
@@ -67,7 +70,7 @@ impl Source {
     pub fn broker(&self) -> Option<&Broker> {
         match &self.intake {
             Intake::Broker(broker) => Some(broker),
-            Intake::Webhook(_) => None,
+            Intake::Webhook(_) | Intake::Unverifiable => None,
         }
     }
 }
@@ -107,6 +110,10 @@ pub struct Destination {
     pub retry_schedule: Vec<Duration>,
     /// The longest delay a `Retry-After` header may ask for (default 1h, at most 7 days).
     pub retry_after_cap: Duration,
+    /// Whether every 4xx answer is retried on the schedule (`retry_4xx`, default false). Without
+    /// it only 408, 409, 425 and 429 are: any other 4xx says the request itself is refused, so
+    /// the delivery is a dead letter after that one attempt.
+    pub retry_4xx: bool,
     /// The `whsec_` secret forwarded requests are signed with (Standard Webhooks v1).
     pub signing_secret: Secret,
     /// At most this many deliveries in flight at once (default 8; 1 to 1024).
@@ -196,4 +203,7 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// The outbox relays `idem serve` runs.
     pub relays: Vec<OutboxRelay>,
+    /// (owner, variable) of each secret not set when the configuration was read for an
+    /// operator command; empty otherwise.
+    pub(crate) not_loaded: Vec<(String, String)>,
 }

@@ -79,6 +79,7 @@ pub(crate) struct RawDestination {
     pub timeout: Option<String>,
     pub retry_schedule: Option<Vec<String>>,
     pub retry_after_cap: Option<String>,
+    pub retry_4xx: Option<bool>,
     pub signing_secret_env: String,
     pub concurrency: Option<usize>,
 }

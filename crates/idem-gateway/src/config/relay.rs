@@ -250,7 +250,7 @@ pub(super) fn build(
     };
     let database_url = either(&raw.database_url, &raw.database_url_env, "database_url")?
         .unwrap_or_else(|| Secret::new(gateway_database));
-    if crate::store::DatabaseKind::of(database_url.expose()).is_none() {
+    if database_url.is_loaded() && crate::store::DatabaseKind::of(database_url.expose()).is_none() {
         return Err(ConfigError::BadValue {
             field: field_name("database_url"),
             value: redact(database_url.expose()),
@@ -264,7 +264,7 @@ pub(super) fn build(
         "url"
     };
     let check_scheme = |url: &Secret, schemes: &[&str]| {
-        if schemes.iter().any(|s| url.expose().starts_with(s)) {
+        if !url.is_loaded() || schemes.iter().any(|s| url.expose().starts_with(s)) {
             Ok(())
         } else {
             Err(ConfigError::BadValue {
@@ -303,7 +303,10 @@ pub(super) fn build(
                 });
             };
             // TLS is not built in, as for destinations.
-            if !url.expose().starts_with("http://") || reqwest::Url::parse(url.expose()).is_err() {
+            if url.is_loaded()
+                && (!url.expose().starts_with("http://")
+                    || reqwest::Url::parse(url.expose()).is_err())
+            {
                 return Err(ConfigError::BadValue {
                     field: field_name(url_key),
                     value: redact(url.expose()),

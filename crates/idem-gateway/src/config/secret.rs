@@ -6,17 +6,29 @@ use super::error::ConfigError;
 
 /// A secret read from the environment; never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret(Option<String>);
 
 impl Secret {
     /// Wraps a secret value.
     pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
+        Self(Some(value.into()))
     }
 
-    /// The secret itself.
+    /// The stand-in for a secret whose variable is not set, in a configuration read for an
+    /// operator command ([`Config::for_operations`](super::Config::for_operations)).
+    pub(super) fn not_loaded() -> Self {
+        Self(None)
+    }
+
+    /// Whether the secret was read (`false` only in a configuration read for an operator
+    /// command, whose checks of the secret's value are skipped).
+    pub fn is_loaded(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The secret itself; empty when it was not loaded.
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.as_deref().unwrap_or_default()
     }
 }
 

@@ -18,7 +18,7 @@ pub mod send;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idem_core::{Timestamp, Ttl};
+use idem_core::Ttl;
 use rand::Rng;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 use crate::gateway::Gateway;
 use crate::metric_definitions::{DISPATCH_DURATION_SECONDS, DISPATCH_TOTAL};
 use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
+use crate::time::format_time;
 use outcomes::Outcomes;
 use schedule::Next;
 
@@ -268,12 +269,23 @@ fn log_outcome(
         ),
         AttemptOutcome::Retry => tracing::warn!(
             destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
-            %status, excerpt = %attempted.excerpt, next_attempt_at = %Timestamp(row.next_attempt_at),
+            %status, excerpt = %attempted.excerpt, next_attempt_at = %format_time(row.next_attempt_at),
             "attempt failed; will retry"
         ),
-        AttemptOutcome::Dead => tracing::error!(
+        AttemptOutcome::Dead if attempted.retryable => tracing::error!(
             destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
             %status, excerpt = %attempted.excerpt, "dead letter: every attempt of the schedule failed"
         ),
+        AttemptOutcome::Dead => match attempted.status {
+            Some(status) => tracing::error!(
+                destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
+                status, excerpt = %attempted.excerpt,
+                "dead letter at once: the destination refused the request with a 4xx that is not retried (only 408, 409, 425 and 429 are, unless the destination sets retry_4xx = true)"
+            ),
+            None => tracing::error!(
+                destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
+                excerpt = %attempted.excerpt, "dead letter at once: the delivery cannot be sent"
+            ),
+        },
     }
 }

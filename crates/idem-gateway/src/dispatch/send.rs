@@ -181,11 +181,21 @@ pub(crate) async fn attempt(
     excerpt.truncate(EXCERPT_BYTES);
     Attempted {
         delivered: status.is_success(),
-        retryable: true,
+        retryable: retryable(status.as_u16(), destination.retry_4xx),
         status: Some(status.as_u16()),
         excerpt: String::from_utf8_lossy(&excerpt).into_owned(),
         retry_after,
     }
+}
+
+/// Whether sending again may succeed after a non-2xx answer with `status`: every 5xx, and the
+/// 4xx that say "not now" rather than "not this request": 408 Request Timeout and 409 Conflict
+/// (RFC 9110 §15.5.9, §15.5.10), 425 Too Early (RFC 8470 §5.2), 429 Too Many Requests (RFC 6585
+/// §4). Any other 4xx refuses the request itself, which would be refused again byte for byte,
+/// unless the destination sets `retry_4xx`. 1xx and 3xx (a redirect is not followed) are
+/// retried.
+pub(crate) fn retryable(status: u16, retry_4xx: bool) -> bool {
+    !(400..500).contains(&status) || retry_4xx || matches!(status, 408 | 409 | 425 | 429)
 }
 
 fn transport_error(e: &reqwest::Error) -> String {
@@ -220,6 +230,17 @@ mod tests {
             a.starts_with("msg_") && a.len() == 36 && !a.contains('.'),
             "{a}"
         );
+    }
+
+    #[test]
+    fn only_the_not_now_4xx_are_retried_unless_retry_4xx() {
+        for status in [408, 409, 425, 429, 500, 502, 503, 504, 599, 302] {
+            assert!(retryable(status, false), "{status}");
+        }
+        for status in [400, 401, 403, 404, 405, 410, 413, 415, 422, 499] {
+            assert!(!retryable(status, false), "{status}");
+            assert!(retryable(status, true), "{status}");
+        }
     }
 
     #[test]

@@ -321,6 +321,16 @@ async fn commit_once<DB: GatewayDb>(
     for decision in decisions {
         let route = &gateway.config().routes[decision.route];
         let d = route.destination_index;
+        let incoming = &batch[decision.event];
+        if let (Ordering::DropStale, Some(missing)) = (route.ordering, &incoming.event.unordered) {
+            tracing::warn!(
+                route = %route.name,
+                source = %gateway.source(incoming.source).name,
+                event_id = %incoming.event.event_id,
+                %missing,
+                "event accepted but not ordered: it lacks {missing}, which its source reads the entity and version from, so it is sent whatever its entity's newest version"
+            );
+        }
         if decision.state == DeliveryState::Stale {
             metrics::counter!(DISPATCH_TOTAL, "destination" => route.destination.to_string(), "outcome" => "stale")
                 .increment(1);

@@ -130,12 +130,12 @@ pub(crate) mod ops {
             destination: &str,
             limit: i64,
         ) -> impl Future<Output = Res<Vec<StoredDelivery>>> + Send;
-        fn redrive(
+        /// Dead letters of `destination` ('' for all) and `delivery` (0 for all).
+        fn redrive_candidates(
             conn: &mut Self::Connection,
             destination: &str,
             delivery: i64,
-            now: i64,
-        ) -> impl Future<Output = Res<u64>> + Send;
+        ) -> impl Future<Output = Res<Vec<ReplayCandidate>>> + Send;
         fn replay_candidates(
             conn: &mut Self::Connection,
             source: &str,
@@ -371,19 +371,16 @@ macro_rules! gateway_ops {
                     .await
             }
 
-            async fn redrive(
+            async fn redrive_candidates(
                 conn: &mut Self::Connection,
                 destination: &str,
                 delivery: i64,
-                now: i64,
-            ) -> Result<u64, sqlx::Error> {
-                let done = sqlx::query(sql::REDRIVE)
+            ) -> Result<Vec<ReplayCandidate>, sqlx::Error> {
+                sqlx::query_as(sql::REDRIVE_CANDIDATES)
                     .bind(destination)
                     .bind(delivery)
-                    .bind(now)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(done.rows_affected())
+                    .fetch_all(&mut *conn)
+                    .await
             }
 
             async fn replay_candidates(

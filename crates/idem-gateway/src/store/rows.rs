@@ -110,7 +110,7 @@ pub struct StoredAttempt {
     pub excerpt: String,
 }
 
-/// A delivery a replay may make due again, with what the replay must know.
+/// A delivery a redrive or a replay may make due again, with what they must know.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ReplayCandidate {
     pub id: i64,
@@ -119,7 +119,8 @@ pub struct ReplayCandidate {
     pub version: Option<i64>,
     /// Whether the raw body is still kept.
     pub body_kept: bool,
-    /// The entity's highest non-stale version on the route (`None` without an entity).
+    /// The newest version of the entity on the route that was delivered or is being sent
+    /// (`None` without an entity, or when none was).
     pub highest: Option<i64>,
 }
 

@@ -130,26 +130,38 @@ pub(crate) const DEAD_LETTERS: &str = "SELECT d.id, d.route, d.destination, d.st
      WHERE d.state = 'dead' AND ($1 = '' OR d.destination = $1) \
      ORDER BY d.updated_at, d.id LIMIT $2";
 
-/// Makes dead letters due again at $3 with a fresh schedule; `$1` = destination or '',
-/// `$2` = one delivery id or 0 for all.
-pub(crate) const REDRIVE: &str = "UPDATE idem_gateway_deliveries \
-     SET state = 'pending', failures = 0, next_attempt_at = $3, updated_at = $3 \
-     WHERE state = 'dead' AND ($1 = '' OR destination = $1) AND ($2 = 0 OR id = $2)";
+/// What a redrive or a replay must know of a delivery it may make due again: the route,
+/// whether the body is still kept, and the newest version of the delivery's entity on its route
+/// that was delivered or is being sent (NULL without an entity, or when none was): the version
+/// the destination may already hold.
+macro_rules! candidates {
+    ($where:literal) => {
+        concat!(
+            "SELECT d.id, d.route, d.state, d.version, e.body IS NOT NULL AS body_kept, \
+             (SELECT MAX(h.version) FROM idem_gateway_deliveries h \
+              WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
+                AND h.state IN ('delivered', 'in_flight')) AS highest \
+             FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event ",
+            $where
+        )
+    };
+}
 
-/// Deliveries of source $1's events received in [$2, $3), with what a replay must know: the
-/// route, whether the body is still kept, and the entity's highest non-stale version on the
-/// route (NULL without an entity).
-pub(crate) const REPLAY_CANDIDATES: &str = "SELECT d.id, d.route, d.state, d.version, \
-     e.body IS NOT NULL AS body_kept, \
-     (SELECT MAX(h.version) FROM idem_gateway_deliveries h \
-      WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
-        AND h.state <> 'stale') AS highest \
-     FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
-     WHERE e.source = $1 AND e.received_at >= $2 AND e.received_at < $3 \
-     ORDER BY e.received_at, d.id";
+/// The dead letters a redrive takes, oldest first: `$1` = destination or '' for all, `$2` =
+/// one delivery id or 0 for all.
+pub(crate) const REDRIVE_CANDIDATES: &str = candidates!(
+    "WHERE d.state = 'dead' AND ($1 = '' OR d.destination = $1) AND ($2 = 0 OR d.id = $2) \
+     ORDER BY d.updated_at, d.id"
+);
+
+/// The deliveries of source $1's events received in [$2, $3), for a replay.
+pub(crate) const REPLAY_CANDIDATES: &str = candidates!(
+    "WHERE e.source = $1 AND e.received_at >= $2 AND e.received_at < $3 \
+     ORDER BY e.received_at, d.id"
+);
 
 /// Makes a finished delivery ($1) due again at $2 with a fresh schedule: a new attempt of the
-/// same event, under the same Idempotency-Key.
+/// same event, under the same Idempotency-Key (redrive and replay alike).
 pub(crate) const REQUEUE: &str = "UPDATE idem_gateway_deliveries \
      SET state = 'pending', failures = 0, next_attempt_at = $2, updated_at = $2 \
      WHERE id = $1 AND state IN ('delivered', 'stale', 'dead')";

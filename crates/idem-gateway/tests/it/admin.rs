@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use idem_core::{ManualClock, Timestamp};
 use idem_gateway::RequestError;
-use idem_gateway::operations::ReplayRequest;
+use idem_gateway::operations::{RedriveRequest, ReplayRequest};
 use idem_gateway::{Config, GatewayDb};
 use idem_http::verify::stripe;
 use idem_sql::Store;
@@ -44,7 +44,12 @@ async fn dead_letters_redrive_and_replay<DB: GatewayDb + AppDb>(store: Store<DB>
     );
 
     failing.store(false, Ordering::SeqCst);
-    assert_eq!(gw.gateway.redrive(Some("app"), None).await.unwrap(), 1);
+    let redrive = RedriveRequest {
+        destination: Some("app".into()),
+        ..RedriveRequest::default()
+    };
+    let report = gw.gateway.redrive(&redrive).await.unwrap();
+    assert_eq!((report.matched, report.redriven, report.older), (1, 1, 0));
     let stats = gw.settle().await;
     assert_eq!(
         (
@@ -114,6 +119,102 @@ async fn dead_letters_redrive_and_replay<DB: GatewayDb + AppDb>(store: Store<DB>
 }
 
 both_stores!(dead_letters_redrive_and_replay);
+
+/// Issue 13, item 4: redrive keeps entity order on a drop-stale route as replay does, by the
+/// same code: after `payment_intent.succeeded` was delivered, the dead-lettered older
+/// `payment_intent.created` of the same object is refused (counted, not sent, still a dead
+/// letter) unless forced, over the admin API and in the library.
+async fn redrive_refuses_an_event_older_than_the_delivered_one<DB: GatewayDb + AppDb>(
+    store: Store<DB>,
+) {
+    let failing = Arc::new(AtomicBool::new(true));
+    let fail = Arc::clone(&failing);
+    let downstream = Downstream::start(Arc::new(move |r| {
+        if fail.load(Ordering::SeqCst) && r.header("idem-event-id") == Some("evt_pi_created") {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        }
+    }))
+    .await;
+    let text = format!(
+        "admin_token_env = \"ADMIN_TOKEN\"\n{}",
+        config_text(downstream.addr, r#"["5ms"]"#)
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let created = stripe_event(
+        "evt_pi_created",
+        "payment_intent.created",
+        "payment_intent",
+        "pi_1",
+        1_700_000_100,
+    );
+    assert_eq!(gw.post_stripe(&created).await.json["status"], "accepted");
+    gw.settle().await;
+    let succeeded = stripe_event(
+        "evt_pi_succeeded",
+        "payment_intent.succeeded",
+        "payment_intent",
+        "pi_1",
+        1_700_000_200,
+    );
+    assert_eq!(gw.post_stripe(&succeeded).await.json["status"], "accepted");
+    let stats = gw.settle().await;
+    assert_eq!(
+        (
+            stats.destinations["app"].delivered,
+            stats.destinations["app"].dead
+        ),
+        (1, 1)
+    );
+    failing.store(false, Ordering::SeqCst);
+    let letters = gw.gateway.dead_letters(None, 10).await.unwrap();
+    assert_eq!(letters[0].event_id, "evt_pi_created");
+    let id = letters[0].id;
+
+    let answer = admin(
+        &gw,
+        "/admin/dlq/redrive",
+        Some(&format!(r#"{{"delivery": {id}}}"#)),
+        JSON,
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.json);
+    assert_eq!(
+        answer.json,
+        serde_json::json!({"matched": 1, "redriven": 0, "older": 1})
+    );
+    let report = gw
+        .gateway
+        .redrive(&RedriveRequest::default())
+        .await
+        .unwrap();
+    assert_eq!((report.matched, report.redriven, report.older), (1, 0, 1));
+    let stats = gw.settle().await;
+    assert_eq!(stats.destinations["app"].dead, 1);
+    assert_eq!(downstream.with_key("stripe:evt_pi_created").len(), 2);
+
+    let forced = format!(r#"{{"delivery": {id}, "force": true}}"#);
+    let answer = admin(&gw, "/admin/dlq/redrive", Some(&forced), JSON).await;
+    assert_eq!(
+        answer.json,
+        serde_json::json!({"matched": 1, "redriven": 1, "older": 0})
+    );
+    let stats = gw.settle().await;
+    assert_eq!(
+        (
+            stats.destinations["app"].delivered,
+            stats.destinations["app"].dead
+        ),
+        (2, 0)
+    );
+    let tries = downstream.with_key("stripe:evt_pi_created");
+    assert_eq!(tries.len(), 3);
+    assert_eq!(tries[2].header("idem-attempt"), Some("3"));
+    gw.server.shutdown().await.unwrap();
+}
+
+both_stores!(redrive_refuses_an_event_older_than_the_delivered_one);
 
 /// Retention: bodies go after body_retention, finished events and inbox keys after retention;
 /// dead letters stay (with their body), and their redelivery is still a duplicate.
@@ -562,7 +663,11 @@ async fn admin_refuses_unknown_names_and_empty_ranges() {
     );
 
     // The same checks in the library, before anything is changed.
-    let refused = gw.gateway.redrive(Some("nosuch"), None).await.unwrap_err();
+    let nosuch = RedriveRequest {
+        destination: Some("nosuch".into()),
+        ..RedriveRequest::default()
+    };
+    let refused = gw.gateway.redrive(&nosuch).await.unwrap_err();
     assert!(
         matches!(
             &refused,
@@ -588,6 +693,38 @@ async fn admin_refuses_unknown_names_and_empty_ranges() {
             })
         ),
         "{refused:?}"
+    );
+    // Issue 13, item 6: an id that is no dead letter is an error naming it, not "0 redriven";
+    // the delivered event's delivery is no dead letter either.
+    let delivered = gw
+        .gateway
+        .show_event("stripe", "evt_admin")
+        .await
+        .unwrap()
+        .unwrap()
+        .deliveries[0]
+        .0
+        .id;
+    for id in [987_654, delivered] {
+        let body = format!(r#"{{"delivery": {id}}}"#);
+        let answer = admin(&gw, "/admin/dlq/redrive", Some(&body), JSON).await;
+        assert_eq!(answer.status, 400, "{}", answer.json);
+        let expected = format!(
+            "no dead letter has id {id}; `idem dlq list` (GET /admin/dlq) lists the dead letters \
+             with their ids"
+        );
+        assert_eq!(answer.problem(), ("unknown-dead-letter", expected.as_str()));
+    }
+    let unknown = RedriveRequest {
+        destination: Some("app".into()),
+        delivery: Some(987_654),
+        force: false,
+    };
+    let refused = gw.gateway.redrive(&unknown).await.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "no dead letter of destination \"app\" has id 987654; `idem dlq list` (GET /admin/dlq) \
+         lists the dead letters with their ids"
     );
     // Valid requests still work and change nothing when there is nothing to do.
     let answer = admin(&gw, "/admin/dlq/redrive", Some("{}"), JSON).await;

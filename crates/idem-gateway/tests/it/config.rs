@@ -267,3 +267,81 @@ fn inconsistent_values_are_refused_naming_the_field() {
             .is_empty()
     );
 }
+
+/// Issue 13, item 6: a configuration read for an operator command needs none of its secrets
+/// (sources, destinations, the admin token, broker and relay URLs from the environment); it
+/// keeps every name and route, turns the admin API off, and cannot serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_commands_read_the_configuration_without_its_secrets() {
+    let text = r#"
+admin_token_env = "NO_ADMIN_TOKEN"
+
+[[source]]
+name = "stripe"
+kind = "stripe"
+secrets_env = ["NO_STRIPE_SECRET"]
+
+[[source]]
+name = "sw"
+kind = "standard-webhooks"
+secrets_env = ["NO_SW_SECRET"]
+
+[[source]]
+name = "orders"
+kind = "nats"
+url_env = "NO_NATS_URL"
+stream = "ORDERS"
+subject = "orders.>"
+
+[[destination]]
+name = "app"
+url = "http://127.0.0.1:1/events"
+signing_secret_env = "NO_APP_SECRET"
+
+[[route]]
+source = "stripe"
+destination = "app"
+
+[[relay]]
+name = "out"
+database_url_env = "NO_APP_DATABASE"
+target = "http"
+url_env = "NO_RELAY_URL"
+"#;
+    let nothing = |_: &str| None;
+    let strict = Config::from_toml(text, &nothing).unwrap_err();
+    assert!(
+        matches!(&strict, ConfigError::MissingSecret { var, .. } if var == "NO_ADMIN_TOKEN"),
+        "{strict}"
+    );
+    let config = Config::for_operations(text, &nothing).unwrap();
+    let names = |n: Vec<&str>| n.join(",");
+    assert_eq!(
+        names(config.sources.iter().map(|s| s.name.as_str()).collect()),
+        "stripe,sw,orders"
+    );
+    assert_eq!(config.destinations[0].name.as_str(), "app");
+    assert_eq!(config.routes[0].ordering, Ordering::DropStale);
+    assert!(config.admin_token.is_none());
+    assert!(!config.destinations[0].signing_secret.is_loaded());
+
+    // A secret that is set is still checked: a malformed one is refused as by `idem serve`.
+    let bad = |var: &str| (var == "NO_SW_SECRET").then(|| "not-a-whsec".to_owned());
+    assert!(matches!(
+        Config::for_operations(text, &bad),
+        Err(ConfigError::Verifier { .. })
+    ));
+
+    // Such a configuration never serves: the first secret it lacks is named.
+    let (_dir, store) = crate::support::sqlite(crate::support::system_clock()).await;
+    let gateway = idem_gateway::Gateway::new(config, store);
+    gateway.migrate().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let Err(refused) = idem_gateway::Server::start(gateway, listener).await else {
+        panic!("a configuration without its secrets must not serve");
+    };
+    assert_eq!(
+        refused.to_string(),
+        "admin needs its secret in environment variable NO_ADMIN_TOKEN, which is not set"
+    );
+}

@@ -185,6 +185,120 @@ async fn refused_connection_is_retried_then_dead<DB: GatewayDb + AppDb>(store: S
     gw.server.shutdown().await.unwrap();
 }
 
+/// A destination answering `status` to every attempt, under a three-step schedule, with
+/// `extra` added to its `[[destination]]`: the attempts it received and the delivery's attempt
+/// rows as (status, outcome, excerpt).
+async fn answered<DB: GatewayDb + AppDb>(
+    store: Store<DB>,
+    status: StatusCode,
+    extra: &str,
+    event_id: &str,
+) -> (usize, Vec<(i64, String, String)>) {
+    let downstream = Downstream::start(Arc::new(move |_| status)).await;
+    let text = config_text(downstream.addr, r#"["5ms", "5ms", "5ms"]"#).replace(
+        "signing_secret_env = \"APP_SECRET\"",
+        &format!("signing_secret_env = \"APP_SECRET\"\n{extra}"),
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = stripe_event(event_id, "customer.created", "customer", event_id, 1);
+    assert_eq!(gw.post_stripe(&body).await.json["status"], "accepted");
+    let stats = gw.settle().await;
+    assert_eq!(stats.destinations["app"].dead, 1);
+    let detail = gw
+        .gateway
+        .show_event("stripe", event_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let attempts = detail.deliveries[0]
+        .1
+        .iter()
+        .map(|a| {
+            (
+                a.status.unwrap_or_default(),
+                a.outcome.as_str().to_owned(),
+                a.excerpt.clone(),
+            )
+        })
+        .collect();
+    gw.server.shutdown().await.unwrap();
+    (
+        downstream.with_key(&format!("stripe:{event_id}")).len(),
+        attempts,
+    )
+}
+
+/// A 400 refuses the request itself: a dead letter after exactly one attempt, its status and
+/// the start of the answer kept (issue 13, item 5).
+async fn a_400_is_dead_lettered_at_once<DB: GatewayDb + AppDb>(store: Store<DB>) {
+    let (sent, attempts) = answered(store, StatusCode::BAD_REQUEST, "", "evt_400").await;
+    assert_eq!(sent, 1);
+    assert_eq!(
+        attempts,
+        [(400, "dead".to_owned(), "downstream says hi".to_owned())]
+    );
+}
+
+/// A 429 (and 408, 409, 425) says "not now": retried on the schedule, then dead.
+async fn a_429_is_retried_on_the_schedule<DB: GatewayDb + AppDb>(store: Store<DB>) {
+    let (sent, attempts) = answered(store, StatusCode::TOO_MANY_REQUESTS, "", "evt_429").await;
+    assert_eq!(sent, 4);
+    let outcomes: Vec<_> = attempts.iter().map(|(s, o, _)| (*s, o.as_str())).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (429, "retry"),
+            (429, "retry"),
+            (429, "retry"),
+            (429, "dead")
+        ]
+    );
+    // Issue 13, item 6: the retry's time is logged in RFC 3339 UTC, not epoch milliseconds.
+    let lines = crate::support::lines_with("WARN", "attempt failed; will retry");
+    let ours: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains("event_id=evt_429 "))
+        .collect();
+    assert!(!ours.is_empty(), "{lines:?}");
+    for line in ours {
+        let (_, after) = line.split_once("next_attempt_at=").expect(line);
+        let at = after.split(' ').next().unwrap();
+        assert!(
+            at.len() == 24 && at.ends_with('Z') && at.as_bytes()[10] == b'T',
+            "{line}"
+        );
+        idem_gateway::time::parse_time("next_attempt_at", at, 0).expect(line);
+    }
+}
+
+/// `retry_4xx = true` retries a 400 like a 5xx.
+async fn retry_4xx_retries_a_400<DB: GatewayDb + AppDb>(store: Store<DB>) {
+    let (sent, attempts) = answered(
+        store,
+        StatusCode::BAD_REQUEST,
+        "retry_4xx = true",
+        "evt_400_retried",
+    )
+    .await;
+    assert_eq!(sent, 4);
+    let outcomes: Vec<_> = attempts.iter().map(|(s, o, _)| (*s, o.as_str())).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (400, "retry"),
+            (400, "retry"),
+            (400, "retry"),
+            (400, "dead")
+        ]
+    );
+}
+
+both_stores!(
+    a_400_is_dead_lettered_at_once,
+    a_429_is_retried_on_the_schedule,
+    retry_4xx_retries_a_400,
+);
+
 both_stores!(
     forwarded_request_is_signed_and_keyed,
     tie_is_sent_flagged,

@@ -345,3 +345,43 @@ destination = "app"
     assert_eq!(keys.iter().filter(|k| *k == shop_key).count(), 1);
     gw.server.shutdown().await.unwrap();
 }
+
+/// Issue 13, item 6: a Stripe event without `created`, or whose `data.object` lacks `object`,
+/// is accepted and sent on the drop-stale route, with a WARN naming the event, what it lacks
+/// and that it is not ordered; a whole event gets no such line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stripe_event_that_cannot_be_ordered_is_accepted_with_a_warning() {
+    let downstream = Downstream::ok().await;
+    let (_dir, gw) = gateway_at(crate::support::unix_now(), &downstream, "").await;
+    let no_created = br#"{"id":"evt_no_created","object":"event","type":"payment_intent.created","data":{"object":{"id":"pi_w","object":"payment_intent"}}}"#;
+    let no_object = br#"{"id":"evt_no_object","object":"event","type":"payment_intent.created","created":1700000000,"data":{"object":{"id":"pi_w"}}}"#;
+    let whole = crate::support::stripe_event(
+        "evt_whole",
+        "payment_intent.created",
+        "payment_intent",
+        "pi_w",
+        1_700_000_000,
+    );
+    for body in [&no_created[..], &no_object[..], &whole] {
+        assert_eq!(gw.post_stripe(body).await.json["status"], "accepted");
+    }
+    gw.settle().await;
+    assert_eq!(downstream.received().len(), 3);
+    for (event_id, missing) in [
+        ("evt_no_created", "body field `$.created`"),
+        ("evt_no_object", "body field `$.data.object.object`"),
+    ] {
+        let lines = crate::support::lines_with("WARN", &format!("event_id={event_id} "));
+        assert_eq!(lines.len(), 1, "{event_id}: {lines:?}");
+        assert!(
+            lines[0].contains(&format!(
+                "event accepted but not ordered: it lacks {missing}, which its source reads the \
+                 entity and version from"
+            )) && lines[0].contains("route=stripe.app"),
+            "{}",
+            lines[0]
+        );
+    }
+    assert!(crate::support::lines_with("WARN", "event_id=evt_whole ").is_empty());
+    gw.server.shutdown().await.unwrap();
+}

@@ -1,0 +1,230 @@
+//! The gateway's operator commands (`idem events`, `idem dlq`) as an operator runs them: on a
+//! database a real gateway filled (a real downstream, a dead letter, an event delivered after
+//! it), with none of the configuration's secrets in the environment (issue 13, item 6), and
+//! `dlq redrive` keeping entity order on the drop-stale route (item 4).
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use idem_gateway::time::parse_time;
+use idem_gateway::{Config, Gateway, GatewayDb, Server};
+use idem_http::verify::stripe;
+
+use crate::support::{Downstream, IDEM, unix_now};
+
+const STRIPE_SECRET: &str = "whsec_ops";
+const APP_SECRET: &str = "whsec_aGVsbG8=";
+
+/// Every secret the configuration names, none of which the operator commands are given.
+const SECRET_VARS: [&str; 3] = ["OPS_STRIPE_SECRET", "OPS_APP_SECRET", "OPS_ADMIN_TOKEN"];
+
+fn config_text(dir: &std::path::Path, app: std::net::SocketAddr) -> String {
+    format!(
+        r#"
+listen = "127.0.0.1:0"
+database_url = "sqlite://{}/idem.db"
+poll_interval = "20ms"
+admin_token_env = "OPS_ADMIN_TOKEN"
+
+[[source]]
+name = "stripe"
+kind = "stripe"
+secrets_env = ["OPS_STRIPE_SECRET"]
+
+[[destination]]
+name = "app"
+url = "http://{app}/events"
+retry_schedule = ["10ms"]
+signing_secret_env = "OPS_APP_SECRET"
+
+[[route]]
+source = "stripe"
+destination = "app"
+"#,
+        dir.display()
+    )
+}
+
+/// Runs `idem -c CONFIG ARGS` without any of the configuration's secrets: (exit code, stdout,
+/// stderr).
+fn idem(config: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut command = Command::new(IDEM);
+    command
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .env("RUST_LOG", "warn");
+    for var in SECRET_VARS {
+        command.env_remove(var);
+    }
+    let output = command.output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Waits until no delivery is pending or in flight.
+async fn settle<DB: GatewayDb>(gateway: &Gateway<DB>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = gateway.stats().await.unwrap();
+        if stats
+            .destinations
+            .values()
+            .all(|c| c.pending + c.in_flight == 0)
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not settled: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn event(event_id: &str, ty: &str, created: i64) -> Vec<u8> {
+    format!(
+        r#"{{"id":"{event_id}","object":"event","type":"{ty}","created":{created},"data":{{"object":{{"id":"pi_ops","object":"payment_intent"}}}}}}"#
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() {
+    let failing = Arc::new(AtomicBool::new(true));
+    let fail = Arc::clone(&failing);
+    let downstream = Downstream::start(Arc::new(move |r| {
+        if fail.load(Ordering::SeqCst) && r.header("idem-event-id") == Some("evt_ops_created") {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        }
+    }))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), downstream.addr);
+    let path = dir.path().join("idem.toml");
+    std::fs::write(&path, &text).unwrap();
+
+    // `idem serve`'s part, in process: payment_intent.created is dead-lettered, then the newer
+    // payment_intent.succeeded of the same object is delivered.
+    let env = |var: &str| match var {
+        "OPS_STRIPE_SECRET" => Some(STRIPE_SECRET.to_owned()),
+        "OPS_APP_SECRET" => Some(APP_SECRET.to_owned()),
+        "OPS_ADMIN_TOKEN" => Some("admin".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_toml(&text, &env).unwrap();
+    let store = idem_sql::SqliteStore::connect(&config.database_url)
+        .await
+        .unwrap();
+    let gateway = Gateway::new(config, store);
+    gateway.migrate().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server::start(gateway.clone(), listener).await.unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/webhooks/stripe", server.local_addr());
+    for (event_id, ty, created) in [
+        ("evt_ops_created", "payment_intent.created", 1_700_000_100),
+        (
+            "evt_ops_succeeded",
+            "payment_intent.succeeded",
+            1_700_000_200,
+        ),
+    ] {
+        let body = event(event_id, ty, created);
+        let answer = client
+            .post(&url)
+            .header(
+                "stripe-signature",
+                stripe::sign(STRIPE_SECRET, unix_now(), &body),
+            )
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+        settle(&gateway).await;
+    }
+    server.shutdown().await.unwrap();
+    failing.store(false, Ordering::SeqCst);
+    let dead = gateway.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    let id = dead[0].id.to_string();
+
+    // Read-only commands, without the secrets.
+    let (code, stdout, stderr) = idem(&path, &["events", "list"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("evt_ops_created") && stdout.contains("evt_ops_succeeded"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = idem(&path, &["dlq", "list"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("evt_ops_created"), "{stdout}");
+
+    // `events show`: every time RFC 3339 UTC with milliseconds, as the listings show them.
+    let (code, stdout, stderr) = idem(&path, &["events", "show", "stripe", "evt_ops_created"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (delivery, attempts) = (&shown["deliveries"][0][0], &shown["deliveries"][0][1]);
+    let times = [
+        &shown["event"]["received_at"],
+        &delivery["updated_at"],
+        &delivery["next_attempt_at"],
+        &attempts[0]["started_at"],
+        &attempts[1]["started_at"],
+    ];
+    // Whole seconds: the times shown may be up to a second after it.
+    let now = (unix_now() + 1) * 1000;
+    for time in times {
+        let text = time
+            .as_str()
+            .unwrap_or_else(|| panic!("{time} in {stdout}"));
+        assert!(
+            text.len() == 24 && text.ends_with('Z') && text.as_bytes()[10] == b'T',
+            "{text}"
+        );
+        let ms = parse_time("shown", text, now).unwrap();
+        assert!((now - 60_000..=now).contains(&ms), "{text}");
+    }
+    assert_eq!(attempts[0]["status"], 503);
+    assert!(attempts[0]["duration_ms"].is_i64(), "{stdout}");
+
+    // An id that is no dead letter: an error naming it, exit 1, nothing changed.
+    let (code, stdout, stderr) = idem(&path, &["dlq", "redrive", "--id", "424242"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(
+        stderr,
+        "error: no dead letter has id 424242; `idem dlq list` (GET /admin/dlq) lists the dead \
+         letters with their ids\n"
+    );
+
+    // The older event is refused while the newer one is delivered, and counted.
+    let (code, stdout, stderr) = idem(&path, &["dlq", "redrive", "--id", &id]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "0 dead letters redriven; a running `idem serve` sends them now\n\
+         1 refused as older than the entity's newest delivered event; use --force\n"
+    );
+    assert_eq!(gateway.dead_letters(None, 10).await.unwrap().len(), 1);
+    let (code, stdout, stderr) = idem(&path, &["dlq", "redrive", "--id", &id, "--force"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "1 dead letters redriven; a running `idem serve` sends them now\n"
+    );
+    assert!(gateway.dead_letters(None, 10).await.unwrap().is_empty());
+
+    // `idem serve` still needs every secret, and names the first one missing.
+    let (code, _, stderr) = idem(&path, &["serve"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr,
+        "error: admin needs its secret in environment variable OPS_ADMIN_TOKEN, which is not set\n"
+    );
+}
