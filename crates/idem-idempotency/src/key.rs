@@ -35,7 +35,8 @@ pub enum KeyError {
         count: usize,
     },
     /// The value holds a byte outside visible ASCII and space (a control character or non-ASCII
-    /// byte; RFC 8941 §3.3.3 allows neither in a String).
+    /// byte; RFC 8941 §3.3.3 allows neither in a String). A tab is allowed only around the
+    /// value, never inside the key.
     #[error(
         "the Idempotency-Key holds byte 0x{byte:02x} at offset {offset}; only visible ASCII and spaces are allowed"
     )]
@@ -104,8 +105,19 @@ impl IdempotencyKey {
         let trimmed = value.trim_ascii();
         let key = match trimmed.first() {
             Some(b'"') => unquote(trimmed)?,
-            // Only visible ASCII, spaces and tabs remain: valid UTF-8.
-            _ => String::from_utf8_lossy(trimmed).into_owned(),
+            _ => {
+                // A tab is whitespace around the value (RFC 9110 §5.6.3) but no part of a key:
+                // the quoted form of such a key would be refused, so the bare form is too.
+                let start = value.len() - value.trim_ascii_start().len();
+                if let Some(at) = trimmed.iter().position(|&b| b == b'\t') {
+                    return Err(KeyError::InvalidByte {
+                        byte: b'\t',
+                        offset: start + at,
+                    });
+                }
+                // Only visible ASCII and spaces remain: valid UTF-8.
+                String::from_utf8_lossy(trimmed).into_owned()
+            }
         };
         if key.trim_matches([' ', '\t']).is_empty() {
             return Ok(None);
@@ -279,6 +291,23 @@ mod tests {
             Err(KeyError::InvalidByte {
                 byte: 0xc3,
                 offset: 1
+            })
+        );
+        // Found by fuzzing (fuzz/fuzz_targets/idempotency_key.rs): a tab inside a bare key was
+        // kept, although the quoted form of that key is refused and keys are visible ASCII and
+        // spaces only.
+        assert_eq!(
+            IdempotencyKey::parse(b"0\t0R"),
+            Err(KeyError::InvalidByte {
+                byte: b'\t',
+                offset: 1
+            })
+        );
+        assert_eq!(
+            IdempotencyKey::parse(b" \tk 1\tx\t"),
+            Err(KeyError::InvalidByte {
+                byte: b'\t',
+                offset: 5
             })
         );
         assert_eq!(
