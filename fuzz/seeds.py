@@ -138,6 +138,8 @@ def idempotency_key():
         "non-ascii": b"k\xc3\xa9",
         "longest": b"k" * 255,
         "too-long-quoted": b'"' + b"k" * 256 + b'"',
+        # found by fuzzing: a tab inside a bare key was kept
+        "found-inner-tab": b"0\t0R",
     }.items():
         write("idempotency_key", name, value)
 
@@ -179,6 +181,9 @@ def redact_url():
         "tls://u:p@[::1]:4222",
     ]):
         write("redact_url", f"doc-{i:02}", url.encode())
+    # found by fuzzing: the URL parser drops tabs and line breaks, the redactor did not
+    write("redact_url", "found-tab-newline-user-info", b"g:\t\n//+@D\r\ro~`#\0\0\x11`")
+    write("redact_url", "found-tab-in-scheme-and-query", b"postgres:\t//app:pw@db/app?pass\tword=s3cret")
 
 
 for make in (stripe, github, shopify, generic, standard_webhooks, idempotency_key, read_event, redact_url):
