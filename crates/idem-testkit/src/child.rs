@@ -73,6 +73,10 @@ pub fn report(line: std::fmt::Arguments<'_>) {
 }
 
 /// The protocol line in `text` as the child reported it, or `None` for the harness's output.
+/// The prefix is looked for anywhere in the line: the test harness writes
+/// `test name ... ` without a line break before running the child's test, so the child's first
+/// report shares that line (reading only line starts lost it, and a test waiting for it failed
+/// whenever it came first).
 pub fn protocol_line(text: &str) -> Option<&str> {
-    text.strip_prefix(PREFIX)
+    text.find(PREFIX).map(|at| &text[at + PREFIX.len()..])
 }
