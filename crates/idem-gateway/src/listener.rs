@@ -66,13 +66,21 @@ pub(crate) async fn serve(
                         })
                         .map_err(|never: Infallible| match never {});
                     let service = TowerToHyperService::new(service);
-                    let connection = builder
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                        .into_owned();
-                    let connection = graceful.watch(connection);
+                    let (builder, watcher) = (builder.clone(), graceful.watcher());
                     connections.spawn(async move {
+                        // hyper's header timer starts at the first byte: a connection that
+                        // sends none is closed after the same deadline here.
+                        let mut first = [0u8; 1];
+                        let opened =
+                            tokio::time::timeout(limits.header_read_timeout, stream.peek(&mut first));
+                        if !matches!(opened.await, Ok(Ok(n)) if n > 0) {
+                            return;
+                        }
+                        let connection = builder
+                            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                            .into_owned();
                         // A client that went away or broke the protocol: nothing to report.
-                        let _ = connection.await;
+                        let _ = watcher.watch(connection).await;
                     });
                 }
                 Err(error) => {

@@ -413,6 +413,10 @@ fn routers<DB: GatewayDb>(
     let webhooks = Router::new()
         .route("/webhooks/{source}", post(ingest::handle::<DB>))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            limit,
+            ingest::declared_length,
+        ))
         .with_state(ingest_state);
     let mut main = health.clone().merge(webhooks);
     if !own_admin {

@@ -60,13 +60,14 @@ pub fn webhook_id(source: &str, event_id: &str, destination: &str) -> String {
 /// every byte outside that set, and `%`, percent-encoded (event ids may hold any text; HTTP
 /// headers should not carry raw non-ASCII bytes).
 fn header_text(text: &str) -> HeaderValue {
-    let plain = |b: u8| b == b' ' || b.is_ascii_graphic();
+    // `%` is encoded too, or the ids `café` and `caf%C3%A9` would share one header value.
+    let plain = |b: u8| (b == b' ' || b.is_ascii_graphic()) && b != b'%';
     let encoded = if text.bytes().all(plain) {
         text.to_owned()
     } else {
         text.bytes()
             .map(|b| {
-                if plain(b) && b != b'%' {
+                if plain(b) {
                     char::from(b).to_string()
                 } else {
                     format!("%{b:02X}")
@@ -247,5 +248,9 @@ mod tests {
     fn header_text_keeps_ascii_and_encodes_the_rest() {
         assert_eq!(header_text("stripe:evt_1"), "stripe:evt_1");
         assert_eq!(header_text("gh:café"), "gh:caf%C3%A9");
+        // Two ids that would otherwise share one Idempotency-Key.
+        assert_eq!(header_text("stripe:%C3%A9vt"), "stripe:%25C3%25A9vt");
+        assert_eq!(header_text("stripe:évt"), "stripe:%C3%A9vt");
+        assert_eq!(header_text("100%"), "100%25");
     }
 }

@@ -10,6 +10,7 @@ use idem_core::{Advance, Backoff, DedupKey};
 use idem_sql::{Claim, ErrorKind};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::config::Ordering;
 use crate::fields::Extracted;
@@ -49,6 +50,10 @@ pub(crate) enum Answer {
 pub(crate) struct Pending {
     pub incoming: Incoming,
     pub reply: oneshot::Sender<Result<Answer, Unavailable>>,
+    /// When the request's `database_timeout` runs out: a request still queued then is answered
+    /// 503 and left out of the batch, and the batch's commit must end before its earliest
+    /// request's deadline, so that no request answered 503 is committed after all.
+    pub deadline: Instant,
 }
 
 /// The batch holding a request could not be committed (the error was logged once for the
@@ -86,13 +91,24 @@ pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Re
 
 /// Commits one batch under `database_timeout` and answers each of its requests.
 async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pending>) {
+    let now = Instant::now();
+    let (live, late): (Vec<Pending>, Vec<Pending>) = batch
+        .into_iter()
+        .partition(|p| p.deadline > now && !p.reply.is_closed());
+    for pending in late {
+        // Its sender was (or is about to be) told 503: nothing of it may be kept.
+        let _ = pending.reply.send(Err(Unavailable));
+    }
+    let Some(earliest) = live.iter().map(|p| p.deadline).min() else {
+        return;
+    };
     let deadline = gateway.config().database_timeout;
     let (incoming, replies): (Vec<_>, Vec<_>) =
-        batch.into_iter().map(|p| (p.incoming, p.reply)).unzip();
+        live.into_iter().map(|p| (p.incoming, p.reply)).unzip();
     let health = gateway.health();
     // Bounded: a database that stops answering costs each batch `database_timeout`, and
     // the requests were answered 503 by then (their own deadline is the same).
-    let answers = match tokio::time::timeout(deadline, commit(gateway, &incoming)).await {
+    let answers = match tokio::time::timeout_at(earliest, commit(gateway, &incoming)).await {
         Ok(Ok(answers)) => {
             health.recovered();
             answers.into_iter().map(Ok).collect()
@@ -112,7 +128,7 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
                 }
                 answers
             };
-            tokio::time::timeout(deadline, one_by_one)
+            tokio::time::timeout_at(earliest, one_by_one)
                 .await
                 .unwrap_or_else(|_| vec![Err(Unavailable); incoming.len()])
         }

@@ -22,6 +22,9 @@ use crate::problem::Problem;
 use crate::store::GatewayDb;
 use batch::{Answer, Incoming, Pending, Unavailable};
 
+/// How long past its deadline a request waits for the batcher before it gives up on its own.
+const QUEUE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The header that tells the sender how its request was taken: `accepted` or `duplicate`.
 pub const STATUS_HEADER: &str = "idem-status";
 
@@ -46,6 +49,31 @@ impl<DB: GatewayDb> Clone for IngestState<DB> {
 struct Accepted<'a> {
     event_id: &'a str,
     status: &'static str,
+}
+
+/// Refuses a webhook whose declared `Content-Length` is over `max_body_bytes` at once (413),
+/// before a byte of its body is read: reading stops only at the limit otherwise, or holds the
+/// connection until `body_read_timeout` when the client waits for `100 Continue` or sends less.
+pub(crate) async fn declared_length(
+    State(limit): State<usize>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Body too large",
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// The handler of `POST /webhooks/{source}`.
@@ -213,26 +241,38 @@ pub(crate) async fn submit<DB: GatewayDb>(
     queue: Option<&mpsc::Sender<Pending>>,
     incoming: Incoming,
 ) -> Result<Answer, Unavailable> {
-    let committed = async {
-        match queue {
-            Some(queue) => {
-                let (reply, answer) = oneshot::channel();
-                let queued = queue.send(Pending { incoming, reply }).await;
-                match queued {
-                    Ok(()) => answer.await.unwrap_or(Err(Unavailable)),
-                    Err(_) => Err(Unavailable),
-                }
-            }
-            None => batch::commit(gateway, std::slice::from_ref(&incoming))
+    // The request's own deadline, from its arrival: a batch ahead of it that waits on the
+    // database does not hold it past `database_timeout`.
+    let timeout = gateway.config().database_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
+    match queue {
+        Some(queue) => {
+            let (reply, answer) = oneshot::channel();
+            let queued = async {
+                queue
+                    .send(Pending {
+                        incoming,
+                        reply,
+                        deadline,
+                    })
+                    .await
+                    .map_err(|_| Unavailable)?;
+                answer.await.unwrap_or(Err(Unavailable))
+            };
+            // The batcher answers by the deadline (it leaves late requests out and ends its
+            // commit in time); this bound is only for a queue that takes nothing, and a
+            // request given up here is left out of any batch (its reply is closed).
+            tokio::time::timeout_at(deadline + QUEUE_GRACE, queued)
+                .await
+                .unwrap_or(Err(Unavailable))
+        }
+        None => tokio::time::timeout_at(deadline, async {
+            batch::commit(gateway, std::slice::from_ref(&incoming))
                 .await
                 .map(|answers| answers[0])
-                .map_err(|_| Unavailable),
-        }
-    };
-    // The request's own deadline, from its arrival: a batch ahead of it that waits on the
-    // database does not hold it past `database_timeout`. Should its batch commit later, the
-    // sender's retry is answered as a duplicate.
-    tokio::time::timeout(gateway.config().database_timeout, committed)
+                .map_err(|_| Unavailable)
+        })
         .await
-        .unwrap_or(Err(Unavailable))
+        .unwrap_or(Err(Unavailable)),
+    }
 }

@@ -326,7 +326,33 @@ async fn a_locked_table_is_answered_503_within_database_timeout() {
         took >= Duration::from_secs(1) && took <= within(Duration::from_secs(1)),
         "answered after {took:?}, database_timeout 1 s"
     );
+    // Requests queued behind the held batch are answered 503 too, and none of them is stored
+    // once the lock goes: a 503 says nothing was kept.
+    let queued: Vec<Vec<u8>> = (0..10)
+        .map(|n| {
+            stripe_event(
+                &format!("evt_q{n}"),
+                "invoice.paid",
+                "invoice",
+                &format!("in_q{n}"),
+                unix_now(),
+            )
+        })
+        .collect();
+    let answers =
+        futures_util::future::join_all(queued.iter().map(|b| running.post_stripe(b))).await;
+    for answer in &answers {
+        assert_eq!(answer.status, 503, "{:?}", answer.json);
+    }
     lock.rollback().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stored: i64 = idem_sql::sqlx::query_scalar(
+        "SELECT COUNT(*) FROM idem_gateway_events WHERE event_id LIKE 'evt_q%'",
+    )
+    .fetch_one(running.gateway.store().pool())
+    .await
+    .unwrap();
+    assert_eq!(stored, 0, "events answered 503 were stored after all");
 
     let (answer, _) = timed_post(&running, &body).await;
     assert_eq!(answer.status, 200, "{:?}", answer.json);
@@ -421,6 +447,37 @@ async fn slow_clients_are_cut_at_their_deadlines() {
         open >= bound && open <= within(bound),
         "slow body: connection open {open:?}, body_read_timeout 1 s"
     );
+    // A connection that sends nothing at all is closed after the same deadline.
+    let mut idle = TcpStream::connect(&addr).await.unwrap();
+    let opened = Instant::now();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(40), idle.read(&mut buf)).await;
+    let open = opened.elapsed();
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "idle connection: {read:?}"
+    );
+    assert!(
+        open >= bound && open <= within(bound),
+        "idle connection open {open:?}, header_read_timeout 1 s"
+    );
+
+    // A declared body over max_body_bytes is refused at once, before any of it is sent.
+    let mut big = TcpStream::connect(&addr).await.unwrap();
+    let asked = Instant::now();
+    big.write_all(
+        b"POST /webhooks/stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000000\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), big.read(&mut buf))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(asked.elapsed() < bound, "413 after {:?}", asked.elapsed());
+
     running.settle().await;
     assert!(
         app.received().is_empty(),
