@@ -215,12 +215,23 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// The newest `limit` events, of `source` or of every source.
     ///
     /// # Errors
+    /// [`Error::Request`] ([`RequestError::UnknownSource`]) when `source` is not configured;
     /// [`Error::Store`].
     pub async fn list_events(
         &self,
         source: Option<&str>,
         limit: u32,
     ) -> Result<Vec<EventSummary>, Error> {
+        if let Some(name) = source {
+            let known = &self.config().sources;
+            if !known.iter().any(|s| s.name.as_str() == name) {
+                return Err(RequestError::UnknownSource {
+                    name: name.to_owned(),
+                    known: known.iter().map(|s| s.name.as_str().to_owned()).collect(),
+                }
+                .into());
+            }
+        }
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::list_events(&mut conn, source.unwrap_or(""), i64::from(limit)).await?;
         Ok(rows.into_iter().map(EventSummary::from).collect())
@@ -257,12 +268,23 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// Dead letters, oldest first, of `destination` or of every destination, at most `limit`.
     ///
     /// # Errors
-    /// [`Error::Store`].
+    /// [`Error::Request`] ([`RequestError::UnknownDestination`]) when `destination` is not
+    /// configured; [`Error::Store`].
     pub async fn dead_letters(
         &self,
         destination: Option<&str>,
         limit: u32,
     ) -> Result<Vec<DeliverySummary>, Error> {
+        if let Some(name) = destination {
+            let known = &self.config().destinations;
+            if !known.iter().any(|d| d.name.as_str() == name) {
+                return Err(RequestError::UnknownDestination {
+                    name: name.to_owned(),
+                    known: known.iter().map(|d| d.name.as_str().to_owned()).collect(),
+                }
+                .into());
+            }
+        }
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::dead_letters(&mut conn, destination.unwrap_or(""), i64::from(limit)).await?;
         Ok(rows.into_iter().map(DeliverySummary::from).collect())

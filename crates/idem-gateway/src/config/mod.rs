@@ -175,6 +175,25 @@ impl Config {
             .as_deref()
             .map(|text| address("metrics_listen", text))
             .transpose()?;
+        // Two listeners on one address would fail at bind, after the database was opened; port
+        // 0 (any free port) is never a clash.
+        let addresses = [
+            ("listen", Some(listen)),
+            ("admin_listen", admin_listen),
+            ("metrics_listen", metrics_listen),
+        ];
+        for (i, (field, addr)) in addresses.iter().enumerate() {
+            let Some(addr) = addr.filter(|a| a.port() != 0) else {
+                continue;
+            };
+            if let Some((other, _)) = addresses[..i].iter().find(|(_, a)| *a == Some(addr)) {
+                return Err(ConfigError::BadValue {
+                    field: (*field).into(),
+                    value: addr.to_string(),
+                    expected: format!("an address other than {other}'s"),
+                });
+            }
+        }
         let deadline = |field: &str, value: &Option<String>, default, max, range: &str| match value
         {
             Some(text) => {

@@ -56,6 +56,17 @@ pub fn webhook_id(source: &str, event_id: &str, destination: &str) -> String {
     format!("msg_{}", hex::encode(&digest[..16]))
 }
 
+/// The delay-seconds form of `Retry-After` (RFC 9110 §10.2.3: a non-negative decimal integer);
+/// a number too large for 64 bits is the longest wait (capped later by `retry_after_cap`), not
+/// ignored. The HTTP-date form is not read.
+fn retry_after_secs(value: &str) -> Option<u64> {
+    let value = value.trim();
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(value.parse().unwrap_or(u64::MAX))
+}
+
 /// A header value for arbitrary text: as is when it is all visible ASCII and spaces; otherwise
 /// every byte outside that set, and `%`, percent-encoded (event ids may hold any text; HTTP
 /// headers should not carry raw non-ASCII bytes).
@@ -166,7 +177,7 @@ pub(crate) async fn attempt(
             .headers()
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
+            .and_then(retry_after_secs)
             .map(Duration::from_secs)
     } else {
         None
@@ -252,5 +263,14 @@ mod tests {
         assert_eq!(header_text("stripe:%C3%A9vt"), "stripe:%25C3%25A9vt");
         assert_eq!(header_text("stripe:évt"), "stripe:%C3%A9vt");
         assert_eq!(header_text("100%"), "100%25");
+    }
+
+    #[test]
+    fn retry_after_reads_delay_seconds_and_caps_what_overflows() {
+        assert_eq!(retry_after_secs(" 120 "), Some(120));
+        assert_eq!(retry_after_secs("99999999999999999999"), Some(u64::MAX));
+        assert_eq!(retry_after_secs("-1"), None);
+        assert_eq!(retry_after_secs("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(retry_after_secs(""), None);
     }
 }

@@ -731,3 +731,47 @@ async fn admin_refuses_unknown_names_and_empty_ranges() {
     assert_eq!((answer.status, &answer.json["redriven"]), (200, &0.into()));
     gw.server.shutdown().await.unwrap();
 }
+
+/// Listing the events of a source, or the dead letters of a destination, that is not configured
+/// is refused naming what is (as redrive and replay refuse it), by the library and by `/admin`
+/// (400 `unknown-source`, `unknown-destination`): an empty list would say all is well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_of_unknown_names_are_refused() {
+    let downstream = Downstream::ok().await;
+    let (_dir, store) = sqlite(crate::support::system_clock()).await;
+    let text = format!(
+        "admin_token_env = \"ADMIN_TOKEN\"\n{}",
+        config_text(downstream.addr, r#"["5ms"]"#)
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    match gw.gateway.list_events(Some("nope"), 10).await {
+        Err(idem_gateway::Error::Request(RequestError::UnknownSource { name, known })) => {
+            assert_eq!(name, "nope");
+            assert_eq!(known, ["stripe", "github", "sw", "sw-new"]);
+        }
+        other => panic!("list_events of an unknown source: {other:?}"),
+    }
+    match gw.gateway.dead_letters(Some("nope"), 10).await {
+        Err(idem_gateway::Error::Request(RequestError::UnknownDestination { name, known })) => {
+            assert_eq!(name, "nope");
+            assert_eq!(known, ["app"]);
+        }
+        other => panic!("dead_letters of an unknown destination: {other:?}"),
+    }
+    for (path, code) in [
+        ("/admin/events?source=nope", "unknown-source"),
+        ("/admin/dlq?destination=nope", "unknown-destination"),
+    ] {
+        let answer = gw
+            .client
+            .get(format!("{}{path}", gw.url))
+            .bearer_auth("admin-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 400, "{path}");
+        let body: serde_json::Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+        assert_eq!(body["type"], format!("urn:idem:problem:{code}"), "{path}");
+    }
+    gw.server.shutdown().await.unwrap();
+}

@@ -345,3 +345,22 @@ url_env = "NO_RELAY_URL"
         "admin needs its secret in environment variable NO_ADMIN_TOKEN, which is not set"
     );
 }
+
+/// Two listeners on one address are refused at load, naming both keys (port 0 is any free port,
+/// never a clash).
+#[test]
+fn listeners_on_one_address_are_refused() {
+    let text = EXAMPLE.replace(
+        "listen = \"127.0.0.1:8080\"",
+        "listen = \"127.0.0.1:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
+    );
+    assert_eq!(
+        error(&text),
+        "admin_listen = \"127.0.0.1:8080\" is not valid; expected an address other than listen's"
+    );
+    let text = EXAMPLE.replace(
+        "listen = \"127.0.0.1:8080\"",
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"",
+    );
+    assert!(Config::from_toml(&text, &env).is_ok());
+}
