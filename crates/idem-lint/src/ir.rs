@@ -42,6 +42,33 @@ pub(crate) enum Expr {
     Other(Vec<Expr>),
 }
 
+impl Expr {
+    /// `object.name` (a member, attribute or field access): `object`'s path extended by `name`,
+    /// or, when `object` is no path (a call's result, a literal), both kept under `Other`.
+    pub(crate) fn member(object: Option<Expr>, name: String) -> Expr {
+        match object {
+            Some(Expr::Path(mut segs)) => {
+                segs.push(name);
+                Expr::Path(segs)
+            }
+            Some(other) => Expr::Other(vec![other, Expr::Path(vec![name])]),
+            None => Expr::Path(vec![name]),
+        }
+    }
+
+    /// `object[index]`: a string index on a path is one more segment (`ev["id"]` reads as
+    /// `ev.id`); anything else is kept under `Other`.
+    pub(crate) fn index(object: Option<Expr>, index: Option<Expr>) -> Expr {
+        match (object, index) {
+            (Some(Expr::Path(mut segs)), Some(Expr::Str(s))) => {
+                segs.push(s);
+                Expr::Path(segs)
+            }
+            (object, index) => Expr::Other(object.into_iter().chain(index).collect()),
+        }
+    }
+}
+
 /// A call: the callee's path (calls on a call's result join the inner callee's path, so
 /// `crypto.createHmac(a).update(b)` has callee `["crypto", "createHmac", "update"]` and the
 /// inner call as `receiver`), positional and keyword arguments.

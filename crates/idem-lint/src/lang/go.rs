@@ -296,25 +296,15 @@ impl<'s> Lower<'s> {
                     .child_by_field_name("field")
                     .map(|a| self.b.text(a).to_string())
                     .unwrap_or_default();
-                match n.child_by_field_name("operand").map(|o| self.expr(o)) {
-                    Some(Expr::Path(mut segs)) => {
-                        segs.push(field);
-                        Expr::Path(segs)
-                    }
-                    Some(other) => Expr::Other(vec![other, Expr::Path(vec![field])]),
-                    None => Expr::Path(vec![field]),
-                }
+                Expr::member(
+                    n.child_by_field_name("operand").map(|o| self.expr(o)),
+                    field,
+                )
             }
             "index_expression" => {
                 let obj = n.child_by_field_name("operand").map(|o| self.expr(o));
                 let idx = n.child_by_field_name("index").map(|i| self.expr(i));
-                match (obj, idx) {
-                    (Some(Expr::Path(mut segs)), Some(Expr::Str(s))) => {
-                        segs.push(s);
-                        Expr::Path(segs)
-                    }
-                    (obj, idx) => Expr::Other(obj.into_iter().chain(idx).collect()),
-                }
+                Expr::index(obj, idx)
             }
             "interpreted_string_literal" => {
                 let t = self.b.text(n);

@@ -387,25 +387,12 @@ impl<'s> Lower<'s> {
                     .child_by_field_name("property")
                     .map(|p| self.b.text(p).to_string())
                     .unwrap_or_default();
-                match n.child_by_field_name("object").map(|o| self.expr(o)) {
-                    Some(Expr::Path(mut segs)) => {
-                        segs.push(prop);
-                        Expr::Path(segs)
-                    }
-                    Some(other) => Expr::Other(vec![other, Expr::Path(vec![prop])]),
-                    None => Expr::Path(vec![prop]),
-                }
+                Expr::member(n.child_by_field_name("object").map(|o| self.expr(o)), prop)
             }
             "subscript_expression" => {
                 let obj = n.child_by_field_name("object").map(|o| self.expr(o));
                 let idx = n.child_by_field_name("index").map(|i| self.expr(i));
-                match (obj, idx) {
-                    (Some(Expr::Path(mut segs)), Some(Expr::Str(s))) => {
-                        segs.push(s);
-                        Expr::Path(segs)
-                    }
-                    (obj, idx) => Expr::Other(obj.into_iter().chain(idx).collect()),
-                }
+                Expr::index(obj, idx)
             }
             "string" => {
                 let t = self.b.text(n);

@@ -349,25 +349,12 @@ impl<'s> Lower<'s> {
                     .child_by_field_name("attribute")
                     .map(|a| self.b.text(a).to_string())
                     .unwrap_or_default();
-                match n.child_by_field_name("object").map(|o| self.expr(o)) {
-                    Some(Expr::Path(mut segs)) => {
-                        segs.push(attr);
-                        Expr::Path(segs)
-                    }
-                    Some(other) => Expr::Other(vec![other, Expr::Path(vec![attr])]),
-                    None => Expr::Path(vec![attr]),
-                }
+                Expr::member(n.child_by_field_name("object").map(|o| self.expr(o)), attr)
             }
             "subscript" => {
                 let obj = n.child_by_field_name("value").map(|o| self.expr(o));
                 let idx = n.child_by_field_name("subscript").map(|i| self.expr(i));
-                match (obj, idx) {
-                    (Some(Expr::Path(mut segs)), Some(Expr::Str(s))) => {
-                        segs.push(s);
-                        Expr::Path(segs)
-                    }
-                    (obj, idx) => Expr::Other(obj.into_iter().chain(idx).collect()),
-                }
+                Expr::index(obj, idx)
             }
             "string" => {
                 let mut parts = Vec::new();
