@@ -212,6 +212,32 @@ impl From<StoredAttempt> for AttemptRecord {
 }
 
 impl<DB: GatewayDb> Gateway<DB> {
+    /// `Ok` when a source named `name` is configured; otherwise
+    /// [`RequestError::UnknownSource`] naming the configured ones.
+    fn known_source(&self, name: &str) -> Result<(), RequestError> {
+        let known = &self.config().sources;
+        if known.iter().any(|s| s.name.as_str() == name) {
+            return Ok(());
+        }
+        Err(RequestError::UnknownSource {
+            name: name.to_owned(),
+            known: known.iter().map(|s| s.name.as_str().to_owned()).collect(),
+        })
+    }
+
+    /// `Ok` when a destination named `name` is configured; otherwise
+    /// [`RequestError::UnknownDestination`] naming the configured ones.
+    fn known_destination(&self, name: &str) -> Result<(), RequestError> {
+        let known = &self.config().destinations;
+        if known.iter().any(|d| d.name.as_str() == name) {
+            return Ok(());
+        }
+        Err(RequestError::UnknownDestination {
+            name: name.to_owned(),
+            known: known.iter().map(|d| d.name.as_str().to_owned()).collect(),
+        })
+    }
+
     /// The newest `limit` events, of `source` or of every source.
     ///
     /// # Errors
@@ -223,14 +249,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         limit: u32,
     ) -> Result<Vec<EventSummary>, Error> {
         if let Some(name) = source {
-            let known = &self.config().sources;
-            if !known.iter().any(|s| s.name.as_str() == name) {
-                return Err(RequestError::UnknownSource {
-                    name: name.to_owned(),
-                    known: known.iter().map(|s| s.name.as_str().to_owned()).collect(),
-                }
-                .into());
-            }
+            self.known_source(name)?;
         }
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::list_events(&mut conn, source.unwrap_or(""), i64::from(limit)).await?;
@@ -276,14 +295,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         limit: u32,
     ) -> Result<Vec<DeliverySummary>, Error> {
         if let Some(name) = destination {
-            let known = &self.config().destinations;
-            if !known.iter().any(|d| d.name.as_str() == name) {
-                return Err(RequestError::UnknownDestination {
-                    name: name.to_owned(),
-                    known: known.iter().map(|d| d.name.as_str().to_owned()).collect(),
-                }
-                .into());
-            }
+            self.known_destination(name)?;
         }
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::dead_letters(&mut conn, destination.unwrap_or(""), i64::from(limit)).await?;
@@ -305,14 +317,7 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// redriven before the error stay redriven.
     pub async fn redrive(&self, request: &RedriveRequest) -> Result<RedriveReport, Error> {
         if let Some(name) = &request.destination {
-            let known = &self.config().destinations;
-            if !known.iter().any(|d| d.name.as_str() == name) {
-                return Err(RequestError::UnknownDestination {
-                    name: name.clone(),
-                    known: known.iter().map(|d| d.name.as_str().to_owned()).collect(),
-                }
-                .into());
-            }
+            self.known_destination(name)?;
         }
         let mut conn = self.store().pool().acquire().await?;
         let rows = DB::redrive_candidates(
@@ -354,14 +359,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         request: &ReplayRequest,
         progress: &(dyn Fn(u64, u64) + Send + Sync),
     ) -> Result<ReplayReport, Error> {
-        let sources = &self.config().sources;
-        if !sources.iter().any(|s| s.name.as_str() == request.source) {
-            return Err(RequestError::UnknownSource {
-                name: request.source.clone(),
-                known: sources.iter().map(|s| s.name.as_str().to_owned()).collect(),
-            }
-            .into());
-        }
+        self.known_source(&request.source)?;
         let now = self.now().as_millis();
         // Without `until`, the range ends now, inclusive.
         let until = request.until.unwrap_or(now + 1);
