@@ -19,28 +19,9 @@ use idem_sql::sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
 use idem_sql::sqlx::{self, Pool};
-use tokio::sync::oneshot;
 
 use crate::load::SECRET;
-
-/// A baseline server; stopped on drop.
-pub(crate) struct Baseline {
-    /// `http://127.0.0.1:{port}/webhooks/stripe`.
-    pub(crate) url: String,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Baseline {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
+use crate::own_runtime::OwnRuntime;
 
 /// Where the naive recipe keeps its rows.
 pub(crate) enum Recipe {
@@ -70,76 +51,49 @@ const TABLES: [&str; 2] = [
 const CLAIM: &str = "INSERT INTO processed_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING";
 const RECORD: &str = "INSERT INTO ledger (event_id, body) VALUES ($1, $2)";
 
-/// Starts `recipe`'s server on its own two-thread runtime.
-pub(crate) fn start(recipe: Recipe) -> Baseline {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (stop, stopped) = oneshot::channel();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("baseline runtime");
-        runtime.block_on(async move {
-            let db = match recipe {
-                Recipe::None => Db::None,
-                Recipe::Sqlite(url) => {
-                    let options = url
-                        .parse::<SqliteConnectOptions>()
-                        .expect("SQLite URL")
-                        .create_if_missing(true)
-                        .journal_mode(SqliteJournalMode::Wal)
-                        .synchronous(SqliteSynchronous::Full);
-                    let pool = SqlitePoolOptions::new()
-                        .max_connections(1)
-                        .connect_with(options)
-                        .await
-                        .expect("open SQLite");
-                    for table in TABLES {
-                        sqlx::query(table).execute(&pool).await.expect("create");
-                    }
-                    Db::Sqlite(pool)
+/// Starts `recipe`'s server on its own runtime; its `url` takes the webhooks.
+pub(crate) fn start(recipe: Recipe) -> OwnRuntime {
+    OwnRuntime::serve("/webhooks/stripe", move || async move {
+        let db = match recipe {
+            Recipe::None => Db::None,
+            Recipe::Sqlite(url) => {
+                let options = url
+                    .parse::<SqliteConnectOptions>()
+                    .expect("SQLite URL")
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Full);
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options)
+                    .await
+                    .expect("open SQLite");
+                for table in TABLES {
+                    sqlx::query(table).execute(&pool).await.expect("create");
                 }
-                Recipe::Postgres(url) => {
-                    let pool = PgPoolOptions::new()
-                        .max_connections(32)
-                        .acquire_timeout(Duration::from_secs(30))
-                        .connect(&url)
-                        .await
-                        .expect("connect to PostgreSQL");
-                    for table in TABLES {
-                        sqlx::query(table).execute(&pool).await.expect("create");
-                    }
-                    Db::Postgres(pool)
+                Db::Sqlite(pool)
+            }
+            Recipe::Postgres(url) => {
+                let pool = PgPoolOptions::new()
+                    .max_connections(32)
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect(&url)
+                    .await
+                    .expect("connect to PostgreSQL");
+                for table in TABLES {
+                    sqlx::query(table).execute(&pool).await.expect("create");
                 }
-            };
-            let app = Arc::new(App {
-                verifier: StripeVerifier::new([SECRET]).expect("secret"),
-                db,
-            });
-            let router = axum::Router::new()
-                .route("/webhooks/stripe", post(handle))
-                .with_state(app);
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            let addr = listener.local_addr().expect("address");
-            ready_tx
-                .send(format!("http://{addr}/webhooks/stripe"))
-                .expect("report the address");
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
+                Db::Postgres(pool)
+            }
+        };
+        let app = Arc::new(App {
+            verifier: StripeVerifier::new([SECRET]).expect("secret"),
+            db,
         });
-    });
-    let url = ready_rx.recv().expect("baseline started");
-    Baseline {
-        url,
-        stop: Some(stop),
-        thread: Some(thread),
-    }
+        axum::Router::new()
+            .route("/webhooks/stripe", post(handle))
+            .with_state(app)
+    })
 }
 
 async fn handle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> StatusCode {

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::HeaderMap;
-use tokio::sync::oneshot;
 
 use crate::load::SECRET;
+use crate::own_runtime::OwnRuntime;
 
 const APP_SECRET: &str = "whsec_YmVuY2ggYXBwIHNlY3JldA==";
 
@@ -41,7 +41,7 @@ impl Serve {
                 "[[destination]]\nname = \"app\"\nurl = \"{}\"\n\
                  signing_secret_env = \"APP_SECRET\"\nconcurrency = 64\n\
                  [[route]]\nsource = \"stripe\"\ndestination = \"app\"\n",
-                app.url
+                app.url()
             ));
         }
         let path = dir.join(format!("bench-{port}.toml"));
@@ -91,79 +91,43 @@ impl Drop for Serve {
     }
 }
 
-/// The application: `POST /events` answered 200 at once; stopped on drop.
+/// The application: `POST /events` answered 200 at once, on a runtime of its own.
 pub(crate) struct App {
-    pub(crate) url: String,
+    server: OwnRuntime,
     arrived: Arc<Mutex<HashMap<String, Instant>>>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl App {
-    /// Starts it on its own two-thread runtime.
+    /// Starts it.
     pub(crate) fn start() -> Self {
         let arrived: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let record = Arc::clone(&arrived);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("application runtime");
-            runtime.block_on(async move {
-                let router = axum::Router::new().route(
-                    "/events",
-                    axum::routing::post(move |headers: HeaderMap| {
-                        let now = Instant::now();
-                        if let Some(id) = headers.get("idem-event-id").and_then(|v| v.to_str().ok())
-                        {
-                            record
-                                .lock()
-                                .expect("not poisoned")
-                                .entry(id.to_owned())
-                                .or_insert(now);
-                        }
-                        async { "ok" }
-                    }),
-                );
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
-                let addr = listener.local_addr().expect("address");
-                ready_tx
-                    .send(format!("http://{addr}/events"))
-                    .expect("report the address");
-                let _ = axum::serve(listener, router)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
+        let server = OwnRuntime::serve("/events", move || async move {
+            axum::Router::new().route(
+                "/events",
+                axum::routing::post(move |headers: HeaderMap| {
+                    let now = Instant::now();
+                    if let Some(id) = headers.get("idem-event-id").and_then(|v| v.to_str().ok()) {
+                        record
+                            .lock()
+                            .expect("not poisoned")
+                            .entry(id.to_owned())
+                            .or_insert(now);
+                    }
+                    async { "ok" }
+                }),
+            )
         });
-        let url = ready_rx.recv().expect("application started");
-        Self {
-            url,
-            arrived,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        Self { server, arrived }
+    }
+
+    /// Its URL.
+    pub(crate) fn url(&self) -> &str {
+        &self.server.url
     }
 
     /// When each event arrived first, by event id.
     pub(crate) fn arrived(&self) -> HashMap<String, Instant> {
         self.arrived.lock().expect("not poisoned").clone()
-    }
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }

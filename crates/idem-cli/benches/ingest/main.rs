@@ -23,6 +23,7 @@
 mod baselines;
 mod gateway;
 mod load;
+mod own_runtime;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
