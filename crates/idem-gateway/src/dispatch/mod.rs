@@ -48,6 +48,7 @@ pub(crate) async fn run<DB: GatewayDb>(
 ) {
     let destination = gateway.destination(index).clone();
     let permits = Arc::new(Semaphore::new(destination.concurrency));
+    // At least 1, at most `concurrency`: an idle destination always claims.
     let low_water = destination.concurrency.div_ceil(2);
     let poll = gateway.config().poll_interval;
     // A claim lasts LEASE_MARGIN past the attempt's timeout: the time an outcome may wait.
@@ -63,8 +64,7 @@ pub(crate) async fn run<DB: GatewayDb>(
         // Claims go in batches: with attempts in flight, the next claim waits until half the
         // permits are free, so that a busy destination is not claimed for one delivery (one
         // transaction, one sync) at a time as each attempt ends.
-        let free = permits.available_permits();
-        if free > 0 && (free >= low_water || free == destination.concurrency) {
+        if permits.available_permits() >= low_water {
             let deadline = gateway.config().database_timeout;
             let started = start_due(&gateway, index, &client, &outcomes, &permits, &mut tasks);
             match tokio::time::timeout(deadline, started).await {
