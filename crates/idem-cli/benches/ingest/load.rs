@@ -44,6 +44,8 @@ pub(crate) struct Measured {
     pub(crate) p99: Duration,
     /// Requests not answered 2xx.
     pub(crate) errors: u64,
+    /// Requests answered 2xx.
+    pub(crate) accepted: u64,
     /// When each event id was answered 2xx (open loop only).
     pub(crate) accepted_at: HashMap<String, Instant>,
 }
@@ -107,11 +109,13 @@ pub(crate) async fn closed_loop(url: &str, run: &str, secs: u64, duplicates: f64
     let mut latencies: Vec<Duration> = tasks.join_all().await.into_iter().flatten().collect();
     let elapsed = started.elapsed();
     latencies.sort_unstable();
+    let errors = errors.load(Ordering::Relaxed);
     Measured {
         rate: latencies.len() as f64 / elapsed.as_secs_f64(),
         p50: quantile(&latencies, 0.50),
         p99: quantile(&latencies, 0.99),
-        errors: errors.load(Ordering::Relaxed),
+        errors,
+        accepted: latencies.len() as u64 - errors,
         accepted_at: HashMap::new(),
     }
 }
@@ -167,6 +171,7 @@ pub(crate) async fn open_loop(url: &str, run: &str, rate: f64, secs: u64) -> Mea
         p50: quantile(&latencies, 0.50),
         p99: quantile(&latencies, 0.99),
         errors: errors.load(Ordering::Relaxed),
+        accepted: accepted_at.len() as u64,
         accepted_at,
     }
 }

@@ -11,6 +11,8 @@
 //! - **sustainable end-to-end rate**: open loop, the offered rate stepped up as a share of the
 //!   ingest-only rate; the highest step at which every event arrives and the p99 from its 200
 //!   to its arrival is at most 1 s;
+//! - **forwarding rate**: deliveries per second over the closed-loop forwarding run, from its
+//!   start until its last accepted event arrived (the backlog drained);
 //! - peak RSS of `idem serve` over the forwarding runs.
 //!
 //! Every setting runs the release binary as a child process, the load from this process and
@@ -18,14 +20,15 @@
 //! SQLite `synchronous = FULL` in WAL, PostgreSQL `fsync` and `synchronous_commit` on.
 //! Environment: `IDEM_BENCH_SECS` (closed-loop load per setting, default 8), `IDEM_BENCH_STEP_SECS`
 //! (each open-loop step, default 30), `IDEM_BENCH_POSTGRES_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`; empty skips PostgreSQL).
+//! `postgres://postgres@127.0.0.1:5432/postgres`; empty skips PostgreSQL), `IDEM_BENCH_SQLITE=0`
+//! skips the SQLite gateway runs (to study PostgreSQL alone).
 
 mod baselines;
 mod gateway;
 mod load;
 mod own_runtime;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idem_sql::sqlx::{self, Connection, PgConnection};
 
@@ -37,6 +40,8 @@ use load::Measured;
 const STEPS: [f64; 6] = [0.25, 0.4, 0.5, 0.6, 0.75, 0.9];
 /// The delivery deadline of the sustainable rate: p99 from 200 to arrival.
 const DELIVERY_P99: Duration = Duration::from_secs(1);
+/// The longest wait for a forwarding run's backlog to drain.
+const DRAIN_LIMIT: Duration = Duration::from_secs(180);
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -74,6 +79,8 @@ fn row(name: &str, m: &Measured) {
 struct StoreFigures {
     ingest: Measured,
     forwarding: Measured,
+    /// Deliveries per second of the closed-loop forwarding run, backlog drained.
+    forwarded: f64,
     sustainable: f64,
     peak_rss_kib: u64,
 }
@@ -117,10 +124,12 @@ async fn run() {
         Some(measured)
     };
 
-    let sqlite = {
+    let sqlite = if std::env::var("IDEM_BENCH_SQLITE").is_ok_and(|v| v == "0") {
+        None
+    } else {
         let url = |name: &str| format!("sqlite://{}", dir.path().join(name).display());
         let urls = [url("ingest.db"), url("forward.db"), url("open.db")];
-        gateway_runs("SQLite", &urls, secs, step_secs, dir.path()).await
+        Some(gateway_runs("SQLite", &urls, secs, step_secs, dir.path()).await)
     };
     let postgres = if pg_admin.is_empty() {
         None
@@ -139,22 +148,32 @@ async fn run() {
 
     println!("\nratios (target in brackets):");
     let ratio = |a: f64, b: f64| a / b.max(f64::MIN_POSITIVE);
-    println!(
-        "  SQLite ingest-only / ceiling            {:>6.2}x  [>= 0.4]",
-        ratio(sqlite.ingest.rate, ceiling.rate)
-    );
-    println!(
-        "  SQLite ingest-only / naive SQLite       {:>6.2}x  [>= 10]",
-        ratio(sqlite.ingest.rate, naive_sqlite.rate)
-    );
+    if let Some(sqlite) = &sqlite {
+        println!(
+            "  SQLite ingest-only / ceiling            {:>6.2}x  [>= 0.4]",
+            ratio(sqlite.ingest.rate, ceiling.rate)
+        );
+        println!(
+            "  SQLite ingest-only / naive SQLite       {:>6.2}x  [>= 10]",
+            ratio(sqlite.ingest.rate, naive_sqlite.rate)
+        );
+    }
     if let (Some(pg), Some(naive)) = (&postgres, &naive_pg) {
         println!(
             "  PostgreSQL ingest-only / naive PG       {:>6.2}x  [>= 1.5]",
             ratio(pg.ingest.rate, naive.rate)
         );
     }
-    for (store, figures) in [("SQLite", Some(&sqlite)), ("PostgreSQL", postgres.as_ref())] {
+    for (store, figures) in [
+        ("SQLite", sqlite.as_ref()),
+        ("PostgreSQL", postgres.as_ref()),
+    ] {
         let Some(f) = figures else { continue };
+        println!(
+            "  {store:<10} forwarding rate / ingest-only {:>5.2}x  ({:.0} deliveries/s)",
+            ratio(f.forwarded, f.ingest.rate),
+            f.forwarded
+        );
         println!(
             "  {store:<10} sustainable / ingest-only   {:>6.2}x  [>= 0.5]  ({:.0} of {:.0} events/s)",
             ratio(f.sustainable, f.ingest.rate),
@@ -202,14 +221,20 @@ async fn forwarding_runs(
     dir: &std::path::Path,
 ) -> StoreFigures {
     let app = App::start();
-    let (forwarding, mut peak) = {
+    let (forwarding, forwarded, mut peak) = {
         let serve = Serve::start(forward_url, Some(&app), dir).await;
+        let started = Instant::now();
         let measured = load::closed_loop(&serve.url, &run_id("f"), secs, 0.0).await;
         row(
             &format!("idem serve, {store}, forwarding (ingest)"),
             &measured,
         );
-        (measured, serve.peak_rss_kib())
+        let forwarded = drain_rate(&app, measured.accepted, started).await;
+        println!(
+            "{:<44} {forwarded:>9.0}",
+            format!("  forwarded, deliveries/s")
+        );
+        (measured, forwarded, serve.peak_rss_kib())
     };
     let serve = Serve::start(open_url, Some(&app), dir).await;
     let mut sustainable = 0.0;
@@ -237,8 +262,28 @@ async fn forwarding_runs(
     StoreFigures {
         ingest,
         forwarding,
+        forwarded,
         sustainable,
         peak_rss_kib: peak,
+    }
+}
+
+/// Deliveries per second from `started` until `accepted` events have arrived at `app` (the
+/// app starts empty), waiting at most [`DRAIN_LIMIT`]; counts what arrived by then if not all.
+async fn drain_rate(app: &App, accepted: u64, started: Instant) -> f64 {
+    let limit = started + DRAIN_LIMIT;
+    loop {
+        let arrived = app.arrived();
+        let count = arrived.len() as u64;
+        if count >= accepted || Instant::now() >= limit {
+            let last = arrived.values().max().copied().unwrap_or(started);
+            return count as f64
+                / last
+                    .saturating_duration_since(started)
+                    .as_secs_f64()
+                    .max(1e-3);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
