@@ -114,24 +114,27 @@ async fn start_due<DB: GatewayDb>(
         .collect();
     due.truncate(taken.len());
     due.sort_by_key(|delivery| delivery.id);
+    let mut started = 0;
     if !due.is_empty() {
+        let ids: Vec<i64> = due.iter().map(|delivery| delivery.id).collect();
         let turn = gateway.writer().dispatch().await;
         let mut tx = gateway.store().begin().await?;
-        let mut claimed = Vec::with_capacity(due.len());
-        for delivery in due {
-            let now = gateway.now();
-            let until = now.saturating_add(ttl.get()).as_millis();
-            // None: delivered, rescheduled or taken by another process since it was read.
-            if let Some(attempt) =
-                DB::start_attempt(&mut tx, delivery.id, until, now.as_millis()).await?
-            {
-                claimed.push((delivery, attempt));
-            }
-        }
+        let now = gateway.now();
+        let until = now.saturating_add(ttl.get()).as_millis();
+        // Left out: delivered, rescheduled or taken by another process since it was read.
+        let claimed = DB::start_attempts(&mut tx, &ids, until, now.as_millis()).await?;
         tx.commit().await?;
         drop(turn);
+        let mut claimed = claimed.into_iter().peekable();
         // Permits of rows no longer due are freed here, with `taken`.
-        for ((delivery, attempt), permit) in claimed.into_iter().zip(taken.drain(..)) {
+        for (delivery, permit) in due.into_iter().zip(taken.drain(..)) {
+            let Some(attempt) = claimed
+                .next_if(|(id, _)| *id == delivery.id)
+                .map(|(_, a)| a)
+            else {
+                continue;
+            };
+            started += 1;
             let gateway = gateway.clone();
             let client = client.clone();
             let outcomes = outcomes.clone();
@@ -142,6 +145,11 @@ async fn start_due<DB: GatewayDb>(
                 .await;
             });
         }
+    }
+    // Every permit taken: the end of an attempt wakes the next claim, so when the next one
+    // falls due does not matter (and is not read: one query less per batch).
+    if started == free {
+        return Ok(gateway.config().poll_interval);
     }
     // Only deliveries not yet due count: one due but held back (its entity is busy, every
     // permit is taken, or another process holds it) is brought by the wake at the end of an

@@ -103,10 +103,10 @@ async fn commit<DB: GatewayDb>(
 ) -> Result<Vec<bool>, idem_sql::Error> {
     let _turn = gateway.writer().dispatch().await;
     let mut tx = gateway.store().begin().await?;
-    let mut written = Vec::with_capacity(rows.len());
-    for row in rows {
-        written.push(DB::finish_attempt(&mut tx, row).await?);
-    }
+    let written = DB::finish_attempts(&mut tx, rows).await?;
     tx.commit().await?;
-    Ok(written)
+    Ok(rows
+        .iter()
+        .map(|row| written.binary_search(&row.delivery).is_ok())
+        .collect())
 }

@@ -1,6 +1,8 @@
 //! The gateway's tables (events, deliveries, attempts) on SQLite and PostgreSQL, beside idem's
 //! own (inbox, version guard, leases), in the same database.
 
+#[cfg(test)]
+mod batch_tests;
 mod rows;
 mod sql;
 mod state;
@@ -85,17 +87,31 @@ pub(crate) mod ops {
             destination: &str,
             now: i64,
         ) -> impl Future<Output = Res<Option<i64>>> + Send;
-        fn start_attempt(
+        /// Locks deliveries `ids` in id order on PostgreSQL (`FOR UPDATE`), so that two
+        /// transactions writing overlapping sets wait for each other instead of deadlocking;
+        /// nothing on SQLite, whose one writer at a time cannot deadlock.
+        fn lock_in_order(
             conn: &mut Self::Connection,
-            delivery: i64,
+            ids: &[i64],
+        ) -> impl Future<Output = Res<()>> + Send;
+        /// Claims those of deliveries `ids` (ascending) still due at `now`: each in flight
+        /// until `until`, its attempt number (the fencing token) raised by one. Returns
+        /// `(delivery, attempt)` of the ones claimed; a delivery delivered, rescheduled or taken
+        /// by another process since it was read is left out. On PostgreSQL the rows are locked
+        /// in id order first, so that concurrent claims and outcome writes cannot deadlock.
+        fn start_attempts(
+            conn: &mut Self::Connection,
+            ids: &[i64],
             until: i64,
             now: i64,
-        ) -> impl Future<Output = Res<Option<i64>>> + Send;
-        /// Writes the outcome and the attempt row; `false` when fenced off (nothing written).
-        fn finish_attempt(
+        ) -> impl Future<Output = Res<Vec<(i64, i64)>>> + Send;
+        /// Writes the outcomes `rows` (ascending by delivery) whose holder still holds the
+        /// claim, with their attempt rows, in two statements; returns the deliveries written
+        /// (the others were fenced off: nothing written for them).
+        fn finish_attempts(
             conn: &mut Self::Connection,
-            row: &Finished,
-        ) -> impl Future<Output = Res<bool>> + Send;
+            rows: &[&Finished],
+        ) -> impl Future<Output = Res<Vec<i64>>> + Send;
         /// All states, or with `open_only` only pending, in flight and dead.
         fn count_by_state(
             conn: &mut Self::Connection,
@@ -170,7 +186,7 @@ pub(crate) mod ops {
 }
 
 macro_rules! gateway_ops {
-    ($db:ty, $migrations:literal, $commits:literal) => {
+    ($db:ty, $migrations:literal, $commits:literal, $locks:literal) => {
         impl ops::Ops for $db {
             const CONCURRENT_COMMITS: usize = $commits;
 
@@ -244,47 +260,97 @@ macro_rules! gateway_ops {
                     .await
             }
 
-            async fn start_attempt(
+            async fn lock_in_order(
                 conn: &mut Self::Connection,
-                delivery: i64,
-                until: i64,
-                now: i64,
-            ) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::query_scalar(sql::START_ATTEMPT)
-                    .bind(delivery)
-                    .bind(until)
-                    .bind(now)
-                    .fetch_optional(&mut *conn)
-                    .await
+                ids: &[i64],
+            ) -> Result<(), sqlx::Error> {
+                // SQLite has one writer at a time: nothing to order.
+                if !$locks || ids.is_empty() {
+                    return Ok(());
+                }
+                let mut query = sqlx::QueryBuilder::<Self>::new(
+                    "SELECT id FROM idem_gateway_deliveries WHERE id IN (",
+                );
+                let mut list = query.separated(", ");
+                for id in ids {
+                    list.push_bind(*id);
+                }
+                query.push(") ORDER BY id FOR UPDATE");
+                query.build().execute(&mut *conn).await?;
+                Ok(())
             }
 
-            async fn finish_attempt(
+            async fn start_attempts(
                 conn: &mut Self::Connection,
-                row: &Finished,
-            ) -> Result<bool, sqlx::Error> {
-                let done = sqlx::query(sql::FINISH_ATTEMPT)
-                    .bind(row.delivery)
-                    .bind(row.token)
-                    .bind(row.state)
-                    .bind(row.failures)
-                    .bind(row.next_attempt_at)
-                    .bind(row.now)
-                    .execute(&mut *conn)
-                    .await?;
-                if done.rows_affected() != 1 {
-                    return Ok(false);
+                ids: &[i64],
+                until: i64,
+                now: i64,
+            ) -> Result<Vec<(i64, i64)>, sqlx::Error> {
+                if ids.is_empty() {
+                    return Ok(Vec::new());
                 }
-                sqlx::query(sql::INSERT_ATTEMPT)
-                    .bind(row.delivery)
-                    .bind(row.attempt)
-                    .bind(row.started_at)
-                    .bind(row.duration_ms)
-                    .bind(row.status)
-                    .bind(row.outcome)
-                    .bind(row.excerpt.as_str())
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(true)
+                Self::lock_in_order(conn, ids).await?;
+                let mut query = sqlx::QueryBuilder::<Self>::new(sql::START_ATTEMPTS);
+                query
+                    .push_bind(until)
+                    .push(", attempts = attempts + 1, updated_at = ");
+                query
+                    .push_bind(now)
+                    .push(" WHERE state IN ('pending', 'in_flight') AND next_attempt_at <= ");
+                query.push_bind(now).push(" AND id IN (");
+                let mut list = query.separated(", ");
+                for id in ids {
+                    list.push_bind(*id);
+                }
+                query.push(") RETURNING id, attempts");
+                let mut claimed: Vec<(i64, i64)> =
+                    query.build_query_as().fetch_all(&mut *conn).await?;
+                claimed.sort_unstable();
+                Ok(claimed)
+            }
+
+            async fn finish_attempts(
+                conn: &mut Self::Connection,
+                rows: &[&Finished],
+            ) -> Result<Vec<i64>, sqlx::Error> {
+                if rows.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let ids: Vec<i64> = rows.iter().map(|row| row.delivery).collect();
+                Self::lock_in_order(conn, &ids).await?;
+                let mut query = sqlx::QueryBuilder::<Self>::new(sql::FINISH_ATTEMPTS);
+                query.push_values(rows, |mut values, row| {
+                    values
+                        .push_bind(row.delivery)
+                        .push_bind(row.state)
+                        .push_bind(row.failures)
+                        .push_bind(row.next_attempt_at)
+                        .push_bind(row.now)
+                        .push_bind(row.token);
+                });
+                query.push(sql::FINISH_ATTEMPTS_WHERE);
+                let mut written: Vec<i64> =
+                    query.build_query_scalar().fetch_all(&mut *conn).await?;
+                if written.is_empty() {
+                    return Ok(written);
+                }
+                written.sort_unstable();
+                let mut insert = sqlx::QueryBuilder::<Self>::new(sql::INSERT_ATTEMPTS);
+                let kept = rows
+                    .iter()
+                    .filter(|row| written.binary_search(&row.delivery).is_ok());
+                insert.push_values(kept, |mut values, row| {
+                    values
+                        .push_bind(row.delivery)
+                        .push_bind(row.attempt)
+                        .push_bind(row.started_at)
+                        .push_bind(row.duration_ms)
+                        .push_bind(row.status)
+                        .push_bind(row.outcome)
+                        .push_bind(row.excerpt.as_str());
+                });
+                insert.build().execute(&mut *conn).await?;
+                Ok(written)
             }
 
             async fn count_by_state(
@@ -473,5 +539,5 @@ macro_rules! gateway_ops {
     };
 }
 
-gateway_ops!(sqlx::Sqlite, "migrations/sqlite", 1);
-gateway_ops!(sqlx::Postgres, "migrations/postgres", 4);
+gateway_ops!(sqlx::Sqlite, "migrations/sqlite", 1, false);
+gateway_ops!(sqlx::Postgres, "migrations/postgres", 4, true);

@@ -65,26 +65,31 @@ pub(crate) const DUE: &str = concat!(
 pub(crate) const NEXT_DUE: &str = "SELECT MIN(next_attempt_at) FROM idem_gateway_deliveries \
      WHERE destination = $1 AND state IN ('pending', 'in_flight') AND next_attempt_at > $2";
 
-/// Marks delivery $1 in flight until $2 (now = $3), if it is still due, and returns the
-/// attempt's number, which is also the holder's fencing token: it grows by one each time the
-/// delivery is taken, and the row's lock makes the take atomic, so of two processes that read
-/// the same due row only one gets it (the other's `WHERE` no longer matches once the first
-/// committed). The right side of `SET` reads the row as it was.
-pub(crate) const START_ATTEMPT: &str = "UPDATE idem_gateway_deliveries \
-     SET state = 'in_flight', lease_token = attempts + 1, next_attempt_at = $2, \
-         attempts = attempts + 1, updated_at = $3 \
-     WHERE id = $1 AND state IN ('pending', 'in_flight') AND next_attempt_at <= $3 \
-     RETURNING attempts";
+/// The start of the claim of a batch of due deliveries (completed in `start_attempts` with the
+/// lease's end, now, and the ids): each still due is marked in flight until the lease's end and
+/// gets the attempt's number, which is also the holder's fencing token: it grows by one each
+/// time the delivery is taken, and the row's lock makes the take atomic, so of two processes
+/// that read the same due row only one gets it (the other's `WHERE` no longer matches once the
+/// first committed). The right side of `SET` reads the row as it was.
+pub(crate) const START_ATTEMPTS: &str = "UPDATE idem_gateway_deliveries \
+     SET state = 'in_flight', lease_token = attempts + 1, next_attempt_at = ";
 
-/// Records the outcome of delivery $1's attempt, fenced by the holder's token $2: a holder whose
-/// claim lapsed and was taken over changes nothing.
-pub(crate) const FINISH_ATTEMPT: &str = "UPDATE idem_gateway_deliveries \
-     SET state = $3, failures = $4, next_attempt_at = $5, lease_token = NULL, updated_at = $6 \
-     WHERE id = $1 AND lease_token = $2 AND state = 'in_flight'";
+/// The outcomes of a batch of attempts, one `VALUES` row each (delivery, state, failures,
+/// next_attempt_at, now, token), followed by [`FINISH_ATTEMPTS_WHERE`]. `VALUES` columns are
+/// named `column1`… on both SQLite and PostgreSQL.
+pub(crate) const FINISH_ATTEMPTS: &str = "UPDATE idem_gateway_deliveries AS d \
+     SET state = v.column2, failures = v.column3, next_attempt_at = v.column4, \
+         lease_token = NULL, updated_at = v.column5 \
+     FROM (";
 
-pub(crate) const INSERT_ATTEMPT: &str = "INSERT INTO idem_gateway_attempts \
-     (delivery, attempt, started_at, duration_ms, status, outcome, excerpt) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// Fenced by each holder's token: a holder whose claim lapsed and was taken over changes
+/// nothing.
+pub(crate) const FINISH_ATTEMPTS_WHERE: &str = ") AS v \
+     WHERE d.id = v.column1 AND d.lease_token = v.column6 AND d.state = 'in_flight' \
+     RETURNING id";
+
+pub(crate) const INSERT_ATTEMPTS: &str = "INSERT INTO idem_gateway_attempts \
+     (delivery, attempt, started_at, duration_ms, status, outcome, excerpt) ";
 
 /// Deliveries per (destination, state), for reports.
 pub(crate) const COUNT_BY_STATE: &str = "SELECT destination, state, COUNT(*) AS count \

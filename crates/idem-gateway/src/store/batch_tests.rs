@@ -1,0 +1,175 @@
+//! The batched claim and outcome statements on both databases: which rows a batch takes, and
+//! that a holder whose claim lapsed and was taken over writes nothing.
+
+use idem_sql::Store;
+
+use super::ops::Ops;
+use super::{AttemptOutcome, DeliveryState, Finished, GatewayDb, NewDelivery, NewEvent};
+
+const DESTINATION: &str = "app";
+
+/// Three pending deliveries due at 0 on a fresh gateway schema; their ids, ascending.
+async fn three_due<DB: GatewayDb>(store: &Store<DB>) -> Vec<i64> {
+    DB::migrate_gateway(store.pool()).await.expect("migrate");
+    let mut tx = store.begin().await.expect("begin");
+    for n in 0..3 {
+        let event_id = format!("evt_{n}");
+        let event = DB::insert_event(
+            &mut tx,
+            &NewEvent {
+                source: "stripe",
+                event_id: &event_id,
+                dedup_key: &event_id,
+                event_type: None,
+                aggregate_type: None,
+                aggregate_id: None,
+                version: None,
+                body: b"{}",
+                headers: "{}",
+                received_at: 0,
+            },
+        )
+        .await
+        .expect("insert event")
+        .expect("a new event");
+        DB::insert_delivery(
+            &mut tx,
+            &NewDelivery {
+                event,
+                route: "r",
+                destination: DESTINATION,
+                state: DeliveryState::Pending,
+                entity: None,
+                version: None,
+                tie: false,
+                note: None,
+                now: 0,
+            },
+        )
+        .await
+        .expect("insert delivery");
+    }
+    tx.commit().await.expect("commit");
+    let mut conn = store.pool().acquire().await.expect("connection");
+    let mut ids: Vec<i64> = DB::due(&mut conn, DESTINATION, 0, 10)
+        .await
+        .expect("due")
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids.len(), 3);
+    ids
+}
+
+fn delivered(delivery: i64, token: i64, now: i64) -> Finished {
+    Finished {
+        delivery,
+        token,
+        attempt: token,
+        state: DeliveryState::Delivered,
+        failures: 0,
+        next_attempt_at: now,
+        started_at: now,
+        duration_ms: 1,
+        status: Some(200),
+        outcome: AttemptOutcome::Delivered,
+        excerpt: "ok".into(),
+        now,
+    }
+}
+
+async fn claim<DB: GatewayDb>(
+    store: &Store<DB>,
+    ids: &[i64],
+    until: i64,
+    now: i64,
+) -> Vec<(i64, i64)> {
+    let mut tx = store.begin().await.expect("begin");
+    let claimed = DB::start_attempts(&mut tx, ids, until, now)
+        .await
+        .expect("claim");
+    tx.commit().await.expect("commit");
+    claimed
+}
+
+async fn batch_claims_only_what_is_still_due<DB: GatewayDb>(store: Store<DB>) {
+    let ids = three_due(&store).await;
+    // Another holder took the middle one at 0, until 100.
+    assert_eq!(claim(&store, &ids[1..2], 100, 0).await, vec![(ids[1], 1)]);
+    // A batch read before that claim: the middle one is no longer due at 10.
+    assert_eq!(
+        claim(&store, &ids, 110, 10).await,
+        vec![(ids[0], 1), (ids[2], 1)]
+    );
+    // Past the middle one's lease (100), before the others' (110): it alone is due again, with
+    // the next token.
+    assert_eq!(claim(&store, &ids, 200, 105).await, vec![(ids[1], 2)]);
+}
+
+async fn a_lapsed_holder_writes_nothing<DB: GatewayDb>(store: Store<DB>) {
+    let ids = three_due(&store).await;
+    claim(&store, &ids, 100, 0).await;
+    // The first holder's claim on ids[0] lapsed at 100; a second holder took it (token 2).
+    assert_eq!(claim(&store, &ids[..1], 300, 150).await, vec![(ids[0], 2)]);
+    // The first holder's outcomes for all three arrive in one batch.
+    let rows: Vec<Finished> = ids.iter().map(|id| delivered(*id, 1, 160)).collect();
+    let refs: Vec<&Finished> = rows.iter().collect();
+    let mut tx = store.begin().await.expect("begin");
+    let written = DB::finish_attempts(&mut tx, &refs).await.expect("finish");
+    tx.commit().await.expect("commit");
+    assert_eq!(written, vec![ids[1], ids[2]]);
+    let mut conn = store.pool().acquire().await.expect("connection");
+    // ids[0] is still the second holder's: in flight, and no attempt row of the first.
+    assert!(
+        DB::attempts_of(&mut conn, ids[0])
+            .await
+            .expect("attempts")
+            .is_empty()
+    );
+    for id in &ids[1..] {
+        let attempts = DB::attempts_of(&mut conn, *id).await.expect("attempts");
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].attempt, 1);
+        assert_eq!(attempts[0].status, Some(200));
+    }
+    let mut tx = store.begin().await.expect("begin");
+    let written = DB::finish_attempts(&mut tx, &[&delivered(ids[0], 2, 170)])
+        .await
+        .expect("finish");
+    tx.commit().await.expect("commit");
+    assert_eq!(written, vec![ids[0]]);
+    let attempts = DB::attempts_of(&mut conn, ids[0]).await.expect("attempts");
+    assert_eq!(
+        attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),
+        vec![2]
+    );
+}
+
+#[tokio::test]
+async fn sqlite_batch_claims_only_what_is_still_due() {
+    let (_dir, store) = idem_testkit::sqlite_store().await;
+    batch_claims_only_what_is_still_due(store).await;
+}
+
+#[tokio::test]
+async fn postgres_batch_claims_only_what_is_still_due() {
+    let store = Store::connect(&idem_testkit::pg_database().await)
+        .await
+        .expect("connect");
+    batch_claims_only_what_is_still_due::<sqlx::Postgres>(store).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_lapsed_holder_writes_nothing() {
+    let (_dir, store) = idem_testkit::sqlite_store().await;
+    a_lapsed_holder_writes_nothing(store).await;
+}
+
+#[tokio::test]
+async fn postgres_a_lapsed_holder_writes_nothing() {
+    let store = Store::connect(&idem_testkit::pg_database().await)
+        .await
+        .expect("connect");
+    a_lapsed_holder_writes_nothing::<sqlx::Postgres>(store).await;
+}
