@@ -43,11 +43,145 @@ pub(crate) enum EntityType {
     Read(Field),
 }
 
-/// How versions are compared: a dense sequence (`type = "integer"`) or a timestamp.
+/// How a version (or its secondary value) is read and compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum VersionKind {
+    /// `type = "integer"`: an integer compared as it is; as a version, a dense sequence (a
+    /// skipped number is a gap).
     Sequence,
-    Timestamp,
+    /// Stripe's built-in `$.created`: integer Unix seconds, compared as they are (the versions
+    /// stored before `type = "timestamp"` took RFC 3339 stay comparable).
+    UnixSeconds,
+    /// `type = "timestamp"`: an RFC 3339 time, or an integer in `unit`; compared as
+    /// microseconds since the Unix epoch, UTC.
+    Timestamp(TimeUnit),
+}
+
+/// The unit of integer values of a `type = "timestamp"` field (`unit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TimeUnit {
+    /// `unit = "s"`, the default: Unix seconds.
+    Seconds,
+    /// `unit = "ms"`: Unix milliseconds.
+    Millis,
+}
+
+impl VersionKind {
+    /// What a value of this kind looks like, for errors.
+    fn expected(self) -> &'static str {
+        match self {
+            Self::Sequence => "an integer version",
+            Self::UnixSeconds => "an integer version (Unix seconds)",
+            Self::Timestamp(TimeUnit::Seconds) => {
+                "an RFC 3339 time (\"2026-10-06T07:06:30.500Z\") or integer Unix seconds"
+            }
+            Self::Timestamp(TimeUnit::Millis) => {
+                "an RFC 3339 time (\"2026-10-06T07:06:30.500Z\") or integer Unix milliseconds"
+            }
+        }
+    }
+
+    /// The value compared, or `None` when `value` is not of this kind (or out of range).
+    fn value(self, value: &Scalar<'_>) -> Option<i64> {
+        match self {
+            Self::Sequence | Self::UnixSeconds => value.integer(),
+            Self::Timestamp(unit) => match value.integer() {
+                Some(n) => n.checked_mul(match unit {
+                    TimeUnit::Seconds => 1_000_000,
+                    TimeUnit::Millis => 1_000,
+                }),
+                None => match value {
+                    Scalar::Text(text) => rfc3339_micros(text.trim()),
+                    Scalar::Number(_) => None,
+                },
+            },
+        }
+    }
+
+    fn version(self, value: i64) -> Version {
+        match self {
+            Self::Sequence => Version::sequence(value),
+            Self::UnixSeconds | Self::Timestamp(_) => Version::timestamp(value),
+        }
+    }
+}
+
+/// The microseconds since the Unix epoch (UTC) of an RFC 3339 `date-time` (RFC 3339 §5.6:
+/// `2026-10-06T07:06:30.500Z`, `2026-10-06T09:06:30.5+02:00`): the offset is subtracted, so
+/// one instant written with two offsets gives one value; digits past the sixth of the
+/// fraction are dropped. `t`, `z` and a space for the `T` are taken too (§5.6's note). `None`
+/// for any other text, for a field out of its range, and for a leap second (`:60`), which
+/// no Unix time can hold.
+pub(crate) fn rfc3339_micros(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(range)?;
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| part.iter().fold(0_i64, |n, d| n * 10 + i64::from(d - b'0')))
+    };
+    let at = |i: usize, allowed: &[u8]| b.get(i).is_some_and(|c| allowed.contains(c));
+    if !(at(4, b"-") && at(7, b"-") && at(10, b"Tt ") && at(13, b":") && at(16, b":")) {
+        return None;
+    }
+    let (year, month, day) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    let (hour, minute, second) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    let days_in_month = *month_days.get(usize::try_from(month - 1).ok()?)?;
+    if !(1..=days_in_month).contains(&day) || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let mut i = 19;
+    let mut micros = 0;
+    if at(i, b".") {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let kept = digits(start..start + (i - start).min(6))?;
+        micros = kept * 10_i64.pow(u32::try_from(6 - (i - start).min(6)).ok()?);
+    }
+    let offset_secs = match b.get(i..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (h, m) = (digits(i + 1..i + 3)?, digits(i + 4..i + 6)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let offset = h * 3600 + m * 60;
+            if *sign == b'-' { -offset } else { offset }
+        }
+        _ => return None,
+    };
+    // Days from 1970-01-01 to the date (the proleptic Gregorian calendar), by H. Hinnant's
+    // days_from_civil.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
+    Some(secs * 1_000_000 + micros)
 }
 
 /// Everything a source reads from a delivery.
@@ -57,6 +191,9 @@ pub(crate) struct Fields {
     pub event_type: Option<Field>,
     pub entity: Option<(EntityType, Field)>,
     pub version: Option<(Field, VersionKind)>,
+    /// `version_secondary`: the value that breaks a tie of equal versions (idem-core's
+    /// `Version::secondary`).
+    pub version_secondary: Option<(Field, VersionKind)>,
 }
 
 /// What [`Fields::entity_and_version`] read: the entity and version when the event has both,
@@ -123,7 +260,7 @@ impl ExtractError {
 }
 
 impl Field {
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Self::Header(name) => format!("header `{name}`"),
             Self::Json(_, text) => format!("body field `{text}`"),
@@ -250,6 +387,7 @@ impl Fields {
             .chain(self.event_type.iter())
             .chain(entity)
             .chain(self.version.iter().map(|(field, _)| field))
+            .chain(self.version_secondary.iter().map(|(field, _)| field))
     }
 
     /// Reads the event from a delivery whose signature was already checked. The body is parsed
@@ -344,15 +482,26 @@ impl Fields {
                 found: e.to_string(),
                 expected: "an entity type that is a name and a non-blank entity id",
             })?;
-        let value = version.integer().ok_or_else(|| ExtractError::BadValue {
+        let value = kind.value(version).ok_or_else(|| ExtractError::BadValue {
             field: version_field.describe(),
             found: version.text(),
-            expected: "an integer version",
+            expected: kind.expected(),
         })?;
-        let version = match kind {
-            VersionKind::Sequence => Version::sequence(value),
-            VersionKind::Timestamp => Version::timestamp(value),
-        };
+        let mut version = kind.version(value);
+        if let Some((field, kind)) = &self.version_secondary {
+            // An event without one still has its version: the tie rule then has nothing to
+            // decide by (a tie).
+            if let Some(secondary) = field.read(headers, json)? {
+                let value = kind
+                    .value(&secondary)
+                    .ok_or_else(|| ExtractError::BadValue {
+                        field: field.describe(),
+                        found: secondary.text(),
+                        expected: kind.expected(),
+                    })?;
+                version = version.with_secondary(value);
+            }
+        }
         Ok((Some((entity, version)), None))
     }
 }
@@ -374,7 +523,8 @@ mod tests {
                 EntityType::Read(json("$.data.object.object")),
                 json("$.data.object.id"),
             )),
-            version: Some((json("$.created"), VersionKind::Timestamp)),
+            version: Some((json("$.created"), VersionKind::UnixSeconds)),
+            version_secondary: None,
         }
     }
 
@@ -420,6 +570,66 @@ mod tests {
         assert_eq!(fields.extract(&headers, whole).unwrap().unordered, None);
     }
 
+    /// Issue 15, item 4: RFC 3339 times as microseconds since the epoch, offsets normalised
+    /// (expected values from Python's `datetime`).
+    #[test]
+    fn rfc3339_times_are_microseconds_in_utc() {
+        let cases = [
+            ("2026-10-06T07:06:30.500Z", 1_791_270_390_500_000),
+            ("2026-10-06T09:06:30.400+02:00", 1_791_270_390_400_000),
+            ("2026-10-06t07:06:30z", 1_791_270_390_000_000),
+            ("2026-10-06 07:06:30.5000009Z", 1_791_270_390_500_000),
+            ("2024-02-29T00:00:00-05:30", 1_709_184_600_000_000),
+            ("1969-12-31T23:59:59.999999Z", -1),
+        ];
+        for (text, micros) in cases {
+            assert_eq!(rfc3339_micros(text), Some(micros), "{text}");
+        }
+        for bad in [
+            "2026-10-06",
+            "2026-10-06T07:06:30",
+            "2026-10-06T07:06:30.Z",
+            "2026-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-10-06T24:00:00Z",
+            "2016-12-31T23:59:60Z",
+            "2026-10-06T07:06:30+0200",
+            "2026-10-06T07:06:30Z ",
+            "1791270390",
+        ] {
+            assert_eq!(rfc3339_micros(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn timestamps_compare_rfc3339_and_integers_in_their_unit() {
+        let text = |s: &'static str| Scalar::Text(s);
+        let seconds = VersionKind::Timestamp(TimeUnit::Seconds);
+        let millis = VersionKind::Timestamp(TimeUnit::Millis);
+        assert_eq!(
+            seconds.value(&text("2026-10-06T07:06:30.500Z")),
+            Some(1_791_270_390_500_000)
+        );
+        assert_eq!(
+            seconds.value(&text("1791270390")),
+            Some(1_791_270_390_000_000)
+        );
+        assert_eq!(
+            millis.value(&text("1791270390500")),
+            Some(1_791_270_390_500_000)
+        );
+        assert_eq!(seconds.value(&text("i64::MAX")), None);
+        assert_eq!(seconds.value(&text("9223372036854775807")), None);
+        assert_eq!(
+            VersionKind::Sequence.value(&text("2026-10-06T07:06:30Z")),
+            None
+        );
+        assert_eq!(
+            VersionKind::UnixSeconds.value(&text("1791270390")),
+            Some(1_791_270_390)
+        );
+    }
+
     #[test]
     fn bad_bodies_name_their_problem() {
         let fields = stripe_fields();
@@ -448,6 +658,7 @@ mod tests {
             event_type: None,
             entity: None,
             version: None,
+            version_secondary: None,
         };
         let mut headers = HeaderMap::new();
         headers.insert("x-shopify-webhook-id", HeaderValue::from_static("w-1"));

@@ -115,8 +115,8 @@ pub use config::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_READYZ_TIMEOUT, DEFAULT_RELAY_BATCH_SIZE,
     DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL,
     DEFAULT_RELAY_TIMEOUT, DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Destination, NatsSource,
-    Ordering, OutboxRelay, RabbitMqSource, ReadEvent, RelayTarget, Route, Secret, Source,
-    SourceKind,
+    Ordering, OutboxRelay, RabbitMqSource, ReadEvent, RelayTarget, Retention, Route, Secret,
+    Source, SourceKind,
 };
 pub use error::{Error, ErrorKind, RequestError};
 pub use fields::ExtractError;

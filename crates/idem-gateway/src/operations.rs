@@ -404,8 +404,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 report.no_body += 1;
             } else if drop_stale
                 && !force
-                && (row.state == DeliveryState::Stale
-                    || row.version.zip(row.highest).is_some_and(|(v, h)| v < h))
+                && (row.state == DeliveryState::Stale || row.is_older_than_delivered())
             {
                 report.older += 1;
             } else if dry_run || DB::requeue(&mut *conn, row.id, self.now().as_millis()).await? {
@@ -421,30 +420,18 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     /// Deletes what the retention no longer needs, in small batches (C9): inbox keys and
     /// finished events older than `retention` (never an event still to be sent or a dead
-    /// letter, never version-guard rows), and raw bodies older than `body_retention`.
+    /// letter, never version-guard rows), and raw bodies older than `body_retention`. With
+    /// `retention = "forever"` no key, event or row of idem's tables is deleted: only bodies
+    /// are dropped.
     ///
     /// # Errors
     /// [`Error::Store`]; batches before the error stay done.
     pub async fn gc(&self) -> Result<GcReport, Error> {
         let config = self.config();
         let batch = NonZeroU32::new(GC_BATCH).unwrap_or(NonZeroU32::MIN);
-        // Checked against every source's horizon when the configuration was loaded.
-        let policy = RetentionPolicy::new(config.retention, Duration::ZERO)
-            .map_err(idem_sql::Error::from)?;
-        let inbox = self.store().gc(&policy, batch).await?;
-        let mut report = GcReport {
-            inbox_keys: inbox.inbox,
-            ..GcReport::default()
-        };
-        let cutoff = self.now().saturating_sub(config.retention).as_millis();
-        loop {
-            let mut tx = self.store().begin().await?;
-            let n = DB::collect_events(&mut tx, cutoff, i64::from(GC_BATCH)).await?;
-            tx.commit().await.map_err(idem_sql::Error::from)?;
-            report.events += n;
-            if n < u64::from(GC_BATCH) {
-                break;
-            }
+        let mut report = GcReport::default();
+        if let Some(retention) = config.retention.duration() {
+            self.gc_keys(retention, batch, &mut report).await?;
         }
         if let Some(keep) = config.body_retention {
             let cutoff = self.now().saturating_sub(keep).as_millis();
@@ -458,6 +445,30 @@ impl<DB: GatewayDb> Gateway<DB> {
             }
         }
         Ok(report)
+    }
+
+    /// Deletes the inbox keys (and idem's other rows) and the finished events older than
+    /// `retention`, into `report`.
+    async fn gc_keys(
+        &self,
+        retention: Duration,
+        batch: NonZeroU32,
+        report: &mut GcReport,
+    ) -> Result<(), Error> {
+        // Checked against every source's horizon when the configuration was loaded.
+        let policy =
+            RetentionPolicy::new(retention, Duration::ZERO).map_err(idem_sql::Error::from)?;
+        report.inbox_keys = self.store().gc(&policy, batch).await?.inbox;
+        let cutoff = self.now().saturating_sub(retention).as_millis();
+        loop {
+            let mut tx = self.store().begin().await?;
+            let n = DB::collect_events(&mut tx, cutoff, i64::from(GC_BATCH)).await?;
+            tx.commit().await.map_err(idem_sql::Error::from)?;
+            report.events += n;
+            if n < u64::from(GC_BATCH) {
+                return Ok(());
+            }
+        }
     }
 
     fn wake_all(&self) {

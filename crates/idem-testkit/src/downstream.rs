@@ -85,11 +85,14 @@ impl Downstream {
         self.received.lock().expect("not poisoned").clone()
     }
 
-    /// The requests carrying `Idempotency-Key: key`.
+    /// The requests whose `Idempotency-Key` is dedup key `key` (printable ASCII) as the gateway
+    /// sends it: an RFC 8941 String, `"stripe:evt_1"` (draft-ietf-httpapi-idempotency-key-header
+    /// §2.1), `"` and `\` escaped with a backslash.
     pub fn with_key(&self, key: &str) -> Vec<Received> {
+        let quoted = format!("\"{}\"", key.replace('\\', "\\\\").replace('"', "\\\""));
         self.received()
             .into_iter()
-            .filter(|r| r.header("idempotency-key") == Some(key))
+            .filter(|r| r.header("idempotency-key") == Some(quoted.as_str()))
             .collect()
     }
 }

@@ -10,10 +10,7 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
     outln!("configuration is valid")?;
     outln!("  listen        {}", config.listen)?;
     outln!("  database      {}", redact_url(&config.database_url))?;
-    outln!(
-        "  retention     {}",
-        humantime::format_duration(config.retention)
-    )?;
+    outln!("  retention     {}", config.retention)?;
     for source in &config.sources {
         match source.broker() {
             // Checked here as written; `idem serve` connects and finds the stream or queue.

@@ -170,7 +170,7 @@ async fn kill_9_at_ten_moments_loses_no_accepted_event_and_keeps_order() {
         );
     }
     for ((e, i), set) in &keys {
-        let expected = HashSet::from([format!("stripe:evt_k{e}_{i}")]);
+        let expected = HashSet::from([format!("\"stripe:evt_k{e}_{i}\"")]);
         assert_eq!(set, &expected, "every copy of evt_k{e}_{i} has its one key");
     }
     let copies = received.len() - total;
@@ -261,7 +261,7 @@ async fn sigterm_cuts_stalled_clients_at_the_grace_and_loses_nothing() {
     }
     for request in app.received() {
         let (n, _) = parse(&request);
-        let key = format!("stripe:evt_k{n}_0");
+        let key = format!("\"stripe:evt_k{n}_0\"");
         assert_eq!(request.header("idempotency-key"), Some(key.as_str()));
     }
     drop(serve);

@@ -193,7 +193,7 @@ impl<DB: GatewayDb> Intake<DB> {
             Ok(event) => {
                 let incoming = Incoming {
                     source: self.index,
-                    key: DedupKey::from_event(&source.name, &event.event_id),
+                    key: DedupKey::from_event(&source.dedup_scope, &event.event_id),
                     event,
                     body: message.body.clone(),
                     received_at: self.gateway.now().as_millis(),
@@ -243,7 +243,7 @@ impl<DB: GatewayDb> Intake<DB> {
         let dedup_key = event_id
             .as_deref()
             .and_then(|id| EventId::new(id).ok())
-            .map(|id| DedupKey::from_event(source, &id));
+            .map(|id| DedupKey::from_event(&self.gateway.source(self.index).dedup_scope, &id));
         let letter = DeadLetterRecord {
             consumer: Name::new("consumer", INBOX_CONSUMER).expect("a valid name"),
             source: source.clone(),

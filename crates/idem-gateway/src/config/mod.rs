@@ -39,7 +39,7 @@ pub use defaults::{
 pub use error::ConfigError;
 pub use kind::SourceKind;
 pub(crate) use model::Intake;
-pub use model::{Config, Destination, Ordering, ReadEvent, Route, Source};
+pub use model::{Config, Destination, Ordering, ReadEvent, Retention, Route, Source};
 pub use relay::{
     DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS,
     DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT, OutboxRelay, RelayTarget,
@@ -148,9 +148,13 @@ impl Config {
                 expected: "a sqlite:// or postgres:// URL".into(),
             });
         }
-        let retention = match &raw.retention {
-            Some(text) => duration::parse("retention", text)?,
-            None => DEFAULT_RETENTION,
+        let retention = match raw.retention.as_deref().map(str::trim) {
+            Some("forever") => Retention::Forever,
+            Some(_) => Retention::For(duration::parse(
+                "retention",
+                raw.retention.as_deref().unwrap_or_default(),
+            )?),
+            None => Retention::For(DEFAULT_RETENTION),
         };
         let body_retention = raw
             .body_retention
@@ -250,7 +254,8 @@ impl Config {
             }
             None => DEFAULT_POLL_INTERVAL,
         };
-        if let (Some(body), Some(text)) = (body_retention, &raw.body_retention)
+        if let (Some(body), Some(text), Some(retention)) =
+            (body_retention, &raw.body_retention, retention.duration())
             && body > retention
         {
             return Err(out_of_range(
@@ -283,6 +288,20 @@ impl Config {
             let source = source::build(raw_source, retention, &secret)?;
             if sources.iter().any(|s: &Source| s.name == source.name) {
                 return Err(duplicate("source", &source.name));
+            }
+            // One scope, one key per event: the sources of a scope must find the same id in
+            // one event's deliveries.
+            if let Some(other) = sources.iter().find(|s: &&Source| {
+                s.dedup_scope == source.dedup_scope
+                    && s.fields.id.describe() != source.fields.id.describe()
+            }) {
+                return Err(ConfigError::ScopeIdMismatch {
+                    scope: source.dedup_scope.to_string(),
+                    first: other.name.to_string(),
+                    first_id: other.fields.id.describe(),
+                    second: source.name.to_string(),
+                    second_id: source.fields.id.describe(),
+                });
             }
             sources.push(source);
         }

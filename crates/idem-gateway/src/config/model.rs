@@ -17,10 +17,15 @@ use crate::fields::{ExtractError, Fields};
 /// A configured sender.
 #[derive(Debug, Clone)]
 pub struct Source {
-    /// The name in `POST /webhooks/{name}` and in every dedup key (`{name}:{event id}`).
+    /// The name in `POST /webhooks/{name}`, in `Idem-Source` and in metrics.
     pub name: Name,
     /// The sender's scheme.
     pub kind: SourceKind,
+    /// The first part of every dedup key, `{dedup_scope}:{event id}`, and so of the outbound
+    /// `Idempotency-Key` and `webhook-id` (`dedup_scope`; default the source's `name`). Sources
+    /// sharing a scope read their event ids alike, so one event arriving on two paths is one
+    /// event.
+    pub dedup_scope: Name,
     pub(crate) intake: Intake,
     pub(crate) fields: Fields,
 }
@@ -29,7 +34,7 @@ pub struct Source {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReadEvent {
-    /// The event id: its dedup key is `{source}:{event id}`.
+    /// The event id: its dedup key is `{dedup scope}:{event id}`.
     pub event_id: EventId,
     /// The event type, when the source has one.
     pub event_type: Option<String>,
@@ -71,6 +76,38 @@ impl Source {
         match &self.intake {
             Intake::Broker(broker) => Some(broker),
             Intake::Webhook(_) | Intake::Unverifiable => None,
+        }
+    }
+}
+
+/// How long inbox keys and finished events are kept (C9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Retention {
+    /// This long after they were received; then `idem gc` deletes them. At least every
+    /// source's redelivery horizon.
+    For(Duration),
+    /// `retention = "forever"`: never deleted, so a resend however late is a duplicate. Raw
+    /// bodies still go after `body_retention`.
+    Forever,
+}
+
+impl Retention {
+    /// The duration, or `None` for [`Retention::Forever`].
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Self::For(d) => Some(d),
+            Self::Forever => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Retention {
+    /// `30days` (humantime's form) or `forever`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::For(d) => write!(f, "{}", humantime::format_duration(*d)),
+            Self::Forever => f.write_str("forever"),
         }
     }
 }
@@ -162,8 +199,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// `sqlite://path` or `postgres://…`.
     pub database_url: String,
-    /// How long inbox keys and delivered events are kept.
-    pub retention: Duration,
+    /// How long inbox keys and delivered events are kept (`retention`, default 30 days, or
+    /// `"forever"`).
+    pub retention: Retention,
     /// How long raw bodies are kept, if shorter than `retention` (personal data).
     pub body_retention: Option<Duration>,
     /// The largest body accepted, in bytes (413 beyond; default 1 MiB, at least 1 KiB).

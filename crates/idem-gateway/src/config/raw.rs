@@ -45,6 +45,8 @@ pub(crate) struct RawSource {
     pub entity: Option<RawField>,
     pub entity_type: Option<String>,
     pub version: Option<RawField>,
+    pub version_secondary: Option<RawField>,
+    pub dedup_scope: Option<String>,
     pub signature_header: Option<String>,
     pub signature_encoding: Option<String>,
     pub signature_prefix: Option<String>,
@@ -60,7 +62,8 @@ pub(crate) struct RawSource {
 }
 
 /// Where a value is read from: `{ header = "X-Event-Id" }` or `{ json = "$.event.id" }`; for a
-/// version also `type = "integer" | "timestamp"`.
+/// version (and its secondary value) also `type = "integer" | "timestamp"` and, for a
+/// timestamp, `unit = "s" | "ms"`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawField {
@@ -68,6 +71,7 @@ pub(crate) struct RawField {
     pub json: Option<String>,
     #[serde(rename = "type")]
     pub value_type: Option<String>,
+    pub unit: Option<String>,
 }
 
 /// `[[destination]]`.

@@ -2,7 +2,6 @@
 //! and version are read (each kind's defaults, or the fields the source names).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::http::HeaderName;
 use idem_core::RetentionPolicy;
@@ -12,14 +11,14 @@ use serde_json_path::JsonPath;
 use super::broker;
 use super::error::{ConfigError, name};
 use super::kind::SourceKind;
-use super::model::{Intake, Source};
+use super::model::{Intake, Retention, Source};
 use super::raw::{RawField, RawSource};
 use super::secret::{Secret, SecretLookup};
-use crate::fields::{self, EntityType, Field, Fields, VersionKind};
+use crate::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
 
 pub(super) fn build(
     raw: RawSource,
-    retention: Duration,
+    retention: Retention,
     secret: &SecretLookup<'_>,
 ) -> Result<Source, ConfigError> {
     let source_name = name("source", "source.name", raw.name.clone())?;
@@ -28,13 +27,15 @@ pub(super) fn build(
         kind: raw.kind.clone(),
     })?;
     // C9: a key deleted before the sender stops redelivering lets the event through twice.
-    RetentionPolicy::new(retention, kind.redelivery_horizon()).map_err(|error| {
-        ConfigError::RetentionTooShort {
-            source_name: source_name.to_string(),
-            kind,
-            error,
-        }
-    })?;
+    if let Some(retention) = retention.duration() {
+        RetentionPolicy::new(retention, kind.redelivery_horizon()).map_err(|error| {
+            ConfigError::RetentionTooShort {
+                source_name: source_name.to_string(),
+                kind,
+                error,
+            }
+        })?;
+    }
     let field_name = |field: &str| format!("source {:?} {field}", source_name.as_str());
     broker::refuse_foreign_keys(&raw, kind, source_name.as_str())?;
     let mut secrets = Vec::new();
@@ -100,6 +101,19 @@ pub(super) fn build(
             }))
         }
     };
+    for (key, raw_field) in [
+        ("id", &raw.id),
+        ("type", &raw.event_type),
+        ("entity", &raw.entity),
+    ] {
+        if let Some(unit) = raw_field.as_ref().and_then(|f| f.unit.as_ref()) {
+            return Err(ConfigError::BadValue {
+                field: field_name(&format!("{key}.unit")),
+                value: unit.clone(),
+                expected: "no `unit`: it says how a `version` or `version_secondary` of type = \"timestamp\" writes its times".into(),
+            });
+        }
+    }
     let defaults = kind_defaults(kind);
     let id = match raw.id {
         Some(f) => field(&field_name("id"), f)?,
@@ -127,20 +141,28 @@ pub(super) fn build(
     };
     let version = match raw.version {
         Some(f) => {
-            let kind = match f.value_type.as_deref().unwrap_or("integer") {
-                "integer" => VersionKind::Sequence,
-                "timestamp" => VersionKind::Timestamp,
-                other => {
-                    return Err(ConfigError::BadValue {
-                        field: field_name("version.type"),
-                        value: other.into(),
-                        expected: "\"integer\" (a dense sequence) or \"timestamp\"".into(),
-                    });
-                }
-            };
+            let kind = version_kind(&field_name("version"), &f)?;
             Some((field(&field_name("version"), f)?, kind))
         }
         None => defaults.version,
+    };
+    let version_secondary = match raw.version_secondary {
+        Some(f) => {
+            let kind = version_kind(&field_name("version_secondary"), &f)?;
+            Some((field(&field_name("version_secondary"), f)?, kind))
+        }
+        None => None,
+    };
+    if version_secondary.is_some() && version.is_none() {
+        return Err(ConfigError::BadValue {
+            field: field_name("version"),
+            value: String::new(),
+            expected: "a version where the entity's version is read: `version_secondary` only breaks ties between equal versions, so it needs a `version`".into(),
+        });
+    }
+    let dedup_scope = match raw.dedup_scope {
+        Some(scope) => name("dedup scope", &field_name("dedup_scope"), scope)?,
+        None => source_name.clone(),
     };
     if version.is_some() && entity.is_none() {
         return Err(ConfigError::BadValue {
@@ -152,14 +174,47 @@ pub(super) fn build(
     Ok(Source {
         name: source_name,
         kind,
+        dedup_scope,
         intake,
         fields: Fields {
             id,
             event_type,
             entity,
             version,
+            version_secondary,
         },
     })
+}
+
+/// How the values of the version-like field `raw` (named `name`) are read and compared: its
+/// `type` (and, for a timestamp, `unit`). Only a type whose values can be ordered is taken.
+fn version_kind(name: &str, raw: &RawField) -> Result<VersionKind, ConfigError> {
+    let unit = match raw.unit.as_deref() {
+        None | Some("s") => TimeUnit::Seconds,
+        Some("ms") => TimeUnit::Millis,
+        Some(other) => {
+            return Err(ConfigError::BadValue {
+                field: format!("{name}.unit"),
+                value: other.into(),
+                expected: "\"s\" (integer Unix seconds) or \"ms\" (integer Unix milliseconds)"
+                    .into(),
+            });
+        }
+    };
+    match raw.value_type.as_deref().unwrap_or("integer") {
+        "integer" if raw.unit.is_some() => Err(ConfigError::BadValue {
+            field: format!("{name}.unit"),
+            value: raw.unit.clone().unwrap_or_default(),
+            expected: "no `unit` with type = \"integer\": `unit` says how a type = \"timestamp\" writes its times".into(),
+        }),
+        "integer" => Ok(VersionKind::Sequence),
+        "timestamp" => Ok(VersionKind::Timestamp(unit)),
+        other => Err(ConfigError::BadValue {
+            field: format!("{name}.type"),
+            value: other.into(),
+            expected: "\"integer\" (a dense sequence) or \"timestamp\" (RFC 3339 times, or integer Unix seconds or milliseconds with `unit`): versions are compared, and only these can be".into(),
+        }),
+    }
 }
 
 /// What each kind reads by default; `id` is `None` only for generic sources.
@@ -192,19 +247,27 @@ fn kind_defaults(kind: SourceKind) -> KindDefaults {
                 EntityType::Read(json("$.data.object.object")),
                 json("$.data.object.id"),
             )),
-            version: Some((json("$.created"), VersionKind::Timestamp)),
+            version: Some((json("$.created"), VersionKind::UnixSeconds)),
         },
         SourceKind::GitHub => KindDefaults {
             id: Some(header("x-github-delivery")),
             event_type: Some(header("x-github-event")),
             ..none
         },
+        // Shopify sends its headers with and without the `X-` prefix (`@shopify/shopify-api`
+        // 13.1.0 reads both). The event id comes first in either form: one event sent to two
+        // subscriptions has one event id and two webhook ids, so it is delivered once.
         SourceKind::Shopify => KindDefaults {
             id: Some(Field::FirstOf(vec![
                 header("x-shopify-event-id"),
+                header("shopify-event-id"),
                 header("x-shopify-webhook-id"),
+                header("shopify-webhook-id"),
             ])),
-            event_type: Some(header("x-shopify-topic")),
+            event_type: Some(Field::FirstOf(vec![
+                header("x-shopify-topic"),
+                header("shopify-topic"),
+            ])),
             ..none
         },
         SourceKind::StandardWebhooks => KindDefaults {

@@ -91,6 +91,24 @@ impl Downstream {
     }
 }
 
+/// The dedup key an `Idempotency-Key` carries as an RFC 8941 String (`"stripe:evt_1"`, each
+/// `"` and `\` escaped), as an application reads it; a value of another form as it is.
+fn dedup_key(header: &str) -> String {
+    let Some(inner) = header.strip_prefix('"').and_then(|h| h.strip_suffix('"')) else {
+        return header.to_owned();
+    };
+    let mut key = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        key.push(if c == '\\' {
+            chars.next().unwrap_or(c)
+        } else {
+            c
+        });
+    }
+    key
+}
+
 async fn receive(State(app): State<App>, headers: HeaderMap, body: Bytes) -> StatusCode {
     let text = |name: &str| {
         headers
@@ -107,7 +125,7 @@ async fn receive(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Sta
         seen.bad_signatures += 1;
         return StatusCode::BAD_REQUEST;
     }
-    let key = text("idempotency-key").to_owned();
+    let key = dedup_key(text("idempotency-key"));
     if text("idem-attempt") == "1" && fails_first_attempt(&key) {
         *seen.failed.entry(key).or_default() += 1;
         return StatusCode::SERVICE_UNAVAILABLE;

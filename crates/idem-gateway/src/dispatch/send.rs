@@ -12,10 +12,14 @@ use crate::config::Destination;
 use crate::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;
 
-/// The event's dedup key (`{source}:{event id}`) as it was claimed in idem's inbox: the same on
-/// every attempt, redrive and replay of one event.
+/// The event's dedup key (`{dedup scope}:{event id}`) as it was claimed in idem's inbox, as an
+/// RFC 8941 String (draft-ietf-httpapi-idempotency-key-header §2.1): `"stripe:evt_1"`, with `"`
+/// and `\` escaped by a backslash; a key holding a byte outside printable ASCII is sent as
+/// `"#sha256:{64 hex digits of SHA-256(dedup key)}"` instead (see [`idempotency_key`]). The
+/// same on every attempt, redrive and replay of one event.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
-/// The event id as the sender gave it.
+/// The event id as the sender gave it, bare (not an sf-string): bytes outside visible ASCII
+/// and spaces, and `%`, percent-encoded.
 pub const EVENT_ID: &str = "idem-event-id";
 /// The source name.
 pub const SOURCE: &str = "idem-source";
@@ -44,12 +48,13 @@ pub(crate) struct Attempted {
     pub retry_after: Option<Duration>,
 }
 
-/// The `webhook-id` of `(source, event id)` at `destination`: `msg_` and 32 hex digits of a
+/// The `webhook-id` of `(scope, event id)` at `destination`: `msg_` and 32 hex digits of a
 /// SHA-256, with no `.` (the signed content joins id, timestamp and body with dots), the same on
-/// every attempt.
-pub fn webhook_id(source: &str, event_id: &str, destination: &str) -> String {
+/// every attempt. `scope` is the source's `dedup_scope` (by default its name), so one event
+/// arriving on two paths of one scope has one `webhook-id`.
+pub fn webhook_id(scope: &str, event_id: &str, destination: &str) -> String {
     let mut hash = Sha256::new();
-    for part in [source, "\n", event_id, "\n", destination] {
+    for part in [scope, "\n", event_id, "\n", destination] {
         hash.update(part.as_bytes());
     }
     let digest = hash.finalize();
@@ -65,6 +70,33 @@ fn retry_after_secs(value: &str) -> Option<u64> {
         return None;
     }
     Some(value.parse().unwrap_or(u64::MAX))
+}
+
+/// The `Idempotency-Key` value of dedup key `key`: an RFC 8941 §3.3.3 String, which holds
+/// printable ASCII only (`0x20`–`0x7E`), serialised as §4.1.6 says: in double quotes, each `"`
+/// and `\` preceded by a backslash (`stripe:a"b\c` gives `"stripe:a\"b\\c"`). A key with any
+/// other byte (an event id may hold any UTF-8 or a control character) cannot be such a String,
+/// so it is sent as `"#sha256:"` and the 64 lower-case hex digits of SHA-256 of its UTF-8 bytes,
+/// the form effect keys use: no dedup key starts with `#` (each starts with a name), so the two
+/// forms never meet.
+pub fn idempotency_key(key: &str) -> String {
+    if key.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        let mut value = String::with_capacity(key.len() + 2);
+        value.push('"');
+        for c in key.chars() {
+            if matches!(c, '"' | '\\') {
+                value.push('\\');
+            }
+            value.push(c);
+        }
+        value.push('"');
+        value
+    } else {
+        format!(
+            "\"#sha256:{}\"",
+            hex::encode(Sha256::digest(key.as_bytes()))
+        )
+    }
 }
 
 /// A header value for arbitrary text: as is when it is all visible ASCII and spaces; otherwise
@@ -113,11 +145,13 @@ pub(crate) async fn attempt(
         Ok(stored) => stored,
         Err(e) => return unsendable(e.to_string()),
     };
-    let msg_id = webhook_id(
-        &delivery.source,
-        &delivery.event_id,
-        destination.name.as_str(),
-    );
+    // The key is `{scope}:{event id}` and a scope holds no `:`; a key of another form (none is
+    // stored) keys by the source's name.
+    let scope = delivery
+        .dedup_key
+        .split_once(':')
+        .map_or(delivery.source.as_str(), |(scope, _)| scope);
+    let msg_id = webhook_id(scope, &delivery.event_id, destination.name.as_str());
     let timestamp = now.as_millis().div_euclid(1000);
     let signature = match standard_webhooks::sign(
         destination.signing_secret.expose(),
@@ -135,7 +169,12 @@ pub(crate) async fn attempt(
     if !headers.contains_key(CONTENT_TYPE) {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
-    headers.insert(IDEMPOTENCY_KEY, header_text(&delivery.dedup_key));
+    // Printable ASCII only, always a valid header value; `%` is an sf-string character, not
+    // encoded.
+    match HeaderValue::from_str(&idempotency_key(&delivery.dedup_key)) {
+        Ok(value) => headers.insert(IDEMPOTENCY_KEY, value),
+        Err(e) => return unsendable(format!("cannot write the Idempotency-Key: {e}")),
+    };
     headers.insert(EVENT_ID, header_text(&delivery.event_id));
     headers.insert(SOURCE, header_text(&delivery.source));
     headers.insert(ATTEMPT, HeaderValue::from(attempt));
@@ -253,6 +292,25 @@ mod tests {
             assert!(!retryable(status, false), "{status}");
             assert!(retryable(status, true), "{status}");
         }
+    }
+
+    /// Issue 15, item 1: RFC 8941 §4.1.6's serialisation, and the digest form for keys RFC
+    /// 8941 Strings cannot hold (the digest of `stripe:évt` from `printf 'stripe:\xc3\xa9vt' |
+    /// sha256sum`, as in idem-core's effect-key test, and of `gh:tab\\there` likewise).
+    #[test]
+    fn idempotency_key_is_an_sf_string() {
+        assert_eq!(idempotency_key("stripe:evt_1"), r#""stripe:evt_1""#);
+        assert_eq!(idempotency_key(r#"gh:a"b\c"#), r#""gh:a\"b\\c""#);
+        assert_eq!(idempotency_key("gh:two  spaces "), r#""gh:two  spaces ""#);
+        assert_eq!(idempotency_key("gh:100%"), r#""gh:100%""#);
+        assert_eq!(
+            idempotency_key("stripe:évt"),
+            "\"#sha256:e630c21350a4098d76809cd5c30024e2c30b897c1e6555ee1db7fd1cc5ffa444\""
+        );
+        assert_eq!(
+            idempotency_key("gh:tab\there"),
+            "\"#sha256:30ee573d30be4362d632084dbe2fb1e7dcea061c5e4ad9838ce23d9c32fa8644\""
+        );
     }
 
     #[test]

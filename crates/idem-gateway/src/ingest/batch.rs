@@ -241,6 +241,7 @@ async fn commit_once<DB: GatewayDb>(
                 aggregate_type,
                 aggregate_id,
                 version,
+                version_secondary: event.entity.as_ref().and_then(|(_, v)| v.secondary),
                 body: &incoming.body,
                 headers: &headers,
                 received_at: incoming.received_at,
@@ -309,11 +310,14 @@ async fn commit_once<DB: GatewayDb>(
                 Err(e) => return Err(e),
             }
         }
-        let (entity, version) = match (&incoming.event.entity, decision.ordered) {
-            (Some((entity, version)), true) => {
-                (Some(entity.to_string()), Some(version.primary.get()))
-            }
-            _ => (None, None),
+        let (entity, version, version_secondary) = match (&incoming.event.entity, decision.ordered)
+        {
+            (Some((entity, version)), true) => (
+                Some(entity.to_string()),
+                Some(version.primary.get()),
+                version.secondary,
+            ),
+            _ => (None, None, None),
         };
         DB::insert_delivery(
             &mut tx,
@@ -324,6 +328,7 @@ async fn commit_once<DB: GatewayDb>(
                 state: decision.state,
                 entity: entity.as_deref(),
                 version,
+                version_secondary,
                 tie: decision.tie,
                 note: decision.note.as_deref(),
                 now,

@@ -206,7 +206,7 @@ async fn ingest<DB: GatewayDb>(
         };
         Problem::new(StatusCode::BAD_REQUEST, e.code(), title, e.to_string())
     })?;
-    let key = DedupKey::from_event(&source.name, &event.event_id);
+    let key = DedupKey::from_event(&source.dedup_scope, &event.event_id);
     let event_id = event.event_id.to_string();
     let incoming = Incoming {
         source: index,

@@ -211,6 +211,7 @@ macro_rules! gateway_ops {
                     .bind(row.headers)
                     .bind(row.received_at)
                     .bind(row.dedup_key)
+                    .bind(row.version_secondary)
                     .fetch_optional(&mut *conn)
                     .await
             }
@@ -229,6 +230,7 @@ macro_rules! gateway_ops {
                     .bind(row.tie)
                     .bind(row.note)
                     .bind(row.now)
+                    .bind(row.version_secondary)
                     .execute(&mut *conn)
                     .await?;
                 Ok(())

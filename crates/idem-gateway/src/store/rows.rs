@@ -14,6 +14,8 @@ pub struct NewEvent<'a> {
     pub aggregate_type: Option<&'a str>,
     pub aggregate_id: Option<&'a str>,
     pub version: Option<i64>,
+    /// The version's secondary value (`version_secondary`), when the event has one.
+    pub version_secondary: Option<i64>,
     pub body: &'a [u8],
     /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON.
     pub headers: &'a str,
@@ -29,6 +31,8 @@ pub struct NewDelivery<'a> {
     pub state: DeliveryState,
     pub entity: Option<&'a str>,
     pub version: Option<i64>,
+    /// Set with `version` when the event's version has a secondary value.
+    pub version_secondary: Option<i64>,
     pub tie: bool,
     pub note: Option<&'a str>,
     pub now: i64,
@@ -117,11 +121,29 @@ pub struct ReplayCandidate {
     pub route: String,
     pub state: DeliveryState,
     pub version: Option<i64>,
+    pub version_secondary: Option<i64>,
     /// Whether the raw body is still kept.
     pub body_kept: bool,
     /// The newest version of the entity on the route that was delivered or is being sent
     /// (`None` without an entity, or when none was).
     pub highest: Option<i64>,
+    /// The highest secondary value of those delivered or being sent with this delivery's
+    /// `version` (`None` when none has one).
+    pub tie_secondary: Option<i64>,
+}
+
+impl ReplayCandidate {
+    /// Whether this delivery's version is older than one the destination may already hold,
+    /// by the version guard's rule (idem-core's `decide`): a lower version, or an equal one
+    /// with a lower secondary value when both have one.
+    pub(crate) fn is_older_than_delivered(&self) -> bool {
+        let lower = self.version.zip(self.highest).is_some_and(|(v, h)| v < h);
+        let lower_secondary = self
+            .version_secondary
+            .zip(self.tie_secondary)
+            .is_some_and(|(s, t)| s < t);
+        lower || lower_secondary
+    }
 }
 
 /// Deliveries per (destination, state).

@@ -2,16 +2,18 @@
 //! by number on both), `RETURNING`, `ON CONFLICT`. Times are milliseconds from the gateway's
 //! clock, passed as parameters.
 
+/// A new event; nothing when one of its source and event id, or of its dedup key, is stored
+/// (an event kept after its inbox key was collected, from any source of its scope).
 pub(crate) const INSERT_EVENT: &str = "INSERT INTO idem_gateway_events \
      (source, event_id, event_type, aggregate_type, aggregate_id, version, body, headers, received_at, \
-      dedup_key) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-     ON CONFLICT (source, event_id) DO NOTHING RETURNING id";
+      dedup_key, version_secondary) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     ON CONFLICT DO NOTHING RETURNING id";
 
 pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO idem_gateway_deliveries \
      (event, route, destination, state, entity, version, tie, note, attempts, failures, \
-      next_attempt_at, lease_token, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, NULL, $9, $9)";
+      next_attempt_at, lease_token, created_at, updated_at, version_secondary) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, NULL, $9, $9, $10)";
 
 /// The entity-order check of [`DUE`] for candidate `d`: an earlier delivery of the same entity
 /// on the same route (lower version, or same version and older row) still pending or in
@@ -136,16 +138,22 @@ pub(crate) const DEAD_LETTERS: &str = "SELECT d.id, d.route, d.destination, d.st
      ORDER BY d.updated_at, d.id LIMIT $2";
 
 /// What a redrive or a replay must know of a delivery it may make due again: the route,
-/// whether the body is still kept, and the newest version of the delivery's entity on its route
+/// whether the body is still kept, the newest version of the delivery's entity on its route
 /// that was delivered or is being sent (NULL without an entity, or when none was): the version
-/// the destination may already hold.
+/// the destination may already hold; and the highest secondary value among those delivered or
+/// being sent with the delivery's own version, for the tie rule.
 macro_rules! candidates {
     ($where:literal) => {
         concat!(
-            "SELECT d.id, d.route, d.state, d.version, e.body IS NOT NULL AS body_kept, \
+            "SELECT d.id, d.route, d.state, d.version, d.version_secondary, \
+             e.body IS NOT NULL AS body_kept, \
              (SELECT MAX(h.version) FROM idem_gateway_deliveries h \
               WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
-                AND h.state IN ('delivered', 'in_flight')) AS highest \
+                AND h.state IN ('delivered', 'in_flight')) AS highest, \
+             (SELECT MAX(h.version_secondary) FROM idem_gateway_deliveries h \
+              WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
+                AND h.version = d.version AND h.state IN ('delivered', 'in_flight')) \
+               AS tie_secondary \
              FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event ",
             $where
         )

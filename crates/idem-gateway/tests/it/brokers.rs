@@ -351,7 +351,11 @@ ordering = "drop-stale"
         .iter()
         .filter_map(|r| r.header("idempotency-key").map(str::to_owned))
         .collect();
-    assert_eq!(keys, ["orders:o7-v2", "orders:o7-v3"], "v1 is stale");
+    assert_eq!(
+        keys,
+        [r#""orders:o7-v2""#, r#""orders:o7-v3""#],
+        "v1 is stale"
+    );
     let stats = running.gateway.stats().await.unwrap();
     assert_eq!(stats.destinations["app"].stale, 1);
     nats.wait_drained("gw").await;

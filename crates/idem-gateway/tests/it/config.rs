@@ -44,7 +44,10 @@ ordering = "drop-stale"
 fn the_issue_example_loads() {
     let config = Config::from_toml(EXAMPLE, &env).unwrap();
     assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
-    assert_eq!(config.retention, Duration::from_secs(30 * 86_400));
+    assert_eq!(
+        config.retention,
+        idem_gateway::Retention::For(Duration::from_secs(30 * 86_400))
+    );
     assert_eq!(config.sources[0].kind, SourceKind::Stripe);
     assert_eq!(config.sources[1].kind, SourceKind::Generic);
     let app = &config.destinations[0];

@@ -38,7 +38,8 @@ async fn forwarded_request_is_signed_and_keyed<DB: GatewayDb + AppDb>(store: Sto
     assert_eq!(received.len(), 1);
     let r = &received[0];
     assert_eq!(r.body, body);
-    assert_eq!(r.header("idempotency-key"), Some("stripe:evt_headers"));
+    // An RFC 8941 String (issue 15, item 1); Idem-Event-Id keeps the bare id.
+    assert_eq!(r.header("idempotency-key"), Some(r#""stripe:evt_headers""#));
     assert_eq!(r.header("idem-event-id"), Some("evt_headers"));
     assert_eq!(r.header("idem-source"), Some("stripe"));
     assert_eq!(r.header("idem-attempt"), Some("1"));

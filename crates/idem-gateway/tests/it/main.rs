@@ -13,6 +13,7 @@ mod demo;
 mod dispatch;
 mod faults;
 mod ingest;
+mod interop;
 mod observability;
 mod relays;
 mod scenarios;

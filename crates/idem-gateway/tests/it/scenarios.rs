@@ -162,7 +162,7 @@ async fn updated_before_created_only_updated_is_sent<DB: GatewayDb + AppDb>(stor
         .iter()
         .map(|r| r.header("idempotency-key").unwrap().to_owned())
         .collect();
-    assert_eq!(keys, ["stripe:evt_sub_updated"]);
+    assert_eq!(keys, [r#""stripe:evt_sub_updated""#]);
     assert_eq!(stats.destinations["app"].stale, 1);
     assert_eq!(stats.destinations["app"].delivered, 1);
     gw.server.shutdown().await.unwrap();

@@ -2,7 +2,9 @@
 //! app's client secret.
 //!
 //! Source: Shopify docs, "Verify webhooks". Shopify signs no timestamp, so replay safety rests
-//! on the inbox, keyed by `X-Shopify-Event-Id` (docs/design.md C10).
+//! on the inbox, keyed by `X-Shopify-Event-Id` (docs/design.md C10). Shopify also sends its
+//! headers without the `X-` prefix (`shopify-hmac-sha256`, the form `@shopify/shopify-api`
+//! 13.1.0 reads besides `X-Shopify-*`): either form is read.
 
 use http::HeaderMap;
 use idem_core::Timestamp;
@@ -14,8 +16,11 @@ use super::{ConfigError, Encoding, Verifier, VerifyError, signatures};
 
 /// The header Shopify signs deliveries in.
 pub const SIGNATURE_HEADER: &str = "X-Shopify-Hmac-Sha256";
+/// The same header without the `X-` prefix, read when [`SIGNATURE_HEADER`] is absent.
+pub const UNPREFIXED_SIGNATURE_HEADER: &str = "shopify-hmac-sha256";
 
 const HEADER: HeaderSpec = HeaderSpec::new(SIGNATURE_HEADER, "<base64>");
+const UNPREFIXED: HeaderSpec = HeaderSpec::new(UNPREFIXED_SIGNATURE_HEADER, "<base64>");
 const SHAPE: SecretShape = SecretShape {
     scheme: "Shopify",
     expected: "the app's client secret, or the signing secret shown in the Shopify admin",
@@ -45,15 +50,24 @@ impl ShopifyVerifier {
 }
 
 impl Verifier for ShopifyVerifier {
-    /// `now` is not used: Shopify signs no timestamp.
+    /// `now` is not used: Shopify signs no timestamp. The signature is read from
+    /// `X-Shopify-Hmac-Sha256`, or from `shopify-hmac-sha256` when that one is absent (a
+    /// delivery carrying both is checked against the `X-` form).
     ///
-    /// Errors: [`VerifyError::MissingHeader`] or [`VerifyError::RepeatedHeader`] for
-    /// `X-Shopify-Hmac-Sha256`; [`VerifyError::EmptySignature`] for an empty value;
-    /// [`VerifyError::MalformedHeader`] when it is not visible ASCII or not base64;
-    /// [`VerifyError::NoMatchingSignature`].
+    /// Errors: [`VerifyError::MissingHeader`] (naming `X-Shopify-Hmac-Sha256`) when neither is
+    /// sent; [`VerifyError::RepeatedHeader`] for the header read; [`VerifyError::EmptySignature`]
+    /// for an empty value; [`VerifyError::MalformedHeader`] when it is not visible ASCII or not
+    /// base64; [`VerifyError::NoMatchingSignature`].
     fn verify(&self, headers: &HeaderMap, body: &[u8], _now: Timestamp) -> Result<(), VerifyError> {
-        let value = HEADER.single(headers)?;
-        let signatures = signatures::decode_untagged(&HEADER, Encoding::Base64, &[value])?;
+        let header = if !headers.contains_key(SIGNATURE_HEADER)
+            && headers.contains_key(UNPREFIXED_SIGNATURE_HEADER)
+        {
+            &UNPREFIXED
+        } else {
+            &HEADER
+        };
+        let value = header.single(headers)?;
+        let signatures = signatures::decode_untagged(header, Encoding::Base64, &[value])?;
         verify_any(&self.keys, &[body], &signatures)
     }
 }

@@ -11,7 +11,9 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
+use base64::alphabet;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use http::HeaderMap;
 use idem_core::Timestamp;
@@ -73,8 +75,9 @@ enum Key {
 }
 
 impl StandardWebhooksVerifier {
-    /// A verifier for `keys`, each a `whsec_` secret (base64 after the prefix; checks `v1`
-    /// signatures) or a `whpk_` public key (base64 of 32 bytes; checks `v1a` signatures), told
+    /// A verifier for `keys`, each a `whsec_` secret (base64 after the prefix, with or without
+    /// its `=` padding; checks `v1` signatures) or a `whpk_` public key (base64 of 32 bytes;
+    /// checks `v1a` signatures), told
     /// apart by their prefix. Give several while rotating. The tolerance is
     /// [`DEFAULT_TOLERANCE`] (300 s).
     ///
@@ -242,9 +245,17 @@ fn wrong_prefix(shape: SecretShape) -> ConfigError {
     }
 }
 
-/// The bytes of the base64 `text`, which must not be empty.
+/// Standard base64 with or without its `=` padding: the reference libraries (`standardwebhooks`
+/// 1.1.0, `svix` 2.9.1) accept `whsec_` followed by 43 characters for a 32-byte secret, so keys
+/// are read either way. Non-canonical trailing bits are still refused.
+const KEY_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// The bytes of the base64 `text` (padded or not), which must not be empty.
 fn decode_key(text: &str, shape: SecretShape) -> Result<Vec<u8>, ConfigError> {
-    let bytes = STANDARD
+    let bytes = KEY_BASE64
         .decode(text)
         .map_err(|_| ConfigError::InvalidBase64 {
             scheme: shape.scheme,

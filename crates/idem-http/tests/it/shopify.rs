@@ -1,6 +1,8 @@
 //! Shopify: `X-Shopify-Hmac-Sha256: <base64>` over the raw body.
 
-use idem_http::verify::shopify::{SIGNATURE_HEADER, ShopifyVerifier, sign};
+use idem_http::verify::shopify::{
+    SIGNATURE_HEADER, ShopifyVerifier, UNPREFIXED_SIGNATURE_HEADER, sign,
+};
 use idem_http::verify::{ConfigError, Verifier, VerifyError};
 
 use crate::support::{SHOPIFY_SECRET, headers, now};
@@ -23,6 +25,37 @@ fn verify(value: &str) -> Result<(), VerifyError> {
 fn signs_the_independently_computed_vector() {
     assert_eq!(sign(SHOPIFY_SECRET, VECTOR_BODY), VECTOR);
     assert_eq!(verify(VECTOR), Ok(()));
+}
+
+/// Issue 15, item 3: Shopify's unprefixed `shopify-hmac-sha256` (read by `@shopify/shopify-api`
+/// 13.1.0 besides `X-Shopify-Hmac-Sha256`) carries the same signature and is checked the same
+/// way; when both are sent, the `X-` form is the one checked.
+#[test]
+fn the_unprefixed_header_is_read_too() {
+    let verifier = ShopifyVerifier::new([SHOPIFY_SECRET]).unwrap();
+    let check = |pairs: &[(&str, &str)]| verifier.verify(&headers(pairs), VECTOR_BODY, now());
+    assert_eq!(check(&[(UNPREFIXED_SIGNATURE_HEADER, VECTOR)]), Ok(()));
+    assert_eq!(
+        check(&[(UNPREFIXED_SIGNATURE_HEADER, "AAAA")]),
+        Err(VerifyError::NoMatchingSignature {
+            signatures: 1,
+            secrets: 1
+        })
+    );
+    assert_eq!(
+        check(&[
+            (SIGNATURE_HEADER, "AAAA"),
+            (UNPREFIXED_SIGNATURE_HEADER, VECTOR)
+        ]),
+        Err(VerifyError::NoMatchingSignature {
+            signatures: 1,
+            secrets: 1
+        })
+    );
+    assert_eq!(
+        check(&[]).unwrap_err().to_string(),
+        "missing header `X-Shopify-Hmac-Sha256`"
+    );
 }
 
 #[test]

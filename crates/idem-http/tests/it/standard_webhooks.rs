@@ -174,6 +174,29 @@ fn headers_are_required_and_checked() {
     );
 }
 
+/// Issue 15, item 2: a `whsec_` secret of 32 bytes written without its `=` padding (`whsec_`
+/// and 43 characters, as the reference libraries accept it) is the same secret as the padded
+/// one, for verifying and for signing.
+#[test]
+fn a_secret_without_padding_is_the_padded_secret() {
+    // The bytes 0, 1, …, 31; the signature of the reference vector's message with them was
+    // computed with Python's `hmac`.
+    let padded = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let unpadded = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8";
+    assert_eq!(unpadded.len(), 6 + 43);
+    let expected = "v1,O4Gjv1HqPqsMrjmczoggs/sWA8gZD0VyHG+fLh4+ktI=";
+    for secret in [padded, unpadded] {
+        assert_eq!(
+            sign(secret, VECTOR_ID, VECTOR_TIMESTAMP, VECTOR_BODY).unwrap(),
+            expected,
+            "{secret}"
+        );
+        let verifier = StandardWebhooksVerifier::new([secret]).unwrap();
+        let headers = sw_headers(VECTOR_ID, VECTOR_TIMESTAMP, expected);
+        assert_eq!(verifier.verify(&headers, VECTOR_BODY, vector_now()), Ok(()));
+    }
+}
+
 #[test]
 fn keys_are_checked_at_construction() {
     let cases: [(&str, &str); 8] = [
