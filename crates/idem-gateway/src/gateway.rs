@@ -15,7 +15,7 @@ use crate::store::{DeliveryState, GatewayDb};
 use crate::writer_gate::WriterGate;
 
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
-/// (`{source}:{event id}`) is claimed under it.
+/// (`{dedup scope}:{event id}`) is claimed under it.
 pub const INBOX_CONSUMER: &str = "idem-gateway";
 
 /// A gateway over a store on `DB` ([`idem_sql::sqlx::Sqlite`] or [`idem_sql::sqlx::Postgres`]): what

@@ -6,12 +6,13 @@
 //!
 //! 1. **ingest** (`POST /webhooks/{source}`, or a NATS JetStream stream or RabbitMQ queue): the
 //!    signature is checked on the raw bytes; the event's id, type, entity and version are read;
-//!    its dedup key `{source}:{event id}` is claimed in idem's inbox and the event stored with
+//!    its dedup key `{dedup scope}:{event id}` is claimed in idem's inbox and the event stored with
 //!    one delivery per matching route, in one transaction shared by concurrent requests (group
 //!    commit); the sender gets 200 `accepted` or `duplicate` (a broker its ack) only after the
 //!    commit;
 //! 2. **dispatch**: each destination gets the original raw body with `Idempotency-Key:
-//!    {source}:{event id}` and a Standard Webhooks signature, one delivery per entity at a time
+//!    "{dedup scope}:{event id}"` (an RFC 8941 String; `Idem-Event-Id` carries the bare id) and
+//!    a Standard Webhooks signature, one delivery per entity at a time
 //!    in version order, retried on a schedule, dead-lettered after the last attempt. Events
 //!    older than their entity's newest are acknowledged and never sent.
 //!

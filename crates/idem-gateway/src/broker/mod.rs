@@ -1,5 +1,5 @@
 //! Broker sources: messages from a NATS JetStream stream or a RabbitMQ queue go through the
-//! same durable ingest as webhooks (their dedup key `{source}:{message id}` claimed in the
+//! same durable ingest as webhooks (their dedup key `{dedup scope}:{message id}` claimed in the
 //! inbox, the event and its deliveries stored in the group-commit transaction), and are
 //! acknowledged to the broker only after that commit (docs/design.md C2):
 //!
@@ -12,7 +12,7 @@
 //! A message that can never be an event is written to idem's dead-letter table
 //! (`idem dead-letters list --consumer idem-gateway`) with its headers, body (cut at
 //! `max_body_bytes`: an oversize body's full length is in the reason) and the reason,
-//! under the dedup key `{source}:{message id}` when it has an id (a copy that arrives again
+//! under the dedup key `{dedup scope}:{message id}` when it has an id (a copy that arrives again
 //! updates that row: its headers, body, reason, delivery count and last failure time),
 //! logged at WARN and counted in [`BROKER_REJECTED_TOTAL`]; only then is it terminated or
 //! rejected. If that row cannot be written either, the message is retried like a store failure:
