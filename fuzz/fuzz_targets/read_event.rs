@@ -163,11 +163,21 @@ const SOURCES: &[Reads] = &[
     },
     Reads {
         name: "shopify",
+        // Each header with and without Shopify's `X-` prefix; the event id before the webhook id.
         id: At::FirstOf(
             &At::Header("x-shopify-event-id"),
-            &At::Header("x-shopify-webhook-id"),
+            &At::FirstOf(
+                &At::Header("shopify-event-id"),
+                &At::FirstOf(
+                    &At::Header("x-shopify-webhook-id"),
+                    &At::Header("shopify-webhook-id"),
+                ),
+            ),
         ),
-        event_type: Some(At::Header("x-shopify-topic")),
+        event_type: Some(At::FirstOf(
+            &At::Header("x-shopify-topic"),
+            &At::Header("shopify-topic"),
+        )),
         entity: None,
     },
     Reads {

@@ -249,7 +249,7 @@ async fn sigterm_cuts_stalled_clients_at_the_grace_and_loses_nothing() {
 
     accepting.store(true, Ordering::SeqCst);
     let serve = ServeProcess::start(&config, port).await;
-    let expected: HashSet<String> = (0..20).map(|n| format!("stripe:evt_k{n}_0")).collect();
+    let expected: HashSet<String> = (0..20).map(|n| format!("\"stripe:evt_k{n}_0\"")).collect();
     let deadline = Instant::now() + Duration::from_secs(30);
     while *answered_ok.lock().unwrap() != expected {
         assert!(

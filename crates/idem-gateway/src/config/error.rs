@@ -43,19 +43,17 @@ pub enum ConfigError {
     /// Two sources share a `dedup_scope` but read their event ids differently: one event would
     /// get two keys (or two events one), so the scope would not make them one.
     #[error(
-        "sources {first:?} and {second:?} share dedup_scope {scope:?} but read the event id differently ({first_id} and {second_id}); sources of one scope must read it from the same place"
+        "sources {first:?} and {second:?} share dedup_scope {scope:?} but read the event id differently ({ids}); sources of one scope must read it from the same place"
     )]
     ScopeIdMismatch {
         /// The scope.
         scope: String,
         /// The source configured first.
         first: String,
-        /// Where it reads the event id.
-        first_id: String,
         /// The source configured later.
         second: String,
-        /// Where that one reads it.
-        second_id: String,
+        /// Where each reads the event id: `header `x-github-delivery` and body field `$.id``.
+        ids: String,
     },
     /// A field holds a value outside its allowed set or shape.
     #[error("{field} = {value:?} is not valid; expected {expected}")]

@@ -298,9 +298,12 @@ impl Config {
                 return Err(ConfigError::ScopeIdMismatch {
                     scope: source.dedup_scope.to_string(),
                     first: other.name.to_string(),
-                    first_id: other.fields.id.describe(),
                     second: source.name.to_string(),
-                    second_id: source.fields.id.describe(),
+                    ids: format!(
+                        "{} and {}",
+                        other.fields.id.describe(),
+                        source.fields.id.describe()
+                    ),
                 });
             }
             sources.push(source);
