@@ -3,7 +3,6 @@
 
 use idem_sql::Store;
 
-use super::ops::Ops;
 use super::{AttemptOutcome, DeliveryState, Finished, GatewayDb, NewDelivery, NewEvent};
 
 const DESTINATION: &str = "app";
@@ -24,6 +23,7 @@ async fn three_due<DB: GatewayDb>(store: &Store<DB>) -> Vec<i64> {
                 aggregate_type: None,
                 aggregate_id: None,
                 version: None,
+                version_secondary: None,
                 body: b"{}",
                 headers: "{}",
                 received_at: 0,
@@ -41,6 +41,7 @@ async fn three_due<DB: GatewayDb>(store: &Store<DB>) -> Vec<i64> {
                 state: DeliveryState::Pending,
                 entity: None,
                 version: None,
+                version_secondary: None,
                 tie: false,
                 note: None,
                 now: 0,
