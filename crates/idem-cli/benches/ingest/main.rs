@@ -28,9 +28,10 @@ mod gateway;
 mod load;
 mod own_runtime;
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idem_sql::sqlx::{self, Connection, PgConnection};
+use idem_sql::sqlx::{self, Connection, PgConnection, SqliteConnection};
 
 use baselines::Recipe;
 use gateway::{App, Serve};
@@ -229,7 +230,8 @@ async fn forwarding_runs(
             &format!("idem serve, {store}, forwarding (ingest)"),
             &measured,
         );
-        let forwarded = drain_rate(&app, measured.accepted, started).await;
+        let stale = stale_events(forward_url).await.len() as u64;
+        let forwarded = drain_rate(&app, measured.accepted - stale, started).await;
         println!(
             "{:<44} {forwarded:>9.0}",
             format!("  forwarded, deliveries/s")
@@ -243,13 +245,15 @@ async fn forwarding_runs(
         let measured = load::open_loop(&serve.url, &run_id("o"), rate, step_secs).await;
         // The last events get their 1 s too.
         tokio::time::sleep(DELIVERY_P99 + Duration::from_secs(1)).await;
-        let (p99, missing) = load::delivery_delay(&measured.accepted_at, &app.arrived());
+        let stale = stale_events(open_url).await;
+        let (p99, missing) = load::delivery_delay(&measured.accepted_at, &app.arrived(), &stale);
         peak = peak.max(serve.peak_rss_kib());
         let held = p99 <= DELIVERY_P99 && missing == 0 && measured.errors == 0;
         println!(
-            "  open loop {store} at {rate:>6.0}/s ({:.0} % of ingest-only): accepted {:>6}, delivery p99 {:>8.1} ms, not delivered {missing}, errors {} -> {}",
+            "  open loop {store} at {rate:>6.0}/s ({:.0} % of ingest-only): accepted {:>6}, stale {:>4}, delivery p99 {:>8.1} ms, not delivered {missing}, errors {} -> {}",
             share * 100.0,
             measured.accepted_at.len(),
+            stale.len(),
             p99.as_secs_f64() * 1e3,
             measured.errors,
             if held { "held" } else { "not held" }
@@ -266,6 +270,26 @@ async fn forwarding_runs(
         sustainable,
         peak_rss_kib: peak,
     }
+}
+
+/// The ids of the events the gateway at `database_url` recorded as stale (not sent): read from
+/// its tables, as `idem events` would show them.
+async fn stale_events(database_url: &str) -> HashSet<String> {
+    const STALE: &str = "SELECT e.event_id FROM idem_gateway_deliveries d \
+         JOIN idem_gateway_events e ON e.id = d.event WHERE d.state = 'stale'";
+    let ids: Vec<String> = if database_url.starts_with("sqlite:") {
+        let mut conn = SqliteConnection::connect(database_url)
+            .await
+            .expect("open the gateway's SQLite database");
+        sqlx::query_scalar(STALE).fetch_all(&mut conn).await
+    } else {
+        let mut conn = PgConnection::connect(database_url)
+            .await
+            .expect("connect to the gateway's database");
+        sqlx::query_scalar(STALE).fetch_all(&mut conn).await
+    }
+    .expect("read the stale deliveries");
+    ids.into_iter().collect()
 }
 
 /// Deliveries per second from `started` until `accepted` events have arrived at `app` (the
