@@ -197,6 +197,10 @@ struct Decision {
     /// and for replays.
     ordered: bool,
     note: Option<String>,
+    /// The entity (`type:id`) and versions the delivery records when `ordered`.
+    entity: Option<String>,
+    version: Option<i64>,
+    version_secondary: Option<i64>,
 }
 
 async fn commit_once<DB: GatewayDb>(
@@ -216,24 +220,28 @@ async fn commit_once<DB: GatewayDb>(
         })
         .collect();
 
-    let mut rows = vec![0_i64; batch.len()];
-    for (i, incoming) in batch.iter().enumerate() {
-        if answers[i] != Answer::Accepted {
-            continue;
-        }
-        let event = &incoming.event;
-        let (aggregate_type, aggregate_id, version) = match &event.entity {
-            Some((entity, version)) => (
-                Some(entity.aggregate_type().as_str()),
-                Some(entity.aggregate_id()),
-                Some(version.primary.get()),
-            ),
-            None => (None, None, None),
-        };
-        let headers = event.headers.to_json();
-        let row = DB::insert_event(
-            &mut tx,
-            &NewEvent {
+    let accepted: Vec<usize> = (0..batch.len())
+        .filter(|i| answers[*i] == Answer::Accepted)
+        .collect();
+    let headers: Vec<String> = accepted
+        .iter()
+        .map(|i| batch[*i].event.headers.to_json())
+        .collect();
+    let new_events: Vec<NewEvent<'_>> = accepted
+        .iter()
+        .zip(&headers)
+        .map(|(i, headers)| {
+            let incoming = &batch[*i];
+            let event = &incoming.event;
+            let (aggregate_type, aggregate_id, version) = match &event.entity {
+                Some((entity, version)) => (
+                    Some(entity.aggregate_type().as_str()),
+                    Some(entity.aggregate_id()),
+                    Some(version.primary.get()),
+                ),
+                None => (None, None, None),
+            };
+            NewEvent {
                 source: gateway.source(incoming.source).name.as_str(),
                 event_id: event.event_id.as_str(),
                 dedup_key: incoming.key.as_str(),
@@ -243,16 +251,21 @@ async fn commit_once<DB: GatewayDb>(
                 version,
                 version_secondary: event.entity.as_ref().and_then(|(_, v)| v.secondary),
                 body: &incoming.body,
-                headers: &headers,
+                headers,
                 received_at: incoming.received_at,
-            },
-        )
-        .await?;
+            }
+        })
+        .collect();
+    let mut rows = vec![0_i64; batch.len()];
+    for (i, row) in accepted
+        .iter()
+        .zip(DB::insert_events(&mut tx, &new_events).await?)
+    {
         match row {
-            Some(row) => rows[i] = row,
+            Some(row) => rows[*i] = row,
             // Its inbox key was collected but the event row is kept (a dead letter waiting for
             // redrive): still the same event, so still a duplicate.
-            None => answers[i] = Answer::Duplicate,
+            None => answers[*i] = Answer::Duplicate,
         }
     }
 
@@ -283,6 +296,9 @@ async fn commit_once<DB: GatewayDb>(
             tie: false,
             ordered: false,
             note: None,
+            entity: None,
+            version: None,
+            version_secondary: None,
         };
         if let (Ordering::DropStale, Some((entity, version))) =
             (route.ordering, &incoming.event.entity)
@@ -310,33 +326,33 @@ async fn commit_once<DB: GatewayDb>(
                 Err(e) => return Err(e),
             }
         }
-        let (entity, version, version_secondary) = match (&incoming.event.entity, decision.ordered)
-        {
-            (Some((entity, version)), true) => (
-                Some(entity.to_string()),
-                Some(version.primary.get()),
-                version.secondary,
-            ),
-            _ => (None, None, None),
-        };
-        DB::insert_delivery(
-            &mut tx,
-            &NewDelivery {
-                event: rows[i],
+        if let (Some((entity, version)), true) = (&incoming.event.entity, decision.ordered) {
+            decision.entity = Some(entity.to_string());
+            decision.version = Some(version.primary.get());
+            decision.version_secondary = version.secondary;
+        }
+        decisions.push(decision);
+    }
+    let deliveries: Vec<NewDelivery<'_>> = decisions
+        .iter()
+        .map(|decision| {
+            let route = &gateway.config().routes[decision.route];
+            NewDelivery {
+                event: rows[decision.event],
                 route: route.name.as_str(),
                 destination: route.destination.as_str(),
                 state: decision.state,
-                entity: entity.as_deref(),
-                version,
-                version_secondary,
+                entity: decision.entity.as_deref(),
+                version: decision.version,
+                version_secondary: decision.version_secondary,
                 tie: decision.tie,
                 note: decision.note.as_deref(),
                 now,
-            },
-        )
-        .await?;
-        decisions.push(decision);
-    }
+            }
+        })
+        .collect();
+    DB::insert_deliveries(&mut tx, &deliveries).await?;
+    drop(deliveries);
     tx.commit().await.map_err(idem_sql::Error::from)?;
 
     for decision in decisions {

@@ -7,49 +7,49 @@ use super::{AttemptOutcome, DeliveryState, Finished, GatewayDb, NewDelivery, New
 
 const DESTINATION: &str = "app";
 
-/// Three pending deliveries due at 0 on a fresh gateway schema; their ids, ascending.
+/// Three pending deliveries due at 0 on a fresh gateway schema (three events inserted in one
+/// statement); their ids, ascending.
 async fn three_due<DB: GatewayDb>(store: &Store<DB>) -> Vec<i64> {
     DB::migrate_gateway(store.pool()).await.expect("migrate");
     let mut tx = store.begin().await.expect("begin");
-    for n in 0..3 {
-        let event_id = format!("evt_{n}");
-        let event = DB::insert_event(
-            &mut tx,
-            &NewEvent {
-                source: "stripe",
-                event_id: &event_id,
-                dedup_key: &event_id,
-                event_type: None,
-                aggregate_type: None,
-                aggregate_id: None,
-                version: None,
-                version_secondary: None,
-                body: b"{}",
-                headers: "{}",
-                received_at: 0,
-            },
-        )
+    let ids: Vec<String> = (0..3).map(|n| format!("evt_{n}")).collect();
+    let events: Vec<NewEvent<'_>> = ids
+        .iter()
+        .map(|id| NewEvent {
+            source: "stripe",
+            event_id: id,
+            dedup_key: id,
+            event_type: None,
+            aggregate_type: None,
+            aggregate_id: None,
+            version: None,
+            version_secondary: None,
+            body: b"{}",
+            headers: "{}",
+            received_at: 0,
+        })
+        .collect();
+    let rows = DB::insert_events(&mut tx, &events)
         .await
-        .expect("insert event")
-        .expect("a new event");
-        DB::insert_delivery(
-            &mut tx,
-            &NewDelivery {
-                event,
-                route: "r",
-                destination: DESTINATION,
-                state: DeliveryState::Pending,
-                entity: None,
-                version: None,
-                version_secondary: None,
-                tie: false,
-                note: None,
-                now: 0,
-            },
-        )
+        .expect("insert events");
+    let deliveries: Vec<NewDelivery<'_>> = rows
+        .into_iter()
+        .map(|event| NewDelivery {
+            event: event.expect("a new event"),
+            route: "r",
+            destination: DESTINATION,
+            state: DeliveryState::Pending,
+            entity: None,
+            version: None,
+            version_secondary: None,
+            tie: false,
+            note: None,
+            now: 0,
+        })
+        .collect();
+    DB::insert_deliveries(&mut tx, &deliveries)
         .await
-        .expect("insert delivery");
-    }
+        .expect("insert deliveries");
     tx.commit().await.expect("commit");
     let mut conn = store.pool().acquire().await.expect("connection");
     let mut ids: Vec<i64> = DB::due(&mut conn, DESTINATION, 0, 10)
@@ -173,4 +173,53 @@ async fn postgres_a_lapsed_holder_writes_nothing() {
         .await
         .expect("connect");
     a_lapsed_holder_writes_nothing::<sqlx::Postgres>(store).await;
+}
+
+/// An event whose key is stored already gets `None` in its own place, whatever the order the
+/// database returns the others' ids in.
+async fn a_stored_event_is_none_in_its_place<DB: GatewayDb>(store: Store<DB>) {
+    three_due(&store).await;
+    let ids = ["evt_3", "evt_1", "evt_4"];
+    let events: Vec<NewEvent<'_>> = ids
+        .iter()
+        .map(|id| NewEvent {
+            source: "stripe",
+            event_id: id,
+            dedup_key: id,
+            event_type: None,
+            aggregate_type: None,
+            aggregate_id: None,
+            version: None,
+            version_secondary: None,
+            body: b"{}",
+            headers: "{}",
+            received_at: 1,
+        })
+        .collect();
+    let mut tx = store.begin().await.expect("begin");
+    let rows = DB::insert_events(&mut tx, &events).await.expect("insert");
+    tx.commit().await.expect("commit");
+    let mut conn = store.pool().acquire().await.expect("connection");
+    assert!(rows[1].is_none(), "evt_1 was stored by three_due: {rows:?}");
+    for (row, id) in [(rows[0], "evt_3"), (rows[2], "evt_4")] {
+        let stored = DB::find_event(&mut conn, "stripe", id)
+            .await
+            .expect("find")
+            .expect("stored");
+        assert_eq!(row, Some(stored.id), "{id}");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_a_stored_event_is_none_in_its_place() {
+    let (_dir, store) = idem_testkit::sqlite_store().await;
+    a_stored_event_is_none_in_its_place(store).await;
+}
+
+#[tokio::test]
+async fn postgres_a_stored_event_is_none_in_its_place() {
+    let store = Store::connect(&idem_testkit::pg_database().await)
+        .await
+        .expect("connect");
+    a_stored_event_is_none_in_its_place::<sqlx::Postgres>(store).await;
 }

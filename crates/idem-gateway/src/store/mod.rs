@@ -22,6 +22,10 @@ pub use state::{AttemptOutcome, DeliveryState};
 /// `_sqlx_migrations`, so each set of migrations is checked against its own history.
 const MIGRATIONS_TABLE: &str = "idem_gateway_migrations";
 
+/// The most rows one multi-row `INSERT` carries: at 14 parameters a row, well within SQLite's
+/// 32,766 and PostgreSQL's 65,535 bound parameters per statement.
+pub(crate) const ROWS_PER_INSERT: usize = 1_000;
+
 /// Which database a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -67,13 +71,17 @@ pub(crate) mod ops {
         fn migrate_gateway(
             pool: &Pool<Self>,
         ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
-        fn insert_event(
+        /// Inserts `rows` in multi-row statements of at most [`ROWS_PER_INSERT`]; returns each
+        /// row's new id, in `rows`' order, or `None` where its source and event id, or its dedup
+        /// key, is already stored. The dedup keys of `rows` must differ.
+        fn insert_events(
             conn: &mut Self::Connection,
-            row: &NewEvent<'_>,
-        ) -> impl Future<Output = Res<Option<i64>>> + Send;
-        fn insert_delivery(
+            rows: &[NewEvent<'_>],
+        ) -> impl Future<Output = Res<Vec<Option<i64>>>> + Send;
+        /// Inserts `rows` in multi-row statements of at most [`ROWS_PER_INSERT`].
+        fn insert_deliveries(
             conn: &mut Self::Connection,
-            row: &NewDelivery<'_>,
+            rows: &[NewDelivery<'_>],
         ) -> impl Future<Output = Res<()>> + Send;
         fn due(
             conn: &mut Self::Connection,
@@ -196,43 +204,63 @@ macro_rules! gateway_ops {
                 migrator.run(pool).await
             }
 
-            async fn insert_event(
+            async fn insert_events(
                 conn: &mut Self::Connection,
-                row: &NewEvent<'_>,
-            ) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::query_scalar(sql::INSERT_EVENT)
-                    .bind(row.source)
-                    .bind(row.event_id)
-                    .bind(row.event_type)
-                    .bind(row.aggregate_type)
-                    .bind(row.aggregate_id)
-                    .bind(row.version)
-                    .bind(row.body)
-                    .bind(row.headers)
-                    .bind(row.received_at)
-                    .bind(row.dedup_key)
-                    .bind(row.version_secondary)
-                    .fetch_optional(&mut *conn)
-                    .await
+                rows: &[NewEvent<'_>],
+            ) -> Result<Vec<Option<i64>>, sqlx::Error> {
+                let mut ids = std::collections::HashMap::with_capacity(rows.len());
+                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                    let mut query = sqlx::QueryBuilder::<Self>::new(sql::INSERT_EVENTS);
+                    query.push_values(chunk, |mut values, row| {
+                        values
+                            .push_bind(row.source)
+                            .push_bind(row.event_id)
+                            .push_bind(row.event_type)
+                            .push_bind(row.aggregate_type)
+                            .push_bind(row.aggregate_id)
+                            .push_bind(row.version)
+                            .push_bind(row.body)
+                            .push_bind(row.headers)
+                            .push_bind(row.received_at)
+                            .push_bind(row.dedup_key)
+                            .push_bind(row.version_secondary);
+                    });
+                    query.push(sql::INSERT_EVENTS_END);
+                    let inserted: Vec<(i64, String)> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    ids.extend(inserted.into_iter().map(|(id, key)| (key, id)));
+                }
+                Ok(rows
+                    .iter()
+                    .map(|row| ids.get(row.dedup_key).copied())
+                    .collect())
             }
 
-            async fn insert_delivery(
+            async fn insert_deliveries(
                 conn: &mut Self::Connection,
-                row: &NewDelivery<'_>,
+                rows: &[NewDelivery<'_>],
             ) -> Result<(), sqlx::Error> {
-                sqlx::query(sql::INSERT_DELIVERY)
-                    .bind(row.event)
-                    .bind(row.route)
-                    .bind(row.destination)
-                    .bind(row.state)
-                    .bind(row.entity)
-                    .bind(row.version)
-                    .bind(row.tie)
-                    .bind(row.note)
-                    .bind(row.now)
-                    .bind(row.version_secondary)
-                    .execute(&mut *conn)
-                    .await?;
+                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                    let mut query = sqlx::QueryBuilder::<Self>::new(sql::INSERT_DELIVERIES);
+                    query.push_values(chunk, |mut values, row| {
+                        values
+                            .push_bind(row.event)
+                            .push_bind(row.route)
+                            .push_bind(row.destination)
+                            .push_bind(row.state)
+                            .push_bind(row.entity)
+                            .push_bind(row.version)
+                            .push_bind(row.tie)
+                            .push_bind(row.note)
+                            .push_bind(0_i64)
+                            .push_bind(0_i64)
+                            .push_bind(row.now)
+                            .push_bind(row.now)
+                            .push_bind(row.now)
+                            .push_bind(row.version_secondary);
+                    });
+                    query.build().execute(&mut *conn).await?;
+                }
                 Ok(())
             }
 

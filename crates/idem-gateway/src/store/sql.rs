@@ -2,18 +2,21 @@
 //! by number on both), `RETURNING`, `ON CONFLICT`. Times are milliseconds from the gateway's
 //! clock, passed as parameters.
 
-/// A new event; nothing when one of its source and event id, or of its dedup key, is stored
-/// (an event kept after its inbox key was collected, from any source of its scope).
-pub(crate) const INSERT_EVENT: &str = "INSERT INTO idem_gateway_events \
+/// New events, one `VALUES` row each, followed by [`INSERT_EVENTS_END`].
+pub(crate) const INSERT_EVENTS: &str = "INSERT INTO idem_gateway_events \
      (source, event_id, event_type, aggregate_type, aggregate_id, version, body, headers, received_at, \
-      dedup_key, version_secondary) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-     ON CONFLICT DO NOTHING RETURNING id";
+      dedup_key, version_secondary) ";
 
-pub(crate) const INSERT_DELIVERY: &str = "INSERT INTO idem_gateway_deliveries \
+/// Nothing is inserted for an event one of whose source and event id, or dedup key, is stored
+/// (an event kept after its inbox key was collected, from any source of its scope); the others'
+/// ids come back with their keys (a multi-row `RETURNING` has no promised order).
+pub(crate) const INSERT_EVENTS_END: &str = " ON CONFLICT DO NOTHING RETURNING id, dedup_key";
+
+/// New deliveries, one `VALUES` row each: no attempt made, due at once (`pending`) or never
+/// (`stale`), no claim.
+pub(crate) const INSERT_DELIVERIES: &str = "INSERT INTO idem_gateway_deliveries \
      (event, route, destination, state, entity, version, tie, note, attempts, failures, \
-      next_attempt_at, lease_token, created_at, updated_at, version_secondary) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0, $9, NULL, $9, $9, $10)";
+      next_attempt_at, created_at, updated_at, version_secondary) ";
 
 /// The entity-order check of [`DUE`] for candidate `d`: an earlier delivery of the same entity
 /// on the same route (lower version, or same version and older row) still pending or in
