@@ -22,6 +22,16 @@ pub(crate) const AMQP_MESSAGE_ID: &str = "amqp-message-id";
 pub(crate) const AMQP_TYPE: &str = "amqp-type";
 /// The pseudo-header holding the routing key a RabbitMQ message was published with.
 pub(crate) const AMQP_ROUTING_KEY: &str = "amqp-routing-key";
+/// The Kafka header the outbox relay sets to a row's stable message id
+/// ([`idem_broker::MESSAGE_ID_HEADER`]): a Kafka source's event id by default.
+pub(crate) const KAFKA_MESSAGE_ID: &str = idem_broker::MESSAGE_ID_HEADER;
+/// The pseudo-header holding a Kafka record's `{topic}/{partition}@{offset}`: a Kafka source's
+/// event id when the record has no [`KAFKA_MESSAGE_ID`].
+pub(crate) const KAFKA_POSITION: &str = "kafka-position";
+/// The pseudo-header holding a Kafka record's topic: a Kafka source's event type by default.
+pub(crate) const KAFKA_TOPIC: &str = "kafka-topic";
+/// The pseudo-header holding a Kafka record's key (when it is UTF-8), for `entity`.
+pub(crate) const KAFKA_KEY: &str = "kafka-key";
 
 /// Where one value of an event is read from.
 #[derive(Debug, Clone)]

@@ -10,7 +10,9 @@ use std::pin::Pin;
 use std::str::FromStr;
 use std::time::Duration;
 
-use idem_broker::{HttpPublisher, JetStreamPublisher, Publisher, RabbitMqPublisher, Relay};
+use idem_broker::{
+    HttpPublisher, JetStreamPublisher, KafkaPublisher, Publisher, RabbitMqPublisher, Relay,
+};
 use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use idem_sql::sqlx::{Postgres, Sqlite};
 use idem_sql::{Backend, Store};
@@ -38,8 +40,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// A relay ready to run: its future runs cycles until `stopped`.
 pub(crate) type Running = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Connects relay `settings` (its database, whose `idem_outbox` table must exist, and its NATS
-/// or RabbitMQ target; an HTTP target is first reached by the first publish) and returns the
+/// Connects relay `settings` (its database, whose `idem_outbox` table must exist, and its NATS,
+/// RabbitMQ or Kafka target; an HTTP target is first reached by the first publish) and returns the
 /// loop to spawn. At start, so that a wrong URL stops the gateway with a
 /// message naming the relay.
 ///
@@ -144,6 +146,19 @@ async fn with_store<DB: Backend>(
                     .await
                     .map_err(|_| format!("no answer from RabbitMQ at {target_url} within 5s"))?
                     .map_err(|e| format!("cannot connect to RabbitMQ at {target_url}: {e}"))?;
+            Box::pin(run(
+                settings.clone(),
+                relay(settings, outbox, publisher),
+                stopped,
+            ))
+        }
+        RelayTarget::Kafka { brokers } => {
+            // Key = the row's aggregate, header idem-message-id = its message id, acks = all
+            // (rskafka's produce requests): see `KafkaPublisher`.
+            let client = idem_broker::kafka_connect(brokers)
+                .await
+                .map_err(|e| format!("cannot connect to Kafka at {target_url}: {e}"))?;
+            let publisher = KafkaPublisher::new(std::sync::Arc::new(client));
             Box::pin(run(
                 settings.clone(),
                 relay(settings, outbox, publisher),

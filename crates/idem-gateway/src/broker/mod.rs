@@ -1,5 +1,5 @@
-//! Broker sources: messages from a NATS JetStream stream or a RabbitMQ queue go through the
-//! same durable ingest as webhooks (their dedup key `{dedup scope}:{message id}` claimed in the
+//! Broker sources: messages from a NATS JetStream stream, a RabbitMQ queue or a Kafka topic go
+//! through the same durable ingest as webhooks (their dedup key `{dedup scope}:{message id}` claimed in the
 //! inbox, the event and its deliveries stored in the group-commit transaction), and are
 //! acknowledged to the broker only after that commit (docs/design.md C2):
 //!
@@ -18,8 +18,13 @@
 //! rejected. If that row cannot be written either, the message is retried like a store failure:
 //! it is never dropped unrecorded.
 //!
+//! A Kafka source has no acks: its partition offsets are stored in the commit of the events
+//! read before them, and a record that can never be an event is a dead letter written in that
+//! same commit (see [`kafka`]).
+//!
 //! The dispatcher then forwards stored events to destinations exactly as it does webhooks.
 
+pub(crate) mod kafka;
 pub(crate) mod nats;
 pub(crate) mod rabbitmq;
 
@@ -277,7 +282,8 @@ impl<DB: GatewayDb> Intake<DB> {
     }
 }
 
-/// The header a broker kind's event id is read from by default, for dead letters.
+/// The header a broker kind's event id is read from by default, for dead letters (Kafka writes
+/// its own).
 fn id_header(kind: crate::SourceKind) -> &'static str {
     if kind == crate::SourceKind::RabbitMq {
         AMQP_MESSAGE_ID
@@ -291,6 +297,7 @@ pub(crate) enum Connected {
     // Boxed: a JetStream consumer is large, and these live only until their task starts.
     Nats(Box<nats::Reader>),
     RabbitMq(Box<rabbitmq::Reader>),
+    Kafka(Box<kafka::Reader>),
 }
 
 /// Connects broker source `index` of `gateway`: at start, so that a wrong URL, stream, queue
@@ -318,6 +325,10 @@ pub(crate) async fn connect<DB: GatewayDb>(
                 .map(|reader| Connected::RabbitMq(Box::new(reader)))
                 .map_err(fail)
         }
+        Some(Broker::Kafka(settings)) => kafka::Reader::connect(settings.clone())
+            .await
+            .map(|reader| Connected::Kafka(Box::new(reader)))
+            .map_err(fail),
         None => Err(fail("it is not a broker source".into())),
     }
 }
@@ -344,6 +355,7 @@ pub(crate) async fn run<DB: GatewayDb>(
     match connected {
         Connected::Nats(reader) => reader.run(intake, stopped).await,
         Connected::RabbitMq(reader) => reader.run(intake, stopped).await,
+        Connected::Kafka(reader) => reader.run(intake, stopped).await,
     }
 }
 

@@ -1,10 +1,13 @@
 //! Broker sources in the configuration: `[[source]]` with `kind = "nats"` (a JetStream stream
-//! read by a durable pull consumer) or `kind = "rabbitmq"` (a queue), checked at start.
+//! read by a durable pull consumer), `kind = "rabbitmq"` (a queue) or `kind = "kafka"` (a
+//! topic read through idem partition leases), checked at start.
 
 use std::time::Duration;
 
 use super::raw::RawSource;
 use idem_sql::redact_url as redact;
+
+use idem_core::Name;
 
 use super::duration;
 use super::error::{ConfigError, out_of_range};
@@ -36,6 +39,30 @@ pub enum Broker {
     Nats(NatsSource),
     /// A RabbitMQ queue.
     RabbitMq(RabbitMqSource),
+    /// A Kafka topic.
+    Kafka(KafkaSource),
+}
+
+/// A `kind = "kafka"` source: the topic must exist (the gateway never creates topics). Its
+/// partitions are shared among the gateways running this source by idem partition leases (not
+/// Kafka consumer groups), and each partition's next offset is stored in the gateway's
+/// database in the same commit as the events read before it (`idem_kafka_offsets`).
+#[derive(Debug, Clone)]
+pub struct KafkaSource {
+    /// The bootstrap brokers, `host:port` each (`brokers`, required, plaintext).
+    pub brokers: Vec<String>,
+    /// The topic (`topic`, required; Kafka's legal names, at most 200 bytes).
+    pub topic: String,
+    /// The consumer name the offsets are stored under (`consumer`, required, versioned like
+    /// every idem consumer: `orders_v1`). Two names are two cursors on the topic; gateways
+    /// sharing one name share its partitions.
+    pub consumer: Name,
+    /// The partitions to read (`partitions`; default every partition of the topic).
+    pub partitions: Option<Vec<i32>>,
+    /// How long the topic keeps records (`redelivery_horizon`, default 7 days, Kafka's default
+    /// `retention.ms`; 1s to 100 years): a copy of a record can reach the gateway that long
+    /// after the first, so `retention` must be at least this long (checked at start, C9).
+    pub redelivery_horizon: Duration,
 }
 
 /// A `kind = "nats"` source: the stream must exist (the gateway never creates or changes a
@@ -87,12 +114,13 @@ impl Broker {
         let url = match self {
             Self::Nats(nats) => nats.url.expose(),
             Self::RabbitMq(rabbit) => rabbit.url.expose(),
+            Self::Kafka(kafka) => return kafka.brokers.join(","),
         };
         redact(url)
     }
 
-    /// Where messages are read: `stream ORDERS (orders.>) as idem-gateway-orders` or
-    /// `queue billing`.
+    /// Where messages are read: `stream ORDERS (orders.>) as idem-gateway-orders`,
+    /// `queue billing` or `topic orders (every partition) as orders_v1`.
     pub fn describe(&self) -> String {
         match self {
             Self::Nats(nats) => format!(
@@ -102,6 +130,18 @@ impl Broker {
                 nats.durable
             ),
             Self::RabbitMq(rabbit) => format!("queue {}", rabbit.queue),
+            Self::Kafka(kafka) => format!(
+                "topic {} ({}) as {}",
+                kafka.topic,
+                match &kafka.partitions {
+                    Some(p) => format!(
+                        "partitions {}",
+                        p.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+                    ),
+                    None => "every partition".into(),
+                },
+                kafka.consumer
+            ),
         }
     }
 }
@@ -117,9 +157,12 @@ pub(super) fn refuse_foreign_keys(
 ) -> Result<(), ConfigError> {
     const SIGNATURE: &str = "broker messages carry no webhook signature";
     const BROKER: &str = "it is a key of kind = \"nats\" and \"rabbitmq\" sources";
+    const KAFKA: &str = "it is a key of kind = \"kafka\" sources";
     const NATS: &str = "it is a key of kind = \"nats\" sources";
     const RABBITMQ: &str = "it is a key of kind = \"rabbitmq\" sources";
     let broker = kind.is_broker();
+    let url_broker = matches!(kind, SourceKind::Nats | SourceKind::RabbitMq);
+    let kafka = kind == SourceKind::Kafka;
     let checks = [
         (
             "secrets_env",
@@ -145,9 +188,24 @@ pub(super) fn refuse_foreign_keys(
             !broker,
             SIGNATURE,
         ),
-        ("url", raw.url.is_some(), broker, BROKER),
-        ("url_env", raw.url_env.is_some(), broker, BROKER),
-        ("max_in_flight", raw.max_in_flight.is_some(), broker, BROKER),
+        ("url", raw.url.is_some(), url_broker, BROKER),
+        ("url_env", raw.url_env.is_some(), url_broker, BROKER),
+        (
+            "max_in_flight",
+            raw.max_in_flight.is_some(),
+            url_broker,
+            BROKER,
+        ),
+        ("brokers", raw.brokers.is_some(), kafka, KAFKA),
+        ("topic", raw.topic.is_some(), kafka, KAFKA),
+        ("consumer", raw.consumer.is_some(), kafka, KAFKA),
+        ("partitions", raw.partitions.is_some(), kafka, KAFKA),
+        (
+            "redelivery_horizon",
+            raw.redelivery_horizon.is_some(),
+            kafka,
+            KAFKA,
+        ),
         (
             "stream",
             raw.stream.is_some(),
@@ -198,6 +256,9 @@ pub(super) fn build(
     secret: &SecretLookup<'_>,
     field_name: &dyn Fn(&str) -> String,
 ) -> Result<Broker, ConfigError> {
+    if kind == SourceKind::Kafka {
+        return kafka(raw, field_name).map(Broker::Kafka);
+    }
     let default_url = if kind == SourceKind::Nats {
         DEFAULT_NATS_URL
     } else {
@@ -338,4 +399,111 @@ pub(super) fn build(
         ack_wait,
         max_in_flight,
     }))
+}
+
+/// The shortest `redelivery_horizon`: a topic keeps its records at least this long.
+const MIN_REDELIVERY_HORIZON: Duration = Duration::from_secs(1);
+/// The longest `redelivery_horizon` (a topic with `retention.ms = -1` keeps records for ever:
+/// set the gateway's `retention = "forever"` instead).
+const MAX_REDELIVERY_HORIZON: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// The `redelivery_horizon` of a Kafka source `raw` (default
+/// [`DEFAULT_KAFKA_REDELIVERY_HORIZON`](super::kind::DEFAULT_KAFKA_REDELIVERY_HORIZON)).
+pub(super) fn redelivery_horizon(
+    raw: &RawSource,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<Duration, ConfigError> {
+    let Some(text) = &raw.redelivery_horizon else {
+        return Ok(super::kind::DEFAULT_KAFKA_REDELIVERY_HORIZON);
+    };
+    let d = duration::parse(&field_name("redelivery_horizon"), text)?;
+    if !(MIN_REDELIVERY_HORIZON..=MAX_REDELIVERY_HORIZON).contains(&d) {
+        return Err(out_of_range(
+            &field_name("redelivery_horizon"),
+            text,
+            "between 1s and 100years (the topic's retention.ms)",
+        ));
+    }
+    Ok(d)
+}
+
+/// The settings of a `kind = "kafka"` source.
+fn kafka(raw: &RawSource, field_name: &dyn Fn(&str) -> String) -> Result<KafkaSource, ConfigError> {
+    let brokers = bootstrap_brokers(raw.brokers.as_deref(), &field_name("brokers"))?;
+    let topic = match &raw.topic {
+        Some(topic) => topic.clone(),
+        None => String::new(),
+    };
+    let legal = !topic.is_empty()
+        && topic.len() <= idem_broker::MAX_TOPIC_BYTES
+        && topic != "."
+        && topic != ".."
+        && topic
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !legal {
+        return Err(ConfigError::BadValue {
+            field: field_name("topic"),
+            value: topic,
+            expected:
+                "the name of an existing topic: 1 to 200 of a-z A-Z 0-9 . _ -, such as \"orders\""
+                    .into(),
+        });
+    }
+    let consumer = match &raw.consumer {
+        Some(consumer) => {
+            super::error::name("consumer", &field_name("consumer"), consumer.clone())?
+        }
+        None => {
+            return Err(ConfigError::BadValue {
+                field: field_name("consumer"),
+                value: String::new(),
+                expected: "the consumer name the offsets are stored under, versioned, such as \"orders_v1\"".into(),
+            });
+        }
+    };
+    let partitions = match &raw.partitions {
+        Some(list) => {
+            let mut sorted = list.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.is_empty() || sorted.len() != list.len() || sorted[0] < 0 {
+                return Err(ConfigError::BadValue {
+                    field: field_name("partitions"),
+                    value: format!("{list:?}"),
+                    expected: "a non-empty list of distinct partition numbers from 0, such as [0, 1]; leave it out for every partition".into(),
+                });
+            }
+            Some(sorted)
+        }
+        None => None,
+    };
+    Ok(KafkaSource {
+        brokers,
+        topic,
+        consumer,
+        partitions,
+        redelivery_horizon: redelivery_horizon(raw, field_name)?,
+    })
+}
+
+/// Checks a `brokers` list (`field` names it): at least one `host:port`, the port a number.
+pub(super) fn bootstrap_brokers(
+    brokers: Option<&[String]>,
+    field: &str,
+) -> Result<Vec<String>, ConfigError> {
+    let brokers = brokers.unwrap_or_default();
+    // rskafka takes bootstrap addresses in this form only.
+    let bad = brokers.iter().find(|b| {
+        b.rsplit_once(':')
+            .is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err())
+    });
+    if brokers.is_empty() || bad.is_some() {
+        return Err(ConfigError::BadValue {
+            field: field.into(),
+            value: bad.cloned().unwrap_or_default(),
+            expected: "a list of bootstrap brokers as host:port, such as [\"kafka-1:9092\", \"kafka-2:9092\"]".into(),
+        });
+    }
+    Ok(brokers.to_vec())
 }

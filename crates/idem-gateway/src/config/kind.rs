@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use idem_core::horizon;
 
+/// A Kafka source's `redelivery_horizon` without the key: 7 days, Kafka's default topic
+/// retention (`log.retention.hours = 168`, <https://kafka.apache.org/documentation/#brokerconfigs_log.retention.hours>).
+pub const DEFAULT_KAFKA_REDELIVERY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The senders the gateway knows how to verify and read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -26,6 +30,10 @@ pub enum SourceKind {
     /// RabbitMQ messages from a queue (no signature); event id the AMQP `message_id`
     /// property, type the AMQP `type` property, else the routing key.
     RabbitMq,
+    /// Kafka records from a topic (no signature), read through idem leases with the partition
+    /// offsets stored in the ingest commit; event id the `idem-message-id` header (else the
+    /// record's `{topic}/{partition}@{offset}`), type the topic.
+    Kafka,
 }
 
 impl SourceKind {
@@ -38,6 +46,7 @@ impl SourceKind {
             "generic" => Self::Generic,
             "nats" => Self::Nats,
             "rabbitmq" => Self::RabbitMq,
+            "kafka" => Self::Kafka,
             _ => return None,
         })
     }
@@ -52,6 +61,7 @@ impl SourceKind {
             Self::Generic => "generic",
             Self::Nats => "nats",
             Self::RabbitMq => "rabbitmq",
+            Self::Kafka => "kafka",
         }
     }
 
@@ -59,7 +69,8 @@ impl SourceKind {
     /// retention allowed. Generic senders are held to 3 days, like the named ones; so are
     /// brokers, whose horizon is really the stream's or queue's own retention (a JetStream
     /// consumer reset to an older sequence delivers every message again): keep `retention`
-    /// at least that long.
+    /// at least that long. A Kafka source's horizon is its `redelivery_horizon` (default
+    /// [`DEFAULT_KAFKA_REDELIVERY_HORIZON`], Kafka's default `retention.ms`); this is that default.
     pub fn redelivery_horizon(self) -> Duration {
         match self {
             Self::Stripe => horizon::STRIPE,
@@ -68,13 +79,14 @@ impl SourceKind {
             Self::StandardWebhooks | Self::Generic | Self::Nats | Self::RabbitMq => {
                 horizon::STANDARD_WEBHOOKS
             }
+            Self::Kafka => DEFAULT_KAFKA_REDELIVERY_HORIZON,
         }
     }
 
-    /// Whether messages of this kind come from a broker (`nats`, `rabbitmq`) rather than
-    /// `POST /webhooks/{source}`.
+    /// Whether messages of this kind come from a broker (`nats`, `rabbitmq`, `kafka`) rather
+    /// than `POST /webhooks/{source}`.
     pub fn is_broker(self) -> bool {
-        matches!(self, Self::Nats | Self::RabbitMq)
+        matches!(self, Self::Nats | Self::RabbitMq | Self::Kafka)
     }
 }
 

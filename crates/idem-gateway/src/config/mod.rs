@@ -30,14 +30,16 @@ use defaults::{
 use error::{duplicate, out_of_range};
 use raw::RawConfig;
 
-pub use broker::{Broker, DEFAULT_AMQP_URL, DEFAULT_NATS_URL, NatsSource, RabbitMqSource};
+pub use broker::{
+    Broker, DEFAULT_AMQP_URL, DEFAULT_NATS_URL, KafkaSource, NatsSource, RabbitMqSource,
+};
 pub use defaults::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_READYZ_TIMEOUT,
     DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE,
 };
 pub use error::ConfigError;
-pub use kind::SourceKind;
+pub use kind::{DEFAULT_KAFKA_REDELIVERY_HORIZON, SourceKind};
 pub(crate) use model::Intake;
 pub use model::{Config, Destination, Ordering, ReadEvent, Retention, Route, Source};
 pub use relay::{

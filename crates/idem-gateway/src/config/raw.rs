@@ -59,6 +59,12 @@ pub(crate) struct RawSource {
     pub ack_wait: Option<String>,
     pub queue: Option<String>,
     pub max_in_flight: Option<usize>,
+    // Kafka sources (`kind = "kafka"`).
+    pub brokers: Option<Vec<String>>,
+    pub topic: Option<String>,
+    pub consumer: Option<String>,
+    pub partitions: Option<Vec<i32>>,
+    pub redelivery_horizon: Option<String>,
 }
 
 /// Where a value is read from: `{ header = "X-Event-Id" }` or `{ json = "$.event.id" }`; for a
@@ -115,4 +121,5 @@ pub(crate) struct RawRelay {
     pub claim_ttl: Option<String>,
     pub max_attempts: Option<u32>,
     pub timeout: Option<String>,
+    pub brokers: Option<Vec<String>>,
 }

@@ -1,5 +1,5 @@
 //! Outbox relays in the configuration: `[[relay]]`, each publishing the `idem_outbox` rows of
-//! one database to NATS JetStream, RabbitMQ or HTTP.
+//! one database to NATS JetStream, RabbitMQ, Kafka or HTTP.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -59,6 +59,14 @@ pub enum RelayTarget {
         /// The AMQP URL (default [`DEFAULT_AMQP_URL`]).
         url: Secret,
     },
+    /// Kafka, through idem-broker's `KafkaPublisher`: each row's destination is the topic, the
+    /// record key its aggregate (`{type}:{id}`, so one entity's rows keep their order in one
+    /// partition), the header `idem-message-id` its message id; every produce request is
+    /// sent with `acks = all` and answered before the rows are marked. The topics must exist.
+    Kafka {
+        /// The bootstrap brokers, `host:port` each (`brokers`, required).
+        brokers: Vec<String>,
+    },
     /// HTTP POST with `Idempotency-Key` = the message id: each row's destination is a path
     /// joined to `url`, or a full URL.
     Http {
@@ -71,11 +79,12 @@ pub enum RelayTarget {
 }
 
 impl RelayTarget {
-    /// `nats`, `rabbitmq` or `http`, as written in `target`.
+    /// `nats`, `rabbitmq`, `kafka` or `http`, as written in `target`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Nats { .. } => "nats",
             Self::RabbitMq { .. } => "rabbitmq",
+            Self::Kafka { .. } => "kafka",
             Self::Http { .. } => "http",
         }
     }
@@ -87,13 +96,16 @@ impl RelayTarget {
             (Self::Nats { url: a }, Self::Nats { url: b })
             | (Self::RabbitMq { url: a }, Self::RabbitMq { url: b }) => a == b,
             (Self::Http { url: a, .. }, Self::Http { url: b, .. }) => a == b,
+            (Self::Kafka { brokers: a }, Self::Kafka { brokers: b }) => a == b,
             _ => false,
         }
     }
 
-    /// The URL with any user and password replaced by `***`.
+    /// The URL with any user and password replaced by `***` (a Kafka target's brokers, joined
+    /// by `,`).
     pub fn display_url(&self) -> String {
         match self {
+            Self::Kafka { brokers } => brokers.join(","),
             Self::Nats { url } | Self::RabbitMq { url } => redact(url.expose()),
             Self::Http { url, .. } => redact(url),
         }
@@ -278,7 +290,16 @@ pub(super) fn build(
         return Err(ConfigError::BadValue {
             field: field_name("timeout"),
             value: raw.timeout.clone().unwrap_or_default(),
-            expected: "no timeout: it is a key of target = \"http\" relays (NATS and RabbitMQ publishes wait for the broker's confirm)".into(),
+            expected: "no timeout: it is a key of target = \"http\" relays (NATS, RabbitMQ and Kafka publishes wait for the broker's confirm)".into(),
+        });
+    }
+    if raw.brokers.is_some() && raw.target != "kafka" {
+        return Err(ConfigError::BadValue {
+            field: field_name("brokers"),
+            value: raw.brokers.clone().unwrap_or_default().join(","),
+            expected:
+                "no brokers: it is a key of target = \"kafka\" relays (the others take `url`)"
+                    .into(),
         });
     }
     let target = match raw.target.as_str() {
@@ -291,6 +312,21 @@ pub(super) fn build(
             let url = url.unwrap_or_else(|| Secret::new(DEFAULT_AMQP_URL));
             check_scheme(&url, &["amqp://", "amqps://"])?;
             RelayTarget::RabbitMq { url }
+        }
+        "kafka" => {
+            if url.is_some() {
+                return Err(ConfigError::BadValue {
+                    field: field_name(url_key),
+                    value: String::new(),
+                    expected: "no url: a target = \"kafka\" relay takes `brokers`, such as [\"kafka-1:9092\"]".into(),
+                });
+            }
+            RelayTarget::Kafka {
+                brokers: super::broker::bootstrap_brokers(
+                    raw.brokers.as_deref(),
+                    &field_name("brokers"),
+                )?,
+            }
         }
         "http" => {
             let Some(url) = url else {
@@ -338,7 +374,7 @@ pub(super) fn build(
             return Err(ConfigError::BadValue {
                 field: field_name("target"),
                 value: other.into(),
-                expected: "\"nats\", \"rabbitmq\" or \"http\"".into(),
+                expected: "\"nats\", \"rabbitmq\", \"kafka\" or \"http\"".into(),
             });
         }
     };

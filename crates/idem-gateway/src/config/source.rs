@@ -26,9 +26,16 @@ pub(super) fn build(
         source_name: source_name.to_string(),
         kind: raw.kind.clone(),
     })?;
+    let field_name = |field: &str| format!("source {:?} {field}", source_name.as_str());
+    // A Kafka topic's horizon is its own retention, which the source states.
+    let horizon = if kind == SourceKind::Kafka {
+        broker::redelivery_horizon(&raw, &field_name)?
+    } else {
+        kind.redelivery_horizon()
+    };
     // C9: a key deleted before the sender stops redelivering lets the event through twice.
     if let Some(retention) = retention.duration() {
-        RetentionPolicy::new(retention, kind.redelivery_horizon()).map_err(|error| {
+        RetentionPolicy::new(retention, horizon).map_err(|error| {
             ConfigError::RetentionTooShort {
                 source_name: source_name.to_string(),
                 kind,
@@ -36,7 +43,6 @@ pub(super) fn build(
             }
         })?;
     }
-    let field_name = |field: &str| format!("source {:?} {field}", source_name.as_str());
     broker::refuse_foreign_keys(&raw, kind, source_name.as_str())?;
     let mut secrets = Vec::new();
     for var in &raw.secrets_env {
@@ -65,13 +71,9 @@ pub(super) fn build(
             verify::standard_webhooks::StandardWebhooksVerifier::new(&secrets)
                 .map_err(verifier_error)?,
         )),
-        SourceKind::Nats | SourceKind::RabbitMq => Intake::Broker(broker::build(
-            &raw,
-            kind,
-            source_name.as_str(),
-            secret,
-            &field_name,
-        )?),
+        SourceKind::Nats | SourceKind::RabbitMq | SourceKind::Kafka => Intake::Broker(
+            broker::build(&raw, kind, source_name.as_str(), secret, &field_name)?,
+        ),
         SourceKind::Generic => {
             let header = raw
                 .signature_header
@@ -281,6 +283,16 @@ fn kind_defaults(kind: SourceKind) -> KindDefaults {
         SourceKind::Nats => KindDefaults {
             id: Some(header(fields::NATS_MSG_ID)),
             event_type: Some(header(fields::NATS_SUBJECT)),
+            ..none
+        },
+        // The relay's stable message id; a record without it is keyed by its position, which
+        // a crash cannot change (the offsets are stored with the events) but a republish does.
+        SourceKind::Kafka => KindDefaults {
+            id: Some(Field::FirstOf(vec![
+                header(fields::KAFKA_MESSAGE_ID),
+                header(fields::KAFKA_POSITION),
+            ])),
+            event_type: Some(header(fields::KAFKA_TOPIC)),
             ..none
         },
         SourceKind::RabbitMq => KindDefaults {

@@ -1,13 +1,15 @@
 //! Group commit: many requests, one transaction, one fsync. Each request's dedup key is claimed
 //! in idem's inbox, fresh events are stored with their deliveries, and every request is answered
-//! only after the commit (docs/design.md C2).
+//! only after the commit (docs/design.md C2). A request is a [`Unit`]: one webhook or broker
+//! message, or one Kafka partition batch whose offset advance and dead letters commit with its
+//! events, so that the stored offset never runs ahead of, or behind, what was stored.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use idem_core::{Advance, Backoff, DedupKey};
-use idem_sql::{Claim, ErrorKind};
+use idem_core::{Advance, Backoff, DedupKey, Name};
+use idem_sql::{Claim, DeadLetterRecord, ErrorKind, PartitionFence};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -18,7 +20,9 @@ use crate::gateway::Gateway;
 use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_BATCH_SIZE};
 use crate::store::{DeliveryState, GatewayDb, NewDelivery, NewEvent};
 
-/// The most requests one transaction commits.
+/// The most requests one transaction commits. A Kafka unit counts as one: there is at most one
+/// in the queue per held partition (the next batch of a partition comes after this one's
+/// answer), each of at most the consumer's batch size.
 const MAX_BATCH: usize = 1024;
 /// How many times a batch that failed with a retryable error (conflict, busy, lost connection)
 /// is tried in all.
@@ -46,10 +50,44 @@ pub(crate) enum Answer {
     Duplicate,
 }
 
+/// A Kafka partition's stored offset moved from `from` to `to` (compare-and-set, fenced by the
+/// partition lease) in the commit of the events read from the records in between.
+#[derive(Debug, Clone)]
+pub(crate) struct OffsetAdvance {
+    /// The consumer name the offsets are stored under.
+    pub consumer: Name,
+    pub fence: PartitionFence,
+    pub from: i64,
+    pub to: i64,
+}
+
+/// What commits together or not at all.
+#[derive(Debug)]
+pub(crate) struct Unit {
+    /// The events, in arrival (offset) order.
+    pub events: Vec<Incoming>,
+    /// Messages that can never be events, recorded in idem's dead-letter table.
+    pub letters: Vec<DeadLetterRecord>,
+    /// A Kafka partition's offset moved over `events` and `letters`.
+    pub advance: Option<OffsetAdvance>,
+}
+
+impl Unit {
+    /// A unit of one event: a webhook, a NATS or RabbitMQ message.
+    pub(crate) fn one(incoming: Incoming) -> Self {
+        Self {
+            events: vec![incoming],
+            letters: Vec::new(),
+            advance: None,
+        }
+    }
+}
+
 /// A request waiting in the batcher's queue.
 pub(crate) struct Pending {
-    pub incoming: Incoming,
-    pub reply: oneshot::Sender<Result<Answer, Unavailable>>,
+    pub unit: Unit,
+    /// One answer per event of the unit, in order.
+    pub reply: oneshot::Sender<Result<Vec<Answer>, Unavailable>>,
     /// When the request's `database_timeout` runs out: a request still queued then is answered
     /// 503 and left out of the batch, and the batch's commit must end before its earliest
     /// request's deadline, so that no request answered 503 is committed after all.
@@ -77,9 +115,9 @@ pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Re
             break;
         }
         while commits.try_join_next().is_some() {}
-        // Keys claimed in one order by every batch, so concurrent batches cannot deadlock on
-        // the inbox's unique index.
-        batch.sort_by(|a, b| a.incoming.key.as_str().cmp(b.incoming.key.as_str()));
+        // Webhooks in key order, as before units; the inbox sorts the keys it claims itself, so
+        // concurrent batches cannot deadlock on its unique index whatever the order here.
+        batch.sort_by(|a, b| first_key(&a.unit).cmp(first_key(&b.unit)));
         let gateway = gateway.clone();
         commits.spawn(async move {
             commit_and_answer(&gateway, batch).await;
@@ -87,6 +125,11 @@ pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Re
         });
     }
     while commits.join_next().await.is_some() {}
+}
+
+/// The first dedup key of `unit` ('' for none), to order a batch by.
+fn first_key(unit: &Unit) -> &str {
+    unit.events.first().map_or("", |i| i.key.as_str())
 }
 
 /// Commits one batch under `database_timeout` and answers each of its requests.
@@ -103,8 +146,7 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
         return;
     };
     let deadline = gateway.config().database_timeout;
-    let (incoming, replies): (Vec<_>, Vec<_>) =
-        live.into_iter().map(|p| (p.incoming, p.reply)).unzip();
+    let (incoming, replies): (Vec<_>, Vec<_>) = live.into_iter().map(|p| (p.unit, p.reply)).unzip();
     let health = gateway.health();
     // Bounded: a database that stops answering costs each batch `database_timeout`, and
     // the requests were answered 503 by then (their own deadline is the same).
@@ -124,7 +166,7 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
                         Ok(_) => health.recovered(),
                         Err(e) => health.failed(&e.to_string()),
                     }
-                    answers.push(answer.map(|a| a[0]).map_err(|_| Unavailable));
+                    answers.push(answer.map(|mut a| a.remove(0)).map_err(|_| Unavailable));
                 }
                 answers
             };
@@ -152,16 +194,17 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
     }
 }
 
-/// Commits `batch` in one transaction, trying again on a retryable error. Returns one answer per
-/// request, in order.
+/// Commits `batch` in one transaction, trying again on a retryable error. Returns the answers of
+/// each unit's events, in order.
 ///
 /// # Errors
 /// The last error when every try failed or the error is not retryable; nothing was committed.
 pub(crate) async fn commit<DB: GatewayDb>(
     gateway: &Gateway<DB>,
-    batch: &[Incoming],
-) -> Result<Vec<Answer>, idem_sql::Error> {
-    metrics::histogram!(INGEST_BATCH_SIZE).record(batch.len() as f64);
+    batch: &[Unit],
+) -> Result<Vec<Vec<Answer>>, idem_sql::Error> {
+    let events: usize = batch.iter().map(|u| u.events.len()).sum();
+    metrics::histogram!(INGEST_BATCH_SIZE).record(events as f64);
     let mut tries = 1;
     loop {
         match commit_once(gateway, batch).await {
@@ -175,6 +218,7 @@ pub(crate) async fn commit<DB: GatewayDb>(
                 // The sources say whose senders were told to retry (503, NAK or requeue).
                 let mut sources: Vec<&str> = batch
                     .iter()
+                    .flat_map(|u| &u.events)
                     .map(|i| gateway.source(i.source).name.as_str())
                     .collect();
                 sources.sort_unstable();
@@ -205,8 +249,9 @@ struct Decision {
 
 async fn commit_once<DB: GatewayDb>(
     gateway: &Gateway<DB>,
-    batch: &[Incoming],
-) -> Result<Vec<Answer>, idem_sql::Error> {
+    units: &[Unit],
+) -> Result<Vec<Vec<Answer>>, idem_sql::Error> {
+    let batch: Vec<&Incoming> = units.iter().flat_map(|u| &u.events).collect();
     let _turn = gateway.writer().ingest().await;
     let now = gateway.now().as_millis();
     let mut tx = gateway.store().begin().await?;
@@ -353,6 +398,24 @@ async fn commit_once<DB: GatewayDb>(
         .collect();
     DB::insert_deliveries(&mut tx, &deliveries).await?;
     drop(deliveries);
+    for letter in units.iter().flat_map(|u| &u.letters) {
+        gateway
+            .store()
+            .dead_letters()
+            .record_in(&mut tx, letter)
+            .await?;
+    }
+    // In one order, so that two batches (a zombie's and its successor's) cannot deadlock.
+    let mut advances: Vec<&OffsetAdvance> =
+        units.iter().filter_map(|u| u.advance.as_ref()).collect();
+    advances.sort_by_key(|a| (a.consumer.as_str(), a.fence.topic(), a.fence.partition()));
+    for advance in advances {
+        gateway
+            .store()
+            .kafka_offsets(&advance.consumer)
+            .advance_in(&mut tx, &advance.fence, advance.from, advance.to)
+            .await?;
+    }
     tx.commit().await.map_err(idem_sql::Error::from)?;
 
     for decision in decisions {
@@ -382,5 +445,9 @@ async fn commit_once<DB: GatewayDb>(
             gateway.wake(d);
         }
     }
-    Ok(answers)
+    let mut answers = answers.into_iter();
+    Ok(units
+        .iter()
+        .map(|u| answers.by_ref().take(u.events.len()).collect())
+        .collect())
 }

@@ -20,7 +20,7 @@ use crate::gateway::Gateway;
 use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::problem::Problem;
 use crate::store::GatewayDb;
-use batch::{Answer, Incoming, Pending, Unavailable};
+use batch::{Answer, Incoming, Pending, Unavailable, Unit};
 
 /// How long past its deadline a request waits for the batcher before it gives up on its own.
 const QUEUE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -241,6 +241,21 @@ pub(crate) async fn submit<DB: GatewayDb>(
     queue: Option<&mpsc::Sender<Pending>>,
     incoming: Incoming,
 ) -> Result<Answer, Unavailable> {
+    let mut answers = submit_unit(gateway, queue, Unit::one(incoming)).await?;
+    answers.pop().ok_or(Unavailable)
+}
+
+/// Commits `unit` (its events, dead letters and offset advance, all or nothing) through the
+/// group-commit `queue` (or alone, without one) and returns the answers of its events, in
+/// order, once committed.
+///
+/// # Errors
+/// As [`submit`]: nothing of the unit was stored.
+pub(crate) async fn submit_unit<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    queue: Option<&mpsc::Sender<Pending>>,
+    unit: Unit,
+) -> Result<Vec<Answer>, Unavailable> {
     // The request's own deadline, from its arrival: a batch ahead of it that waits on the
     // database does not hold it past `database_timeout`.
     let timeout = gateway.config().database_timeout;
@@ -251,7 +266,7 @@ pub(crate) async fn submit<DB: GatewayDb>(
             let queued = async {
                 queue
                     .send(Pending {
-                        incoming,
+                        unit,
                         reply,
                         deadline,
                     })
@@ -267,9 +282,9 @@ pub(crate) async fn submit<DB: GatewayDb>(
                 .unwrap_or(Err(Unavailable))
         }
         None => tokio::time::timeout_at(deadline, async {
-            batch::commit(gateway, std::slice::from_ref(&incoming))
+            batch::commit(gateway, std::slice::from_ref(&unit))
                 .await
-                .map(|answers| answers[0])
+                .map(|mut answers| answers.remove(0))
                 .map_err(|_| Unavailable)
         })
         .await
