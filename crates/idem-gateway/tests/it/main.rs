@@ -14,6 +14,7 @@ mod dispatch;
 mod faults;
 mod ingest;
 mod interop;
+mod kafka;
 mod observability;
 mod relays;
 mod scenarios;
