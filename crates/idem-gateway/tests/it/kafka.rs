@@ -132,7 +132,10 @@ async fn wait_offsets<DB: GatewayDb>(store: &Store<DB>, consumer: &str, topic: &
         if stored == ends.iter().map(|e| Some(*e)).collect::<Vec<_>>() {
             return;
         }
-        assert!(Instant::now() < deadline, "offsets {stored:?}, expected {ends:?}");
+        assert!(
+            Instant::now() < deadline,
+            "offsets {stored:?}, expected {ends:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -181,17 +184,28 @@ async fn kafka_source_forwards_once_and_resumes_from_stored_offsets<DB: GatewayD
     let running = Running::start(config(&topic, consumer, &app), store.clone()).await;
     wait_offsets(&store, consumer, &topic, &[12, 15]).await;
     running.settle().await;
-    assert_eq!(app.received().len(), 21, "20 ids and the record without one");
+    assert_eq!(
+        app.received().len(),
+        21,
+        "20 ids and the record without one"
+    );
     for n in 0..20 {
         assert_eq!(copies(&app, &id(n)), 1, "{}", id(n));
-        assert_eq!(app.with_key(&format!("orders:{}", id(n)))[0].body, body(n).as_bytes());
+        assert_eq!(
+            app.with_key(&format!("orders:{}", id(n)))[0].body,
+            body(n).as_bytes()
+        );
     }
     assert_eq!(copies(&app, &format!("{topic}/0@10")), 1);
     let dead = dead_letters(&store).await;
     assert_eq!(dead.len(), 1, "{dead:?}");
     assert_eq!(dead[0].destination, format!("{topic}/0@11"));
     assert_eq!(dead[0].event_id, None);
-    assert!(dead[0].error.starts_with("body-too-large"), "{}", dead[0].error);
+    assert!(
+        dead[0].error.starts_with("body-too-large"),
+        "{}",
+        dead[0].error
+    );
     running.server.shutdown().await.unwrap();
 
     // While no gateway runs: k-20..k-24 on partition 0, and k-3 once more on partition 1.
@@ -296,7 +310,11 @@ async fn kafka_relay_publishes_rows_with_their_aggregate_key_and_message_id() {
             .iter()
             .enumerate()
             .map(|(p, read)| {
-                let ids = read.iter().filter(|r| r.1 == key).map(|r| r.0.as_str()).collect();
+                let ids = read
+                    .iter()
+                    .filter(|r| r.1 == key)
+                    .map(|r| r.0.as_str())
+                    .collect();
                 (p, ids)
             })
             .filter(|(_, ids): &(usize, Vec<&str>)| !ids.is_empty())
@@ -319,7 +337,9 @@ fn kafka_source_retention_is_checked_against_its_redelivery_horizon() {
         )
     };
     // Kafka's default retention, 7 days, is longer than 3 days of dedup keys.
-    let refused = Config::from_toml(&source(""), &env).unwrap_err().to_string();
+    let refused = Config::from_toml(&source(""), &env)
+        .unwrap_err()
+        .to_string();
     assert!(refused.contains("\"orders\" (kafka)"), "{refused}");
     let shorter = Config::from_toml(&source("redelivery_horizon = \"2days\""), &env)
         .expect("a topic kept 2 days fits 3 days of keys");
@@ -331,8 +351,14 @@ fn kafka_source_retention_is_checked_against_its_redelivery_horizon() {
     assert_eq!(kafka.partitions, None);
     for (extra, key) in [
         ("redelivery_horizon = \"0s\"", "redelivery_horizon"),
-        ("redelivery_horizon = \"1day\"\npartitions = []", "partitions"),
-        ("redelivery_horizon = \"1day\"\npartitions = [1, 1]", "partitions"),
+        (
+            "redelivery_horizon = \"1day\"\npartitions = []",
+            "partitions",
+        ),
+        (
+            "redelivery_horizon = \"1day\"\npartitions = [1, 1]",
+            "partitions",
+        ),
         ("redelivery_horizon = \"1day\"\nurl = \"nats://x\"", "url"),
     ] {
         let error = Config::from_toml(&source(extra), &env)
