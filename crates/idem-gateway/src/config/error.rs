@@ -67,7 +67,7 @@ pub enum ConfigError {
     },
     /// A source's kind is not one the gateway can verify.
     #[error(
-        "source {source_name:?} has unknown kind {kind:?}; expected stripe, github, shopify, standard-webhooks, generic, nats or rabbitmq"
+        "source {source_name:?} has unknown kind {kind:?}; expected stripe, github, shopify, standard-webhooks, generic, nats, rabbitmq or kafka"
     )]
     UnknownKind {
         /// The source.

@@ -999,8 +999,20 @@ fn broker_source_mistakes_are_named() {
             "(kind github) cannot have `url`: it is a key of kind = \"nats\" and \"rabbitmq\" sources",
         ),
         (
-            "kind = \"kafka\"",
-            "expected stripe, github, shopify, standard-webhooks, generic, nats or rabbitmq",
+            "kind = \"sqs\"",
+            "expected stripe, github, shopify, standard-webhooks, generic, nats, rabbitmq or kafka",
+        ),
+        (
+            "kind = \"kafka\"\ntopic = \"orders\"\nconsumer = \"orders_v1\"",
+            "source \"orders\" brokers = \"\" is not valid; expected a list of bootstrap brokers as host:port",
+        ),
+        (
+            "kind = \"kafka\"\nbrokers = [\"k:9092\"]\ntopic = \"orders\"",
+            "source \"orders\" consumer = \"\" is not valid",
+        ),
+        (
+            "kind = \"kafka\"\nbrokers = [\"k:9092\"]\ntopic = \"a/b\"\nconsumer = \"c\"",
+            "source \"orders\" topic = \"a/b\" is not valid",
         ),
     ];
     for (source, expected) in cases {

@@ -109,7 +109,7 @@ fn unknown_kind_is_refused_naming_it() {
     let text = EXAMPLE.replace("kind = \"stripe\"", "kind = \"strype\"");
     assert_eq!(
         error(&text),
-        "source \"stripe\" has unknown kind \"strype\"; expected stripe, github, shopify, standard-webhooks, generic, nats or rabbitmq"
+        "source \"stripe\" has unknown kind \"strype\"; expected stripe, github, shopify, standard-webhooks, generic, nats, rabbitmq or kafka"
     );
 }
 

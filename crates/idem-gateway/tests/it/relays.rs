@@ -198,8 +198,20 @@ async fn a_database_without_an_outbox_stops_the_start_naming_the_relay() {
 fn relay_mistakes_are_named() {
     let cases = [
         (
+            "target = \"sqs\"",
+            "relay \"out\" target = \"sqs\" is not valid; expected \"nats\", \"rabbitmq\", \"kafka\" or \"http\"",
+        ),
+        (
             "target = \"kafka\"",
-            "relay \"out\" target = \"kafka\" is not valid",
+            "relay \"out\" brokers = \"\" is not valid; expected a list of bootstrap brokers as host:port",
+        ),
+        (
+            "target = \"kafka\"\nbrokers = [\"k:9092\"]\nurl = \"nats://x\"",
+            "relay \"out\" url = \"\" is not valid; expected no url",
+        ),
+        (
+            "target = \"nats\"\nbrokers = [\"k:9092\"]",
+            "relay \"out\" brokers = \"k:9092\" is not valid; expected no brokers",
         ),
         ("target = \"http\"", "relay \"out\" url = \"\" is not valid"),
         ("target = \"http\"\nurl = \"https://x\"", "an http:// URL"),
