@@ -156,10 +156,11 @@ impl<DB: GatewayDb> PartitionSink for KafkaIntake<DB> {
     /// commit, and says [`BatchOutcome::Settled`].
     ///
     /// # Errors
-    /// [`idem_sql::Error::Fenced`] when the partition was taken over (nothing was stored); a
-    /// handler-kind error when the unit could not be committed (the database failed or did
-    /// not answer within `database_timeout`): the consumer waits and reads from the stored
-    /// offset again.
+    /// A handler-kind error when the unit was not committed: the database failed or did not
+    /// answer within `database_timeout`, or the partition was taken over (the fenced advance
+    /// refused the whole commit). Nothing of the batch was stored; the consumer waits 100 ms
+    /// (doubling to 5 s), reads the stored offset again, and drops the partition if it is no
+    /// longer its own.
     async fn apply(&self, batch: &PartitionBatch) -> Result<BatchOutcome, idem_sql::Error> {
         let started = Instant::now();
         let gateway = &self.intake.gateway;
