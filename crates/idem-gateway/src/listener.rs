@@ -67,14 +67,22 @@ pub(crate) async fn serve(
                         .map_err(|never: Infallible| match never {});
                     let service = TowerToHyperService::new(service);
                     let (builder, watcher) = (builder.clone(), graceful.watcher());
+                    let mut stopped = stop.clone();
                     connections.spawn(async move {
                         // hyper's header timer starts at the first byte: a connection that
-                        // sends none is closed after the same deadline here.
+                        // sends none is closed after the same deadline here, or at shutdown
+                        // (HTTP clients open spare connections that may never carry a request:
+                        // one must not hold the shutdown for the whole grace).
                         let mut first = [0u8; 1];
                         let opened =
                             tokio::time::timeout(limits.header_read_timeout, stream.peek(&mut first));
-                        if !matches!(opened.await, Ok(Ok(n)) if n > 0) {
-                            return;
+                        tokio::select! {
+                            // Bytes already sent at shutdown are a request: served (graceful).
+                            biased;
+                            opened = opened => if !matches!(opened, Ok(Ok(n)) if n > 0) {
+                                return;
+                            },
+                            () = until_stopped(&mut stopped) => return,
                         }
                         let connection = builder
                             .serve_connection_with_upgrades(TokioIo::new(stream), service)

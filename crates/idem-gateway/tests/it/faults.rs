@@ -486,6 +486,45 @@ async fn slow_clients_are_cut_at_their_deadlines() {
     running.server.shutdown().await.unwrap();
 }
 
+/// A spare connection that never sends a byte (HTTP clients open them and may never use them)
+/// does not hold the shutdown: with `header_read_timeout` and `shutdown_grace` at 1 h, shutdown
+/// ends as soon as the request in flight is answered, and that request is answered 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_spare_connection_does_not_hold_the_shutdown() {
+    let (_dir, store) = crate::support::sqlite(system_clock()).await;
+    let app = Downstream::ok().await;
+    let running = Running::start(
+        config_with(
+            "header_read_timeout = \"1h\"\nshutdown_grace = \"1h\"",
+            &app,
+        ),
+        store,
+    )
+    .await;
+    let addr = running.url.trim_start_matches("http://").to_owned();
+    let body = stripe_event("evt_spare", "invoice.paid", "invoice", "in_sp", unix_now());
+    assert_eq!(running.post_stripe(&body).await.status, 200);
+    let mut spare = TcpStream::connect(&addr).await.unwrap();
+    // The spare connection is accepted before the shutdown begins.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), spare.read(&mut [0u8; 1]))
+            .await
+            .is_err(),
+        "the spare connection was closed before the shutdown"
+    );
+    // A bound the machine's load cannot reach and the old behaviour (wait for the spare's
+    // header_read_timeout, or the grace) cannot beat.
+    tokio::time::timeout(Duration::from_secs(60), running.server.shutdown())
+        .await
+        .expect("shutdown held by a connection that sent nothing")
+        .unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(5), spare.read(&mut [0u8; 1])).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "the spare connection is closed at shutdown: {closed:?}"
+    );
+}
+
 /// With `admin_listen` and `metrics_listen`, `/admin` and `/metrics` are served there and no
 /// longer on the public `listen` address (404 problem+json there).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
