@@ -369,9 +369,10 @@ async fn held_back_delivery_does_not_delay_retries<DB: GatewayDb + AppDb>(store:
     }))
     .await;
     let text = config_text(downstream.addr, r#"["50ms", "50ms"]"#)
-        .replace("poll_interval = \"20ms\"", "poll_interval = \"5s\"");
+        // A poll far longer than settle's 10 s: a retry held back until the poll would never
+        // settle, whatever the machine's load.
+        .replace("poll_interval = \"20ms\"", "poll_interval = \"1h\"");
     let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
-    let started = Instant::now();
     let first = stripe_event(
         "evt_held_1",
         "customer.updated",
@@ -391,11 +392,6 @@ async fn held_back_delivery_does_not_delay_retries<DB: GatewayDb + AppDb>(store:
     let stats = gw.settle().await;
     assert_eq!(stats.destinations["app"].dead, 1);
     assert_eq!(stats.destinations["app"].delivered, 1);
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_millis(2500),
-        "three 50 ms steps took {elapsed:?}: held back behind the 5 s poll"
-    );
     gw.server.shutdown().await.unwrap();
 }
 
