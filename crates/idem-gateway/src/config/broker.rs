@@ -10,7 +10,7 @@ use idem_sql::redact_url as redact;
 use idem_core::Name;
 
 use super::duration;
-use super::error::{ConfigError, out_of_range};
+use super::error::{ConfigError, number_out_of_range, out_of_range};
 use super::kind::SourceKind;
 use super::secret::{Secret, SecretLookup};
 
@@ -294,9 +294,9 @@ pub(super) fn build(
     }
     let max_in_flight = raw.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
     if !(1..=MAX_MAX_IN_FLIGHT).contains(&max_in_flight) {
-        return Err(out_of_range(
+        return Err(number_out_of_range(
             &field_name("max_in_flight"),
-            &max_in_flight.to_string(),
+            max_in_flight as u64,
             "between 1 and 65535",
         ));
     }

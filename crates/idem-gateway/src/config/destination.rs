@@ -7,7 +7,7 @@ use super::defaults::{
     MAX_RETRY_DELAY, MAX_TIMEOUT, MIN_TIMEOUT, default_retry_schedule,
 };
 use super::duration;
-use super::error::{ConfigError, name, out_of_range};
+use super::error::{ConfigError, name, number_out_of_range, out_of_range};
 use super::model::{Destination, Ordering, Route, Source};
 use super::raw::{RawDestination, RawRoute};
 use super::secret::SecretLookup;
@@ -75,9 +75,9 @@ pub(super) fn build(
     }
     let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
     if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
-        return Err(out_of_range(
+        return Err(number_out_of_range(
             &field_name("concurrency"),
-            &concurrency.to_string(),
+            concurrency as u64,
             "between 1 and 1024",
         ));
     }

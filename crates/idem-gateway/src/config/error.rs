@@ -18,7 +18,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file is not valid TOML or has fields of the wrong type or unknown fields.
-    #[error("configuration is not valid: {0}")]
+    #[error("configuration is not valid: {}", plain_types(.0))]
     Toml(#[from] toml::de::Error),
     /// A duration field is not a duration such as `30d`, `5s` or `250ms`.
     #[error(
@@ -65,6 +65,25 @@ pub enum ConfigError {
         /// What is allowed.
         expected: String,
     },
+    /// A name (of a source, destination, route, relay, consumer or dedup scope) is empty, too
+    /// long or has characters outside `A-Z a-z 0-9 _ . -`.
+    #[error("{field}: {error}")]
+    BadName {
+        /// The field (`source.name`, `dedup_scope`, …).
+        field: String,
+        /// What is wrong with the value, and what a name may be.
+        error: idem_core::Error,
+    },
+    /// A number outside its allowed range.
+    #[error("{field} = {value} is not valid; expected {expected}")]
+    NumberOutOfRange {
+        /// The field.
+        field: String,
+        /// The value.
+        value: u64,
+        /// What is allowed.
+        expected: String,
+    },
     /// A source's kind is not one the gateway can verify.
     #[error(
         "source {source_name:?} has unknown kind {kind:?}; expected stripe, github, shopify, standard-webhooks, generic, nats, rabbitmq or kafka"
@@ -88,13 +107,27 @@ pub enum ConfigError {
         /// Which kinds take it.
         reason: &'static str,
     },
-    /// A secret's environment variable is not set (or empty): the source would have no key.
-    #[error("{owner} needs its secret in environment variable {var}, which is not set")]
+    /// A secret's environment variable is not set, or set to nothing: the source would have no
+    /// key.
+    #[error(
+        "{owner} needs its secret in environment variable {var}, which is {}",
+        if *empty { "set but empty" } else { "not set" }
+    )]
     MissingSecret {
         /// `source "stripe"`, `destination "app"` or `admin`.
         owner: String,
         /// The variable.
         var: String,
+        /// Whether the variable is set to the empty string (else it is not set).
+        empty: bool,
+    },
+    /// A key that names a secret's environment variable names none (`secrets_env = [""]`).
+    #[error(
+        "{owner} names its secret's environment variable as \"\"; expected the name of a variable, such as STRIPE_SECRET"
+    )]
+    EmptySecretVariable {
+        /// `source "stripe"`, `destination "app"` or `admin`.
+        owner: String,
     },
     /// A source's secrets do not make a working verifier.
     #[error("source {source_name:?}: {error}")]
@@ -163,6 +196,15 @@ pub(super) fn out_of_range(field: &str, value: &str, expected: &str) -> ConfigEr
     }
 }
 
+/// A [`ConfigError::NumberOutOfRange`]: number field `field` is `value`, outside `expected`.
+pub(super) fn number_out_of_range(field: &str, value: u64, expected: &str) -> ConfigError {
+    ConfigError::NumberOutOfRange {
+        field: field.into(),
+        value,
+        expected: expected.into(),
+    }
+}
+
 /// A [`ConfigError::Duplicate`]: two `what`s named `name`.
 pub(super) fn duplicate(what: &'static str, name: &Name) -> ConfigError {
     ConfigError::Duplicate {
@@ -173,9 +215,27 @@ pub(super) fn duplicate(what: &'static str, name: &Name) -> ConfigError {
 
 /// `value` as the name of field `field` (a `what`: source, route, …), or why it cannot be one.
 pub(super) fn name(what: &'static str, field: &str, value: String) -> Result<Name, ConfigError> {
-    Name::new(what, value.clone()).map_err(|e| ConfigError::BadValue {
+    Name::new(what, value).map_err(|error| ConfigError::BadName {
         field: field.into(),
-        value,
-        expected: e.to_string(),
+        error,
+    })
+}
+
+/// `error`'s text with serde's Rust type names (`expected usize`) said in the configuration's
+/// words.
+fn plain_types(error: &toml::de::Error) -> String {
+    const WORDS: [(&str, &str); 9] = [
+        ("expected usize", "expected a whole number"),
+        ("expected u64", "expected a whole number"),
+        ("expected u32", "expected a whole number"),
+        ("expected u16", "expected a whole number"),
+        ("expected u8", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+    ];
+    WORDS.iter().fold(error.to_string(), |text, (rust, plain)| {
+        text.replace(rust, plain)
     })
 }

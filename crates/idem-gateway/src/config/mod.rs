@@ -27,7 +27,7 @@ use defaults::{
     DEFAULT_POLL_INTERVAL, MAX_DATABASE_TIMEOUT, MAX_DEADLINE, MIN_DEADLINE, MIN_MAX_BODY_BYTES,
     MIN_POLL_INTERVAL,
 };
-use error::{duplicate, out_of_range};
+use error::{duplicate, number_out_of_range, out_of_range};
 use raw::RawConfig;
 
 pub use broker::{
@@ -111,9 +111,10 @@ impl Config {
     pub(crate) fn missing_secret(&self) -> Option<ConfigError> {
         self.not_loaded
             .first()
-            .map(|(owner, var)| ConfigError::MissingSecret {
+            .map(|(owner, var, empty)| ConfigError::MissingSecret {
                 owner: owner.clone(),
                 var: var.clone(),
+                empty: *empty,
             })
     }
 
@@ -123,16 +124,24 @@ impl Config {
         secrets_required: bool,
     ) -> Result<Self, ConfigError> {
         let not_loaded = RefCell::new(Vec::new());
-        let secret = |owner: String, var: &str| match env(var) {
-            Some(value) if !value.is_empty() => Ok(Secret::new(value)),
-            _ if !secrets_required => {
-                not_loaded.borrow_mut().push((owner, var.to_owned()));
-                Ok(Secret::not_loaded())
+        let secret = |owner: String, var: &str| {
+            if var.trim().is_empty() {
+                return Err(ConfigError::EmptySecretVariable { owner });
             }
-            _ => Err(ConfigError::MissingSecret {
-                owner,
-                var: var.to_owned(),
-            }),
+            match env(var) {
+                Some(value) if !value.is_empty() => Ok(Secret::new(value)),
+                found if !secrets_required => {
+                    not_loaded
+                        .borrow_mut()
+                        .push((owner, var.to_owned(), found.is_some()));
+                    Ok(Secret::not_loaded())
+                }
+                found => Err(ConfigError::MissingSecret {
+                    owner,
+                    var: var.to_owned(),
+                    empty: found.is_some(),
+                }),
+            }
         };
         let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
         let listen = listen_text.parse().map_err(|_| ConfigError::BadValue {
@@ -271,9 +280,9 @@ impl Config {
         }
         let max_body_bytes = raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
         if max_body_bytes < MIN_MAX_BODY_BYTES {
-            return Err(out_of_range(
+            return Err(number_out_of_range(
                 "max_body_bytes",
-                &max_body_bytes.to_string(),
+                max_body_bytes as u64,
                 "at least 1024 (1 KiB)",
             ));
         }

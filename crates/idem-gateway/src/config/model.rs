@@ -241,7 +241,7 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// The outbox relays `idem serve` runs.
     pub relays: Vec<OutboxRelay>,
-    /// (owner, variable) of each secret not set when the configuration was read for an
-    /// operator command; empty otherwise.
-    pub(crate) not_loaded: Vec<(String, String)>,
+    /// (owner, variable, whether it is set but empty) of each secret not loaded when the
+    /// configuration was read for an operator command; empty otherwise.
+    pub(crate) not_loaded: Vec<(String, String, bool)>,
 }

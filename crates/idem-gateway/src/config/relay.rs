@@ -15,7 +15,7 @@ use idem_sql::redact_url as redact;
 use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL};
 use super::defaults::MIN_TIMEOUT;
 use super::duration;
-use super::error::{ConfigError, name, out_of_range};
+use super::error::{ConfigError, name, number_out_of_range, out_of_range};
 use super::raw::RawRelay;
 use super::secret::{Secret, SecretLookup};
 
@@ -380,9 +380,9 @@ pub(super) fn build(
     };
     let batch_size = raw.batch_size.unwrap_or(DEFAULT_RELAY_BATCH_SIZE);
     if !(1..=MAX_RELAY_BATCH_SIZE).contains(&batch_size) {
-        return Err(out_of_range(
+        return Err(number_out_of_range(
             &field_name("batch_size"),
-            &batch_size.to_string(),
+            batch_size as u64,
             "between 1 and 10000",
         ));
     }
@@ -439,7 +439,11 @@ pub(super) fn build(
     }
     let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_RELAY_MAX_ATTEMPTS);
     if max_attempts == 0 {
-        return Err(out_of_range(&field_name("max_attempts"), "0", "at least 1"));
+        return Err(number_out_of_range(
+            &field_name("max_attempts"),
+            0,
+            "at least 1",
+        ));
     }
     Ok(OutboxRelay {
         name: relay_name,

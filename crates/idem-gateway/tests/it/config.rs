@@ -130,6 +130,39 @@ fn missing_secret_is_refused_naming_the_variable() {
     );
 }
 
+/// A variable name that is empty, a variable set to nothing, an empty name, a number written as
+/// text: each refused with what is wrong in the configuration's words, said once.
+#[test]
+fn empty_names_and_wrong_types_are_named_plainly() {
+    let text = EXAMPLE.replace("[\"STRIPE_SECRET\"]", "[\"\"]");
+    assert_eq!(
+        error(&text),
+        "source \"stripe\" names its secret's environment variable as \"\"; expected the name of a variable, such as STRIPE_SECRET"
+    );
+    let text = EXAMPLE.replace("[\"STRIPE_SECRET\"]", "[\"EMPTY_SECRET\"]");
+    let empty = |var: &str| {
+        (var == "EMPTY_SECRET")
+            .then(String::new)
+            .or_else(|| env(var))
+    };
+    assert_eq!(
+        Config::from_toml(&text, &empty).unwrap_err().to_string(),
+        "source \"stripe\" needs its secret in environment variable EMPTY_SECRET, which is set but empty"
+    );
+    let text = EXAMPLE.replace("name = \"stripe\"", "name = \"\"");
+    let message = error(&text);
+    assert_eq!(message.matches("expected").count(), 1, "{message}");
+    assert!(
+        message.starts_with("source.name: source \"\" is not a valid name; expected 1 to 64"),
+        "{message}"
+    );
+    let message = error(&with_destination_line("concurrency = \"8\""));
+    assert!(
+        message.contains("expected a whole number") && !message.contains("usize"),
+        "{message}"
+    );
+}
+
 #[test]
 fn retention_shorter_than_the_horizon_is_refused_naming_both_numbers() {
     let text = EXAMPLE.replace("retention = \"30d\"", "retention = \"1d\"");
@@ -181,11 +214,11 @@ fn with_destination_line(line: &str) -> String {
 fn values_that_would_break_dispatch_are_refused() {
     assert_eq!(
         error(&with_destination_line("concurrency = 9000000000000000000")),
-        "destination \"app\" concurrency = \"9000000000000000000\" is not valid; expected between 1 and 1024"
+        "destination \"app\" concurrency = 9000000000000000000 is not valid; expected between 1 and 1024"
     );
     assert_eq!(
         error(&with_destination_line("concurrency = 0")),
-        "destination \"app\" concurrency = \"0\" is not valid; expected between 1 and 1024"
+        "destination \"app\" concurrency = 0 is not valid; expected between 1 and 1024"
     );
     assert!(Config::from_toml(&with_destination_line("concurrency = 1024"), &env).is_ok());
     for huge in ["580000000000y", "500000000000y", "8d"] {
@@ -231,7 +264,7 @@ fn inconsistent_values_are_refused_naming_the_field() {
     let text = format!("max_body_bytes = 1023\n{EXAMPLE}");
     assert_eq!(
         error(&text),
-        "max_body_bytes = \"1023\" is not valid; expected at least 1024 (1 KiB)"
+        "max_body_bytes = 1023 is not valid; expected at least 1024 (1 KiB)"
     );
     assert!(Config::from_toml(&format!("max_body_bytes = 1024\n{EXAMPLE}"), &env).is_ok());
     let text = format!("body_retention = \"31d\"\n{EXAMPLE}");

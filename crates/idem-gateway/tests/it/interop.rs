@@ -143,7 +143,9 @@ id = {{ json = "$.hook_id" }}
     assert_eq!(scopes, ["github", "github"]);
     let bad = same.replace("dedup_scope = \"github\"", "dedup_scope = \"git:hub\"");
     assert!(
-        error(&bad).starts_with("source \"github-legacy\" dedup_scope = \"git:hub\" is not valid"),
+        error(&bad).starts_with(
+            "source \"github-legacy\" dedup_scope: dedup scope \"git:hub\" is not a valid name; expected 1 to 64"
+        ),
         "{}",
         error(&bad)
     );
