@@ -35,6 +35,9 @@ use schedule::Next;
 /// being sent (their clocks must agree to well within it).
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
+/// The pause before claiming again after a claim failed or timed out.
+const ERROR_PAUSE: Duration = Duration::from_millis(250);
+
 /// The longest delay before a retry: the configuration's bound (7 days) plus the jitter.
 const MAX_DELAY: Duration = Duration::from_secs(7 * 86_400 * 6 / 5);
 
@@ -69,11 +72,15 @@ pub(crate) async fn run<DB: GatewayDb>(
             let started = start_due(&gateway, index, &client, &outcomes, &permits, &mut tasks);
             match tokio::time::timeout(deadline, started).await {
                 Ok(Ok(next)) => wait = next.min(poll),
+                // Tried again soon, not at the next poll or wake: a retry falling due meanwhile
+                // would otherwise wait for either.
                 Ok(Err(e)) => {
                     tracing::warn!(destination = %destination.name, error = %e, "cannot read due deliveries; trying again");
+                    wait = poll.min(ERROR_PAUSE);
                 }
                 Err(_) => {
                     tracing::warn!(destination = %destination.name, "the database did not answer within {deadline:?}; trying again");
+                    wait = poll.min(ERROR_PAUSE);
                 }
             }
         }
