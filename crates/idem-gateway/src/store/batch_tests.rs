@@ -7,28 +7,30 @@ use super::{AttemptOutcome, DeliveryState, Finished, GatewayDb, NewDelivery, New
 
 const DESTINATION: &str = "app";
 
+/// A Stripe event `id` (also its dedup key) with no entity, received at `received_at` (ms).
+fn stripe_event(id: &str, received_at: i64) -> NewEvent<'_> {
+    NewEvent {
+        source: "stripe",
+        event_id: id,
+        dedup_key: id,
+        event_type: None,
+        aggregate_type: None,
+        aggregate_id: None,
+        version: None,
+        version_secondary: None,
+        body: b"{}",
+        headers: "{}",
+        received_at,
+    }
+}
+
 /// Three pending deliveries due at 0 on a fresh gateway schema (three events inserted in one
 /// statement); their ids, ascending.
 async fn three_due<DB: GatewayDb>(store: &Store<DB>) -> Vec<i64> {
     DB::migrate_gateway(store.pool()).await.expect("migrate");
     let mut tx = store.begin().await.expect("begin");
     let ids: Vec<String> = (0..3).map(|n| format!("evt_{n}")).collect();
-    let events: Vec<NewEvent<'_>> = ids
-        .iter()
-        .map(|id| NewEvent {
-            source: "stripe",
-            event_id: id,
-            dedup_key: id,
-            event_type: None,
-            aggregate_type: None,
-            aggregate_id: None,
-            version: None,
-            version_secondary: None,
-            body: b"{}",
-            headers: "{}",
-            received_at: 0,
-        })
-        .collect();
+    let events: Vec<NewEvent<'_>> = ids.iter().map(|id| stripe_event(id, 0)).collect();
     let rows = DB::insert_events(&mut tx, &events)
         .await
         .expect("insert events");
@@ -180,22 +182,7 @@ async fn postgres_a_lapsed_holder_writes_nothing() {
 async fn a_stored_event_is_none_in_its_place<DB: GatewayDb>(store: Store<DB>) {
     three_due(&store).await;
     let ids = ["evt_3", "evt_1", "evt_4"];
-    let events: Vec<NewEvent<'_>> = ids
-        .iter()
-        .map(|id| NewEvent {
-            source: "stripe",
-            event_id: id,
-            dedup_key: id,
-            event_type: None,
-            aggregate_type: None,
-            aggregate_id: None,
-            version: None,
-            version_secondary: None,
-            body: b"{}",
-            headers: "{}",
-            received_at: 1,
-        })
-        .collect();
+    let events: Vec<NewEvent<'_>> = ids.iter().map(|id| stripe_event(id, 1)).collect();
     let mut tx = store.begin().await.expect("begin");
     let rows = DB::insert_events(&mut tx, &events).await.expect("insert");
     tx.commit().await.expect("commit");
