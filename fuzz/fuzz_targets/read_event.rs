@@ -66,15 +66,16 @@ queue = "billing-events"
 "#;
 
 static GATEWAY: LazyLock<Config> = LazyLock::new(|| {
+    // Only the secrets named above: any other variable (such as OTEL_EXPORTER_OTLP_ENDPOINT,
+    // which the configuration also reads) is unset.
     Config::from_toml(CONFIG, &|var| {
-        Some(
-            match var {
-                "STRIPE_SECRET" => "whsec_fuzz",
-                "SW_SECRET" => "whsec_ZnV6eg==",
-                _ => "fuzz",
-            }
-            .to_owned(),
-        )
+        let value = match var {
+            "STRIPE_SECRET" => "whsec_fuzz",
+            "SW_SECRET" => "whsec_ZnV6eg==",
+            "SECRET" => "fuzz",
+            _ => return None,
+        };
+        Some(value.to_owned())
     })
     .expect("the fuzz configuration is valid")
 });

@@ -192,7 +192,7 @@ async fn run_example(
     let unacked = info.num_ack_pending + info.num_pending as usize;
 
     // 3. The effect worker sends the emails, with the effect key as Idempotency-Key.
-    let http = reqwest::Client::new();
+    let http = idem_testkit::http_client();
     let mail_url = format!("{}/send", mail.url);
     let worker = EffectWorker::new(store.clone(), move |call: EffectCall| {
         let (http, url) = (http.clone(), mail_url.clone());

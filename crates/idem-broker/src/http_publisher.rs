@@ -55,13 +55,27 @@ pub struct HttpPublisher {
 }
 
 impl HttpPublisher {
-    /// A publisher to `base_url` (`http://127.0.0.1:8080`) with [`DEFAULT_HTTP_TIMEOUT`] per
-    /// request.
+    /// A publisher to `base_url` (`http://127.0.0.1:8080`, or `https://…`, whose certificate
+    /// must chain to a Mozilla root of `webpki-roots`) with [`DEFAULT_HTTP_TIMEOUT`] per
+    /// request. For a private CA or a client certificate, build the client with its own
+    /// rustls configuration and use [`with_client`](Self::with_client).
     ///
     /// # Errors
     /// [`PublisherError::Http`] when the client cannot be built.
     pub fn new(base_url: impl Into<String>) -> Result<Self, PublisherError> {
+        // Its own rustls configuration (ring, the Mozilla roots): reqwest then needs no
+        // process-wide crypto provider.
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports rustls's default protocol versions")
+        .with_root_certificates(rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        })
+        .with_no_client_auth();
         let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .timeout(DEFAULT_HTTP_TIMEOUT)
             .build()?;
         Ok(Self::with_client(client, base_url))

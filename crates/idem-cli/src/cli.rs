@@ -52,7 +52,7 @@ impl Cli {
     /// sqlx's statement and NOTICE lines only from WARN.
     pub(crate) fn log_filter(&self) -> &'static str {
         match self.command {
-            Command::Demo => "warn,idem_gateway::dispatch=error",
+            Command::Demo { .. } => "warn,idem_gateway::dispatch=error",
             Command::Verify(_) => "warn",
             _ => "info,sqlx=warn",
         }
@@ -66,7 +66,12 @@ pub(crate) enum Command {
     Serve,
     /// Run the whole pipeline on the shipped payloads, with no set-up, and check the result
     /// (on its own SQLite database in a temporary directory: it takes no --config).
-    Demo,
+    Demo {
+        /// Keep the demo's gateway running afterwards, with its web console on, and print the
+        /// console's URL and a token made for this run; Ctrl-C stops it.
+        #[arg(long)]
+        console: bool,
+    },
     /// Check the configuration (secrets, retention against redelivery horizons) and exit,
     /// without opening the database.
     CheckConfig,
@@ -76,6 +81,10 @@ pub(crate) enum Command {
     /// Dead letters.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// Destinations: list them, pause one (its deliveries wait, nothing is attempted or
+    /// dead-lettered) and resume it, for every gateway process on the database.
+    #[command(subcommand)]
+    Destination(DestinationCommand),
     /// Send a source's events of a time range again (new attempts, same Idempotency-Key).
     Replay(ReplayArgs),
     /// Delete what the retention no longer needs (inbox keys, finished events, old bodies).
@@ -341,14 +350,36 @@ pub(crate) enum DlqCommand {
         /// Only this destination's.
         #[arg(long)]
         destination: Option<String>,
-        /// Only this delivery (the id `dlq list` shows); an id that is not a dead letter is an
-        /// error.
-        #[arg(long)]
-        id: Option<i64>,
+        /// Only these deliveries (the ids `dlq list` shows): `--id 4 --id 7` or `--id 4,7`; an
+        /// id that is not a dead letter is an error, and nothing is redriven.
+        #[arg(long, value_delimiter = ',')]
+        id: Vec<i64>,
         /// On drop-stale routes, also redrive dead letters older than their entity's newest
         /// delivered event (refused without it, to keep entity order).
         #[arg(long)]
         force: bool,
+        /// Count what would be redriven; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// `idem destination …`
+#[derive(Debug, Subcommand)]
+pub(crate) enum DestinationCommand {
+    /// The configured destinations, with whether each is paused and its rate limit.
+    List,
+    /// Pause a destination: no gateway process on the database claims its deliveries until it
+    /// is resumed (a running `idem serve` notices within a second, or its poll_interval if
+    /// shorter); ingest goes on accepting events.
+    Pause {
+        /// The destination's name.
+        name: String,
+    },
+    /// Resume a paused destination: its waiting deliveries are sent in entity order.
+    Resume {
+        /// The destination's name.
+        name: String,
     },
 }
 
@@ -365,6 +396,10 @@ pub(crate) struct ReplayArgs {
     /// Up to this time (same forms); default now.
     #[arg(long)]
     pub until: Option<String>,
+    /// Only events of this type: an exact type (`invoice.paid`) or a prefix ending in `*`
+    /// (`invoice.*`).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub event_type: Option<String>,
     /// Count what would be sent; change nothing.
     #[arg(long)]
     pub dry_run: bool,

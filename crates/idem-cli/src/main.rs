@@ -21,6 +21,7 @@ macro_rules! outln {
 
 mod cli;
 mod commands;
+mod logging;
 
 use std::process::ExitCode;
 
@@ -31,20 +32,6 @@ fn main() -> ExitCode {
     if let Err(error) = cli.check() {
         error.exit();
     }
-    // sqlx logs each PostgreSQL URL parameter it does not know at WARN with its value:
-    // `sslpassword` (which it does not read) is one, so that line never reaches the log.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.log_filter()))
-        .add_directive(
-            "sqlx_postgres::options::parse=error"
-                .parse()
-                .expect("a valid directive"),
-        );
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

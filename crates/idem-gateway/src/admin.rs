@@ -35,6 +35,12 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
         .route("/admin/dlq/redrive", post(redrive::<DB>))
         .route("/admin/replay", post(replay::<DB>))
         .route("/admin/gc", post(gc::<DB>))
+        .route("/admin/destinations", get(destinations::<DB>))
+        .route("/admin/destinations/{destination}/pause", post(pause::<DB>))
+        .route(
+            "/admin/destinations/{destination}/resume",
+            post(resume::<DB>),
+        )
         .route_layer(middleware::from_fn_with_state(
             gateway.clone(),
             require_token::<DB>,
@@ -221,6 +227,31 @@ fn path_problem(rejection: &PathRejection) -> Response {
     .into_response()
 }
 
+/// `{destination}` of `POST /admin/destinations/{destination}/pause` and `…/resume`, answering
+/// a path it cannot read (bad percent-encoding) with problem+json (400 `bad-path`).
+struct DestinationPath(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for DestinationPath {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(destination)) => Ok(Self(destination)),
+            Err(rejection) => Err(Problem::new(
+                rejection.status(),
+                "bad-path",
+                "Bad path",
+                format!(
+                    "the path cannot be read ({}); expected /admin/destinations/{{destination}}/pause \
+                     or …/resume, the name percent-encoded UTF-8",
+                    rejection.body_text()
+                ),
+            )
+            .into_response()),
+        }
+    }
+}
+
 /// The `limit` of the list endpoints when none is given.
 const DEFAULT_LIMIT: u32 = 100;
 
@@ -257,13 +288,18 @@ struct RedriveBody {
     destination: Option<String>,
     delivery: Option<i64>,
     #[serde(default)]
+    deliveries: Vec<i64>,
+    #[serde(default)]
     force: bool,
+    #[serde(default)]
+    dry_run: bool,
 }
 
 impl Expected for RedriveBody {
     const EXPECTED: &'static str = "a JSON object with optional \"destination\" (a configured \
-        destination's name), \"delivery\" (a dead letter's id, a whole number) and \"force\" (a \
-        boolean), such as {\"destination\": \"app\"}; {} redrives every dead letter";
+        destination's name), \"delivery\" (a dead letter's id, a whole number), \"deliveries\" \
+        (a list of them), \"force\" and \"dry_run\" (booleans), such as {\"destination\": \
+        \"app\"} or {\"deliveries\": [4, 7]}; {} redrives every dead letter";
 }
 
 /// Body of `POST /admin/replay`.
@@ -275,6 +311,8 @@ struct ReplayBody {
     #[serde(default)]
     until: Option<TimeText>,
     #[serde(default)]
+    event_type: Option<String>,
+    #[serde(default)]
     dry_run: bool,
     #[serde(default)]
     force: bool,
@@ -283,7 +321,8 @@ struct ReplayBody {
 impl Expected for ReplayBody {
     const EXPECTED: &'static str = "a JSON object with \"source\" (a configured source's name), \
         \"since\" and optional \"until\" (each a duration ago such as \"1h\", an RFC 3339 \
-        timestamp, or milliseconds since the epoch), optional \"dry_run\" and \"force\" \
+        timestamp, or milliseconds since the epoch), optional \"event_type\" (a type, or a \
+        prefix ending in *), optional \"dry_run\" and \"force\" \
         (booleans), such as {\"source\": \"stripe\", \"since\": \"1h\", \"dry_run\": true}";
 }
 
@@ -325,6 +364,7 @@ impl ReplayBody {
                 .map(|t| parse_time("until", &t.0, now))
                 .transpose()?,
             source: self.source,
+            event_type: self.event_type,
             dry_run: self.dry_run,
             force: self.force,
         })
@@ -382,8 +422,13 @@ async fn redrive<DB: GatewayDb>(
 ) -> Response {
     let request = RedriveRequest {
         destination: request.destination,
-        delivery: request.delivery,
+        deliveries: request
+            .delivery
+            .into_iter()
+            .chain(request.deliveries)
+            .collect(),
         force: request.force,
+        dry_run: request.dry_run,
     };
     answer(gateway.redrive(&request).await)
 }
@@ -400,4 +445,22 @@ async fn replay<DB: GatewayDb>(
 
 async fn gc<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
     answer(gateway.gc().await)
+}
+
+async fn destinations<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
+    answer(gateway.destinations().await)
+}
+
+async fn pause<DB: GatewayDb>(
+    State(gateway): State<Gateway<DB>>,
+    DestinationPath(destination): DestinationPath,
+) -> Response {
+    answer(gateway.pause(&destination).await)
+}
+
+async fn resume<DB: GatewayDb>(
+    State(gateway): State<Gateway<DB>>,
+    DestinationPath(destination): DestinationPath,
+) -> Response {
+    answer(gateway.resume(&destination).await)
 }

@@ -61,6 +61,16 @@ pub enum Error {
         /// The panic message.
         reason: String,
     },
+    /// The trace pipeline ([`Traces`](crate::traces::Traces)) could not start, or could not
+    /// send its spans to the collector (unreachable, or it refused them): traces are lost,
+    /// events are not.
+    #[error("traces: {what}: {reason}")]
+    Traces {
+        /// What was being done.
+        what: &'static str,
+        /// The exporter's error.
+        reason: String,
+    },
     /// The listener could not be bound or served.
     #[error("{what}: {source}")]
     Io {
@@ -89,9 +99,11 @@ impl Error {
         match self {
             Self::Config(_) | Self::Request(_) | Self::Migrate(_) => ErrorKind::Invalid,
             Self::Store(e) if e.kind() == idem_sql::ErrorKind::InvalidInput => ErrorKind::Invalid,
-            Self::Store(_) | Self::Broker { .. } | Self::Relay { .. } | Self::Io { .. } => {
-                ErrorKind::Unavailable
-            }
+            Self::Store(_)
+            | Self::Broker { .. }
+            | Self::Relay { .. }
+            | Self::Traces { .. }
+            | Self::Io { .. } => ErrorKind::Unavailable,
             Self::Dispatcher { .. } | Self::TaskStopped { .. } => ErrorKind::Stopped,
         }
     }
@@ -154,6 +166,22 @@ pub enum RequestError {
         /// The text given.
         value: String,
     },
+    /// An event-type filter that is no pattern: empty, or a `*` other than one at the end.
+    #[error(
+        "event type {value:?} is not a pattern: expected an exact type such as \"invoice.paid\" \
+         or a prefix with a single trailing * such as \"invoice.*\""
+    )]
+    BadEventType {
+        /// The text given.
+        value: String,
+    },
+    /// A console filter that cannot be used: an unknown source or route, a state or page
+    /// cursor that is none.
+    #[error("{message}")]
+    BadFilter {
+        /// What is wrong, naming the value.
+        message: String,
+    },
     /// A replay range with `since` not before `until`: it would match nothing.
     #[error(
         "since {} ({since} ms) is not before until {} ({until} ms): the range is empty",
@@ -176,6 +204,8 @@ impl RequestError {
             Self::UnknownDestination { .. } => "unknown-destination",
             Self::UnknownDeadLetter { .. } => "unknown-dead-letter",
             Self::BadTime { .. } => "bad-time",
+            Self::BadEventType { .. } => "bad-event-type",
+            Self::BadFilter { .. } => "bad-filter",
             Self::EmptyRange { .. } => "empty-range",
         }
     }
@@ -186,6 +216,8 @@ impl RequestError {
             Self::UnknownDestination { .. } => "Unknown destination",
             Self::UnknownDeadLetter { .. } => "Unknown dead letter",
             Self::BadTime { .. } => "Bad time",
+            Self::BadEventType { .. } => "Bad event type",
+            Self::BadFilter { .. } => "Bad filter",
             Self::EmptyRange { .. } => "Empty time range",
         }
     }

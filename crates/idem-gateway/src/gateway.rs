@@ -6,10 +6,13 @@ use std::sync::{Arc, OnceLock};
 
 use idem_core::{Name, Timestamp};
 use idem_sql::{Inbox, Store};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 
 use crate::Error;
 use crate::config::{Config, Destination, Route, Source};
+use crate::dispatch::handoff::Handoff;
+use crate::dispatch::health::DispatchHealth;
+use crate::dispatch::throttle::Throttle;
 use crate::health::StoreHealth;
 use crate::store::{DeliveryState, GatewayDb};
 use crate::writer_gate::WriterGate;
@@ -17,6 +20,16 @@ use crate::writer_gate::WriterGate;
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
 /// (`{dedup scope}:{event id}`) is claimed under it.
 pub const INBOX_CONSUMER: &str = "idem-gateway";
+
+/// Connections of the pool kept for what is neither ingest nor dispatch: `/readyz`, `/metrics`
+/// and the admin API.
+const OTHER_CONNECTIONS: usize = 2;
+
+/// How many of a pool of `pool_size` connections dispatch may hold at once: what is left after
+/// ingest's `commits` group commits in flight and [`OTHER_CONNECTIONS`], at least one.
+pub(crate) fn dispatch_share(pool_size: usize, commits: usize) -> usize {
+    pool_size.saturating_sub(commits + OTHER_CONNECTIONS).max(1)
+}
 
 /// A gateway over a store on `DB` ([`idem_sql::sqlx::Sqlite`] or [`idem_sql::sqlx::Postgres`]): what
 /// ingest, dispatch and the admin commands share. Cheap to clone.
@@ -30,6 +43,12 @@ struct Inner<DB: GatewayDb> {
     inbox: Inbox<DB>,
     /// One per destination (same index): rung when it may have new due work.
     wake: Vec<Notify>,
+    /// One per destination (same index): fresh deliveries ingest hands to its dispatcher.
+    handoffs: Vec<Handoff>,
+    /// One per destination (same index): whether its claims and outcome writes work now.
+    dispatch_health: Vec<DispatchHealth>,
+    /// The pool's connections dispatch may hold at once (see [`Gateway::dispatch_connection`]).
+    dispatch_connections: Semaphore,
     /// Source indices by name: the webhook path is looked up once per request.
     sources: HashMap<String, usize>,
     /// For each source (same index), the indices of the routes leaving it.
@@ -40,6 +59,9 @@ struct Inner<DB: GatewayDb> {
     writer: WriterGate,
     /// Set when a dispatcher stopped while serving: `/readyz` fails with it.
     dispatch_failure: OnceLock<Error>,
+    /// Dispatch's write transactions' pool where it is not the store's (SQLite: see
+    /// `store::relaxed`), made on first use.
+    relaxed: OnceLock<Option<sqlx::Pool<DB>>>,
 }
 
 impl<DB: GatewayDb> Clone for Gateway<DB> {
@@ -90,6 +112,16 @@ impl<DB: GatewayDb> Gateway<DB> {
     pub fn new(config: Config, store: Store<DB>) -> Self {
         let inbox = store.inbox(&Name::new("consumer", INBOX_CONSUMER).expect("a valid name"));
         let wake = config.destinations.iter().map(|_| Notify::new()).collect();
+        let dispatch_health = (config.destinations.iter())
+            .map(|_| DispatchHealth::default())
+            .collect();
+        let pool_size = usize::try_from(store.pool().options().get_max_connections()).unwrap_or(1);
+        let dispatch_connections =
+            Semaphore::new(dispatch_share(pool_size, DB::CONCURRENT_COMMITS));
+        let now = store.now();
+        let handoffs = (config.destinations.iter())
+            .map(|destination| Handoff::new(Throttle::new(destination.rate_limit, now)))
+            .collect();
         let sources = (config.sources.iter().enumerate())
             .map(|(index, source)| (source.name.to_string(), index))
             .collect();
@@ -107,11 +139,15 @@ impl<DB: GatewayDb> Gateway<DB> {
                 store,
                 inbox,
                 wake,
+                handoffs,
+                dispatch_health,
+                dispatch_connections,
                 sources,
                 routes_by_source,
                 health: StoreHealth::default(),
                 writer: WriterGate::new(DB::CONCURRENT_COMMITS == 1),
                 dispatch_failure: OnceLock::new(),
+                relaxed: OnceLock::new(),
             }),
         }
     }
@@ -170,13 +206,53 @@ impl<DB: GatewayDb> Gateway<DB> {
         &self.inner.health
     }
 
-    /// Tells destination `index`'s dispatcher that it may have due work.
+    /// Ingest's and dispatch's turns at the writer (one at a time on SQLite).
     pub(crate) fn writer(&self) -> &WriterGate {
         &self.inner.writer
     }
 
+    /// Opens one of dispatch's write transactions (claims, attempt outcomes): on SQLite on the
+    /// connection that commits without waiting for the disk (see `store::relaxed` for why that
+    /// loses no event and lets no two holders send at once), elsewhere as [`Store::begin`].
+    ///
+    /// # Errors
+    /// The database's, as [`Store::begin`].
+    pub(crate) async fn begin_dispatch(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, DB>, idem_sql::Error> {
+        let relaxed =
+            (self.inner.relaxed).get_or_init(|| DB::relaxed_pool(self.inner.store.pool()));
+        match relaxed {
+            Some(pool) => Ok(pool.begin_with(DB::BEGIN).await?),
+            None => self.inner.store.begin().await,
+        }
+    }
+
+    /// Tells destination `index`'s dispatcher that it may have due work.
     pub(crate) fn wake(&self, index: usize) {
         self.inner.wake[index].notify_one();
+    }
+
+    /// Destination `index`'s hand-off from ingest, and its permits.
+    pub(crate) fn handoff(&self, index: usize) -> &Handoff {
+        &self.inner.handoffs[index]
+    }
+
+    /// Whether destination `index`'s claims and outcome writes work now.
+    pub(crate) fn dispatch_health(&self, index: usize) -> &DispatchHealth {
+        &self.inner.dispatch_health[index]
+    }
+
+    /// A turn to use one of the pool's connections for dispatch (a due query, a claim, an
+    /// outcome batch), held for that one statement or transaction. Dispatch holds at most
+    /// [`dispatch_share`] connections at once, whatever the number of destinations, so that
+    /// ingest's group commits always find theirs.
+    pub(crate) async fn dispatch_connection(&self) -> SemaphorePermit<'_> {
+        self.inner
+            .dispatch_connections
+            .acquire()
+            .await
+            .expect("the semaphore is never closed")
     }
 
     pub(crate) fn waker(&self, index: usize) -> &Notify {

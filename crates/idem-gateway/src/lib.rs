@@ -62,7 +62,8 @@
 //! [`Config::from_toml`] checks a configuration given as text, with secrets from any lookup (a
 //! test's map); [`Source::read_event`] reads an event from a delivery as ingest does. The
 //! operations of the `idem` command line and of `/admin` (list and show events, redrive dead
-//! letters, replay, collect old rows) are methods of [`Gateway`] ([`operations`]).
+//! letters, replay, collect old rows; list, pause and resume destinations) are methods of
+//! [`Gateway`] ([`operations`], [`destinations`]).
 //!
 //! ## The operator reference
 //!
@@ -79,12 +80,18 @@
 //! | `ingest` (private) | `POST /webhooks/{source}`: verify, read the event, group commit |
 //! | `broker` (private) | NATS JetStream and RabbitMQ sources: the same ingest, ack after commit |
 //! | `relays` (private) | the outbox relays `idem serve` runs |
+//! | `tls` (private; [`TlsSettings`]) | rustls for `https://` destinations and relay targets: roots, `ca_file`, mTLS |
 //! | [`dispatch`] | due deliveries, entity order, leases, retries, dead letters |
 //! | `store` (private; [`GatewayDb`], [`DatabaseKind`]) | the gateway's tables and SQL on SQLite and PostgreSQL |
 //! | [`operations`] | operations on stored events, shared by the CLI and `/admin` |
+//! | [`destinations`] | list, pause and resume destinations, shared by the CLI and `/admin` |
 //! | `admin` (private) | the `/admin` HTTP API |
+//! | [`console`] | the web console at `/console`: sessions, CSRF, pages; [`Gateway::overview`] |
+//! | [`counters`] | per-minute counts written in the ingest and outcome commits |
 //! | [`time`] | times as operators write and read them |
+//! | [`traces`] | the `ingest`, `ingest_batch` and `dispatch` spans, W3C trace context, the OTLP exporter |
 //! | `fields` (private) | where an event's id, type, entity and version are read |
+//! | `guard_note` (private) | what a delivery's note says of the version guard's decision |
 //! | [`metric_definitions`] | the metrics' names and descriptions |
 //! | [`demo`] | `idem demo` |
 
@@ -92,12 +99,16 @@ mod admin;
 mod body_deadline;
 mod broker;
 mod config;
+pub mod console;
+pub mod counters;
 pub mod demo;
+pub mod destinations;
 pub mod dispatch;
 mod error;
 mod fields;
 mod forwarded;
 mod gateway;
+mod guard_note;
 mod health;
 mod ingest;
 mod listener;
@@ -108,17 +119,21 @@ mod relays;
 mod server;
 mod store;
 pub mod time;
+mod tls;
+pub mod traces;
 mod writer_gate;
 
 pub use config::{
-    Broker, Config, ConfigError, DEFAULT_AMQP_URL, DEFAULT_BODY_READ_TIMEOUT,
-    DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL, DEFAULT_HEADER_READ_TIMEOUT,
-    DEFAULT_KAFKA_REDELIVERY_HORIZON, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL,
-    DEFAULT_READYZ_TIMEOUT, DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL,
-    DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT,
-    DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE, Destination, KafkaSource, NatsSource, Ordering,
-    OutboxRelay, RabbitMqSource, ReadEvent, RelayTarget, Retention, Route, Secret, Source,
-    SourceKind,
+    Broker, Config, ConfigError, ConsoleSettings, DEFAULT_AMQP_URL, DEFAULT_BODY_READ_TIMEOUT,
+    DEFAULT_CONSOLE_SESSION_TTL, DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_KAFKA_REDELIVERY_HORIZON, DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_READYZ_TIMEOUT, DEFAULT_RELAY_BATCH_SIZE,
+    DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL,
+    DEFAULT_RELAY_TIMEOUT, DEFAULT_RETENTION, DEFAULT_SERVICE_NAME, DEFAULT_SHUTDOWN_GRACE,
+    Destination, KafkaSource, NatsSource, OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SDK_DISABLED, OTEL_SERVICE_NAME, Ordering,
+    OutboxRelay, RabbitMqSource, RateLimit, ReadEvent, RelayTarget, Retention, Route, Secret,
+    Source, SourceKind, TelemetrySettings,
 };
 pub use error::{Error, ErrorKind, RequestError};
 pub use fields::ExtractError;
@@ -127,3 +142,4 @@ pub use ingest::STATUS_HEADER;
 pub use problem::{PROBLEM_JSON, Problem};
 pub use server::{Server, prometheus};
 pub use store::{AttemptOutcome, DatabaseKind, DeliveryState, GatewayDb};
+pub use tls::TlsSettings;

@@ -13,6 +13,16 @@ pub const INGEST_DURATION_SECONDS: &str = "idem_ingest_duration_seconds";
 pub const INGEST_BATCH_SIZE: &str = "idem_ingest_batch_size";
 /// Delivery outcomes; labels `destination`, `outcome` = `delivered` | `stale` | `retry` | `dead`.
 pub const DISPATCH_TOTAL: &str = "idem_dispatch_total";
+/// Deliveries claimed for an attempt, by how; labels `destination`, `path` = `handoff` (claimed
+/// by ingest as it stored the event, sent at once) | `due` (claimed by the dispatcher's due
+/// query: retries, a backlog, a delivery behind an earlier one of its entity).
+pub const DISPATCH_CLAIMS_TOTAL: &str = "idem_dispatch_claims_total";
+/// Times a destination's dispatcher claimed fewer deliveries than its free permits allowed, or
+/// none, for want of a token of its `rate_limit`; label `destination`.
+pub const DISPATCH_RATE_LIMITED_TOTAL: &str = "idem_dispatch_rate_limited_total";
+/// 1 while a destination is paused (as this process last read it from the database), else 0;
+/// label `destination`.
+pub const DESTINATION_PAUSED: &str = "idem_destination_paused";
 /// Time of one delivery attempt (request to response or failure), in seconds; label
 /// `destination`.
 pub const DISPATCH_DURATION_SECONDS: &str = "idem_dispatch_duration_seconds";
@@ -68,6 +78,21 @@ pub fn describe() {
         DISPATCH_TOTAL,
         Unit::Count,
         "Delivery outcomes by destination (delivered, stale, retry, dead)."
+    );
+    describe_counter!(
+        DISPATCH_CLAIMS_TOTAL,
+        Unit::Count,
+        "Deliveries claimed for an attempt by destination and path (handoff from ingest, due query)."
+    );
+    describe_counter!(
+        DISPATCH_RATE_LIMITED_TOTAL,
+        Unit::Count,
+        "Claims cut short or put off by a destination's rate limit."
+    );
+    describe_gauge!(
+        DESTINATION_PAUSED,
+        Unit::Count,
+        "1 while a destination is paused, as this process last read it."
     );
     describe_histogram!(
         DISPATCH_DURATION_SECONDS,

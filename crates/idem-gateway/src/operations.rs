@@ -52,7 +52,10 @@ pub struct DeliverySummary {
     pub state: DeliveryState,
     /// Sent with `Idem-Version-Tie: true`.
     pub tie: bool,
-    /// Why it is stale: both versions.
+    /// The version guard's remark (docs/gateway.md, `GET /admin/events/…`): a stale event's
+    /// two versions, `first event of its entity`, a version gap (`version gap: 3 was next, 5
+    /// arrived`), or why its version could not be compared; `None` for a newer version, a tie
+    /// or an unordered route.
     pub note: Option<String>,
     /// Attempts made so far.
     pub attempts: i64,
@@ -99,19 +102,22 @@ pub struct EventDetail {
 pub struct RedriveRequest {
     /// Only this destination's; it must be configured.
     pub destination: Option<String>,
-    /// Only this dead letter (a delivery id from [`Gateway::dead_letters`]); it must be one.
-    pub delivery: Option<i64>,
+    /// Only these dead letters (delivery ids from [`Gateway::dead_letters`]); each must be one
+    /// (of `destination`, when given). Empty: every dead letter (of `destination`).
+    pub deliveries: Vec<i64>,
     /// On drop-stale routes, also redrive dead letters older than their entity's newest
     /// delivered event.
     pub force: bool,
+    /// Count only (`redriven` says how many would be); change nothing.
+    pub dry_run: bool,
 }
 
-/// What a redrive did.
+/// What a redrive did (or, dry, would do).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RedriveReport {
     /// Dead letters asked for.
     pub matched: u64,
-    /// Made due again (new attempts, same Idempotency-Key).
+    /// Made due again (new attempts, same Idempotency-Key); dry: would be.
     pub redriven: u64,
     /// Refused on a drop-stale route (without force): older than the newest event of their
     /// entity that was delivered (or is being sent); they stay dead letters.
@@ -128,6 +134,9 @@ pub struct ReplayRequest {
     pub since: i64,
     /// Up to this time (ms since the epoch), exclusive; `None` = now. It must be after `since`.
     pub until: Option<i64>,
+    /// Only events of this type: an exact type (`invoice.paid`), or a prefix ending in `*`
+    /// (`invoice.*`), as routes' `event_types` match. `None`: every event.
+    pub event_type: Option<String>,
     /// Count only; change nothing.
     pub dry_run: bool,
     /// On drop-stale routes, also re-send stale events and events older than their entity's
@@ -138,9 +147,9 @@ pub struct ReplayRequest {
 /// What a replay did (or, dry, would do).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ReplayReport {
-    /// Deliveries of events in the range.
+    /// Deliveries of events in the range (of the event type, when given).
     pub matched: u64,
-    /// Made due again (new attempts, same Idempotency-Key).
+    /// Made due again (new attempts, same Idempotency-Key); dry: would be.
     pub requeued: u64,
     /// Skipped: still pending or in flight.
     pub in_progress: u64,
@@ -160,6 +169,9 @@ pub struct GcReport {
     pub events: u64,
     /// Raw bodies past body_retention.
     pub bodies: u64,
+    /// Per-minute count rows older than [`COUNTS_KEPT`](crate::counters::COUNTS_KEPT) (ended
+    /// console sessions are deleted too, uncounted).
+    pub counts: u64,
 }
 
 impl From<StoredEvent> for EventSummary {
@@ -227,7 +239,7 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     /// `Ok` when a destination named `name` is configured; otherwise
     /// [`RequestError::UnknownDestination`] naming the configured ones.
-    fn known_destination(&self, name: &str) -> Result<(), RequestError> {
+    pub(crate) fn known_destination(&self, name: &str) -> Result<(), RequestError> {
         let known = &self.config().destinations;
         if known.iter().any(|d| d.name.as_str() == name) {
             return Ok(());
@@ -302,39 +314,37 @@ impl<DB: GatewayDb> Gateway<DB> {
         Ok(rows.into_iter().map(DeliverySummary::from).collect())
     }
 
-    /// Makes dead letters due again with a fresh retry schedule: the dead letter
-    /// `request.delivery`, or every dead letter of `request.destination` (or of all
-    /// destinations). Attempts keep their numbers and the Idempotency-Key stays the same. On a
-    /// drop-stale route a dead letter older than the newest event of its entity that was
-    /// delivered (or is being sent) is refused unless `force`: sending it would put the older
-    /// state after the newer one (C5). The same rule as [`replay`](Self::replay), by the same
-    /// code.
+    /// Makes dead letters due again with a fresh retry schedule: the dead letters
+    /// `request.deliveries`, or every dead letter of `request.destination` (or of all
+    /// destinations); with `dry_run`, counts them and changes nothing. Attempts keep their
+    /// numbers and the Idempotency-Key stays the same. On a drop-stale route a dead letter older
+    /// than the newest event of its entity that was delivered (or is being sent) is refused
+    /// unless `force`: sending it would put the older state after the newer one (C5). The same
+    /// rule as [`replay`](Self::replay), by the same code.
     ///
     /// # Errors
     /// [`Error::Request`] before anything is changed: [`RequestError::UnknownDestination`] when
-    /// `destination` is not configured, [`RequestError::UnknownDeadLetter`] when `delivery` is
-    /// not a dead letter (of `destination`, when given); [`Error::Store`]: the dead letters
-    /// redriven before the error stay redriven.
+    /// `destination` is not configured, [`RequestError::UnknownDeadLetter`] naming the first of
+    /// `deliveries` that is not a dead letter (of `destination`, when given); [`Error::Store`]:
+    /// the dead letters redriven before the error stay redriven.
     pub async fn redrive(&self, request: &RedriveRequest) -> Result<RedriveReport, Error> {
         if let Some(name) = &request.destination {
             self.known_destination(name)?;
         }
         let mut conn = self.store().pool().acquire().await?;
-        let rows = DB::redrive_candidates(
-            &mut conn,
-            request.destination.as_deref().unwrap_or(""),
-            request.delivery.unwrap_or(0),
-        )
-        .await?;
-        if let (Some(id), true) = (request.delivery, rows.is_empty()) {
+        let mut ids = request.deliveries.clone();
+        ids.sort_unstable();
+        ids.dedup();
+        let rows = DB::redrive_candidates(&mut conn, request.destination.as_deref(), &ids).await?;
+        if let Some(id) = ids.iter().find(|id| !rows.iter().any(|row| row.id == **id)) {
             return Err(RequestError::UnknownDeadLetter {
-                id,
+                id: *id,
                 destination: request.destination.clone(),
             }
             .into());
         }
         let report = self
-            .requeue(&mut conn, rows, request.force, false, &|_, _| {})
+            .requeue(&mut conn, rows, request.force, request.dry_run, &|_, _| {})
             .await?;
         Ok(RedriveReport {
             matched: report.matched,
@@ -343,7 +353,8 @@ impl<DB: GatewayDb> Gateway<DB> {
         })
     }
 
-    /// Replays the deliveries of `request.source`'s events received in the range: each finished
+    /// Replays the deliveries of `request.source`'s events received in the range (of
+    /// `request.event_type`, when given): each finished
     /// delivery (delivered, stale, dead) becomes due again, a new attempt of the same event.
     /// On a drop-stale route, a stale event, or one older than the newest event of its entity
     /// that was delivered (or is being sent), is skipped unless `force`, as
@@ -351,7 +362,8 @@ impl<DB: GatewayDb> Gateway<DB> {
     ///
     /// # Errors
     /// [`Error::Request`] when the source is not configured
-    /// ([`RequestError::UnknownSource`]) or `since` is not before `until`
+    /// ([`RequestError::UnknownSource`]), `event_type` is no pattern
+    /// ([`RequestError::BadEventType`]) or `since` is not before `until`
     /// ([`RequestError::EmptyRange`]), before anything is changed; [`Error::Store`]: the
     /// deliveries requeued before the error stay requeued.
     pub async fn replay(
@@ -360,6 +372,16 @@ impl<DB: GatewayDb> Gateway<DB> {
         progress: &(dyn Fn(u64, u64) + Send + Sync),
     ) -> Result<ReplayReport, Error> {
         self.known_source(&request.source)?;
+        if let Some(pattern) = request
+            .event_type
+            .as_ref()
+            .filter(|p| !crate::config::is_type_pattern(p))
+        {
+            return Err(RequestError::BadEventType {
+                value: pattern.clone(),
+            }
+            .into());
+        }
         let now = self.now().as_millis();
         // Without `until`, the range ends now, inclusive.
         let until = request.until.unwrap_or(now + 1);
@@ -371,7 +393,11 @@ impl<DB: GatewayDb> Gateway<DB> {
             .into());
         }
         let mut conn = self.store().pool().acquire().await?;
-        let rows = DB::replay_candidates(&mut conn, &request.source, request.since, until).await?;
+        let mut rows =
+            DB::replay_candidates(&mut conn, &request.source, request.since, until).await?;
+        if let Some(pattern) = &request.event_type {
+            rows.retain(|row| crate::config::type_matches(pattern, row.event_type.as_deref()));
+        }
         self.requeue(&mut conn, rows, request.force, request.dry_run, progress)
             .await
     }
@@ -420,7 +446,9 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     /// Deletes what the retention no longer needs, in small batches (C9): inbox keys and
     /// finished events older than `retention` (never an event still to be sent or a dead
-    /// letter, never version-guard rows), and raw bodies older than `body_retention`. With
+    /// letter, never version-guard rows), and raw bodies older than `body_retention`; and the
+    /// console's count rows older than [`COUNTS_KEPT`](crate::counters::COUNTS_KEPT) and its
+    /// ended sessions. With
     /// `retention = "forever"` no key, event or row of idem's tables is deleted: only bodies
     /// are dropped.
     ///
@@ -432,6 +460,13 @@ impl<DB: GatewayDb> Gateway<DB> {
         let mut report = GcReport::default();
         if let Some(retention) = config.retention.duration() {
             self.gc_keys(retention, batch, &mut report).await?;
+        }
+        {
+            let mut conn = self.store().pool().acquire().await?;
+            let now = self.now();
+            let before = now.saturating_sub(crate::counters::COUNTS_KEPT).as_millis();
+            report.counts = DB::delete_counts(&mut conn, before).await?;
+            DB::delete_expired_sessions(&mut conn, now.as_millis()).await?;
         }
         if let Some(keep) = config.body_retention {
             let cutoff = self.now().saturating_sub(keep).as_millis();

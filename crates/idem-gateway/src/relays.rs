@@ -24,6 +24,7 @@ use idem_sql::redact_url;
 
 use crate::config::{OutboxRelay, RelayTarget};
 use crate::store::DatabaseKind;
+use crate::tls::TlsSettings;
 
 /// How long connecting to the target or the database may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -165,8 +166,12 @@ async fn with_store<DB: Backend>(
                 stopped,
             ))
         }
-        RelayTarget::Http { url, timeout } => {
-            let client = reqwest::Client::builder()
+        RelayTarget::Http { url, timeout, tls } => {
+            let builder = tls.as_ref().map_or_else(
+                crate::tls::default_client_builder,
+                TlsSettings::client_builder,
+            );
+            let client = builder
                 .timeout(*timeout)
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))?;

@@ -138,17 +138,38 @@ impl Server {
             let running = relays::connect(relay, stopped.clone()).await?;
             ready_relays.push((relay.name.to_string(), running));
         }
-        let client = reqwest::Client::builder().build().map_err(|e| Error::Io {
-            what: "building the HTTP client".into(),
-            source: std::io::Error::other(e),
-        })?;
+        let build = |what: String, builder: reqwest::ClientBuilder| {
+            builder.build().map_err(|e| Error::Io {
+                what,
+                source: std::io::Error::other(e),
+            })
+        };
+        // One client (one connection pool) for the destinations without TLS settings; one of
+        // its own for each destination with them.
+        let shared = build(
+            "building the HTTP client".into(),
+            crate::tls::default_client_builder(),
+        )?;
+        let mut clients = Vec::new();
+        for destination in &gateway.config().destinations {
+            clients.push(match &destination.tls {
+                None => shared.clone(),
+                Some(tls) => build(
+                    format!(
+                        "building the HTTP client of destination {:?}",
+                        destination.name.as_str()
+                    ),
+                    tls.client_builder(),
+                )?,
+            });
+        }
         let (failed, failure) = watch::channel(false);
         let mut dispatchers = Vec::new();
-        for index in 0..gateway.config().destinations.len() {
+        for (index, client) in clients.into_iter().enumerate() {
             let dispatcher = tokio::spawn(dispatch::run(
                 gateway.clone(),
                 index,
-                client.clone(),
+                client,
                 stopped.clone(),
             ));
             dispatchers.push(tokio::spawn(supervise(
@@ -409,7 +430,9 @@ fn routers<DB: GatewayDb>(
     let metrics = Router::new()
         .route("/metrics", get(render_metrics::<DB>))
         .with_state(gateway.clone());
-    let admin = crate::admin::router(gateway.clone());
+    // The console is served where the admin API is.
+    let admin =
+        crate::admin::router(gateway.clone()).merge(crate::console::router(gateway.clone()));
     let webhooks = Router::new()
         .route("/webhooks/{source}", post(ingest::handle::<DB>))
         .layer(DefaultBodyLimit::max(limit))

@@ -50,7 +50,7 @@ pub use store::PgStore;
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
 pub use store::Store;
-pub use version_guard::VersionGuard;
+pub use version_guard::{Proposed, VersionGuard};
 
 /// The sqlx this crate is built with, for opening transactions and writing queries with the same
 /// types.

@@ -12,12 +12,15 @@
 //!   topics, produced records and the application's tables;
 //! - [`private_postgres`]: a PostgreSQL server of the test's own, which it stops and starts;
 //! - [`silent_server`]: a server that accepts TCP and never answers;
+//! - [`http_client`]: an HTTP client with its own rustls configuration (reqwest has no
+//!   crypto provider to fall back on);
 //! - [`both_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into two tests,
 //!   `name::sqlite` and `name::postgres`.
 
 pub mod child;
 pub mod crash_stream;
 pub mod downstream;
+mod http_client;
 pub mod nats;
 pub mod outbox;
 pub mod private_postgres;
@@ -31,6 +34,8 @@ use idem_sql::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
 use idem_sql::{Backend, PgStore, SqliteStore, Store};
 use tempfile::TempDir;
 use tokio::sync::OnceCell;
+
+pub use http_client::{http_client, http_client_builder};
 
 /// The PostgreSQL server tests use, unless `IDEM_TEST_POSTGRES_URL` names another (a URL of an
 /// existing database on it, used only to create and drop test databases).

@@ -136,12 +136,25 @@ pub struct Answer {
 }
 
 impl Target {
-    /// A target at `url`, signing with `signer`; each request times out after 30 s.
+    /// A target at `url` (`http://`, or `https://` with a certificate chaining to a Mozilla
+    /// root of `webpki-roots`), signing with `signer`; each request times out after 30 s.
     ///
     /// # Errors
     /// [`VerifyError::Client`] when the HTTP client cannot be built.
     pub fn new(url: &str, signer: Signer) -> Result<Self, VerifyError> {
+        // Its own rustls configuration (ring, the Mozilla roots): reqwest then needs no
+        // process-wide crypto provider.
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports rustls's default protocol versions")
+        .with_root_certificates(rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        })
+        .with_no_client_auth();
         let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(VerifyError::Client)?;

@@ -40,7 +40,7 @@ async fn call(
     key: Option<&str>,
     body: Option<Value>,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
-    let mut request = reqwest::Client::new().request(method, url);
+    let mut request = idem_testkit::http_client().request(method, url);
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -263,7 +263,7 @@ async fn unknown_routes_are_404_not_idempotency_errors() {
 /// Delivers `body` to the webhook endpoint, signed with `secret` (as Stripe does, at the current
 /// time) unless `None`; returns the status and the `Idem-Outcome` or the problem type.
 async fn deliver(base: &str, body: &str, secret: Option<&str>) -> (u16, String) {
-    let mut request = reqwest::Client::new()
+    let mut request = idem_testkit::http_client()
         .post(format!("{base}/webhooks/stripe"))
         .header("content-type", "application/json")
         .body(body.to_owned());

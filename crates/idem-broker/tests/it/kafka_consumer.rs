@@ -521,7 +521,94 @@ async fn members_share_partitions_and_hand_them_over<DB: AppDb>(store: Store<DB>
     assert_eq!(kafka::output(&store, &consumer).await, expected);
 }
 
+/// A record on the test topic with `value` and the `headers` given.
+fn record_with(value: &str, headers: &[(&str, &str)]) -> idem_broker::rskafka::record::Record {
+    let mut record = kafka::record(Some("k"), value.as_bytes(), None);
+    for (name, v) in headers {
+        record
+            .headers
+            .insert((*name).to_owned(), v.as_bytes().to_vec());
+    }
+    record
+}
+
+/// Event ids come from the configured header, else from the record's position; two consumer
+/// names are two cursors. One partition holds, in order: `a1` and `a2`, both with `x-event-id:
+/// A` (a republish); `b` twice with no header (the same bytes written twice: two positions, so
+/// two events, the case where a position id is not safe); `c` with only `idem-message-id: A`.
+/// - `ids_a` reads `x-event-id`: `a1`, `b`, `b`, `c` applied (4 rows, 3 distinct values), `a2`
+///   a duplicate.
+/// - `ids_b` (default header `idem-message-id`) on the same topic and database: every record
+///   applied once more under its own cursor and inbox (`c` is `A` there, the others are
+///   positions), 5 rows, and `ids_a`'s rows and offsets untouched.
+async fn event_ids_come_from_the_header_else_the_position<DB: AppDb>(store: Store<DB>) {
+    kept();
+    let client = kafka::client().await;
+    let topic = kafka::create_topic(&client, "ids", 1).await;
+    let records = vec![
+        record_with("a1", &[("x-event-id", "A")]),
+        record_with("a2", &[("x-event-id", "A")]),
+        record_with("b", &[]),
+        record_with("b", &[]),
+        record_with("c", &[("idem-message-id", "A")]),
+    ];
+    kafka::produce(&client, &topic, 0, records).await;
+    let ends = kafka::high_watermarks(&client, &topic, 1).await;
+    assert_eq!(ends, BTreeMap::from([(0, 5)]));
+    kafka::create_app_tables(&store).await;
+    let source = Name::new("source", "orders").unwrap();
+
+    let custom = consumer_name("ids_a");
+    let processor = KafkaProcessor::new(
+        store.clone(),
+        &custom,
+        source.clone(),
+        kafka::effect_handler::<DB>(&custom, "m"),
+    )
+    .message_id_header("x-event-id");
+    let counts = processor.stats();
+    let running = start(&store, &custom, &topic, processor, "one").await;
+    kafka::wait_settled(&store, &custom, &topic, &ends, WAIT).await;
+    running.stop().await;
+    let got = counts.get();
+    assert_eq!((got.applied, got.duplicate), (4, 1));
+    let custom_output = Output {
+        rows: 4,
+        events: 3,
+        order_violations: 0,
+    };
+    assert_eq!(kafka::output(&store, &custom).await, custom_output);
+
+    let default = consumer_name("ids_b");
+    let processor = KafkaProcessor::new(
+        store.clone(),
+        &default,
+        source,
+        kafka::effect_handler::<DB>(&default, "m"),
+    );
+    let counts = processor.stats();
+    let running = start(&store, &default, &topic, processor, "one").await;
+    kafka::wait_settled(&store, &default, &topic, &ends, WAIT).await;
+    running.stop().await;
+    let got = counts.get();
+    assert_eq!((got.applied, got.duplicate), (5, 0));
+    let default_output = Output {
+        rows: 5,
+        events: 4,
+        order_violations: 0,
+    };
+    assert_eq!(kafka::output(&store, &default).await, default_output);
+    assert_eq!(kafka::output(&store, &custom).await, custom_output);
+    for consumer in [&custom, &default] {
+        let rows = store.kafka_offsets(consumer).list(&topic).await.unwrap();
+        let offsets: Vec<(i32, Option<i64>)> =
+            rows.iter().map(|o| (o.partition, o.next_offset)).collect();
+        assert_eq!(offsets, vec![(0, Some(5))], "{consumer}'s own cursor");
+    }
+}
+
 both_stores!(
+    event_ids_come_from_the_header_else_the_position,
     republished_messages_are_applied_once,
     poison_message_is_dead_lettered_and_its_partition_goes_on,
     poison_message_halts_its_partition_when_told_to,

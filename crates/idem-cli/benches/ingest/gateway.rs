@@ -19,6 +19,8 @@ pub(crate) struct Serve {
     child: Child,
     /// Its webhook URL for source `stripe`.
     pub(crate) url: String,
+    /// The name of its PostgreSQL database; `None` on SQLite.
+    database: Option<String>,
 }
 
 impl Serve {
@@ -57,8 +59,15 @@ impl Serve {
         let serve = Self {
             child,
             url: format!("http://127.0.0.1:{port}/webhooks/stripe"),
+            database: (!database_url.starts_with("sqlite:")).then(|| {
+                database_url
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            }),
         };
-        let client = reqwest::Client::new();
+        let client = idem_testkit::http_client();
         let health = format!("http://127.0.0.1:{port}/healthz");
         for _ in 0..600 {
             if client.get(&health).send().await.is_ok() {
@@ -67,6 +76,47 @@ impl Serve {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("idem serve did not start");
+    }
+
+    /// What its `/metrics` says of how deliveries were claimed (`idem_dispatch_claims_total` by
+    /// path, cumulative over the process's life) and of the group commits (requests per commit): where forwarding's work went.
+    pub(crate) async fn dispatch_summary(&self) -> String {
+        let url = self.url.replace("/webhooks/stripe", "/metrics");
+        let Ok(answer) = idem_testkit::http_client().get(&url).send().await else {
+            return "metrics unavailable".into();
+        };
+        let text = answer.text().await.unwrap_or_default();
+        let value = |prefix: &str| -> f64 {
+            text.lines()
+                .filter(|l| l.starts_with(prefix))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        let handoff = value("idem_dispatch_claims_total{destination=\"app\",path=\"handoff\"}");
+        let successor = value("idem_dispatch_claims_total{destination=\"app\",path=\"successor\"}");
+        let due = value("idem_dispatch_claims_total{destination=\"app\",path=\"due\"}");
+        let commits = value("idem_ingest_batch_size_count");
+        let requests = value("idem_ingest_batch_size_sum");
+        format!(
+            "claims: {handoff:.0} handed off by ingest, {successor:.0} by the end of their entity's previous attempt, {due:.0} by due queries; {commits:.0} group commits of {:.1} requests on average",
+            requests / commits.max(1.0)
+        )
+    }
+
+    /// Its PostgreSQL database's name; `None` on SQLite.
+    pub(crate) fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Starts its peak resident set (VmHWM) again from its current size (Linux's
+    /// `/proc/{pid}/clear_refs`, value 5), so that a step's peak is its own.
+    pub(crate) fn reset_peak_rss(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5");
     }
 
     /// Its peak resident set so far (VmHWM), in KiB.

@@ -79,7 +79,7 @@ pub(crate) async fn closed_loop(url: &str, run: &str, secs: u64, duplicates: f64
     for task in 0..CONNECTIONS as u64 {
         let (url, run, errors) = (url.to_owned(), run.to_owned(), Arc::clone(&errors));
         tasks.spawn(async move {
-            let client = reqwest::Client::new();
+            let client = idem_testkit::http_client();
             let mut latencies = Vec::new();
             let mut next = task;
             let mut sent = 0_u64;
@@ -125,7 +125,7 @@ pub(crate) async fn closed_loop(url: &str, run: &str, secs: u64, duplicates: f64
 /// Open loop: `rate` requests per second for `secs`, each sent at its time on a connection of a
 /// shared pool whatever the earlier ones take (at most 4,096 in flight; more count as errors).
 pub(crate) async fn open_loop(url: &str, run: &str, rate: f64, secs: u64) -> Measured {
-    let client = reqwest::Client::builder()
+    let client = idem_testkit::http_client_builder()
         .pool_max_idle_per_host(256)
         .build()
         .expect("client");

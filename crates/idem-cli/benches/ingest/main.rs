@@ -13,7 +13,8 @@
 //!   to its arrival is at most 1 s;
 //! - **forwarding rate**: deliveries per second over the closed-loop forwarding run, from its
 //!   start until its last accepted event arrived (the backlog drained);
-//! - peak RSS of `idem serve` over the forwarding runs.
+//! - peak RSS of `idem serve` over the closed-loop forwarding run and the open-loop steps it
+//!   held (each step's peak is its own; one not held queues requests without bound).
 //!
 //! Every setting runs the release binary as a child process, the load from this process and
 //! the baselines and the application each on a runtime of their own. Durability as shipped:
@@ -24,6 +25,7 @@
 //! skips the SQLite gateway runs (to study PostgreSQL alone).
 
 mod baselines;
+mod cpu;
 mod gateway;
 mod load;
 mod own_runtime;
@@ -186,7 +188,7 @@ async fn run() {
             ratio(f.forwarding.p99.as_secs_f64(), f.ingest.p99.as_secs_f64())
         );
         println!(
-            "  {store:<10} peak RSS while forwarding  {:>6} MiB  [<= 64]",
+            "  {store:<10} peak RSS, forwarding held  {:>6} MiB  [<= 64]",
             f.peak_rss_kib / 1024
         );
     }
@@ -203,8 +205,16 @@ async fn gateway_runs(
 ) -> StoreFigures {
     let ingest = {
         let serve = Serve::start(&urls[0], None, dir).await;
+        let cpu = cpu::Snapshot::take(serve.pid(), serve.database());
         let unique = load::closed_loop(&serve.url, &run_id("i"), secs, 0.0).await;
         row(&format!("idem serve, {store}, ingest-only"), &unique);
+        println!(
+            "  {}",
+            cpu.per_event(
+                &cpu::Snapshot::take(serve.pid(), serve.database()),
+                unique.accepted
+            )
+        );
         let dup = load::closed_loop(&serve.url, &run_id("d"), secs, 0.3).await;
         row(&format!("idem serve, {store}, ingest-only, 30 % dup"), &dup);
         unique
@@ -224,6 +234,7 @@ async fn forwarding_runs(
     let app = App::start();
     let (forwarding, forwarded, mut peak) = {
         let serve = Serve::start(forward_url, Some(&app), dir).await;
+        let cpu = cpu::Snapshot::take(serve.pid(), serve.database());
         let started = Instant::now();
         let measured = load::closed_loop(&serve.url, &run_id("f"), secs, 0.0).await;
         row(
@@ -236,26 +247,48 @@ async fn forwarding_runs(
             "{:<44} {forwarded:>9.0}",
             format!("  forwarded, deliveries/s")
         );
+        println!(
+            "  {}",
+            cpu.per_event(
+                &cpu::Snapshot::take(serve.pid(), serve.database()),
+                measured.accepted
+            )
+        );
+        println!("  {}", serve.dispatch_summary().await);
         (measured, forwarded, serve.peak_rss_kib())
     };
     let serve = Serve::start(open_url, Some(&app), dir).await;
     let mut sustainable = 0.0;
     for share in STEPS {
         let rate = (ingest.rate * share).max(1.0);
+        serve.reset_peak_rss();
+        let cpu = cpu::Snapshot::take(serve.pid(), serve.database());
         let measured = load::open_loop(&serve.url, &run_id("o"), rate, step_secs).await;
         // The last events get their 1 s too.
         tokio::time::sleep(DELIVERY_P99 + Duration::from_secs(1)).await;
         let stale = stale_events(open_url).await;
         let (p99, missing) = load::delivery_delay(&measured.accepted_at, &app.arrived(), &stale);
-        peak = peak.max(serve.peak_rss_kib());
+        let step_peak = serve.peak_rss_kib();
         let held = p99 <= DELIVERY_P99 && missing == 0 && measured.errors == 0;
+        if held {
+            peak = peak.max(step_peak);
+        }
+        println!("    {}", serve.dispatch_summary().await);
         println!(
-            "  open loop {store} at {rate:>6.0}/s ({:.0} % of ingest-only): accepted {:>6}, stale {:>4}, delivery p99 {:>8.1} ms, not delivered {missing}, errors {} -> {}",
+            "    {}",
+            cpu.per_event(
+                &cpu::Snapshot::take(serve.pid(), serve.database()),
+                measured.accepted
+            )
+        );
+        println!(
+            "  open loop {store} at {rate:>6.0}/s ({:.0} % of ingest-only): accepted {:>6}, stale {:>4}, delivery p99 {:>8.1} ms, not delivered {missing}, errors {}, peak RSS {} MiB -> {}",
             share * 100.0,
             measured.accepted_at.len(),
             stale.len(),
             p99.as_secs_f64() * 1e3,
             measured.errors,
+            step_peak / 1024,
             if held { "held" } else { "not held" }
         );
         if !held {

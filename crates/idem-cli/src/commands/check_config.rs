@@ -30,8 +30,22 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
         }
     }
     for destination in &config.destinations {
+        // The TLS files were read and checked with the configuration; the rate limit applies
+        // per gateway process.
+        let mut extra = Vec::new();
+        if let Some(tls) = destination.tls.as_ref().and_then(|tls| tls.describe()) {
+            extra.push(tls);
+        }
+        if let Some(limit) = destination.rate_limit {
+            extra.push(format!("rate limit {limit} per process"));
+        }
+        let extra = if extra.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", extra.join(", "))
+        };
         outln!(
-            "  destination   {} -> {}",
+            "  destination   {} -> {}{extra}",
             destination.name,
             destination.url
         )?;
@@ -56,6 +70,15 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
             relay.batch_size,
             humantime::format_duration(relay.poll_interval)
         )?;
+    }
+    match &config.telemetry {
+        Some(telemetry) => outln!(
+            "  traces        {} (service {}, sample ratio {})",
+            telemetry.traces_url,
+            telemetry.service_name,
+            telemetry.sample_ratio
+        )?,
+        None => outln!("  traces        off")?,
     }
     Ok(ExitCode::SUCCESS)
 }

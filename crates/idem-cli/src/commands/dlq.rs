@@ -1,5 +1,5 @@
 //! `idem dlq list [--destination D] [--limit N]` and `idem dlq redrive [--destination D]
-//! [--id ID]`: the gateway's dead letters (deliveries that failed their whole schedule).
+//! [--id ID]… [--force] [--dry-run]`: the gateway's dead letters (deliveries that failed their whole schedule).
 
 use std::process::ExitCode;
 
@@ -40,18 +40,28 @@ pub(super) async fn dlq<DB: GatewayDb>(
             destination,
             id,
             force,
+            dry_run,
         } => {
             // An unknown destination or dead letter is refused, naming what exists.
             let request = RedriveRequest {
                 destination,
-                delivery: id,
+                deliveries: id,
                 force,
+                dry_run,
             };
             let report = gateway.redrive(&request).await?;
-            outln!(
-                "{} dead letters redriven; a running `idem serve` sends them now",
-                report.redriven
-            )?;
+            if dry_run {
+                outln!(
+                    "{} dead letters matched: {} would be redriven (nothing changed)",
+                    report.matched,
+                    report.redriven
+                )?;
+            } else {
+                outln!(
+                    "{} dead letters redriven; a running `idem serve` sends them now",
+                    report.redriven
+                )?;
+            }
             if report.older > 0 {
                 outln!(
                     "{} refused as older than the entity's newest delivered event; use --force",

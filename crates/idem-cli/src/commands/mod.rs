@@ -4,6 +4,7 @@
 mod check_config;
 mod dead_letters;
 mod demo;
+mod destination;
 mod dlq;
 mod effects;
 mod events;
@@ -20,6 +21,7 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use anyhow::{Context, bail};
+use idem_gateway::traces::Traces;
 use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb};
 use std::time::Duration;
 
@@ -28,19 +30,25 @@ use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use idem_sql::sqlx::{Postgres, Sqlite};
 use idem_sql::{PoolOptions, Store};
 
-use crate::cli::{Cli, Command, DlqCommand, EventsCommand, ReplayArgs};
+use crate::cli::{Cli, Command, DestinationCommand, DlqCommand, EventsCommand, ReplayArgs};
 
 /// The commands that work on the gateway's own database.
 enum OnGateway {
     Serve,
     Events(EventsCommand),
     Dlq(DlqCommand),
+    Destination(DestinationCommand),
     Replay(ReplayArgs),
     Gc,
 }
 
 /// Runs one command; the exit code says whether it succeeded.
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let log_filter = cli.log_filter();
+    // `idem serve` installs its subscriber once its configuration says whether traces are on.
+    if !matches!(cli.command, Command::Serve) {
+        crate::logging::init(log_filter, None);
+    }
     // idem's own tables, usually in the application's database: with --database the
     // configuration is not read at all; without, only its database_url is needed (its secrets
     // need not be set).
@@ -62,7 +70,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return dead_letters::dead_letters(&ledger_url(args.database)?, args.command).await;
         }
         Command::Lint { args } => return lint::lint(args),
-        Command::Demo => {
+        Command::Demo { console } => {
             if let Some(path) = &cli.config {
                 bail!(
                     "idem demo takes no --config (given {}): it runs its own gateway, sources and \
@@ -70,7 +78,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     path.display()
                 );
             }
-            return demo::demo().await;
+            return demo::demo(console).await;
         }
         Command::Verify(args) => {
             let result = match &cli.config {
@@ -95,6 +103,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve => OnGateway::Serve,
         Command::Events(command) => OnGateway::Events(command),
         Command::Dlq(command) => OnGateway::Dlq(command),
+        Command::Destination(command) => OnGateway::Destination(command),
         Command::Replay(args) => OnGateway::Replay(args),
         Command::Gc => OnGateway::Gc,
     };
@@ -102,6 +111,40 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Only `idem serve` verifies, signs and authenticates: the operator commands run without
     // the secrets in their environment.
     let config = load(&cli.config, serve)?;
+    let traces = match &config.telemetry {
+        Some(settings) if serve => Some(Traces::start(settings)?),
+        _ => None,
+    };
+    if serve {
+        crate::logging::init(log_filter, traces.as_ref());
+    }
+    if let (Some(settings), Some(_)) = (&config.telemetry, &traces) {
+        tracing::info!(
+            url = %settings.traces_url,
+            service = %settings.service_name,
+            sample_ratio = settings.sample_ratio,
+            "exporting traces (OTLP over HTTP)"
+        );
+    }
+    let result = on_database(on_gateway, config, serve).await;
+    if let Some(traces) = traces {
+        // Blocks until the collector answered: off the runtime's threads.
+        match tokio::task::spawn_blocking(move || traces.shutdown()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the last spans were not exported"),
+            Err(e) => tracing::warn!(error = %e, "the last spans were not exported"),
+        }
+    }
+    result
+}
+
+/// Opens the gateway's database of `config` and runs `on_gateway` on it (`serve`: as `idem
+/// serve`, creating a missing SQLite file).
+async fn on_database(
+    on_gateway: OnGateway,
+    config: Config,
+    serve: bool,
+) -> anyhow::Result<ExitCode> {
     let url = config.database_url.clone();
     match DatabaseKind::of(&url) {
         Some(DatabaseKind::Sqlite) if serve => {
@@ -165,6 +208,8 @@ fn load(path: &Option<std::path::PathBuf>, secrets: bool) -> anyhow::Result<Conf
     Ok(match path {
         Some(path) if secrets => Config::load(path)?,
         Some(path) => Config::load_for_operations(path)?,
+        // The defaults, with the OpenTelemetry variables that may turn traces on.
+        None if secrets => Config::from_toml("", &|var| std::env::var(var).ok())?,
         None => Config::defaults(),
     })
 }
@@ -179,6 +224,7 @@ async fn on_store<DB: GatewayDb>(
         OnGateway::Serve => serve::serve(gateway).await,
         OnGateway::Events(command) => events::events(&gateway, command).await,
         OnGateway::Dlq(command) => dlq::dlq(&gateway, command).await,
+        OnGateway::Destination(command) => destination::destination(&gateway, command).await,
         OnGateway::Replay(args) => replay::replay(&gateway, args).await,
         OnGateway::Gc => gc::gc(&gateway).await,
     }

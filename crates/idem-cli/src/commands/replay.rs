@@ -1,4 +1,4 @@
-//! `idem replay --source S --since T [--until T] [--dry-run] [--force]`: send a source's events of
+//! `idem replay --source S --since T [--until T] [--type T] [--dry-run] [--force]`: send a source's events of
 //! a time range again (new attempts of the same events, under the same Idempotency-Key).
 
 use std::io::IsTerminal;
@@ -38,6 +38,7 @@ pub(super) async fn replay<DB: GatewayDb>(
         source: args.source,
         since,
         until,
+        event_type: args.event_type,
         dry_run: args.dry_run,
         force: args.force,
     };

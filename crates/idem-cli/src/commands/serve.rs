@@ -20,6 +20,15 @@ pub(super) async fn serve<DB: GatewayDb>(gateway: Gateway<DB>) -> anyhow::Result
         routes = config.routes.len(),
         "idem gateway serving"
     );
+    if config.admin_token.is_some() && config.console.enabled {
+        let at = server.admin_addr().unwrap_or(server.local_addr());
+        let url = config
+            .console
+            .url
+            .as_ref()
+            .map_or_else(|| format!("http://{at}/console"), ToString::to_string);
+        tracing::info!(%url, "web console serving (sign in with the admin token)");
+    }
     server.run_until(shutdown_signal()).await?;
     tracing::info!("drained; exiting");
     Ok(ExitCode::SUCCESS)

@@ -91,7 +91,7 @@ async fn serve_forwards_a_real_stripe_event_and_drains_on_sigterm() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let client = reqwest::Client::new();
+    let client = idem_testkit::http_client();
     let base = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(20);
     while client.get(format!("{base}/readyz")).send().await.is_err() {

@@ -119,3 +119,57 @@ url = "http://127.0.0.1:3000"
         assert!(!stdout.contains(secret), "{stdout}");
     }
 }
+
+/// Issue 16: `idem check-config` refuses a `ca_file` it cannot read or use, naming the key and
+/// the path, and shows a destination's rate limit.
+#[test]
+fn check_config_names_an_unreadable_or_invalid_ca_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    let config = |extra: &str| {
+        format!(
+            "[[destination]]\nname = \"app\"\nurl = \"https://hooks.example.com/events\"\nsigning_secret_env = \"CHECK_APP_SECRET\"\n{extra}\n"
+        )
+    };
+    let check = |text: String| {
+        std::fs::write(&path, text).unwrap();
+        std::process::Command::new(IDEM)
+            .args(["--config", path.to_str().unwrap(), "check-config"])
+            .env("CHECK_APP_SECRET", "whsec_c2VjcmV0LWZvci10aGUtYXBw")
+            .output()
+            .unwrap()
+    };
+    let missing = dir.path().join("missing-ca.pem");
+    let output = check(config(&format!("ca_file = \"{}\"", missing.display())));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "destination \"app\" ca_file = \"{}\" cannot be read: No such file or directory",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "-----BEGIN CERTIFICATE-----\nnot base64!\n").unwrap();
+    let output = check(config(&format!("ca_file = \"{}\"", garbage.display())));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "destination \"app\" ca_file = \"{}\" is not valid PEM",
+            garbage.display()
+        )),
+        "{stderr}"
+    );
+
+    let output = check(config("rate_limit = \"200/s\""));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(
+            "destination   app -> https://hooks.example.com/events (rate limit 200/s per process)"
+        ),
+        "{stdout}"
+    );
+}

@@ -99,7 +99,7 @@ async fn kill_9_at_ten_moments_loses_no_accepted_event_and_keeps_order() {
     let accepted = Arc::new(AtomicUsize::new(0));
     let resent = Arc::new(AtomicUsize::new(0));
     let created_base = unix_now() - 100_000;
-    let client = reqwest::Client::new();
+    let client = idem_testkit::http_client();
     let mut senders = tokio::task::JoinSet::new();
     for e in 0..ENTITIES {
         let (client, url) = (client.clone(), base_url.clone());
@@ -208,7 +208,7 @@ async fn sigterm_cuts_stalled_clients_at_the_grace_and_loses_nothing() {
         "shutdown_grace = \"1s\"\nheader_read_timeout = \"60s\"",
     );
     let serve = ServeProcess::start(&config, port).await;
-    let client = reqwest::Client::new();
+    let client = idem_testkit::http_client();
     let base = unix_now() - 1000;
     for n in 0..20 {
         let (_, body) = event(n, 0, base);

@@ -125,7 +125,7 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
     gateway.migrate().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let server = Server::start(gateway.clone(), listener).await.unwrap();
-    let client = reqwest::Client::new();
+    let client = idem_testkit::http_client();
     let url = format!("http://{}/webhooks/stripe", server.local_addr());
     for (event_id, ty, created) in [
         ("evt_ops_created", "payment_intent.created", 1_700_000_100),
@@ -212,6 +212,29 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
          1 refused as older than the entity's newest delivered event; use --force\n"
     );
     assert_eq!(gateway.dead_letters(None, 10).await.unwrap().len(), 1);
+    // Several ids (issue 17): one that is no dead letter refuses them all; a dry run counts.
+    let (code, _, stderr) = idem(&path, &["dlq", "redrive", "--id", &format!("{id},424242")]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("no dead letter has id 424242"), "{stderr}");
+    let (code, stdout, stderr) = idem(
+        &path,
+        &[
+            "dlq",
+            "redrive",
+            "--id",
+            &id,
+            "--id",
+            &id,
+            "--force",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "1 dead letters matched: 1 would be redriven (nothing changed)\n"
+    );
+    assert_eq!(gateway.dead_letters(None, 10).await.unwrap().len(), 1);
     let (code, stdout, stderr) = idem(&path, &["dlq", "redrive", "--id", &id, "--force"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(
@@ -220,6 +243,39 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
     );
     assert!(gateway.dead_letters(None, 10).await.unwrap().is_empty());
 
+    // Replay by event type (issue 17): the redriven created event waits for a gateway (none
+    // runs), the succeeded one is delivered.
+    for (ty, expected) in [
+        (
+            "payment_intent.created",
+            "1 deliveries matched: 0 would be sent again, 1 still in progress",
+        ),
+        (
+            "payment_intent.*",
+            "2 deliveries matched: 1 would be sent again, 1 still in progress",
+        ),
+        (
+            "charge.*",
+            "0 deliveries matched: 0 would be sent again, 0 still in progress",
+        ),
+    ] {
+        let (code, stdout, stderr) = idem(
+            &path,
+            &[
+                "replay",
+                "--source",
+                "stripe",
+                "--since",
+                "1h",
+                "--type",
+                ty,
+                "--dry-run",
+            ],
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stdout.starts_with(expected), "{ty}: {stdout}");
+    }
+
     // `idem serve` still needs every secret, and names the first one missing.
     let (code, _, stderr) = idem(&path, &["serve"]);
     assert_eq!(code, Some(1));
@@ -227,4 +283,87 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
         stderr,
         "error: admin needs its secret in environment variable OPS_ADMIN_TOKEN, which is not set\n"
     );
+}
+
+/// Issue 16: `idem destination pause` (run without the secrets, as another process) pauses
+/// the destination of a running gateway: it reads the pause from the database, and an event
+/// posted then waits, unattempted, until `idem destination resume` sends it. `list` shows the
+/// pause; an unknown name is refused naming the configured destinations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destination_pause_and_resume_reach_a_running_gateway() {
+    let downstream = Downstream::ok().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), downstream.addr);
+    let path = dir.path().join("idem.toml");
+    std::fs::write(&path, &text).unwrap();
+    let env = |var: &str| match var {
+        "OPS_STRIPE_SECRET" => Some(STRIPE_SECRET.to_owned()),
+        "OPS_APP_SECRET" => Some(APP_SECRET.to_owned()),
+        "OPS_ADMIN_TOKEN" => Some("admin".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_toml(&text, &env).unwrap();
+    let store = idem_sql::SqliteStore::connect(&config.database_url)
+        .await
+        .unwrap();
+    let gateway = Gateway::new(config, store);
+    gateway.migrate().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server::start(gateway.clone(), listener).await.unwrap();
+
+    let (code, stdout, stderr) = idem(&path, &["destination", "pause", "app"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("destination app paused"), "{stdout}");
+    let (code, stdout, _) = idem(&path, &["destination", "pause", "app"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.starts_with("destination app was already paused (since 20"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = idem(&path, &["destination", "list"]);
+    assert_eq!(code, Some(0));
+    let row = stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.starts_with("app              paused   none"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = idem(&path, &["destination", "resume", "nowhere"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr
+            .contains("no destination \"nowhere\" is configured; configured destinations: \"app\""),
+        "{stderr}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gateway.destinations().await.unwrap()[0].applied {
+        assert!(
+            Instant::now() < deadline,
+            "the gateway never read the pause"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    let body = event("evt_ops_paused", "payment_intent.created", 1_700_000_100);
+    let answer = idem_testkit::http_client()
+        .post(format!("http://{}/webhooks/stripe", server.local_addr()))
+        .header(
+            "stripe-signature",
+            stripe::sign(STRIPE_SECRET, unix_now(), &body),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stats = gateway.stats().await.unwrap();
+    assert_eq!(stats.destinations["app"].pending, 1, "{stats:?}");
+    assert!(downstream.received().is_empty());
+
+    let (code, stdout, stderr) = idem(&path, &["destination", "resume", "app"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("destination app resumed"), "{stdout}");
+    settle(&gateway).await;
+    assert_eq!(downstream.with_key("stripe:evt_ops_paused").len(), 1);
+    server.shutdown().await.unwrap();
 }

@@ -4,9 +4,11 @@
 
 mod binary;
 mod check_config;
+mod demo_console;
 mod faults;
 mod gateway_ops;
 mod operator_cli;
 mod relays;
 mod serve_process;
 mod support;
+mod traces;

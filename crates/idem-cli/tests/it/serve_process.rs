@@ -83,7 +83,7 @@ impl ServeProcess {
     /// Starts it and waits until `/healthz` answers (at most 30 s).
     pub(crate) async fn start(config: &Path, port: u16) -> Self {
         let mut process = Self::spawn(config, port);
-        let client = reqwest::Client::new();
+        let client = idem_testkit::http_client();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(answer) = client.get(format!("{}/healthz", process.base)).send().await

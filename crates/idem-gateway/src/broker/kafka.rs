@@ -24,7 +24,8 @@ use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::KafkaSource;
 use crate::fields::{KAFKA_KEY, KAFKA_MESSAGE_ID, KAFKA_POSITION, KAFKA_TOPIC};
 use crate::gateway::INBOX_CONSUMER;
-use crate::ingest::batch::{Answer, Incoming, OffsetAdvance, Unit};
+use crate::ingest::answer::Answer;
+use crate::ingest::batch::{Incoming, OffsetAdvance, Unit};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::store::GatewayDb;
 
@@ -202,6 +203,9 @@ impl<DB: GatewayDb> PartitionSink for KafkaIntake<DB> {
                     event,
                     body,
                     received_at,
+                    // Broker messages are not traced at ingest.
+                    trace: None,
+                    span: tracing::Span::none(),
                 }),
                 Err((reason, detail)) => {
                     unit.letters

@@ -44,7 +44,8 @@ use crate::Error;
 use crate::config::Broker;
 use crate::fields::{AMQP_MESSAGE_ID, AMQP_ROUTING_KEY, AMQP_TYPE, NATS_MSG_ID, NATS_SUBJECT};
 use crate::gateway::{Gateway, INBOX_CONSUMER};
-use crate::ingest::batch::{Answer, Incoming, Pending};
+use crate::ingest::answer::Answer;
+use crate::ingest::batch::{Incoming, Pending};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::store::GatewayDb;
 
@@ -202,6 +203,9 @@ impl<DB: GatewayDb> Intake<DB> {
                     event,
                     body: message.body.clone(),
                     received_at: self.gateway.now().as_millis(),
+                    // Broker messages are not traced at ingest.
+                    trace: None,
+                    span: tracing::Span::none(),
                 };
                 match crate::ingest::submit(&self.gateway, self.queue.as_ref(), incoming).await {
                     Ok(Answer::Accepted) => (Verdict::Ack(Answer::Accepted), "accepted"),

@@ -160,6 +160,8 @@ pub(super) fn refuse_foreign_keys(
     const KAFKA: &str = "it is a key of kind = \"kafka\" sources";
     const NATS: &str = "it is a key of kind = \"nats\" sources";
     const RABBITMQ: &str = "it is a key of kind = \"rabbitmq\" sources";
+    const TRACEPARENT: &str =
+        "it is a key of webhook sources: broker messages are not read for a traceparent";
     let broker = kind.is_broker();
     let url_broker = matches!(kind, SourceKind::Nats | SourceKind::RabbitMq);
     let kafka = kind == SourceKind::Kafka;
@@ -187,6 +189,12 @@ pub(super) fn refuse_foreign_keys(
             raw.signature_prefix.is_some(),
             !broker,
             SIGNATURE,
+        ),
+        (
+            "trust_traceparent",
+            raw.trust_traceparent.is_some(),
+            !broker,
+            TRACEPARENT,
         ),
         ("url", raw.url.is_some(), url_broker, BROKER),
         ("url_env", raw.url_env.is_some(), url_broker, BROKER),

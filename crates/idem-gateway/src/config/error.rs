@@ -65,6 +65,18 @@ pub enum ConfigError {
         /// What is allowed.
         expected: String,
     },
+    /// A TLS file (`ca_file`, `client_cert_file`, `client_key_file` of a destination or an
+    /// HTTP relay) cannot be read, is not PEM, holds no certificate or key, or holds a key that
+    /// is not the client certificate's.
+    #[error("{field} = {path:?} {reason}")]
+    TlsFile {
+        /// The key (`destination "app" ca_file`).
+        field: String,
+        /// The path as configured.
+        path: String,
+        /// What is wrong and what was expected (`cannot be read: No such file or directory`).
+        reason: String,
+    },
     /// A name (of a source, destination, route, relay, consumer or dedup scope) is empty, too
     /// long or has characters outside `A-Z a-z 0-9 _ . -`.
     #[error("{field}: {error}")]

@@ -4,18 +4,22 @@
 //! shape, a retention shorter than the sender's redelivery horizon (docs/design.md C9).
 
 mod broker;
+mod console;
 mod defaults;
 mod destination;
 mod duration;
 mod error;
 mod kind;
 mod model;
+mod rate_limit;
 mod raw;
 #[cfg(test)]
 mod reference;
 mod relay;
 mod secret;
 mod source;
+mod telemetry;
+mod tls;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -33,6 +37,7 @@ use raw::RawConfig;
 pub use broker::{
     Broker, DEFAULT_AMQP_URL, DEFAULT_NATS_URL, KafkaSource, NatsSource, RabbitMqSource,
 };
+pub use console::{ConsoleSettings, DEFAULT_CONSOLE_SESSION_TTL};
 pub use defaults::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_READYZ_TIMEOUT,
@@ -40,13 +45,18 @@ pub use defaults::{
 };
 pub use error::ConfigError;
 pub use kind::{DEFAULT_KAFKA_REDELIVERY_HORIZON, SourceKind};
-pub(crate) use model::Intake;
 pub use model::{Config, Destination, Ordering, ReadEvent, Retention, Route, Source};
+pub(crate) use model::{Intake, is_type_pattern, type_matches};
+pub use rate_limit::RateLimit;
 pub use relay::{
     DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS,
     DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT, OutboxRelay, RelayTarget,
 };
 pub use secret::Secret;
+pub use telemetry::{
+    DEFAULT_SERVICE_NAME, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    OTEL_SDK_DISABLED, OTEL_SERVICE_NAME, TelemetrySettings,
+};
 
 impl Config {
     /// The built-in defaults: [`DEFAULT_LISTEN`], [`DEFAULT_DATABASE_URL`],
@@ -76,8 +86,9 @@ impl Config {
         Self::for_operations(&read(path)?, &|var| std::env::var(var).ok())
     }
 
-    /// Checks a configuration given as TOML text, reading each secret with `env(variable name)`
-    /// (`None` or an empty value: not set).
+    /// Checks a configuration given as TOML text, reading each secret, and the OpenTelemetry
+    /// variables that turn traces on ([`TelemetrySettings`]), with `env(variable name)` (`None`
+    /// or an empty value: not set).
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first problem found.
@@ -143,6 +154,8 @@ impl Config {
                 }),
             }
         };
+        let console = console::build(&raw)?;
+        let telemetry = telemetry::build(raw.telemetry.as_ref(), env)?;
         let listen_text = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
         let listen = listen_text.parse().map_err(|_| ConfigError::BadValue {
             field: "listen".into(),
@@ -390,10 +403,12 @@ impl Config {
             readyz_timeout,
             shutdown_grace,
             admin_token,
+            console,
             sources,
             destinations,
             routes,
             relays,
+            telemetry,
             not_loaded: not_loaded.into_inner(),
         })
     }

@@ -10,9 +10,11 @@ use idem_http::verify::Verifier;
 
 use super::broker::Broker;
 use super::kind::SourceKind;
+use super::rate_limit::RateLimit;
 use super::relay::OutboxRelay;
 use super::secret::Secret;
 use crate::fields::{ExtractError, Fields};
+use crate::tls::TlsSettings;
 
 /// A configured sender.
 #[derive(Debug, Clone)]
@@ -26,6 +28,11 @@ pub struct Source {
     /// sharing a scope read their event ids alike, so one event arriving on two paths is one
     /// event.
     pub dedup_scope: Name,
+    /// Whether a W3C `traceparent` the sender sends becomes the parent of the request's
+    /// `ingest` span (`trust_traceparent`, default false). Without it the span starts a trace
+    /// of its own and records the sender's as a link: a sender on the internet cannot pick
+    /// the trace ids a destination sees.
+    pub trust_traceparent: bool,
     pub(crate) intake: Intake,
     pub(crate) fields: Fields,
 }
@@ -138,7 +145,7 @@ impl Ordering {
 pub struct Destination {
     /// Its name.
     pub name: Name,
-    /// Where events are POSTed (`http://` only: TLS is not built in).
+    /// Where events are POSTed: `http://` or `https://`.
     pub url: String,
     /// How long one attempt may take, connection included (default 10s; 100ms to 1h).
     pub timeout: Duration,
@@ -155,6 +162,13 @@ pub struct Destination {
     pub signing_secret: Secret,
     /// At most this many deliveries in flight at once (default 8; 1 to 1024).
     pub concurrency: usize,
+    /// At most this many attempts started per second or minute by each gateway process
+    /// (`rate_limit`; default none).
+    pub rate_limit: Option<RateLimit>,
+    /// How an `https://` URL's certificate is checked and which client certificate is
+    /// presented (`ca_file`, `client_cert_file`, `client_key_file`); `None`: the Mozilla roots,
+    /// no client certificate.
+    pub tls: Option<TlsSettings>,
 }
 
 /// Which events of a source go to a destination.
@@ -182,14 +196,30 @@ impl Route {
         if self.event_types.is_empty() {
             return true;
         }
-        let Some(ty) = event_type else { return false };
         self.event_types
             .iter()
-            .any(|pattern| match pattern.strip_suffix('*') {
-                Some(prefix) => ty.starts_with(prefix),
-                None => ty == pattern,
-            })
+            .any(|pattern| type_matches(pattern, event_type))
     }
+}
+
+/// Whether an event of type `event_type` matches `pattern`: the same type, or, for a pattern
+/// ending in `*`, a type starting with what comes before it (the rule of routes'
+/// `event_types`). An event without a type matches no pattern.
+pub(crate) fn type_matches(pattern: &str, event_type: Option<&str>) -> bool {
+    let Some(ty) = event_type else {
+        return false;
+    };
+    match pattern.strip_suffix('*') {
+        Some(prefix) => ty.starts_with(prefix),
+        None => ty == pattern,
+    }
+}
+
+/// Whether `pattern` is an event-type pattern: an exact type, or a prefix with one trailing
+/// `*`; not empty, no other `*`.
+pub(crate) fn is_type_pattern(pattern: &str) -> bool {
+    let prefix = pattern.strip_suffix('*').unwrap_or(pattern);
+    !pattern.is_empty() && !prefix.contains('*')
 }
 
 /// A checked configuration.
@@ -233,6 +263,9 @@ pub struct Config {
     /// The bearer token of `/admin`, read from the environment variable `admin_token_env`
     /// names; the admin API is off without one.
     pub admin_token: Option<Secret>,
+    /// The web console's settings (`console`, `console_url`, `console_session_ttl`,
+    /// `console_trusted_proxies`).
+    pub console: super::console::ConsoleSettings,
     /// The senders.
     pub sources: Vec<Source>,
     /// The receiving applications.
@@ -241,6 +274,9 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// The outbox relays `idem serve` runs.
     pub relays: Vec<OutboxRelay>,
+    /// Where traces are exported (`[telemetry]` or the `OTEL_EXPORTER_OTLP_…` variables);
+    /// `None`: traces are off.
+    pub telemetry: Option<super::telemetry::TelemetrySettings>,
     /// (owner, variable, whether it is set but empty) of each secret not loaded when the
     /// configuration was read for an operator command; empty otherwise.
     pub(crate) not_loaded: Vec<(String, String, bool)>,

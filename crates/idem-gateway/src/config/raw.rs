@@ -15,12 +15,17 @@ pub(crate) struct RawConfig {
     pub poll_interval: Option<String>,
     pub admin_token_env: Option<String>,
     pub admin_listen: Option<String>,
+    pub console: Option<bool>,
+    pub console_url: Option<String>,
+    pub console_session_ttl: Option<String>,
+    pub console_trusted_proxies: Option<Vec<String>>,
     pub metrics_listen: Option<String>,
     pub header_read_timeout: Option<String>,
     pub body_read_timeout: Option<String>,
     pub database_timeout: Option<String>,
     pub readyz_timeout: Option<String>,
     pub shutdown_grace: Option<String>,
+    pub telemetry: Option<RawTelemetry>,
     #[serde(default, rename = "source")]
     pub sources: Vec<RawSource>,
     #[serde(default, rename = "destination")]
@@ -50,6 +55,7 @@ pub(crate) struct RawSource {
     pub signature_header: Option<String>,
     pub signature_encoding: Option<String>,
     pub signature_prefix: Option<String>,
+    pub trust_traceparent: Option<bool>,
     // Broker sources (`kind = "nats"` or `"rabbitmq"`).
     pub url: Option<String>,
     pub url_env: Option<String>,
@@ -92,6 +98,10 @@ pub(crate) struct RawDestination {
     pub retry_4xx: Option<bool>,
     pub signing_secret_env: String,
     pub concurrency: Option<usize>,
+    pub rate_limit: Option<String>,
+    pub ca_file: Option<String>,
+    pub client_cert_file: Option<String>,
+    pub client_key_file: Option<String>,
 }
 
 /// `[[route]]`.
@@ -122,4 +132,16 @@ pub(crate) struct RawRelay {
     pub max_attempts: Option<u32>,
     pub timeout: Option<String>,
     pub brokers: Option<Vec<String>>,
+    pub ca_file: Option<String>,
+    pub client_cert_file: Option<String>,
+    pub client_key_file: Option<String>,
+}
+
+/// `[telemetry]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTelemetry {
+    pub endpoint: Option<String>,
+    pub service_name: Option<String>,
+    pub sample_ratio: Option<f64>,
 }

@@ -11,7 +11,9 @@ use std::fmt;
 
 use serde::de::{self, Visitor};
 
-use super::raw::{RawConfig, RawDestination, RawField, RawRelay, RawRoute, RawSource};
+use super::raw::{
+    RawConfig, RawDestination, RawField, RawRelay, RawRoute, RawSource, RawTelemetry,
+};
 
 /// The operator reference, as the repository holds it.
 const REFERENCE: &str = include_str!("../../../../docs/gateway.md");
@@ -150,6 +152,12 @@ fn tables() -> Vec<Table> {
             "## Outbox relays: `[[relay]]`",
             &["name", "target", "claim_ttl", "database_url_env"],
             8,
+        ),
+        table(
+            keys_of::<RawTelemetry>(),
+            "## Traces: `[telemetry]`",
+            &["endpoint", "service_name", "sample_ratio"],
+            3,
         ),
     ]
 }

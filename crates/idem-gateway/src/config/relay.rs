@@ -18,6 +18,7 @@ use super::duration;
 use super::error::{ConfigError, name, number_out_of_range, out_of_range};
 use super::raw::RawRelay;
 use super::secret::{Secret, SecretLookup};
+use crate::tls::TlsSettings;
 
 /// Rows a relay claims and publishes per cycle, without `batch_size`.
 pub const DEFAULT_RELAY_BATCH_SIZE: u32 = 100;
@@ -70,11 +71,15 @@ pub enum RelayTarget {
     /// HTTP POST with `Idempotency-Key` = the message id: each row's destination is a path
     /// joined to `url`, or a full URL.
     Http {
-        /// The base URL (`http://` only: TLS is not built in).
+        /// The base URL, `http://` or `https://`.
         url: String,
         /// One request's time limit, connection included (default 10s, 100ms to 30m: less
         /// than `claim_ttl`, which is at most 1h).
         timeout: Duration,
+        /// How an `https://` target's certificate is checked and which client certificate is
+        /// presented (`ca_file`, `client_cert_file`, `client_key_file`); `None`: the Mozilla
+        /// roots, no client certificate.
+        tls: Option<TlsSettings>,
     },
 }
 
@@ -302,6 +307,21 @@ pub(super) fn build(
                     .into(),
         });
     }
+    let tls_keys = [&raw.ca_file, &raw.client_cert_file, &raw.client_key_file];
+    if raw.target != "http"
+        && let Some((key, value)) = ["ca_file", "client_cert_file", "client_key_file"]
+            .into_iter()
+            .zip(tls_keys)
+            .find_map(|(key, value)| Some((key, value.as_ref()?)))
+    {
+        return Err(ConfigError::BadValue {
+            field: field_name(key),
+            value: value.clone(),
+            expected: format!(
+                "no {key}: it is a key of target = \"http\" relays (give a NATS relay a tls:// URL, a RabbitMQ relay an amqps:// one)"
+            ),
+        });
+    }
     let target = match raw.target.as_str() {
         "nats" => {
             let url = url.unwrap_or_else(|| Secret::new(DEFAULT_NATS_URL));
@@ -338,19 +358,34 @@ pub(super) fn build(
                             .into(),
                 });
             };
-            // TLS is not built in, as for destinations.
             if url.is_loaded()
-                && (!url.expose().starts_with("http://")
+                && (!(url.expose().starts_with("http://") || url.expose().starts_with("https://"))
                     || reqwest::Url::parse(url.expose()).is_err())
             {
                 return Err(ConfigError::BadValue {
                     field: field_name(url_key),
                     value: redact(url.expose()),
+                    expected: "an http:// or https:// URL".into(),
+                });
+            }
+            if tls_keys.iter().any(|key| key.is_some())
+                && url.is_loaded()
+                && url.expose().starts_with("http://")
+            {
+                return Err(ConfigError::BadValue {
+                    field: field_name(url_key),
+                    value: redact(url.expose()),
                     expected:
-                        "an http:// URL (put a TLS-terminating proxy in front of https endpoints)"
+                        "an https:// URL: ca_file, client_cert_file and client_key_file are for TLS"
                             .into(),
                 });
             }
+            let tls = super::tls::build(
+                &field_name,
+                raw.ca_file,
+                raw.client_cert_file,
+                raw.client_key_file,
+            )?;
             let timeout = match &raw.timeout {
                 Some(text) => {
                     let d = duration::parse(&field_name("timeout"), text)?;
@@ -368,6 +403,7 @@ pub(super) fn build(
             RelayTarget::Http {
                 url: url.expose().to_owned(),
                 timeout,
+                tls,
             }
         }
         other => {

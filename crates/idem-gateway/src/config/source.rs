@@ -177,6 +177,7 @@ pub(super) fn build(
         name: source_name,
         kind,
         dedup_scope,
+        trust_traceparent: raw.trust_traceparent.unwrap_or(false),
         intake,
         fields: Fields {
             id,

@@ -37,6 +37,7 @@ struct App {
 }
 
 /// A running demo application.
+#[derive(Debug)]
 pub(crate) struct Downstream {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Seen>>,

@@ -111,64 +111,142 @@ impl DemoReport {
 /// [`Error`] when the temporary database, the gateway or the application cannot be set up.
 /// Failed checks are not errors: they are listed in [`DemoReport::problems`].
 pub async fn run() -> Result<DemoReport, Error> {
-    let started = Instant::now();
-    let dir = tempfile::tempdir().map_err(|source| Error::Io {
-        what: "creating a temporary directory".into(),
-        source,
-    })?;
-    let app = Downstream::start(APP_SECRET).await?;
-    let config = Config::from_toml(&config_text(app.addr), &|var| {
-        Some(
-            match var {
-                "STRIPE_SECRET" => STRIPE_SECRET,
-                "GITHUB_SECRET" => GITHUB_SECRET,
-                "APP_SECRET" => APP_SECRET,
-                _ => return None,
-            }
-            .to_owned(),
-        )
-    })?;
-    let url = format!("sqlite://{}", dir.path().join("idem.db").display());
-    let store = SqliteStore::connect(&url).await?;
-    let gateway = Gateway::new(config, store);
-    gateway.migrate().await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|source| Error::Io {
-            what: "binding the gateway".into(),
+    let demo = Demo::run(None).await?;
+    let report = demo.report().await?;
+    demo.stop().await?;
+    Ok(report)
+}
+
+/// A new admin token for a demo's console: 16 random bytes, hex. Made for one run, it is
+/// valid only while that run's gateway serves.
+pub fn new_admin_token() -> String {
+    use rand::Rng;
+    hex::encode(rand::rng().random::<[u8; 16]>())
+}
+
+/// A demo whose gateway and application keep running after the events were sent and
+/// delivered, until [`stop`](Self::stop): what `idem demo --console` leaves for a newcomer to
+/// look at in the console.
+#[derive(Debug)]
+pub struct Demo {
+    started: Instant,
+    /// The temporary directory of the database, deleted when the demo is dropped.
+    _dir: tempfile::TempDir,
+    app: Downstream,
+    gateway: Gateway<idem_sql::sqlx::Sqlite>,
+    server: Server,
+    plan: Plan,
+    tally: Tally,
+    settled: bool,
+}
+
+impl Demo {
+    /// Starts the gateway (on 127.0.0.1, a free port) and the application, sends the plan and
+    /// waits for the deliveries to settle. With `admin_token`, the gateway serves `/admin` and
+    /// the console with that token.
+    ///
+    /// # Errors
+    /// [`Error`] when the temporary database, the gateway or the application cannot be set up.
+    pub async fn run(admin_token: Option<&str>) -> Result<Self, Error> {
+        let started = Instant::now();
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            what: "creating a temporary directory".into(),
             source,
         })?;
-    let server = Server::start(gateway.clone(), listener).await?;
+        let app = Downstream::start(APP_SECRET).await?;
+        let mut text = config_text(app.addr);
+        if admin_token.is_some() {
+            text = format!("admin_token_env = \"ADMIN_TOKEN\"\n{text}");
+        }
+        let config = Config::from_toml(&text, &|var| {
+            Some(
+                match var {
+                    "STRIPE_SECRET" => STRIPE_SECRET,
+                    "GITHUB_SECRET" => GITHUB_SECRET,
+                    "APP_SECRET" => APP_SECRET,
+                    "ADMIN_TOKEN" => admin_token?,
+                    _ => return None,
+                }
+                .to_owned(),
+            )
+        })?;
+        let url = format!("sqlite://{}", dir.path().join("idem.db").display());
+        let store = SqliteStore::connect(&url).await?;
+        let gateway = Gateway::new(config, store);
+        gateway.migrate().await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|source| Error::Io {
+                what: "binding the gateway".into(),
+                source,
+            })?;
+        let server = Server::start(gateway.clone(), listener).await?;
 
-    let plan = Plan::from_testdata(STRIPE_SECRET, GITHUB_SECRET);
-    let tally = sender::send(&format!("http://{}", server.local_addr()), &plan).await;
-    let settled = settle(&gateway).await?;
-    server.shutdown().await?;
-    app.stop();
-
-    let stats = gateway.stats().await?;
-    let counts = stats.destinations.get("app").copied().unwrap_or_default();
-    let mut report = DemoReport {
-        received: tally.sent,
-        accepted: tally.accepted,
-        duplicates: tally.duplicates,
-        rejected: tally.rejected,
-        stale: counts.stale,
-        delivered: counts.delivered,
-        retried: stats.failed_attempts,
-        dead: counts.dead,
-        unique_events: plan.unique_events(),
-        elapsed: started.elapsed(),
-        problems: Vec::new(),
-    };
-    if !settled {
-        report
-            .problems
-            .push(format!("deliveries still pending after {SETTLE_TIMEOUT:?}"));
+        let plan = Plan::from_testdata(STRIPE_SECRET, GITHUB_SECRET);
+        let tally = sender::send(&format!("http://{}", server.local_addr()), &plan).await;
+        let settled = settle(&gateway).await?;
+        Ok(Self {
+            started,
+            _dir: dir,
+            app,
+            gateway,
+            server,
+            plan,
+            tally,
+            settled,
+        })
     }
-    let seen = app.seen.lock().unwrap_or_else(|e| e.into_inner());
-    check(&mut report, &plan, &tally, &seen);
-    Ok(report)
+
+    /// The gateway's base URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.server.local_addr())
+    }
+
+    /// The demo's gateway.
+    pub fn gateway(&self) -> &Gateway<idem_sql::sqlx::Sqlite> {
+        &self.gateway
+    }
+
+    /// What the run counted, checked against what must have happened.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the database cannot be read.
+    pub async fn report(&self) -> Result<DemoReport, Error> {
+        let stats = self.gateway.stats().await?;
+        let counts = stats.destinations.get("app").copied().unwrap_or_default();
+        let tally = &self.tally;
+        let mut report = DemoReport {
+            received: tally.sent,
+            accepted: tally.accepted,
+            duplicates: tally.duplicates,
+            rejected: tally.rejected,
+            stale: counts.stale,
+            delivered: counts.delivered,
+            retried: stats.failed_attempts,
+            dead: counts.dead,
+            unique_events: self.plan.unique_events(),
+            elapsed: self.started.elapsed(),
+            problems: Vec::new(),
+        };
+        if !self.settled {
+            report
+                .problems
+                .push(format!("deliveries still pending after {SETTLE_TIMEOUT:?}"));
+        }
+        let seen = self.app.seen.lock().unwrap_or_else(|e| e.into_inner());
+        check(&mut report, &self.plan, tally, &seen);
+        Ok(report)
+    }
+
+    /// Stops the gateway (draining it) and the application.
+    ///
+    /// # Errors
+    /// As [`Server::shutdown`].
+    pub async fn stop(self) -> Result<(), Error> {
+        let stopped = self.server.shutdown().await;
+        self.app.stop();
+        stopped
+    }
 }
 
 fn config_text(app: std::net::SocketAddr) -> String {

@@ -177,7 +177,15 @@ pub(crate) struct Tally {
 
 /// Sends the plan to the gateway at `base` (`http://addr`).
 pub(crate) async fn send(base: &str, plan: &Plan) -> Tally {
-    let client = reqwest::Client::new();
+    // Plain http:// to the demo's own gateway; built like every client, with its TLS
+    // configured (reqwest has no process-wide crypto provider to fall back on).
+    let client = match crate::tls::default_client_builder().build() {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the demo's HTTP client; nothing sent");
+            return Tally::default();
+        }
+    };
     let tally = Arc::new(Mutex::new(Tally::default()));
     let permits = Arc::new(Semaphore::new(PARALLEL_OBJECTS));
     let mut tasks = tokio::task::JoinSet::new();

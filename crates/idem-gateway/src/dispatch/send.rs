@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Destination;
 use crate::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;
+use crate::traces::{TRACEPARENT, TRACESTATE, TraceHeaders};
 
 /// The event's dedup key (`{dedup scope}:{event id}`) as it was claimed in idem's inbox, as an
 /// RFC 8941 String (draft-ietf-httpapi-idempotency-key-header §2.1): `"stripe:evt_1"`, with `"`
@@ -121,15 +122,39 @@ fn header_text(text: &str) -> HeaderValue {
     HeaderValue::from_str(&encoded).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
-/// Sends one attempt of `delivery` as attempt number `attempt`, signed at `now`. A delivery
-/// whose raw body was dropped (body_retention) or whose stored headers cannot be read is not
-/// sent: no attempt can succeed.
+/// Where a destination's attempts go: its client (its TLS settings) and its URL, parsed once
+/// instead of on every attempt. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    client: reqwest::Client,
+    /// The URL, or why it cannot be one (a destination built in code; configured ones are
+    /// checked at load).
+    url: std::sync::Arc<Result<reqwest::Url, String>>,
+}
+
+impl Endpoint {
+    /// `url` reached through `client`.
+    pub(crate) fn new(client: reqwest::Client, url: &str) -> Self {
+        let url =
+            reqwest::Url::parse(url).map_err(|e| format!("the url {url:?} is not valid: {e}"));
+        Self {
+            client,
+            url: std::sync::Arc::new(url),
+        }
+    }
+}
+
+/// Sends one attempt of `delivery` as attempt number `attempt`, signed at `now`, in the trace
+/// of `trace` (its `traceparent` and `tracestate` headers). A delivery whose raw body was
+/// dropped (body_retention) or whose stored headers cannot be read is not sent: no attempt can
+/// succeed.
 pub(crate) async fn attempt(
-    client: &reqwest::Client,
+    endpoint: &Endpoint,
     destination: &Destination,
     delivery: &DueDelivery,
     attempt: i64,
     now: Timestamp,
+    trace: Option<&TraceHeaders>,
 ) -> Attempted {
     let unsendable = |excerpt: String| Attempted {
         delivered: false,
@@ -137,6 +162,10 @@ pub(crate) async fn attempt(
         status: None,
         excerpt,
         retry_after: None,
+    };
+    let url = match endpoint.url.as_ref() {
+        Ok(url) => url.clone(),
+        Err(e) => return unsendable(e.clone()),
     };
     let Some(body) = delivery.body.clone() else {
         return unsendable("the raw body was dropped by body_retention; it cannot be sent".into());
@@ -190,9 +219,20 @@ pub(crate) async fn attempt(
         HeaderValue::from(timestamp),
     );
     headers.insert(standard_webhooks::SIGNATURE_HEADER, header_text(&signature));
+    // Checked when read (visible ASCII), so always valid header values; inserted, so they
+    // replace any forwarded header of these names.
+    if let Some(trace) = trace {
+        if let Ok(value) = HeaderValue::from_str(&trace.traceparent) {
+            headers.insert(TRACEPARENT, value);
+        }
+        if let Some(Ok(value)) = trace.tracestate.as_deref().map(HeaderValue::from_str) {
+            headers.insert(TRACESTATE, value);
+        }
+    }
 
-    let sent = client
-        .post(&destination.url)
+    let sent = endpoint
+        .client
+        .post(url)
         .headers(headers)
         .body(body)
         .timeout(destination.timeout)
@@ -257,7 +297,11 @@ fn transport_error(e: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    let mut text = format!("{what}: {e}");
+    // The TLS reason first: the 256 characters kept must name it, however long the URL.
+    let mut text = match crate::tls::failure_reason(e) {
+        Some(reason) => format!("{what}: TLS: {reason}: {e}"),
+        None => format!("{what}: {e}"),
+    };
     let mut source = std::error::Error::source(e);
     while let Some(inner) = source {
         text.push_str(": ");

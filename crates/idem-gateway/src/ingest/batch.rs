@@ -4,26 +4,35 @@
 //! message, or one Kafka partition batch whose offset advance and dead letters commit with its
 //! events, so that the stored offset never runs ahead of, or behind, what was stored.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use idem_core::{Advance, Backoff, DedupKey, Name};
-use idem_sql::{Claim, DeadLetterRecord, ErrorKind, PartitionFence};
+use idem_sql::{Claim, DeadLetterRecord, ErrorKind, PartitionFence, Proposed};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::answer::Answer;
 use crate::config::Ordering;
+use crate::counters;
+use crate::dispatch::handoff::Reserved;
+use crate::dispatch::handoff::{Handed, Path};
 use crate::fields::Extracted;
 use crate::gateway::Gateway;
+use crate::guard_note;
 use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_BATCH_SIZE};
-use crate::store::{DeliveryState, GatewayDb, NewDelivery, NewEvent};
+use crate::store::{DeliveryState, DueDelivery, GatewayDb, NewDelivery, NewEvent};
+use crate::traces::{self, TraceHeaders};
 
 /// The most requests one transaction commits. A Kafka unit counts as one: there is at most one
 /// in the queue per held partition (the next batch of a partition comes after this one's
 /// answer), each of at most the consumer's batch size.
 const MAX_BATCH: usize = 1024;
+/// The fewest requests a batch needs to commit while another batch is still committing.
+const SHARED_BATCH: usize = 16;
 /// How many times a batch that failed with a retryable error (conflict, busy, lost connection)
 /// is tried in all.
 const BATCH_ATTEMPTS: u32 = 4;
@@ -39,15 +48,11 @@ pub(crate) struct Incoming {
     pub event: Extracted,
     pub body: Bytes,
     pub received_at: i64,
-}
-
-/// What a committed request is told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Answer {
-    /// First delivery of this event: stored, deliveries queued.
-    Accepted,
-    /// The event was stored before (C3: a success).
-    Duplicate,
+    /// The trace context stored with the event (`crate::traces`).
+    pub trace: Option<TraceHeaders>,
+    /// The request's `ingest` span, linked to the span of the commit it is in (disabled for
+    /// broker messages and with traces off).
+    pub span: tracing::Span,
 }
 
 /// A Kafka partition's stored offset moved from `from` to `to` (compare-and-set, fenced by the
@@ -115,6 +120,21 @@ pub(crate) async fn run<DB: GatewayDb>(gateway: Gateway<DB>, mut queue: mpsc::Re
             break;
         }
         while commits.try_join_next().is_some() {}
+        // A commit beside those in flight only for a batch worth its statements (about ten,
+        // whatever its size): a small one waits for more requests or for a commit to end.
+        // Under light load every commit was a request or two, each costing PostgreSQL the
+        // statements of a batch.
+        while !commits.is_empty() && batch.len() < SHARED_BATCH {
+            let room = MAX_BATCH - batch.len();
+            tokio::select! {
+                received = queue.recv_many(&mut batch, room) => {
+                    if received == 0 {
+                        break;
+                    }
+                }
+                _ = commits.join_next() => {}
+            }
+        }
         // Webhooks in key order, as before units; the inbox sorts the keys it claims itself, so
         // concurrent batches cannot deadlock on its unique index whatever the order here.
         batch.sort_by(|a, b| first_key(&a.unit).cmp(first_key(&b.unit)));
@@ -147,6 +167,11 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
     };
     let deadline = gateway.config().database_timeout;
     let (incoming, replies): (Vec<_>, Vec<_>) = live.into_iter().map(|p| (p.unit, p.reply)).unzip();
+    let span = traces::batch_span(incoming.iter().map(|u| u.events.len()).sum());
+    traces::link_to_batch(
+        &span,
+        incoming.iter().flat_map(|u| &u.events).map(|i| &i.span),
+    );
     let health = gateway.health();
     // Bounded: a database that stops answering costs each batch `database_timeout`, and
     // the requests were answered 503 by then (their own deadline is the same).
@@ -188,6 +213,13 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
             vec![Err(Unavailable); incoming.len()]
         }
     };
+    if answers.iter().any(Result::is_err) {
+        traces::batch_failed(&span);
+    }
+    // The spans end (the requests' `ingest` spans held here too) before the answers go, so
+    // that a request's span has ended by the time its sender has the answer.
+    drop(incoming);
+    drop(span);
     for (reply, answer) in replies.into_iter().zip(answers) {
         // A closed reply means the client left; the commit stands either way.
         let _ = reply.send(answer);
@@ -241,10 +273,17 @@ struct Decision {
     /// and for replays.
     ordered: bool,
     note: Option<String>,
+    /// A dense version sequence skipped numbers (counted, applied).
+    gap: bool,
     /// The entity (`type:id`) and versions the delivery records when `ordered`.
     entity: Option<String>,
     version: Option<i64>,
     version_secondary: Option<i64>,
+    /// Claimed as it is stored and handed to the dispatcher after the commit, under this permit.
+    permit: Option<Reserved>,
+    /// Stored pending behind an earlier delivery of its entity (in the batch, or pending or in
+    /// flight): the end of that one's attempt brings it, no backlog to wait for.
+    behind: bool,
 }
 
 async fn commit_once<DB: GatewayDb>(
@@ -298,6 +337,11 @@ async fn commit_once<DB: GatewayDb>(
                 body: &incoming.body,
                 headers,
                 received_at: incoming.received_at,
+                traceparent: incoming.trace.as_ref().map(|t| t.traceparent.as_str()),
+                tracestate: incoming
+                    .trace
+                    .as_ref()
+                    .and_then(|t| t.tracestate.as_deref()),
             }
         })
         .collect();
@@ -314,8 +358,8 @@ async fn commit_once<DB: GatewayDb>(
         }
     }
 
-    // Version-guard rows are visited in (route, entity) order so that two batches lock them in
-    // one order and cannot deadlock; events of one entity keep their arrival order.
+    // Each route's events in (entity, arrival) order: the version guard decides a route's
+    // events in one batch, in arrival order per entity.
     let mut work = Vec::new();
     for (i, incoming) in batch.iter().enumerate() {
         if answers[i] != Answer::Accepted {
@@ -329,59 +373,44 @@ async fn commit_once<DB: GatewayDb>(
         }
     }
     work.sort();
-
-    let mut decisions = Vec::with_capacity(work.len());
-    for (r, _, i) in work {
-        let route = &gateway.config().routes[r];
-        let incoming = &batch[i];
-        let mut decision = Decision {
-            route: r,
-            event: i,
+    let mut decisions: Vec<Decision> = work
+        .into_iter()
+        .map(|(route, _, event)| Decision {
+            route,
+            event,
             state: DeliveryState::Pending,
             tie: false,
             ordered: false,
+            gap: false,
             note: None,
             entity: None,
             version: None,
             version_secondary: None,
-        };
-        if let (Ordering::DropStale, Some((entity, version))) =
-            (route.ordering, &incoming.event.entity)
-        {
-            let guard = gateway.store().version_guard(&route.name);
-            match guard.advance(&mut tx, entity, version, &incoming.key).await {
-                Ok(Advance::Stale { current }) => {
-                    decision.state = DeliveryState::Stale;
-                    decision.ordered = true;
-                    decision.note = Some(format!(
-                        "entity {entity} is at {current}; this event is {version}"
-                    ));
-                }
-                Ok(Advance::Tie { .. }) => {
-                    decision.tie = true;
-                    decision.ordered = true;
-                }
-                Ok(_) => decision.ordered = true,
-                // The entity's stored version is of the other kind (the source's version type was
-                // changed): the event cannot be compared, so it is sent unordered, like one
-                // without an entity.
-                Err(e) if e.kind() == ErrorKind::InvalidInput => {
-                    tracing::warn!(route = %route.name, %entity, error = %e, "version not comparable; sent without ordering");
-                }
-                Err(e) => return Err(e),
-            }
+            permit: None,
+            behind: false,
+        })
+        .collect();
+    let mut start = 0;
+    while start < decisions.len() {
+        let r = decisions[start].route;
+        let end = start
+            + decisions[start..]
+                .iter()
+                .take_while(|d| d.route == r)
+                .count();
+        let route = &gateway.config().routes[r];
+        if route.ordering == Ordering::DropStale {
+            guard_route(gateway, &mut tx, &batch, &mut decisions[start..end]).await?;
         }
-        if let (Some((entity, version)), true) = (&incoming.event.entity, decision.ordered) {
-            decision.entity = Some(entity.to_string());
-            decision.version = Some(version.primary.get());
-            decision.version_secondary = version.secondary;
-        }
-        decisions.push(decision);
+        start = end;
     }
+    hand_off_candidates::<DB>(gateway, &mut tx, &mut decisions).await?;
+
     let deliveries: Vec<NewDelivery<'_>> = decisions
         .iter()
         .map(|decision| {
             let route = &gateway.config().routes[decision.route];
+            let destination = gateway.destination(route.destination_index);
             NewDelivery {
                 event: rows[decision.event],
                 route: route.name.as_str(),
@@ -393,11 +422,39 @@ async fn commit_once<DB: GatewayDb>(
                 tie: decision.tie,
                 note: decision.note.as_deref(),
                 now,
+                claimed_until: decision
+                    .permit
+                    .as_ref()
+                    .map(|_| claim_end(now, destination)),
             }
         })
         .collect();
-    DB::insert_deliveries(&mut tx, &deliveries).await?;
+    let ids = DB::insert_deliveries(&mut tx, &deliveries).await?;
     drop(deliveries);
+    // Noted before the commit, so that no due query can claim one of them before it is counted.
+    for decision in decisions
+        .iter()
+        .filter(|d| d.state == DeliveryState::Pending && d.permit.is_none())
+    {
+        if let Some(entity) = &decision.entity {
+            let route = &gateway.config().routes[decision.route];
+            gateway
+                .handoff(route.destination_index)
+                .wait_for(route.name.as_str(), entity);
+        }
+    }
+    let counts = counters::of_ingest(
+        gateway,
+        now,
+        batch.iter().map(|i| i.source).zip(answers.iter().copied()),
+        decisions.iter().map(|d| counters::Judged {
+            route: d.route,
+            stale: d.state == DeliveryState::Stale,
+            tie: d.tie,
+            gap: d.gap,
+        }),
+    );
+    DB::add_counts(&mut tx, &counts).await?;
     for letter in units.iter().flat_map(|u| &u.letters) {
         gateway
             .store()
@@ -418,7 +475,15 @@ async fn commit_once<DB: GatewayDb>(
     }
     tx.commit().await.map_err(idem_sql::Error::from)?;
 
-    for decision in decisions {
+    // Where each accepted event's forwarded headers are in `headers`.
+    let mut headers_at = vec![0; batch.len()];
+    for (at, i) in accepted.iter().enumerate() {
+        headers_at[*i] = at;
+    }
+    // Per destination: `Some(backlog)` when a delivery was stored pending, `backlog` when one
+    // of them waits for a due query rather than for its entity.
+    let mut stored_pending: Vec<Option<bool>> = vec![None; gateway.config().destinations.len()];
+    for (decision, id) in decisions.into_iter().zip(ids) {
         let route = &gateway.config().routes[decision.route];
         let d = route.destination_index;
         let incoming = &batch[decision.event];
@@ -441,7 +506,42 @@ async fn commit_once<DB: GatewayDb>(
                 versions = decision.note.as_deref().unwrap_or_default(),
                 "stale event acknowledged, not forwarded"
             );
+        } else if let Some(permit) = decision.permit {
+            let event = &incoming.event;
+            let delivery = DueDelivery {
+                id,
+                failures: 0,
+                tie: decision.tie,
+                route: route.name.to_string(),
+                entity: decision.entity,
+                source: gateway.source(incoming.source).name.to_string(),
+                event_id: event.event_id.to_string(),
+                dedup_key: incoming.key.as_str().to_owned(),
+                event_type: event.event_type.clone(),
+                body: Some(incoming.body.to_vec()),
+                headers: headers[headers_at[decision.event]].clone(),
+                traceparent: incoming.trace.as_ref().map(|t| t.traceparent.clone()),
+                tracestate: incoming.trace.as_ref().and_then(|t| t.tracestate.clone()),
+            };
+            gateway.handoff(d).hand(Handed {
+                delivery,
+                attempt: 1,
+                until: claim_end(now, gateway.destination(d)),
+                permit,
+                path: Path::Ingest,
+            });
         } else {
+            let backlog = !decision.behind;
+            stored_pending[d] = Some(stored_pending[d].unwrap_or(false) || backlog);
+        }
+    }
+    // A delivery behind its entity's may be free already (that attempt ended before its
+    // wait was noted): the due query the wake makes claims it then.
+    for (d, stored) in stored_pending.into_iter().enumerate() {
+        if let Some(backlog) = stored {
+            if backlog {
+                gateway.handoff(d).stored_pending();
+            }
             gateway.wake(d);
         }
     }
@@ -450,4 +550,146 @@ async fn commit_once<DB: GatewayDb>(
         .iter()
         .map(|u| answers.by_ref().take(u.events.len()).collect())
         .collect())
+}
+
+/// When the claim of a delivery to `destination` that ingest makes at `now` (ms) ends: after
+/// the attempt's timeout and the lease margin, as a due query's claim does.
+fn claim_end(now: i64, destination: &crate::config::Destination) -> i64 {
+    let ttl = destination.timeout + crate::dispatch::LEASE_MARGIN;
+    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The version guard of one drop-stale route over its `decisions` (in entity, arrival order),
+/// in one batch: sets each decision's state, tie, note and the entity and versions it records.
+async fn guard_route<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    tx: &mut sqlx::Transaction<'static, DB>,
+    batch: &[&Incoming],
+    decisions: &mut [Decision],
+) -> Result<(), idem_sql::Error> {
+    let Some(first) = decisions.first() else {
+        return Ok(());
+    };
+    let route = &gateway.config().routes[first.route];
+    let ordered: Vec<(usize, Proposed<'_>)> = decisions
+        .iter()
+        .enumerate()
+        .filter_map(|(k, decision)| {
+            let incoming = batch[decision.event];
+            let (entity, version) = incoming.event.entity.as_ref()?;
+            Some((
+                k,
+                Proposed {
+                    entity,
+                    version,
+                    key: &incoming.key,
+                },
+            ))
+        })
+        .collect();
+    let proposed: Vec<Proposed<'_>> = ordered.iter().map(|(_, p)| *p).collect();
+    let guard = gateway.store().version_guard(&route.name);
+    let results = guard.advance_many(tx, &proposed).await?;
+    for ((k, proposed), result) in ordered.into_iter().zip(results) {
+        let decision = &mut decisions[k];
+        match result {
+            Ok(Advance::Stale { current }) => {
+                decision.state = DeliveryState::Stale;
+                decision.ordered = true;
+                decision.note = Some(guard_note::stale(
+                    proposed.entity,
+                    current,
+                    proposed.version,
+                ));
+            }
+            Ok(Advance::Tie { .. }) => {
+                decision.tie = true;
+                decision.ordered = true;
+            }
+            Ok(Advance::Gap { expected, got }) => {
+                decision.gap = true;
+                decision.ordered = true;
+                decision.note = Some(guard_note::gap(expected, got));
+            }
+            Ok(Advance::Applied { previous: None }) => {
+                decision.ordered = true;
+                decision.note = Some(guard_note::FIRST.to_owned());
+            }
+            Ok(_) => decision.ordered = true,
+            // The entity's stored version is of the other kind (the source's version type was
+            // changed): the event cannot be compared, so it is sent unordered, like one
+            // without an entity.
+            Err(e) if e.kind() == ErrorKind::InvalidInput => {
+                tracing::warn!(route = %route.name, entity = %proposed.entity, error = %e, "version not comparable; sent without ordering");
+                decision.note = Some(guard_note::not_comparable(&e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+        if decision.ordered {
+            decision.entity = Some(proposed.entity.to_string());
+            decision.version = Some(proposed.version.primary.get());
+            decision.version_secondary = proposed.version.secondary;
+        }
+    }
+    Ok(())
+}
+
+/// Gives a permit to each pending delivery that may be claimed as it is stored and handed to
+/// its dispatcher after the commit (see `dispatch::handoff`): while permits last, the first of
+/// each (route, entity) in the batch, unless a delivery of its entity is already pending or in
+/// flight. Runs after the version guard, whose row locks make a concurrent batch of the same
+/// entity commit first, so that its deliveries are seen here.
+async fn hand_off_candidates<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    tx: &mut sqlx::Transaction<'static, DB>,
+    decisions: &mut [Decision],
+) -> Result<(), idem_sql::Error> {
+    let mut first_of_entity = HashSet::new();
+    for decision in decisions.iter_mut() {
+        if decision.state != DeliveryState::Pending {
+            continue;
+        }
+        if let Some(entity) = &decision.entity
+            && !first_of_entity.insert((decision.route, entity.clone()))
+        {
+            decision.behind = true;
+            continue;
+        }
+        let d = gateway.config().routes[decision.route].destination_index;
+        decision.permit = gateway.handoff(d).reserve(gateway.now());
+    }
+    let routes = &gateway.config().routes;
+    let keys: Vec<(&str, &str, &str)> = decisions
+        .iter()
+        .filter(|decision| decision.permit.is_some())
+        .filter_map(|decision| {
+            let route = &routes[decision.route];
+            let entity = decision.entity.as_deref()?;
+            Some((route.destination.as_str(), route.name.as_str(), entity))
+        })
+        .collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let open: HashSet<(String, String, String)> =
+        DB::open_entities(tx, &keys).await?.into_iter().collect();
+    if open.is_empty() {
+        return Ok(());
+    }
+    for decision in decisions.iter_mut() {
+        let route = &routes[decision.route];
+        if let Some(entity) = &decision.entity {
+            let key = (
+                route.destination.to_string(),
+                route.name.to_string(),
+                entity.clone(),
+            );
+            if decision.permit.is_some() && open.contains(&key) {
+                // Its entity's earlier delivery goes first: stored pending, the permit freed.
+                decision.permit = None;
+                decision.behind = true;
+            }
+        }
+    }
+    Ok(())
 }

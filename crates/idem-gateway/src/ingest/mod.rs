@@ -1,6 +1,7 @@
 //! `POST /webhooks/{source}`: verify the signature on the raw bytes, read the event, claim its
 //! dedup key and store it durably, then answer (docs/design.md C2, C3, C10, C11).
 
+pub(crate) mod answer;
 pub(crate) mod batch;
 
 use std::time::Instant;
@@ -14,13 +15,16 @@ use axum::response::{IntoResponse, Response};
 use idem_core::DedupKey;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 use crate::config::Intake;
 use crate::gateway::Gateway;
 use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::problem::Problem;
 use crate::store::GatewayDb;
-use batch::{Answer, Incoming, Pending, Unavailable, Unit};
+use crate::traces::{self, TraceHeaders};
+use answer::Answer;
+use batch::{Incoming, Pending, Unavailable, Unit};
 
 /// How long past its deadline a request waits for the batcher before it gives up on its own.
 const QUEUE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -107,7 +111,12 @@ pub(crate) async fn handle<DB: GatewayDb>(
         .into_response();
     }
     let source = &gateway.source(index).name;
-    let (response, status) = match ingest(&state, index, &headers, body).await {
+    let span = traces::ingest_span(source.as_str());
+    let trace = traces::start_ingest(&span, &headers, gateway.source(index).trust_traceparent);
+    let ingested = ingest(&state, index, &headers, body, trace, &span)
+        .instrument(span.clone())
+        .await;
+    let (response, status) = match ingested {
         Ok((event_id, answer)) => {
             let status = match answer {
                 Answer::Accepted => "accepted",
@@ -133,6 +142,7 @@ pub(crate) async fn handle<DB: GatewayDb>(
             (problem.into_response(), status)
         }
     };
+    traces::ingest_answered(&span, response.status().as_u16(), status);
     metrics::counter!(INGEST_TOTAL, "source" => source.to_string(), "status" => status)
         .increment(1);
     metrics::histogram!(INGEST_DURATION_SECONDS, "source" => source.to_string())
@@ -140,11 +150,15 @@ pub(crate) async fn handle<DB: GatewayDb>(
     response
 }
 
+/// Verifies, reads and commits one webhook of source `index`, whose trace context to store is
+/// `trace` and whose `ingest` span is `span`.
 async fn ingest<DB: GatewayDb>(
     state: &IngestState<DB>,
     index: usize,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    trace: Option<TraceHeaders>,
+    span: &tracing::Span,
 ) -> Result<(String, Answer), Problem> {
     let gateway = &state.gateway;
     let source = gateway.source(index);
@@ -206,6 +220,7 @@ async fn ingest<DB: GatewayDb>(
         };
         Problem::new(StatusCode::BAD_REQUEST, e.code(), title, e.to_string())
     })?;
+    span.record("idem.event_id", event.event_id.as_str());
     let key = DedupKey::from_event(&source.dedup_scope, &event.event_id);
     let event_id = event.event_id.to_string();
     let incoming = Incoming {
@@ -214,6 +229,8 @@ async fn ingest<DB: GatewayDb>(
         event,
         body,
         received_at: now.as_millis(),
+        trace,
+        span: span.clone(),
     };
     let answer = submit(gateway, state.queue.as_ref(), incoming).await;
     let answer = answer.map_err(|Unavailable| {
@@ -282,6 +299,8 @@ pub(crate) async fn submit_unit<DB: GatewayDb>(
                 .unwrap_or(Err(Unavailable))
         }
         None => tokio::time::timeout_at(deadline, async {
+            let span = traces::batch_span(unit.events.len());
+            traces::link_to_batch(&span, unit.events.iter().map(|i| &i.span));
             batch::commit(gateway, std::slice::from_ref(&unit))
                 .await
                 .map(|mut answers| answers.remove(0))

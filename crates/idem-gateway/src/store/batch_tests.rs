@@ -21,6 +21,8 @@ fn stripe_event(id: &str, received_at: i64) -> NewEvent<'_> {
         body: b"{}",
         headers: "{}",
         received_at,
+        traceparent: None,
+        tracestate: None,
     }
 }
 
@@ -47,6 +49,7 @@ async fn three_due<DB: GatewayDb>(store: &Store<DB>) -> Vec<i64> {
             tie: false,
             note: None,
             now: 0,
+            claimed_until: None,
         })
         .collect();
     DB::insert_deliveries(&mut tx, &deliveries)
@@ -68,6 +71,9 @@ async fn three_due<DB: GatewayDb>(store: &Store<DB>) -> Vec<i64> {
 fn delivered(delivery: i64, token: i64, now: i64) -> Finished {
     Finished {
         delivery,
+        source: "stripe".into(),
+        route: "stripe-app".into(),
+        entity: None,
         token,
         attempt: token,
         state: DeliveryState::Delivered,

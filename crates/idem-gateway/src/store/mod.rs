@@ -3,6 +3,10 @@
 
 #[cfg(test)]
 mod batch_tests;
+mod console;
+mod counts;
+mod pauses;
+mod relaxed;
 mod rows;
 mod sql;
 mod state;
@@ -12,6 +16,7 @@ use std::future::Future;
 use idem_sql::Backend;
 use sqlx::Pool;
 
+pub(crate) use console::{DeliveryRecord, EventContent, EventFilter, StateFilter};
 pub(crate) use rows::{
     DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount, StoredAttempt,
     StoredDelivery, StoredEvent,
@@ -22,7 +27,7 @@ pub use state::{AttemptOutcome, DeliveryState};
 /// `_sqlx_migrations`, so each set of migrations is checked against its own history.
 const MIGRATIONS_TABLE: &str = "idem_gateway_migrations";
 
-/// The most rows one multi-row `INSERT` carries: at 14 parameters a row, well within SQLite's
+/// The most rows one multi-row `INSERT` carries: at 15 parameters a row at most, well within SQLite's
 /// 32,766 and PostgreSQL's 65,535 bound parameters per statement.
 pub(crate) const ROWS_PER_INSERT: usize = 1_000;
 
@@ -52,7 +57,15 @@ impl DatabaseKind {
 /// A database that can hold the gateway's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
 ///
 /// Sealed: the statements the gateway needs are implemented for these two only.
-pub trait GatewayDb: Backend + ops::Ops {}
+pub trait GatewayDb:
+    Backend
+    + ops::Ops
+    + counts::ops::CountOps
+    + console::ops::ConsoleOps
+    + pauses::ops::PauseOps
+    + relaxed::ops::RelaxedOps
+{
+}
 
 impl GatewayDb for sqlx::Sqlite {}
 impl GatewayDb for sqlx::Postgres {}
@@ -78,23 +91,46 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             rows: &[NewEvent<'_>],
         ) -> impl Future<Output = Res<Vec<Option<i64>>>> + Send;
-        /// Inserts `rows` in multi-row statements of at most [`ROWS_PER_INSERT`].
+        /// Inserts `rows` in multi-row statements of at most [`ROWS_PER_INSERT`]; returns each
+        /// row's new id, in `rows`' order.
         fn insert_deliveries(
             conn: &mut Self::Connection,
             rows: &[NewDelivery<'_>],
-        ) -> impl Future<Output = Res<()>> + Send;
+        ) -> impl Future<Output = Res<Vec<i64>>> + Send;
+        /// Which of `keys` (destination, route, entity) have a delivery pending or in flight.
+        fn open_entities(
+            conn: &mut Self::Connection,
+            keys: &[(&str, &str, &str)],
+        ) -> impl Future<Output = Res<Vec<(String, String, String)>>> + Send;
         fn due(
             conn: &mut Self::Connection,
             destination: &str,
             now: i64,
             limit: i64,
         ) -> impl Future<Output = Res<Vec<DueDelivery>>> + Send;
-        /// The earliest `next_attempt_at` after `now` of destination's open deliveries.
+        /// The next delivery of each of `keys` (route, entity) if it is pending and due at
+        /// `now` (see `sql::DUE_SUCCESSORS`), ascending by id: what the end of an attempt of
+        /// that entity lets go next.
+        fn due_successors(
+            conn: &mut Self::Connection,
+            keys: &[(&str, &str)],
+            now: i64,
+        ) -> impl Future<Output = Res<Vec<DueDelivery>>> + Send;
+        /// The earliest `next_attempt_at` after `now` of destination's open deliveries (may be
+        /// past by the time it is read).
         fn next_due(
             conn: &mut Self::Connection,
             destination: &str,
             now: i64,
         ) -> impl Future<Output = Res<Option<i64>>> + Send;
+        /// Lets the open transaction on `conn` commit without waiting for the disk, on
+        /// PostgreSQL (`SET LOCAL synchronous_commit = off`); nothing on SQLite (whose dispatch
+        /// transactions run on a connection that never waits, see `relaxed`). For attempt
+        /// outcomes only: one lost in a crash of the database leaves its delivery in flight, and
+        /// it is sent again, with the same keys, once its claim lapses (at least once, as for a
+        /// crash between the attempt and the outcome's commit). A lost outcome never lets two
+        /// holders send at once: the claim that fences them stays synchronous.
+        fn relax_commit(conn: &mut Self::Connection) -> impl Future<Output = Res<()>> + Send;
         /// Locks deliveries `ids` in id order on PostgreSQL (`FOR UPDATE`), so that two
         /// transactions writing overlapping sets wait for each other instead of deadlocking;
         /// nothing on SQLite, whose one writer at a time cannot deadlock.
@@ -154,11 +190,12 @@ pub(crate) mod ops {
             destination: &str,
             limit: i64,
         ) -> impl Future<Output = Res<Vec<StoredDelivery>>> + Send;
-        /// Dead letters of `destination` ('' for all) and `delivery` (0 for all).
+        /// Dead letters, oldest first, of `destination` (`None`: every one) among `ids` (empty:
+        /// all).
         fn redrive_candidates(
             conn: &mut Self::Connection,
-            destination: &str,
-            delivery: i64,
+            destination: Option<&str>,
+            ids: &[i64],
         ) -> impl Future<Output = Res<Vec<ReplayCandidate>>> + Send;
         fn replay_candidates(
             conn: &mut Self::Connection,
@@ -194,7 +231,7 @@ pub(crate) mod ops {
 }
 
 macro_rules! gateway_ops {
-    ($db:ty, $migrations:literal, $commits:literal, $locks:literal) => {
+    ($db:ty, $migrations:literal, $commits:literal, $locks:literal, $relax:expr) => {
         impl ops::Ops for $db {
             const CONCURRENT_COMMITS: usize = $commits;
 
@@ -223,7 +260,9 @@ macro_rules! gateway_ops {
                             .push_bind(row.headers)
                             .push_bind(row.received_at)
                             .push_bind(row.dedup_key)
-                            .push_bind(row.version_secondary);
+                            .push_bind(row.version_secondary)
+                            .push_bind(row.traceparent)
+                            .push_bind(row.tracestate);
                     });
                     query.push(sql::INSERT_EVENTS_END);
                     let inserted: Vec<(i64, String)> =
@@ -239,29 +278,74 @@ macro_rules! gateway_ops {
             async fn insert_deliveries(
                 conn: &mut Self::Connection,
                 rows: &[NewDelivery<'_>],
-            ) -> Result<(), sqlx::Error> {
+            ) -> Result<Vec<i64>, sqlx::Error> {
+                let mut ids = std::collections::HashMap::with_capacity(rows.len());
                 for chunk in rows.chunks(ROWS_PER_INSERT) {
                     let mut query = sqlx::QueryBuilder::<Self>::new(sql::INSERT_DELIVERIES);
                     query.push_values(chunk, |mut values, row| {
+                        let (state, attempts, next_attempt_at, token) = match row.claimed_until {
+                            Some(until) => (DeliveryState::InFlight, 1_i64, until, Some(1_i64)),
+                            None => (row.state, 0_i64, row.now, None),
+                        };
                         values
                             .push_bind(row.event)
                             .push_bind(row.route)
                             .push_bind(row.destination)
-                            .push_bind(row.state)
+                            .push_bind(state)
                             .push_bind(row.entity)
                             .push_bind(row.version)
                             .push_bind(row.tie)
                             .push_bind(row.note)
+                            .push_bind(attempts)
                             .push_bind(0_i64)
-                            .push_bind(0_i64)
+                            .push_bind(next_attempt_at)
                             .push_bind(row.now)
                             .push_bind(row.now)
-                            .push_bind(row.now)
-                            .push_bind(row.version_secondary);
+                            .push_bind(row.version_secondary)
+                            .push_bind(token);
                     });
-                    query.build().execute(&mut *conn).await?;
+                    query.push(sql::INSERT_DELIVERIES_END);
+                    let inserted: Vec<(i64, i64, String)> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    ids.extend(
+                        inserted
+                            .into_iter()
+                            .map(|(id, event, destination)| ((event, destination), id)),
+                    );
                 }
-                Ok(())
+                rows.iter()
+                    .map(|row| {
+                        ids.get(&(row.event, row.destination.to_owned()))
+                            .copied()
+                            .ok_or_else(|| {
+                                sqlx::Error::Protocol(format!(
+                                    "no id came back for the delivery of event {} to {}",
+                                    row.event, row.destination
+                                ))
+                            })
+                    })
+                    .collect()
+            }
+
+            async fn open_entities(
+                conn: &mut Self::Connection,
+                keys: &[(&str, &str, &str)],
+            ) -> Result<Vec<(String, String, String)>, sqlx::Error> {
+                let mut open = Vec::new();
+                for chunk in keys.chunks(ROWS_PER_INSERT) {
+                    let mut query = sqlx::QueryBuilder::<Self>::new(sql::OPEN_ENTITIES);
+                    query.push_values(chunk, |mut values, (destination, route, entity)| {
+                        values
+                            .push_bind(*destination)
+                            .push_bind(*route)
+                            .push_bind(*entity);
+                    });
+                    query.push(sql::OPEN_ENTITIES_END);
+                    let found: Vec<(String, String, String)> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    open.extend(found);
+                }
+                Ok(open)
             }
 
             async fn due(
@@ -278,6 +362,25 @@ macro_rules! gateway_ops {
                     .await
             }
 
+            async fn due_successors(
+                conn: &mut Self::Connection,
+                keys: &[(&str, &str)],
+                now: i64,
+            ) -> Result<Vec<DueDelivery>, sqlx::Error> {
+                if keys.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut query = sqlx::QueryBuilder::<Self>::new(sql::DUE_SUCCESSORS);
+                query.push_values(keys, |mut values, (route, entity)| {
+                    values.push_bind(*route).push_bind(*entity);
+                });
+                query
+                    .push(sql::DUE_SUCCESSORS_DUE)
+                    .push_bind(now)
+                    .push(sql::DUE_SUCCESSORS_END);
+                query.build_query_as().fetch_all(&mut *conn).await
+            }
+
             async fn next_due(
                 conn: &mut Self::Connection,
                 destination: &str,
@@ -288,6 +391,14 @@ macro_rules! gateway_ops {
                     .bind(now)
                     .fetch_one(&mut *conn)
                     .await
+            }
+
+            async fn relax_commit(conn: &mut Self::Connection) -> Result<(), sqlx::Error> {
+                let relax: Option<&'static str> = $relax;
+                if let Some(relax) = relax {
+                    sqlx::query(relax).execute(&mut *conn).await?;
+                }
+                Ok(())
             }
 
             async fn lock_in_order(
@@ -469,14 +580,23 @@ macro_rules! gateway_ops {
 
             async fn redrive_candidates(
                 conn: &mut Self::Connection,
-                destination: &str,
-                delivery: i64,
+                destination: Option<&str>,
+                ids: &[i64],
             ) -> Result<Vec<ReplayCandidate>, sqlx::Error> {
-                sqlx::query_as(sql::REDRIVE_CANDIDATES)
-                    .bind(destination)
-                    .bind(delivery)
-                    .fetch_all(&mut *conn)
-                    .await
+                let mut query = sqlx::QueryBuilder::<Self>::new(sql::REDRIVE_CANDIDATES);
+                if let Some(destination) = destination {
+                    query.push(" AND d.destination = ").push_bind(destination);
+                }
+                if !ids.is_empty() {
+                    query.push(" AND d.id IN (");
+                    let mut list = query.separated(", ");
+                    for id in ids {
+                        list.push_bind(*id);
+                    }
+                    query.push(")");
+                }
+                query.push(sql::REDRIVE_ORDER);
+                query.build_query_as().fetch_all(&mut *conn).await
             }
 
             async fn replay_candidates(
@@ -569,5 +689,11 @@ macro_rules! gateway_ops {
     };
 }
 
-gateway_ops!(sqlx::Sqlite, "migrations/sqlite", 1, false);
-gateway_ops!(sqlx::Postgres, "migrations/postgres", 4, true);
+gateway_ops!(sqlx::Sqlite, "migrations/sqlite", 1, false, None);
+gateway_ops!(
+    sqlx::Postgres,
+    "migrations/postgres",
+    4,
+    true,
+    Some("SET LOCAL synchronous_commit = off")
+);

@@ -20,6 +20,9 @@ pub struct NewEvent<'a> {
     /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON.
     pub headers: &'a str,
     pub received_at: i64,
+    /// The event's W3C trace context (`crate::traces`), when it has one.
+    pub traceparent: Option<&'a str>,
+    pub tracestate: Option<&'a str>,
 }
 
 /// A new delivery row.
@@ -34,8 +37,12 @@ pub struct NewDelivery<'a> {
     /// Set with `version` when the event's version has a secondary value.
     pub version_secondary: Option<i64>,
     pub tie: bool,
+    /// The version guard's remark (see `guard_note`).
     pub note: Option<&'a str>,
     pub now: i64,
+    /// Claimed as it is stored (handed to the dispatcher after the commit): in flight until
+    /// this time, as attempt 1 with fencing token 1. `None`: pending (or stale) as usual.
+    pub claimed_until: Option<i64>,
 }
 
 /// A delivery that is due, with what is needed to send it.
@@ -44,6 +51,9 @@ pub struct DueDelivery {
     pub id: i64,
     pub failures: i64,
     pub tie: bool,
+    pub route: String,
+    /// The entity (`type:id`) whose order the delivery keeps, if any.
+    pub entity: Option<String>,
     pub source: String,
     pub event_id: String,
     pub dedup_key: String,
@@ -52,12 +62,21 @@ pub struct DueDelivery {
     /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON, read at send time so
     /// that one unreadable row fails its own attempt, not every due read.
     pub headers: String,
+    /// The event's W3C trace context, the parent of each attempt's `dispatch` span.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 /// The outcome of one attempt, as written.
 #[derive(Debug)]
 pub struct Finished {
     pub delivery: i64,
+    /// The source of the delivery's event (for the per-minute counts).
+    pub source: String,
+    /// The delivery's route and the entity whose order it keeps, if any: the end of its
+    /// attempt lets that entity's next delivery go.
+    pub route: String,
+    pub entity: Option<String>,
     pub token: i64,
     pub attempt: i64,
     pub state: DeliveryState,
@@ -122,6 +141,8 @@ pub struct ReplayCandidate {
     pub state: DeliveryState,
     pub version: Option<i64>,
     pub version_secondary: Option<i64>,
+    /// The event's type, for replay's event-type filter.
+    pub event_type: Option<String>,
     /// Whether the raw body is still kept.
     pub body_kept: bool,
     /// The newest version of the entity on the route that was delivered or is being sent

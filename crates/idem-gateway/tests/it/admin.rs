@@ -95,6 +95,7 @@ async fn dead_letters_redrive_and_replay<DB: GatewayDb + AppDb>(store: Store<DB>
         source: "stripe".into(),
         since: 0,
         until: None,
+        event_type: None,
         dry_run: true,
         force: false,
     };
@@ -680,6 +681,7 @@ async fn admin_refuses_unknown_names_and_empty_ranges() {
         source: "stripe".into(),
         since: 2_000,
         until: Some(1_000),
+        event_type: None,
         dry_run: false,
         force: false,
     };
@@ -717,8 +719,8 @@ async fn admin_refuses_unknown_names_and_empty_ranges() {
     }
     let unknown = RedriveRequest {
         destination: Some("app".into()),
-        delivery: Some(987_654),
-        force: false,
+        deliveries: vec![987_654],
+        ..RedriveRequest::default()
     };
     let refused = gw.gateway.redrive(&unknown).await.unwrap_err();
     assert_eq!(
@@ -775,3 +777,106 @@ async fn lists_of_unknown_names_are_refused() {
     }
     gw.server.shutdown().await.unwrap();
 }
+
+/// Issue 17: the admin API redrives the dead letters a list of ids names (all of them must be
+/// dead letters, or nothing changes), counts first with `dry_run`, and replays only the events
+/// of an event-type pattern.
+async fn redrive_by_ids_and_replay_by_type<DB: GatewayDb + AppDb>(store: Store<DB>) {
+    let failing = Arc::new(AtomicBool::new(true));
+    let fail = Arc::clone(&failing);
+    let downstream = Downstream::start(Arc::new(move |_| {
+        if fail.load(Ordering::SeqCst) {
+            StatusCode::BAD_GATEWAY
+        } else {
+            StatusCode::OK
+        }
+    }))
+    .await;
+    let text = format!(
+        "admin_token_env = \"ADMIN_TOKEN\"\n{}",
+        config_text(downstream.addr, r#"["5ms"]"#)
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    for n in 1..=3 {
+        let body = stripe_event(
+            &format!("evt_i{n}"),
+            "invoice.paid",
+            "invoice",
+            &format!("in_{n}"),
+            10,
+        );
+        assert_eq!(gw.post_stripe(&body).await.json["status"], "accepted");
+    }
+    assert_eq!(gw.settle().await.destinations["app"].dead, 3);
+    let letters = gw.gateway.dead_letters(None, 10).await.unwrap();
+    let id = |event: &str| letters.iter().find(|d| d.event_id == event).unwrap().id;
+    let (first, second) = (id("evt_i1"), id("evt_i2"));
+
+    let body = format!(r#"{{"deliveries": [{first}, {second}], "dry_run": true}}"#);
+    let answer = admin(&gw, "/admin/dlq/redrive", Some(&body), JSON).await;
+    assert_eq!(
+        answer.json,
+        serde_json::json!({"matched": 2, "redriven": 2, "older": 0})
+    );
+    let body = format!(r#"{{"deliveries": [{first}, 987654]}}"#);
+    let answer = admin(&gw, "/admin/dlq/redrive", Some(&body), JSON).await;
+    assert_eq!(answer.status, 400, "{}", answer.json);
+    assert_eq!(answer.problem().0, "unknown-dead-letter");
+    assert!(answer.problem().1.contains("987654"), "{}", answer.json);
+    assert_eq!(
+        gw.settle().await.destinations["app"].dead,
+        3,
+        "nothing changed"
+    );
+
+    failing.store(false, Ordering::SeqCst);
+    let body = format!(r#"{{"deliveries": [{first}, {second}]}}"#);
+    let answer = admin(&gw, "/admin/dlq/redrive", Some(&body), JSON).await;
+    assert_eq!(
+        answer.json,
+        serde_json::json!({"matched": 2, "redriven": 2, "older": 0})
+    );
+    let stats = gw.settle().await;
+    assert_eq!(
+        (
+            stats.destinations["app"].delivered,
+            stats.destinations["app"].dead
+        ),
+        (2, 1)
+    );
+    assert_eq!(downstream.with_key("stripe:evt_i3").len(), 2);
+
+    let customer = stripe_event("evt_cust", "customer.created", "customer", "cus_1", 10);
+    assert_eq!(gw.post_stripe(&customer).await.json["status"], "accepted");
+    gw.settle().await;
+    for (pattern, matched) in [("invoice.*", 3), ("customer.created", 1), ("charge.*", 0)] {
+        let body = format!(
+            r#"{{"source": "stripe", "since": 0, "event_type": "{pattern}", "dry_run": true}}"#
+        );
+        let answer = admin(&gw, "/admin/replay", Some(&body), JSON).await;
+        assert_eq!(
+            answer.json["matched"], matched,
+            "{pattern}: {}",
+            answer.json
+        );
+        assert_eq!(
+            answer.json["requeued"], matched,
+            "{pattern}: {}",
+            answer.json
+        );
+    }
+    let body = r#"{"source": "stripe", "since": 0, "event_type": "in*voice"}"#;
+    let answer = admin(&gw, "/admin/replay", Some(body), JSON).await;
+    assert_eq!(answer.status, 400, "{}", answer.json);
+    assert_eq!(
+        answer.problem(),
+        (
+            "bad-event-type",
+            "event type \"in*voice\" is not a pattern: expected an exact type such as \
+             \"invoice.paid\" or a prefix with a single trailing * such as \"invoice.*\""
+        )
+    );
+    gw.server.shutdown().await.unwrap();
+}
+
+both_stores!(redrive_by_ids_and_replay_by_type);

@@ -952,6 +952,10 @@ fn broker_source_mistakes_are_named() {
             "cannot have `queue`: it is a key of kind = \"rabbitmq\" sources",
         ),
         (
+            "kind = \"rabbitmq\"\nqueue = \"q\"\ntrust_traceparent = true",
+            "(kind rabbitmq) cannot have `trust_traceparent`: it is a key of webhook sources: broker messages are not read for a traceparent",
+        ),
+        (
             "kind = \"rabbitmq\"\nqueue = \"q\"\nstream = \"S\"",
             "cannot have `stream`: it is a key of kind = \"nats\" sources",
         ),

@@ -176,12 +176,13 @@ fn retention_shorter_than_the_horizon_is_refused_naming_both_numbers() {
 
 #[test]
 fn bad_shapes_are_named() {
-    let https = EXAMPLE.replace("http://127.0.0.1:3000", "https://example.invalid");
-    assert!(
-        error(&https).contains("destination \"app\" url"),
-        "{}",
-        error(&https)
+    let ftp = EXAMPLE.replace("http://127.0.0.1:3000", "ftp://example.invalid");
+    assert_eq!(
+        error(&ftp),
+        "destination \"app\" url = \"ftp://example.invalid/events\" is not valid; expected an http:// or https:// URL"
     );
+    let https = EXAMPLE.replace("http://127.0.0.1:3000", "https://example.invalid");
+    assert!(Config::from_toml(&https, &env).is_ok());
     let unknown_dest = EXAMPLE.replace("destination = \"app\"", "destination = \"nowhere\"");
     assert_eq!(
         error(&unknown_dest),

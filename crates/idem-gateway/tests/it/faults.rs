@@ -362,6 +362,79 @@ async fn a_locked_table_is_answered_503_within_database_timeout() {
     running.server.shutdown().await.unwrap();
 }
 
+/// Dispatch never takes ingest's connections: twenty destinations whose deliveries keep
+/// failing are stopped mid-claim by a lock on the deliveries table, so each dispatcher waits
+/// holding a connection, more than the pool has (16). Webhooks of a source without routes (its
+/// commits do not touch that table) are still stored and answered 200, because dispatch holds
+/// at most its share of the pool (16 - 4 group commits - 2 = 10); taking every connection, it
+/// left ingest none and each webhook was answered 503 after `database_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections() {
+    const DESTINATIONS: usize = 20;
+    let url = pg_database().await;
+    let store = PgStore::connect(&url)
+        .await
+        .unwrap()
+        .with_clock(system_clock());
+    let app = Downstream::start(std::sync::Arc::new(|_| {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    }))
+    .await;
+    let mut text = String::from(
+        "listen = \"127.0.0.1:0\"\npoll_interval = \"20ms\"\ndatabase_timeout = \"1s\"\n\
+         [[source]]\nname = \"stripe\"\nkind = \"stripe\"\nsecrets_env = [\"STRIPE_SECRET\"]\n\
+         [[source]]\nname = \"quiet\"\nkind = \"stripe\"\nsecrets_env = [\"STRIPE_SECRET\"]\n",
+    );
+    for d in 0..DESTINATIONS {
+        text.push_str(&format!(
+            "[[destination]]\nname = \"d{d}\"\nurl = \"http://{}/events\"\n\
+             retry_schedule = [{}]\nsigning_secret_env = \"APP_SECRET\"\n\
+             [[route]]\nsource = \"stripe\"\ndestination = \"d{d}\"\nordering = \"none\"\n",
+            app.addr,
+            vec!["\"1ms\""; 50].join(", ")
+        ));
+    }
+    let running = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = stripe_event("evt_busy", "invoice.paid", "invoice", "in_b", unix_now());
+    assert_eq!(running.post_stripe(&body).await.status, 200);
+
+    // Each destination claims, fails, and claims again every millisecond: the lock stops them
+    // at their next claim or outcome write, each holding its connection.
+    let mut lock = running.gateway.store().pool().begin().await.unwrap();
+    idem_sql::sqlx::query("LOCK TABLE idem_gateway_deliveries IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let pool = running.gateway.store().pool();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The lock's own connection and dispatch's share of ten.
+    while (pool.size() as usize).saturating_sub(pool.num_idle()) < 11 {
+        assert!(
+            Instant::now() < deadline,
+            "the dispatchers never waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for n in 0..5 {
+        let quiet = stripe_event(
+            &format!("evt_quiet{n}"),
+            "invoice.paid",
+            "invoice",
+            "in_q",
+            unix_now(),
+        );
+        let signature =
+            idem_http::verify::stripe::sign(crate::support::STRIPE_SECRET, unix_now(), &quiet);
+        let answer = running
+            .post("quiet", &[("stripe-signature", signature)], &quiet)
+            .await;
+        assert_eq!(answer.status, 200, "{:?}", answer.json);
+        assert_eq!(answer.json["status"], "accepted");
+    }
+    lock.rollback().await.unwrap();
+    running.server.shutdown().await.unwrap();
+}
+
 /// Writes `bytes` one every 200 ms until the server closes the connection; how long it stayed
 /// open, and what the server answered.
 async fn trickle(addr: &str, head: &[u8], bytes: &[u8], give_up: Duration) -> (Duration, String) {

@@ -214,7 +214,22 @@ fn relay_mistakes_are_named() {
             "relay \"out\" brokers = \"k:9092\" is not valid; expected no brokers",
         ),
         ("target = \"http\"", "relay \"out\" url = \"\" is not valid"),
-        ("target = \"http\"\nurl = \"https://x\"", "an http:// URL"),
+        (
+            "target = \"http\"\nurl = \"ftp://x\"",
+            "an http:// or https:// URL",
+        ),
+        (
+            "target = \"http\"\nurl = \"http://x\"\nca_file = \"ca.pem\"",
+            "relay \"out\" url = \"http://x\" is not valid; expected an https:// URL: ca_file",
+        ),
+        (
+            "target = \"nats\"\nca_file = \"ca.pem\"",
+            "relay \"out\" ca_file = \"ca.pem\" is not valid; expected no ca_file: it is a key of target = \"http\" relays",
+        ),
+        (
+            "target = \"http\"\nurl = \"https://x\"\nclient_key_file = \"key.pem\"",
+            "relay \"out\" client_key_file = \"key.pem\" is not valid; expected client_key_file together with client_cert_file",
+        ),
         (
             "target = \"nats\"\nurl = \"amqp://x\"",
             "a URL starting with nats:// or tls://",
@@ -253,15 +268,15 @@ fn relay_mistakes_are_named() {
             "target = \"nats\"\nclaim_ttl = \"1000years\"",
             "relay \"out\" claim_ttl = \"1000years\" is not valid; expected between 1s and 1h",
         ),
-        // TLS is not built in: an https target is refused as for destinations, from url_env too.
+        // A URL of another scheme is refused from url_env too, without its credentials.
         (
             "target = \"http\"\nurl_env = \"HTTPS_TARGET\"",
-            "relay \"out\" url_env = \"https://***@hooks.example.com\" is not valid; expected an http:// URL (put a TLS-terminating proxy in front of https endpoints)",
+            "relay \"out\" url_env = \"ftp://***@hooks.example.com\" is not valid; expected an http:// or https:// URL",
         ),
     ];
     let env = |var: &str| {
         if var == "HTTPS_TARGET" {
-            Some("https://user:pw@hooks.example.com".to_owned())
+            Some("ftp://user:pw@hooks.example.com".to_owned())
         } else {
             env(var)
         }

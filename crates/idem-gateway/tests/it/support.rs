@@ -115,7 +115,7 @@ impl<DB: GatewayDb> Running<DB> {
             gateway,
             server,
             url,
-            client: reqwest::Client::new(),
+            client: idem_testkit::http_client(),
         }
     }
 
@@ -132,6 +132,14 @@ impl<DB: GatewayDb> Running<DB> {
     /// POSTs a Stripe event signed now with the test secret.
     pub(crate) async fn post_stripe(&self, body: &[u8]) -> Answer {
         let signature = stripe::sign(STRIPE_SECRET, unix_now(), body);
+        self.post("stripe", &[("stripe-signature", signature)], body)
+            .await
+    }
+
+    /// POSTs a Stripe event signed at `at`: a gateway on a manual clock checks the signature's
+    /// time against its own.
+    pub(crate) async fn post_stripe_at(&self, at: idem_core::Timestamp, body: &[u8]) -> Answer {
+        let signature = stripe::sign(STRIPE_SECRET, at.as_millis() / 1000, body);
         self.post("stripe", &[("stripe-signature", signature)], body)
             .await
     }
@@ -305,9 +313,12 @@ impl Write for Capture {
 pub(crate) fn capture_logs() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
+        // As `idem serve` does, the trace spans are left out: with traces off no subscriber
+        // takes them.
+        let filter = format!("info,{}=off", idem_gateway::traces::TARGET);
         let _ = tracing_subscriber::fmt()
             .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_writer(|| Capture)
             .try_init();
     });

@@ -126,7 +126,7 @@ async fn bad_keys_principals_and_bodies_are_clear_4xx(env: Env) {
     );
 
     // Non-ASCII bytes in the header value (obs-text), sent raw.
-    let response = reqwest::Client::new()
+    let response = idem_testkit::http_client()
         .post(format!("{base}/payments"))
         .header("authorization", "Bearer alice")
         .header(
@@ -148,7 +148,7 @@ async fn other_methods_pass_through(env: Env) {
         .route("/ping", axum::routing::put(|| async { "pong" }))
         .layer(layer(&env).required_for([Method::POST]));
     let base = serve(router).await;
-    let response = reqwest::Client::new()
+    let response = idem_testkit::http_client()
         .put(format!("{base}/ping"))
         .send()
         .await

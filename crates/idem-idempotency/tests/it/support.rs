@@ -357,7 +357,7 @@ pub(crate) async fn send_as(
     key: Option<&str>,
     body: &str,
 ) -> Answer {
-    let mut request = reqwest::Client::new()
+    let mut request = idem_testkit::http_client()
         .post(format!("{base}{path}"))
         .header("content-type", "application/json")
         .body(body.to_owned());

@@ -236,7 +236,7 @@ async fn the_handlers_write_and_the_response_commit_together<DB: AppDb + SqlBack
     assert_eq!(s.app.handlers.runs("pay"), 1);
 
     // A keyless PUT (the key is optional there) still gets its transaction, committed on success.
-    let response = reqwest::Client::new()
+    let response = idem_testkit::http_client()
         .put(format!("{}/pay", s.base))
         .send()
         .await

@@ -135,6 +135,26 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             row: &VersionWrite<'_>,
         ) -> impl Future<Output = Res<()>> + Send;
+        /// What ends [`sql::LOAD_VERSIONS_END`] here: ` FOR UPDATE` where the database locks
+        /// rows (PostgreSQL), nothing on SQLite, whose write transaction excludes other writers.
+        const LOCK_ROWS: &'static str;
+        /// The stored versions of `entities` (`(aggregate_type, aggregate_id)`) of `consumer`,
+        /// in key order, locked as [`Ops::LOCK_ROWS`] says; an entity without a row is left out.
+        fn load_versions(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            entities: &[(&str, &str)],
+        ) -> impl Future<Output = Res<Vec<(String, String, VersionRow)>>> + Send;
+        /// Inserts `rows` where their entity has no row; returns the entities inserted.
+        fn insert_versions(
+            conn: &mut Self::Connection,
+            rows: &[VersionWrite<'_>],
+        ) -> impl Future<Output = Res<Vec<(String, String)>>> + Send;
+        /// Writes `rows` over their entities' existing rows.
+        fn update_versions(
+            conn: &mut Self::Connection,
+            rows: &[VersionWrite<'_>],
+        ) -> impl Future<Output = Res<()>> + Send;
 
         fn acquire_lease(
             conn: &mut Self::Connection,
@@ -272,6 +292,68 @@ macro_rules! shared_ops {
             bind_version(sqlx::query(sql::UPDATE_VERSION), row)
                 .execute(&mut *conn)
                 .await?;
+            Ok(())
+        }
+
+        async fn load_versions(
+            conn: &mut Self::Connection,
+            consumer: &str,
+            entities: &[(&str, &str)],
+        ) -> Result<Vec<(String, String, VersionRow)>, sqlx::Error> {
+            let mut rows = Vec::with_capacity(entities.len());
+            for chunk in entities.chunks(VERSION_ROWS_PER_STATEMENT) {
+                let mut query = sqlx::QueryBuilder::<Self>::new(sql::LOAD_VERSIONS);
+                query.push_bind(consumer).push(sql::LOAD_VERSIONS_IN);
+                query.push_values(chunk, |mut values, (aggregate_type, aggregate_id)| {
+                    values.push_bind(*aggregate_type).push_bind(*aggregate_id);
+                });
+                query.push(sql::LOAD_VERSIONS_END).push(Self::LOCK_ROWS);
+                let found: Vec<(String, String, String, i64, Option<i64>, String)> =
+                    query.build_query_as().fetch_all(&mut *conn).await?;
+                rows.extend(found.into_iter().map(
+                    |(aggregate_type, aggregate_id, kind, version, secondary, dedup_key)| {
+                        (
+                            aggregate_type,
+                            aggregate_id,
+                            VersionRow {
+                                kind,
+                                version,
+                                secondary,
+                                dedup_key,
+                            },
+                        )
+                    },
+                ));
+            }
+            Ok(rows)
+        }
+
+        async fn insert_versions(
+            conn: &mut Self::Connection,
+            rows: &[VersionWrite<'_>],
+        ) -> Result<Vec<(String, String)>, sqlx::Error> {
+            let mut inserted = Vec::with_capacity(rows.len());
+            for chunk in rows.chunks(VERSION_ROWS_PER_STATEMENT) {
+                let mut query = sqlx::QueryBuilder::<Self>::new(sql::INSERT_VERSIONS);
+                query.push_values(chunk, push_version);
+                query.push(sql::INSERT_VERSIONS_END);
+                let done: Vec<(String, String)> =
+                    query.build_query_as().fetch_all(&mut *conn).await?;
+                inserted.extend(done);
+            }
+            Ok(inserted)
+        }
+
+        async fn update_versions(
+            conn: &mut Self::Connection,
+            rows: &[VersionWrite<'_>],
+        ) -> Result<(), sqlx::Error> {
+            for chunk in rows.chunks(VERSION_ROWS_PER_STATEMENT) {
+                let mut query = sqlx::QueryBuilder::<Self>::new(sql::UPDATE_VERSIONS);
+                query.push_values(chunk, push_version);
+                query.push(sql::UPDATE_VERSIONS_END);
+                query.build().execute(&mut *conn).await?;
+            }
             Ok(())
         }
 
@@ -421,6 +503,32 @@ macro_rules! shared_ops {
     };
 }
 use shared_ops;
+
+/// The most version rows one statement carries: 8 parameters a row, well within SQLite's 32,766
+/// and PostgreSQL's 65,535 bound parameters per statement.
+const VERSION_ROWS_PER_STATEMENT: usize = 1_000;
+
+/// Pushes the eight columns of a version guard row as one `VALUES` row, in the order of
+/// `sql::INSERT_VERSION`.
+fn push_version<DB>(
+    mut values: sqlx::query_builder::Separated<'_, DB, &'static str>,
+    row: &ops::VersionWrite<'_>,
+) where
+    DB: Database,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    values
+        .push_bind(row.consumer)
+        .push_bind(row.aggregate_type)
+        .push_bind(row.aggregate_id)
+        .push_bind(row.kind)
+        .push_bind(row.version)
+        .push_bind(row.secondary)
+        .push_bind(row.dedup_key)
+        .push_bind(row.now);
+}
 
 /// Binds the eight columns of a version guard row in the order of `sql::INSERT_VERSION`.
 fn bind_version<'q, DB>(

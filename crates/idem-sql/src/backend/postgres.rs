@@ -9,7 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Pool, Postgres};
 
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
-use super::{bind_version, shared_ops, sql};
+use super::{VERSION_ROWS_PER_STATEMENT, bind_version, push_version, shared_ops, sql};
 use crate::redact::redact_url as redact;
 use crate::{Error, PoolOptions};
 
@@ -68,6 +68,8 @@ impl Ops for Postgres {
     const LOAD_VERSION: &'static str = "SELECT version_kind, version, version_secondary, dedup_key \
          FROM idem_versions WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3 \
          FOR UPDATE";
+
+    const LOCK_ROWS: &'static str = " FOR UPDATE";
 
     shared_ops!();
 

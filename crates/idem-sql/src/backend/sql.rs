@@ -18,6 +18,36 @@ pub(crate) const UPDATE_VERSION: &str = "UPDATE idem_versions \
      SET version_kind = $4, version = $5, version_secondary = $6, dedup_key = $7, updated_at = $8 \
      WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3";
 
+/// Many version rows at once, one `VALUES` row each (the columns of [`INSERT_VERSION`]),
+/// followed by [`INSERT_VERSIONS_END`]: the entities that had no row get one.
+pub(crate) const INSERT_VERSIONS: &str = "INSERT INTO idem_versions \
+     (consumer, aggregate_type, aggregate_id, version_kind, version, version_secondary, dedup_key, updated_at) ";
+
+/// The rows inserted come back by entity; an entity that already had a row is left alone.
+pub(crate) const INSERT_VERSIONS_END: &str = " ON CONFLICT (consumer, aggregate_type, aggregate_id) DO NOTHING \
+     RETURNING aggregate_type, aggregate_id";
+
+/// The stored versions of one consumer's entities: followed by the consumer, then
+/// [`LOAD_VERSIONS_IN`], a `VALUES` list of `(aggregate_type, aggregate_id)` and
+/// [`LOAD_VERSIONS_END`].
+pub(crate) const LOAD_VERSIONS: &str = "SELECT aggregate_type, aggregate_id, version_kind, version, \
+     version_secondary, dedup_key FROM idem_versions WHERE consumer = ";
+
+pub(crate) const LOAD_VERSIONS_IN: &str = " AND (aggregate_type, aggregate_id) IN (";
+
+/// In key order, so that two transactions lock the rows they share in one order.
+pub(crate) const LOAD_VERSIONS_END: &str = ") ORDER BY aggregate_type, aggregate_id";
+
+/// New versions of existing rows, one `VALUES` row each (the columns of [`INSERT_VERSION`]),
+/// followed by [`UPDATE_VERSIONS_END`]. `VALUES` columns are `column1`… on both databases.
+pub(crate) const UPDATE_VERSIONS: &str = "UPDATE idem_versions AS v \
+     SET version_kind = w.column4, version = w.column5, version_secondary = w.column6, \
+         dedup_key = w.column7, updated_at = w.column8 \
+     FROM (";
+
+pub(crate) const UPDATE_VERSIONS_END: &str = ") AS w \
+     WHERE v.consumer = w.column1 AND v.aggregate_type = w.column2 AND v.aggregate_id = w.column3";
+
 /// Takes a lease that is free: absent, released, or running past its expiry ($3 = now, $4 = ttl,
 /// $5 = the request's fingerprint, which the new holder's request replaces). A live or completed
 /// lease is left alone and no row is returned.

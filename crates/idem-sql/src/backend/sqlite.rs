@@ -10,7 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Connection, Pool, QueryBuilder, Sqlite, SqliteConnection};
 
 use super::ops::{Acquired, GcTable, LeaseRow, Ops, VersionRow, VersionWrite};
-use super::{bind_version, shared_ops, sql};
+use super::{VERSION_ROWS_PER_STATEMENT, bind_version, push_version, shared_ops, sql};
 use crate::redact::redact_url as redact;
 use crate::{Error, PoolOptions};
 
@@ -78,6 +78,8 @@ impl Ops for Sqlite {
     /// SQLite's write transaction (`BEGIN IMMEDIATE`) already excludes other writers.
     const LOAD_VERSION: &'static str = "SELECT version_kind, version, version_secondary, dedup_key \
          FROM idem_versions WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3";
+
+    const LOCK_ROWS: &'static str = "";
 
     shared_ops!();
 

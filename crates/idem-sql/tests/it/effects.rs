@@ -170,7 +170,7 @@ async fn handle(
 /// outcome), 429 and 5xx retryable, other statuses not retryable, no connection retryable (the
 /// request was not sent), any other transport error unknown (it may have been).
 fn http_provider(url: &str) -> impl Provider + use<> {
-    let client = reqwest::Client::new();
+    let client = idem_testkit::http_client();
     let url = url.to_owned();
     move |call: EffectCall| {
         let (client, url) = (client.clone(), url.clone());
@@ -1173,7 +1173,7 @@ async fn stalled_worker_cannot_overwrite_its_successor<DB: AppDb>(store: Store<D
     let stalled = Arc::new(Notify::new());
     let a_provider = {
         let (stalled, url) = (Arc::clone(&stalled), psp.url.clone());
-        let client = reqwest::Client::new();
+        let client = idem_testkit::http_client();
         move |call: EffectCall| {
             let (stalled, url, client) = (Arc::clone(&stalled), url.clone(), client.clone());
             async move {

@@ -14,3 +14,4 @@ mod ordering;
 mod properties;
 mod retention;
 mod support;
+mod version_batches;

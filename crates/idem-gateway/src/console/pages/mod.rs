@@ -1,0 +1,8 @@
+//! The console's pages, one file each.
+
+pub(crate) mod config;
+pub(crate) mod dead_letters;
+pub(crate) mod event;
+pub(crate) mod events;
+pub(crate) mod overview;
+pub(crate) mod replay;

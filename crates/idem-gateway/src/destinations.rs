@@ -1,0 +1,131 @@
+//! Operations on destinations, shared by the `idem destination` command and `/admin/destinations`:
+//! list them with their pause and rate limit, pause and resume one.
+//!
+//! A pause is a row of `idem_gateway_paused_destinations`, so every gateway process on the
+//! database honours it: the process that pauses or resumes applies it at once, the others when
+//! their dispatcher next reads it (at least every second, or every `poll_interval` if shorter;
+//! see [`PAUSE_REFRESH`](crate::dispatch::throttle::PAUSE_REFRESH)). While paused, a
+//! destination's deliveries stay pending: none is claimed, no attempt is made or counted, none
+//! is dead-lettered, and ingest goes on accepting events. Attempts already started when the
+//! pause is applied finish. On resume they are claimed oldest first, one per entity at a time in
+//! version order, as always.
+
+use serde::Serialize;
+
+use crate::Error;
+use crate::gateway::Gateway;
+use crate::store::GatewayDb;
+
+/// A configured destination and whether it is paused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DestinationStatus {
+    /// Its name.
+    pub name: String,
+    /// Where its events are POSTed.
+    pub url: String,
+    /// Whether it is paused (in the database).
+    pub paused: bool,
+    /// Since when, in ms since the epoch; `None` while it runs.
+    pub paused_at: Option<i64>,
+    /// Whether this process holds it paused now: its dispatcher read (or this process set) the
+    /// pause. It differs from `paused` for up to a second after a change made through another
+    /// process, and in a process that runs no dispatcher (`idem destination`).
+    pub applied: bool,
+    /// Its `rate_limit` (`200/s`), per gateway process; `None` without one.
+    pub rate_limit: Option<String>,
+    /// Its `concurrency`.
+    pub concurrency: usize,
+}
+
+/// What a pause or resume did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PauseChange {
+    /// The destination.
+    pub destination: String,
+    /// Whether it is paused now.
+    pub paused: bool,
+    /// Since when it is paused (ms since the epoch); `None` once resumed.
+    pub paused_at: Option<i64>,
+    /// Whether this call changed it (false: it was already paused, or already running).
+    pub changed: bool,
+}
+
+impl<DB: GatewayDb> Gateway<DB> {
+    /// Every configured destination, in configuration order, with its pause as the database
+    /// holds it.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the database cannot be read.
+    pub async fn destinations(&self) -> Result<Vec<DestinationStatus>, Error> {
+        let mut conn = self.store().pool().acquire().await?;
+        let paused = DB::paused(&mut conn).await?;
+        Ok(self
+            .config()
+            .destinations
+            .iter()
+            .enumerate()
+            .map(|(index, d)| {
+                let paused_at = (paused.iter())
+                    .find(|(name, _)| name == d.name.as_str())
+                    .map(|(_, at)| *at);
+                DestinationStatus {
+                    name: d.name.to_string(),
+                    url: d.url.clone(),
+                    paused: paused_at.is_some(),
+                    paused_at,
+                    applied: self.handoff(index).throttle().paused(),
+                    rate_limit: d.rate_limit.map(|limit| limit.to_string()),
+                    concurrency: d.concurrency,
+                }
+            })
+            .collect())
+    }
+
+    /// Pauses destination `name` for every gateway process on the database (see the module
+    /// docs); pausing a paused destination changes nothing.
+    ///
+    /// # Errors
+    /// [`Error::Request`] ([`RequestError::UnknownDestination`](crate::RequestError::UnknownDestination))
+    /// when no destination `name` is configured, before anything is changed; [`Error::Store`].
+    pub async fn pause(&self, name: &str) -> Result<PauseChange, Error> {
+        self.known_destination(name)?;
+        let mut conn = self.store().pool().acquire().await?;
+        let changed = DB::pause(&mut conn, name, self.now().as_millis()).await?;
+        let paused_at = DB::paused_since(&mut conn, name).await?;
+        if let Some(index) = self.destination_index(name) {
+            self.handoff(index).throttle().set_paused(true);
+        }
+        Ok(PauseChange {
+            destination: name.to_owned(),
+            paused: true,
+            paused_at,
+            changed,
+        })
+    }
+
+    /// Resumes destination `name` for every gateway process on the database; its waiting
+    /// deliveries are claimed at once here, and by the other processes when they read it.
+    /// Resuming a running destination changes nothing.
+    ///
+    /// # Errors
+    /// As [`pause`](Self::pause).
+    pub async fn resume(&self, name: &str) -> Result<PauseChange, Error> {
+        self.known_destination(name)?;
+        let mut conn = self.store().pool().acquire().await?;
+        let changed = DB::resume(&mut conn, name).await?;
+        if let Some(index) = self.destination_index(name) {
+            self.handoff(index).throttle().set_paused(false);
+            self.wake(index);
+        }
+        Ok(PauseChange {
+            destination: name.to_owned(),
+            paused: false,
+            paused_at: None,
+            changed,
+        })
+    }
+
+    fn destination_index(&self, name: &str) -> Option<usize> {
+        (self.config().destinations.iter()).position(|d| d.name.as_str() == name)
+    }
+}
