@@ -90,7 +90,8 @@ impl Serve {
             text.lines()
                 .filter(|l| l.starts_with(prefix))
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
+                // Not `sum`: an empty f64 sum is -0, printed "-0".
+                .fold(0.0, |total, v| total + v)
         };
         let handoff = value("idem_dispatch_claims_total{destination=\"app\",path=\"handoff\"}");
         let successor = value("idem_dispatch_claims_total{destination=\"app\",path=\"successor\"}");
