@@ -178,6 +178,8 @@ pub(crate) async fn run<DB: GatewayDb>(
 /// resumed.
 async fn refresh_pause<DB: GatewayDb>(gateway: &Gateway<DB>, index: usize) -> bool {
     let name = gateway.destination(index).name.as_str();
+    let throttle = gateway.handoff(index).throttle();
+    let started = throttle.read_started();
     let read = async {
         let _turn = gateway.dispatch_connection().await;
         let mut conn = gateway.store().pool().acquire().await?;
@@ -198,7 +200,10 @@ async fn refresh_pause<DB: GatewayDb>(gateway: &Gateway<DB>, index: usize) -> bo
             return false;
         }
     };
-    let was = gateway.handoff(index).throttle().set_paused(paused);
+    // A pause or resume made here while the read ran is newer than what it read.
+    let Some(was) = throttle.apply_read(paused, started) else {
+        return false;
+    };
     metrics::gauge!(DESTINATION_PAUSED, "destination" => name.to_owned()).set(if paused {
         1.0
     } else {

@@ -23,6 +23,9 @@ pub const PAUSE_REFRESH: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) struct Throttle {
     paused: AtomicBool,
+    /// How many pauses and resumes this process made: a read of the database begun before one
+    /// of them must not undo it.
+    changes: Mutex<u64>,
     /// `None` without a `rate_limit`.
     bucket: Option<Mutex<TokenBucket>>,
 }
@@ -32,6 +35,7 @@ impl Throttle {
     pub(crate) fn new(limit: Option<RateLimit>, now: Timestamp) -> Self {
         Self {
             paused: AtomicBool::new(false),
+            changes: Mutex::new(0),
             bucket: limit.map(|limit| Mutex::new(TokenBucket::new(limit, now))),
         }
     }
@@ -41,9 +45,25 @@ impl Throttle {
         self.paused.load(Ordering::Acquire)
     }
 
-    /// Sets the pause as read from (or written to) the database; returns what it was.
+    /// Sets the pause this process just wrote to the database; returns what it was.
     pub(crate) fn set_paused(&self, paused: bool) -> bool {
+        let mut changes = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
+        *changes += 1;
         self.paused.swap(paused, Ordering::AcqRel)
+    }
+
+    /// To call before reading the pause from the database; its answer goes to
+    /// [`apply_read`](Self::apply_read).
+    pub(crate) fn read_started(&self) -> u64 {
+        *self.changes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets the pause read from the database by a read begun at `started`, unless this process
+    /// paused or resumed since (the read may predate that write); returns what it was, or
+    /// `None` when the read was left unapplied.
+    pub(crate) fn apply_read(&self, paused: bool, started: u64) -> Option<bool> {
+        let changes = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
+        (*changes == started).then(|| self.paused.swap(paused, Ordering::AcqRel))
     }
 
     fn with_bucket<T>(&self, f: impl FnOnce(&mut TokenBucket) -> T) -> Option<T> {
@@ -81,5 +101,25 @@ impl Throttle {
     pub(crate) fn next_token_in(&self, now: Timestamp) -> Duration {
         self.with_bucket(|bucket| bucket.next_token_in(now))
             .unwrap_or(Duration::ZERO)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The race CI met: the dispatcher's read of the database began before this process
+    /// paused, and ended after it; the stale "running" it read must not undo the pause.
+    #[test]
+    fn a_read_begun_before_a_local_pause_does_not_undo_it() {
+        let throttle = Throttle::new(None, Timestamp(0));
+        let started = throttle.read_started();
+        assert!(!throttle.set_paused(true));
+        assert_eq!(throttle.apply_read(false, started), None);
+        assert!(throttle.paused());
+        // A read begun after the pause is applied, whatever it says.
+        let started = throttle.read_started();
+        assert_eq!(throttle.apply_read(false, started), Some(true));
+        assert!(!throttle.paused());
     }
 }
