@@ -60,8 +60,16 @@ impl Downstream {
                 let log = Arc::clone(&log);
                 let behaviour = Arc::clone(&behaviour);
                 async move {
-                    let request = Received { headers, body };
-                    let status = behaviour(&request);
+                    // On the blocking pool: a behaviour may sleep or wait for the test, which
+                    // on a runtime worker could stall the gateway's tasks queued behind it (a
+                    // task in a worker's LIFO slot is not stolen by the others).
+                    let (request, status) = tokio::task::spawn_blocking(move || {
+                        let request = Received { headers, body };
+                        let status = behaviour(&request);
+                        (request, status)
+                    })
+                    .await
+                    .expect("the behaviour does not panic");
                     log.lock().expect("not poisoned").push(request);
                     (status, "downstream says hi").into_response()
                 }
