@@ -56,7 +56,7 @@ pub enum ConfigError {
         ids: String,
     },
     /// A field holds a value outside its allowed set or shape.
-    #[error("{field} = {value:?} is not valid; expected {expected}")]
+    #[error("{}", bad_value(field, value, expected))]
     BadValue {
         /// The field.
         field: String,
@@ -250,4 +250,14 @@ fn plain_types(error: &toml::de::Error) -> String {
     WORDS.iter().fold(error.to_string(), |text, (rust, plain)| {
         text.replace(rust, plain)
     })
+}
+
+/// [`ConfigError::BadValue`]'s message: an empty value is most often a key left out (the
+/// settings read a missing key as ""), so it is not quoted back as if the user had written it.
+fn bad_value(field: &str, value: &str, expected: &str) -> String {
+    if value.is_empty() {
+        format!("{field} is missing or empty; expected {expected}")
+    } else {
+        format!("{field} = {value:?} is not valid; expected {expected}")
+    }
 }

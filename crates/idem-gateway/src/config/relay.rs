@@ -337,7 +337,8 @@ pub(super) fn build(
             if url.is_some() {
                 return Err(ConfigError::BadValue {
                     field: field_name(url_key),
-                    value: String::new(),
+                    // Not the URL itself: it may hold a password.
+                    value: "a URL, not shown".into(),
                     expected: "no url: a target = \"kafka\" relay takes `brokers`, such as [\"kafka-1:9092\"]".into(),
                 });
             }

@@ -323,9 +323,14 @@ fn field(name: &str, raw: RawField) -> Result<Field, ConfigError> {
                 value: path,
                 expected: format!("a JSON path such as \"$.event.id\" ({e})"),
             }),
-        _ => Err(ConfigError::BadValue {
+        (header, _) => Err(ConfigError::BadValue {
             field: name.into(),
-            value: String::new(),
+            // Both given, or neither (then the message says missing).
+            value: if header.is_some() {
+                "{ header, json }".to_owned()
+            } else {
+                String::new()
+            },
             expected: "exactly one of header = \"…\" or json = \"$.…\"".into(),
         }),
     }

@@ -198,7 +198,7 @@ mod tests {
             (
                 "[telemetry]\n",
                 &[][..],
-                "telemetry.endpoint = \"\" is not valid; expected the collector's OTLP/HTTP URL",
+                "telemetry.endpoint is missing or empty; expected the collector's OTLP/HTTP URL",
             ),
             (
                 "[telemetry]\nendpoint = \"https://collector:4318\"\n",

@@ -941,7 +941,7 @@ fn broker_source_mistakes_are_named() {
     let cases = [
         (
             "kind = \"nats\"",
-            "source \"orders\" stream = \"\" is not valid",
+            "source \"orders\" stream is missing or empty",
         ),
         (
             "kind = \"nats\"\nstream = \"S\"\nsecrets_env = [\"APP_SECRET\"]",
@@ -1008,11 +1008,11 @@ fn broker_source_mistakes_are_named() {
         ),
         (
             "kind = \"kafka\"\ntopic = \"orders\"\nconsumer = \"orders_v1\"",
-            "source \"orders\" brokers = \"\" is not valid; expected a list of bootstrap brokers as host:port",
+            "source \"orders\" brokers is missing or empty; expected a list of bootstrap brokers as host:port",
         ),
         (
             "kind = \"kafka\"\nbrokers = [\"k:9092\"]\ntopic = \"orders\"",
-            "source \"orders\" consumer = \"\" is not valid",
+            "source \"orders\" consumer is missing or empty",
         ),
         (
             "kind = \"kafka\"\nbrokers = [\"k:9092\"]\ntopic = \"a/b\"\nconsumer = \"c\"",

@@ -277,7 +277,7 @@ fn inconsistent_values_are_refused_naming_the_field() {
     let text = EXAMPLE.replace("entity = { json = \"$.order.id\" }\n", "");
     let message = error(&text);
     assert!(
-        message.starts_with("source \"acme\" entity = \"\" is not valid; expected an entity"),
+        message.starts_with("source \"acme\" entity is missing or empty; expected an entity"),
         "{message}"
     );
     assert!(message.contains("`version` needs `entity`"), "{message}");
@@ -286,10 +286,14 @@ fn inconsistent_values_are_refused_naming_the_field() {
             "event_types = [\"customer.subscription.*\", \"invoice.*\"]",
             &format!("event_types = [\"invoice.*\", {pattern:?}]"),
         );
+        let said = match pattern {
+            "" => "is missing or empty".to_owned(),
+            _ => format!("= {pattern:?} is not valid"),
+        };
         assert_eq!(
             error(&text),
             format!(
-                "route \"stripe.app\" event_types = {pattern:?} is not valid; expected an exact event type (\"invoice.paid\") or a prefix with a single trailing * (\"invoice.*\")"
+                "route \"stripe.app\" event_types {said}; expected an exact event type (\"invoice.paid\") or a prefix with a single trailing * (\"invoice.*\")"
             )
         );
     }

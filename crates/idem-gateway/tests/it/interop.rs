@@ -95,7 +95,7 @@ fn version_types_that_cannot_be_compared_are_refused() {
         error(&source(
             r#"version_secondary = { json = "$.updated_at", type = "timestamp" }"#
         )),
-        "source \"shop\" version = \"\" is not valid; expected a version where the entity's version is read: `version_secondary` only breaks ties between equal versions, so it needs a `version`"
+        "source \"shop\" version is missing or empty; expected a version where the entity's version is read: `version_secondary` only breaks ties between equal versions, so it needs a `version`"
     );
     let ok = Config::from_toml(
         &source(

@@ -203,17 +203,17 @@ fn relay_mistakes_are_named() {
         ),
         (
             "target = \"kafka\"",
-            "relay \"out\" brokers = \"\" is not valid; expected a list of bootstrap brokers as host:port",
+            "relay \"out\" brokers is missing or empty; expected a list of bootstrap brokers as host:port",
         ),
         (
             "target = \"kafka\"\nbrokers = [\"k:9092\"]\nurl = \"nats://x\"",
-            "relay \"out\" url = \"\" is not valid; expected no url",
+            "relay \"out\" url = \"a URL, not shown\" is not valid; expected no url",
         ),
         (
             "target = \"nats\"\nbrokers = [\"k:9092\"]",
             "relay \"out\" brokers = \"k:9092\" is not valid; expected no brokers",
         ),
-        ("target = \"http\"", "relay \"out\" url = \"\" is not valid"),
+        ("target = \"http\"", "relay \"out\" url is missing or empty"),
         (
             "target = \"http\"\nurl = \"ftp://x\"",
             "an http:// or https:// URL",
