@@ -5,7 +5,7 @@ use idem_sql::PgStore;
 
 use crate::support::{
     Downstream, Running, STRIPE_SECRET, capture_logs, config_text, env, pg_database, post,
-    stripe_event, unix_now,
+    stripe_event, unix_now, versions_by_created,
 };
 use idem_http::verify::stripe;
 
@@ -88,7 +88,7 @@ async fn two_gateways_on_one_postgres_deliver_once() {
 /// arrive in version order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_gateways_never_send_one_delivery_at_once_and_keep_entity_order() {
-    use std::collections::{BTreeMap, HashSet};
+    use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
     let url = pg_database().await;
@@ -146,15 +146,7 @@ async fn two_gateways_never_send_one_delivery_at_once_and_keep_entity_order() {
         Vec::<String>::new(),
         "sent twice at once"
     );
-    let mut per_entity: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for request in downstream.received() {
-        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
-        let entity = body["data"]["object"]["id"].as_str().unwrap().to_owned();
-        per_entity
-            .entry(entity)
-            .or_default()
-            .push(body["created"].as_i64().unwrap() - 1_700_000_000);
-    }
+    let per_entity = versions_by_created(&downstream, 1_700_000_000);
     assert_eq!(per_entity.len(), 20);
     for (entity, versions) in &per_entity {
         assert_eq!(

@@ -3,7 +3,6 @@
 //! entity waits for it and follows as soon as that attempt ends. Every test polls once an hour,
 //! so a wake-up that went missing shows as a delivery that never comes.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,7 @@ use idem_gateway::{Config, GatewayDb};
 use idem_sql::Store;
 use idem_testkit::AppDb;
 
-use crate::support::{Downstream, Running, config_text, env, stripe_event};
+use crate::support::{Downstream, Running, config_text, env, stripe_event, versions_by_created};
 
 /// The test configuration with destination `app` renamed `name` (so that its metrics are this
 /// test's own) and a poll of an hour.
@@ -198,14 +197,7 @@ async fn entity_order_holds_with_handoffs_under_load<DB: GatewayDb + AppDb>(stor
     }
     let stats = gw.settle().await;
     assert_eq!(stats.destinations[&name].delivered, 100);
-    let mut per_entity: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for request in downstream.received() {
-        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
-        per_entity
-            .entry(body["data"]["object"]["id"].as_str().unwrap().to_owned())
-            .or_default()
-            .push(body["created"].as_i64().unwrap() - 1_700_000_000);
-    }
+    let per_entity = versions_by_created(&downstream, 1_700_000_000);
     assert_eq!(per_entity.len(), 20);
     for (entity, versions) in &per_entity {
         assert_eq!(

@@ -3,7 +3,6 @@
 //! every one is delivered once, each entity's in version order. The pause is the database's,
 //! so two gateways on one PostgreSQL database both honour a pause made through either.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,6 +14,7 @@ use idem_testkit::AppDb;
 
 use crate::support::{
     Downstream, Running, STRIPE_SECRET, count, env, pg_database, post, stripe_event, unix_now,
+    versions_by_event_id,
 };
 use idem_http::verify::stripe;
 
@@ -97,22 +97,6 @@ async fn post_events<DB: GatewayDb>(targets: &[&Running<DB>]) -> Vec<(String, i6
 
 /// Each entity's versions in the order the downstream got them, from the `customer.updated`
 /// events' ids (`evt_{entity}_{version}`); every request must have been answered 200.
-fn arrivals(downstream: &Downstream) -> BTreeMap<String, Vec<i64>> {
-    let mut by_entity: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for request in downstream.received() {
-        let id = request.header("idem-event-id").unwrap().to_owned();
-        let (entity, version) = id
-            .strip_prefix("evt_")
-            .and_then(|rest| rest.rsplit_once('_'))
-            .unwrap();
-        by_entity
-            .entry(entity.to_owned())
-            .or_default()
-            .push(version.parse().unwrap());
-    }
-    by_entity
-}
-
 /// What the store holds while paused: every delivery pending, no attempt row, no dead letter.
 async fn assert_waiting<DB: GatewayDb + AppDb>(gateway: &Gateway<DB>, name: &str, events: u64) {
     let stats = gateway.stats().await.unwrap();
@@ -176,7 +160,7 @@ async fn a_paused_destination_waits_and_resumes_in_entity_order<DB: GatewayDb + 
     open.store(true, Ordering::SeqCst);
     assert!(gw.gateway.resume(&name).await.unwrap().changed);
     wait_delivered(&gw.gateway, &name, posted.len() as u64).await;
-    let got = arrivals(&downstream);
+    let got = versions_by_event_id(&downstream);
     for entity in ["cus_p1", "cus_p2", "cus_p3"] {
         assert_eq!(got[entity], [100, 200, 300, 400], "{entity}");
     }
@@ -256,7 +240,7 @@ async fn two_gateways_honour_a_pause_set_through_either() {
     let resumed = json(admin(&a, &format!("{name}/resume")).await.unwrap()).await;
     assert_eq!(resumed["paused"], false);
     wait_delivered(&a.gateway, name, posted.len() as u64).await;
-    let got = arrivals(&downstream);
+    let got = versions_by_event_id(&downstream);
     for entity in ["cus_p1", "cus_p2", "cus_p3"] {
         assert_eq!(got[entity], [100, 200, 300, 400], "{entity}");
     }

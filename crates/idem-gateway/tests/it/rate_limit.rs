@@ -4,7 +4,6 @@
 //! the tokens it adds. Deliveries waiting for a token stay pending and keep their entity's
 //! order.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,9 @@ use idem_gateway::{Config, GatewayDb};
 use idem_sql::Store;
 use idem_testkit::AppDb;
 
-use crate::support::{Downstream, Running, count, env, stripe_event, unix_now};
+use crate::support::{
+    Downstream, Running, count, env, stripe_event, unix_now, versions_by_event_id,
+};
 
 /// Destination `name` limited to 10 attempts a second (a burst of 10) with permits to spare
 /// (32), fed by source `stripe` on a drop-stale route.
@@ -132,16 +133,10 @@ async fn the_rate_limit_starts_no_more_attempts_than_its_tokens<DB: GatewayDb + 
     gw.settle().await;
     assert_eq!(downstream.received().len(), 24);
 
-    let mut versions: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for request in downstream.received() {
         assert_eq!(request.header("idem-attempt"), Some("1"));
-        let id = request.header("idem-event-id").unwrap();
-        let (entity, version) = id.strip_prefix("evt_").unwrap().rsplit_once('_').unwrap();
-        versions
-            .entry(entity.to_owned())
-            .or_default()
-            .push(version.parse().unwrap());
     }
+    let versions = versions_by_event_id(&downstream);
     for entity in ["cus_l1", "cus_l2", "cus_l3"] {
         assert_eq!(versions[entity], (1..=8).collect::<Vec<_>>(), "{entity}");
     }

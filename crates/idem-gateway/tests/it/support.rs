@@ -338,3 +338,37 @@ pub(crate) fn lines_with(level: &str, needle: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Each entity's versions in arrival order at `downstream`, for Stripe events made by
+/// [`stripe_event`]: the entity is `data.object.id`, the version `created` − `base`.
+pub(crate) fn versions_by_created(
+    downstream: &Downstream,
+    base: i64,
+) -> std::collections::BTreeMap<String, Vec<i64>> {
+    let mut per_entity = std::collections::BTreeMap::<String, Vec<i64>>::new();
+    for request in downstream.received() {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        per_entity
+            .entry(body["data"]["object"]["id"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(body["created"].as_i64().unwrap() - base);
+    }
+    per_entity
+}
+
+/// Each entity's versions in arrival order at `downstream`, read from event ids of the form
+/// `evt_{entity}_{version}`.
+pub(crate) fn versions_by_event_id(
+    downstream: &Downstream,
+) -> std::collections::BTreeMap<String, Vec<i64>> {
+    let mut per_entity = std::collections::BTreeMap::<String, Vec<i64>>::new();
+    for request in downstream.received() {
+        let id = request.header("idem-event-id").unwrap();
+        let (entity, version) = id.strip_prefix("evt_").unwrap().rsplit_once('_').unwrap();
+        per_entity
+            .entry(entity.to_owned())
+            .or_default()
+            .push(version.parse().unwrap());
+    }
+    per_entity
+}
