@@ -4,53 +4,26 @@
 //! versions), one whose version could not be compared and was sent without a check.
 
 use idem_gateway::{Config, GatewayDb};
-use idem_http::verify::{Encoding, generic_hmac};
 use idem_sql::Store;
 
 use super::client::{Client, fragment, text_of};
-use crate::support::{Downstream, Running, config_text, env};
-
-const SEQ_SECRET: &str = "seq-secret";
+use super::seq;
+use crate::support::{Downstream, Running, config_text};
 
 /// The test configuration with source `seq` (to `app`) reading the version of `$.v` as
 /// `version_type`.
 fn config(downstream: &Downstream, version_type: &str) -> Config {
     let text = format!(
-        r#"admin_token_env = "ADMIN_TOKEN"
-{}
-[[source]]
-name = "seq"
-kind = "generic"
-secrets_env = ["SEQ_SECRET"]
-signature_header = "x-seq-signature"
-id = {{ header = "x-event-id" }}
-entity = {{ json = "$.order" }}
-entity_type = "order"
-version = {{ json = "$.v", type = "{version_type}" }}
-
-[[route]]
-source = "seq"
-destination = "app"
-"#,
-        config_text(downstream.addr, r#"["5ms"]"#)
+        "admin_token_env = \"ADMIN_TOKEN\"\n{}{}",
+        config_text(downstream.addr, r#"["5ms"]"#),
+        seq::sections(version_type)
     );
-    Config::from_toml(&text, &|var| match var {
-        "SEQ_SECRET" => Some(SEQ_SECRET.to_owned()),
-        other => env(other),
-    })
-    .unwrap()
+    Config::from_toml(&text, &seq::with_secret).unwrap()
 }
 
-/// POSTs `{"order":"o1","v":<v>}` as event `id` of source `seq`.
+/// POSTs `{"order":"o1","v":<v>}` as event `id` of source `seq`: accepted.
 async fn post_seq<DB: GatewayDb>(gw: &Running<DB>, id: &str, v: &str) {
-    let body = format!(r#"{{"order":"o1","v":{v}}}"#);
-    let signature = generic_hmac::sign(SEQ_SECRET, Encoding::Hex, "", body.as_bytes());
-    let headers = [
-        ("x-event-id", id.to_owned()),
-        ("x-seq-signature", signature),
-    ];
-    let answer = gw.post("seq", &headers, body.as_bytes()).await;
-    assert_eq!(answer.json["status"], "accepted", "{id}: {}", answer.json);
+    assert_eq!(seq::post(gw, id, v).await, "accepted", "{id}");
 }
 
 /// The decision the page of `seq` event `id` states for route `seq.app`.

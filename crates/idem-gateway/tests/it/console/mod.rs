@@ -42,5 +42,6 @@ mod event_page;
 mod events;
 mod overview;
 mod routes;
+mod seq;
 mod settings;
 mod sign_in;

@@ -17,18 +17,14 @@ use std::time::{Duration, Instant};
 use idem_gateway::console::{Health, Overview, SeriesRow};
 use idem_gateway::counters::Metric;
 use idem_gateway::{Config, GatewayDb};
-use idem_http::verify::Encoding;
-use idem_http::verify::generic_hmac;
 use idem_sql::PgStore;
 use idem_testkit::AppDb;
 
+use super::seq;
 use crate::support::{
-    Downstream, Running, capture_logs, config_text, count, env, pg_database, sqlite, stripe_event,
+    Downstream, Running, capture_logs, config_text, count, pg_database, sqlite, stripe_event,
     system_clock,
 };
-
-/// The secret of the generic source `seq`, whose versions are a dense integer sequence.
-const SEQ_SECRET: &str = "seq-secret";
 
 /// The test configuration, plus source `seq` (to `app`) and destination `later` (at `later`,
 /// retried after an hour) taking the Stripe source's `charge.refunded` events.
@@ -46,49 +42,17 @@ signing_secret_env = "APP_SECRET"
 source = "stripe"
 destination = "later"
 event_types = ["charge.refunded"]
-
-[[source]]
-name = "seq"
-kind = "generic"
-secrets_env = ["SEQ_SECRET"]
-signature_header = "x-seq-signature"
-id = {{ header = "x-event-id" }}
-entity = {{ json = "$.order" }}
-entity_type = "order"
-version = {{ json = "$.v", type = "integer" }}
-
-[[route]]
-source = "seq"
-destination = "app"
-"#,
+{}"#,
         config_text(downstream.addr, r#"["5ms"]"#),
-        later.addr
+        later.addr,
+        seq::sections("integer")
     );
-    Config::from_toml(&text, &|var| match var {
-        "SEQ_SECRET" => Some(SEQ_SECRET.to_owned()),
-        other => env(other),
-    })
-    .unwrap()
+    Config::from_toml(&text, &seq::with_secret).unwrap()
 }
 
-/// POSTs version `v` of order `o1` as event `id` to source `seq`.
+/// POSTs version `v` of order `o1` as event `id` to source `seq`; returns the answer's status.
 async fn post_seq<DB: GatewayDb>(gw: &Running<DB>, id: &str, v: i64) -> String {
-    let body = format!(r#"{{"order":"o1","v":{v}}}"#);
-    let signature = generic_hmac::sign(SEQ_SECRET, Encoding::Hex, "", body.as_bytes());
-    let answer = gw
-        .post(
-            "seq",
-            &[
-                ("x-event-id", id.to_owned()),
-                ("x-seq-signature", signature),
-            ],
-            body.as_bytes(),
-        )
-        .await;
-    answer.json["status"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+    seq::post(gw, id, &v.to_string()).await
 }
 
 /// The application behind `later`: it fails every first attempt.
