@@ -5,7 +5,7 @@
 //! consumer `ledger_v1` credits each deposit exactly once: the inbox claim, the balance update
 //! and the partition's offset commit in one transaction.
 //!
-//! Needs a Kafka-protocol broker on 127.0.0.1:19092 (`.ci/run` starts tansu there), or
+//! Needs a Kafka-protocol broker on 127.0.0.1:19092 (`scripts/services` starts tansu there), or
 //! `KAFKA_BROKERS` (comma-separated `host:port`). Run:
 //! `cargo run -p idem-broker --example kafka_consumer`. Exits non-zero unless every account's
 //! balance is the sum of its deposits, each credited once.

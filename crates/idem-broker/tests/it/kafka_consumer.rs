@@ -1,4 +1,4 @@
-//! The Kafka consumer against the test broker (tansu, started by `.ci/run`; address
+//! The Kafka consumer against the test broker (tansu, started by `scripts/test`; address
 //! `IDEM_TEST_KAFKA`, default 127.0.0.1:19092), on SQLite and PostgreSQL: republished messages,
 //! a restarted consumer, poison messages dead-lettered or halting their partition, members
 //! sharing partitions, and the metrics. The process-level scenarios (SIGKILL, takeover, zombies)

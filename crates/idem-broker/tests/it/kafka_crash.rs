@@ -1,5 +1,5 @@
 //! Kafka crash tests: real `kafka-crash-consumer` processes against the test broker (tansu,
-//! started by `.ci/run`; address `IDEM_TEST_KAFKA`), killed with SIGKILL and paused with
+//! started by `scripts/test`; address `IDEM_TEST_KAFKA`), killed with SIGKILL and paused with
 //! SIGSTOP, on SQLite and PostgreSQL. Each checks the application's output: one effect row per
 //! event (no more, no fewer), per-partition order, and who wrote what.
 //!

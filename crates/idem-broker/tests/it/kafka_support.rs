@@ -1,5 +1,5 @@
 //! Kafka test support: the broker the tests use (a real Kafka-protocol broker, `tansu`, started
-//! by `.ci/run`), topics made fresh per test, records produced with idem's message-id header,
+//! by `scripts/test`), topics made fresh per test, records produced with idem's message-id header,
 //! and the application's tables and handler that the Kafka consumer tests and the
 //! `kafka-crash-consumer` child share.
 //!
@@ -40,7 +40,7 @@ pub(crate) async fn client() -> Arc<Client> {
     match kafka_connect(std::slice::from_ref(&addr)).await {
         Ok(client) => Arc::new(client),
         Err(e) => panic!(
-            "no Kafka broker at {addr} (set IDEM_TEST_KAFKA, or run .ci/run, which starts tansu): {e}"
+            "no Kafka broker at {addr} (set IDEM_TEST_KAFKA, or run scripts/test, which starts tansu): {e}"
         ),
     }
 }

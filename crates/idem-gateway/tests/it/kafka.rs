@@ -1,4 +1,4 @@
-//! Kafka on a real Kafka-protocol broker (tansu, started by `.ci/run`; address
+//! Kafka on a real Kafka-protocol broker (tansu, started by `scripts/test`; address
 //! `IDEM_TEST_KAFKA`, default 127.0.0.1:19092): a `kind = "kafka"` source forwards each record's
 //! event once, a copy republished at a new offset with the same `idem-message-id` once in all,
 //! and a gateway started again resumes from the offsets stored with the events; a
@@ -23,7 +23,7 @@ use idem_testkit::unique;
 
 use crate::support::{Downstream, Running, env, sqlite, system_clock};
 
-/// The broker address: `IDEM_TEST_KAFKA`, else tansu's port in `.ci/run`.
+/// The broker address: `IDEM_TEST_KAFKA`, else tansu's port in `scripts/services`.
 fn kafka_addr() -> String {
     std::env::var("IDEM_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:19092".to_owned())
 }
@@ -32,7 +32,9 @@ async fn client() -> Arc<Client> {
     let addr = kafka_addr();
     match kafka_connect(std::slice::from_ref(&addr)).await {
         Ok(client) => Arc::new(client),
-        Err(e) => panic!("no Kafka broker at {addr} (set IDEM_TEST_KAFKA, or run .ci/run): {e}"),
+        Err(e) => {
+            panic!("no Kafka broker at {addr} (set IDEM_TEST_KAFKA, or run scripts/test): {e}")
+        }
     }
 }
 

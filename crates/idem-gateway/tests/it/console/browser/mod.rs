@@ -49,7 +49,7 @@ fn programs() -> (PathBuf, PathBuf) {
             program.exists(),
             "the console's browser tests need headless Chromium and chromedriver, and {} is \
              missing: install them with `apt-get install -y chromium chromium-driver` (Debian; \
-             .ci/run does), or set IDEM_CHROMIUM and IDEM_CHROMEDRIVER to where they are",
+             scripts/services does), or set IDEM_CHROMIUM and IDEM_CHROMEDRIVER to where they are",
             program.display()
         );
     }
