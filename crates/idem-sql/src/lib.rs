@@ -45,6 +45,8 @@ pub use pool_options::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolOpt
 pub use redact::redact_url;
 pub use retention::GcReport;
 pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
+#[cfg(feature = "mysql")]
+pub use store::MySqlStore;
 #[cfg(feature = "postgres")]
 pub use store::PgStore;
 #[cfg(feature = "sqlite")]

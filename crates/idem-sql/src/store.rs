@@ -23,6 +23,9 @@ pub type SqliteStore = Store<sqlx::Sqlite>;
 /// A store on PostgreSQL.
 #[cfg(feature = "postgres")]
 pub type PgStore = Store<sqlx::Postgres>;
+/// A store on MySQL or MariaDB.
+#[cfg(feature = "mysql")]
+pub type MySqlStore = Store<sqlx::MySql>;
 
 impl<DB: Backend> Clone for Store<DB> {
     fn clone(&self) -> Self {

@@ -1,4 +1,4 @@
-//! idem-sql's integration suite: every test runs on SQLite and PostgreSQL (`both_stores!`), on
+//! idem-sql's integration suite: every test runs on SQLite, PostgreSQL and MySQL (`all_stores!`), on
 //! real databases; the crash test kills real consumer processes.
 
 mod api;
