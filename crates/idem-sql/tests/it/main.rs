@@ -2,6 +2,7 @@
 //! real databases; the crash test kills real consumer processes.
 
 mod api;
+mod byte_keys;
 mod claims;
 mod crash;
 mod crash_consumer;
@@ -10,6 +11,8 @@ mod effects;
 mod errors;
 mod gaps;
 mod leases;
+mod mysql;
+mod mysql_migrations;
 mod ordering;
 mod properties;
 mod retention;

@@ -85,3 +85,31 @@ fn check_version(url: &str, version: &str) -> Result<(), Error> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::check_version;
+    use crate::ErrorKind;
+
+    #[test]
+    fn an_unsupported_server_is_refused_naming_the_version_found_and_those_supported() {
+        let url = "mysql://app:secret@db:3306/app";
+        for found in ["5.7.44-log", "10.5.23-MariaDB", "not a version"] {
+            let err = check_version(url, found).expect_err(found);
+            let text = err.to_string();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput);
+            for needle in [
+                found,
+                "MySQL 8.0 or later",
+                "MariaDB 10.6 or later",
+                "db:3306",
+            ] {
+                assert!(text.contains(needle), "{needle:?} not in: {text}");
+            }
+            assert!(!text.contains("secret"), "never the password: {text}");
+        }
+        for found in ["8.0.36", "10.6.18-MariaDB", "10.11.19-MariaDB-0+deb12u1"] {
+            assert!(check_version(url, found).is_ok(), "{found}");
+        }
+    }
+}
