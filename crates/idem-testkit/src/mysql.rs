@@ -163,6 +163,13 @@ impl AppDb for MySql {
         sql: &'static str,
         binds: Vec<Value>,
     ) -> Result<u64, sqlx::Error> {
+        if binds.is_empty() {
+            // Sent as text, not prepared: MySQL prepares no CREATE TRIGGER, BEGIN or KILL.
+            let done = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut *conn)
+                .await?;
+            return Ok(done.rows_affected());
+        }
         let (sql, binds) = rewritten(sql, binds);
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for value in binds {

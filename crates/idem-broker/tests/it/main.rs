@@ -1,5 +1,6 @@
 //! idem-broker's integration tests, against real NATS JetStream, RabbitMQ and Kafka-protocol
-//! (tansu) brokers, on SQLite and PostgreSQL: consumers that ack after commit, outbox relays,
+//! (tansu) brokers, on SQLite and PostgreSQL (and MySQL for the outbox, relays, dead letters and
+//! Kafka): consumers that ack after commit, outbox relays,
 //! dead letters, and Kafka consumers killed with SIGKILL.
 
 mod consumer_common;
