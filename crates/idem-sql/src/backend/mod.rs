@@ -27,7 +27,7 @@ use sqlx::{Database, Pool};
 const MIGRATIONS_TABLE: &str = "idem_migrations";
 
 /// A database that can hold idem's tables: [`sqlx::Sqlite`], [`sqlx::Postgres`] or
-/// [`sqlx::MySql`] (MySQL and MariaDB).
+/// `sqlx::MySql` (MySQL and MariaDB; feature `mysql`).
 ///
 /// Sealed: the statements idem needs are implemented for these only.
 pub trait Backend:
