@@ -12,6 +12,14 @@ use tokio::sync::Barrier;
 
 use crate::support::{consumer, stripe_key};
 
+/// The time of rows these tests write into idem's tables: now, so that no test's retention run
+/// (whose clocks stand in 1970 or 2023) counts them as old.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// A store whose connections default to `level` (as an application's pool may), migrated.
 async fn store_defaulting_to(level: &'static str) -> MySqlStore {
     let pool = MySqlPoolOptions::new()
@@ -45,8 +53,9 @@ async fn transactions_read_committed_over_a_repeatable_read_default() {
         .fetch_one(&mut *tx)
         .await
         .unwrap();
-    sqlx::query("INSERT INTO idem_inbox (consumer, dedup_key, processed_at) VALUES (?, 'k', 0)")
+    sqlx::query("INSERT INTO idem_inbox (consumer, dedup_key, processed_at) VALUES (?, 'k', ?)")
         .bind(&key)
+        .bind(now_ms())
         .execute(store.pool())
         .await
         .unwrap();
@@ -120,9 +129,10 @@ async fn a_deadlock_is_a_retryable_conflict() {
     let store = idem_testkit::mysql_store().await;
     let c = consumer("mysql_deadlock").to_string();
     for key in ["a", "b"] {
-        sqlx::query("INSERT INTO idem_inbox (consumer, dedup_key, processed_at) VALUES (?, ?, 0)")
+        sqlx::query("INSERT INTO idem_inbox (consumer, dedup_key, processed_at) VALUES (?, ?, ?)")
             .bind(&c)
             .bind(key)
+            .bind(now_ms())
             .execute(store.pool())
             .await
             .unwrap();
