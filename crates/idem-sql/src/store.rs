@@ -122,7 +122,9 @@ impl<DB: Backend> Store<DB> {
     /// [`Error::Migrate`] when a migration fails or (SQLite, PostgreSQL) the recorded ones differ
     /// from idem's; on MySQL [`Error::IncompatibleSchema`], with nothing changed, when the tables
     /// were made by a newer idem (a migration this one does not know) or by another build (a
-    /// migration's checksum differs), or another process kept migrating past 60 s.
+    /// migration's checksum differs), or another process kept migrating past 60 s;
+    /// [`Error::UnsupportedServer`] for a server older than MySQL 8.0 or MariaDB 10.6 (checked
+    /// here too, for a pool given to [`from_pool`](Self::from_pool)).
     pub async fn migrate(&self) -> Result<(), Error> {
         DB::migrate(&self.pool).await?;
         Ok(())

@@ -75,7 +75,7 @@ pub(super) async fn connect(url: &str, pool: &PoolOptions) -> Result<Pool<MySql>
 }
 
 /// Refuses a server older than idem supports, or one whose version cannot be read.
-fn check_version(url: &str, version: &str) -> Result<(), Error> {
+pub(super) fn check_version(url: &str, version: &str) -> Result<(), Error> {
     match Server::parse(version) {
         Some(server) if server.is_supported() => Ok(()),
         _ => Err(Error::UnsupportedServer {

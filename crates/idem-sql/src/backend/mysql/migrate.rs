@@ -8,7 +8,9 @@
 //! with its indexes inside), so the next `migrate()` runs an unfinished migration again from
 //! its first statement, and then the ones after it.
 //!
-//! Before anything is written, the recorded migrations are compared with this build's: a
+//! Before anything is written, the server's version is checked (as `connect` does; a pool of the
+//! application's own met no check yet) and the recorded migrations are compared with this
+//! build's: a
 //! version this build does not know (the tables were made by a newer idem) or a recorded
 //! checksum that differs from this build's file refuses the database with
 //! [`Error::IncompatibleSchema`], so that tables made by another idem are never half-used.
@@ -17,7 +19,7 @@ use std::collections::HashMap;
 
 use sqlx::migrate::{Migrate, Migrator};
 use sqlx::mysql::MySqlConnection;
-use sqlx::{MySql, Pool};
+use sqlx::{ConnectOptions, MySql, Pool};
 
 use crate::Error;
 use crate::backend::MIGRATIONS_TABLE;
@@ -31,6 +33,12 @@ const LOCK: &str = "SELECT GET_LOCK(CONCAT('idem_migrate_', MD5(COALESCE(DATABAS
 const UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('idem_migrate_', MD5(COALESCE(DATABASE(), ''))))";
 
 pub(super) async fn migrate(pool: &Pool<MySql>) -> Result<(), Error> {
+    // A pool the application opened itself (`Store::from_pool`) met no version check yet.
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(pool)
+        .await?;
+    let url = pool.connect_options().to_url_lossy().to_string();
+    super::connect::check_version(&url, &version)?;
     let mut migrator = sqlx::migrate!("migrations/mysql");
     migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
     // idem's own lock, held across the check below and sqlx's run.
