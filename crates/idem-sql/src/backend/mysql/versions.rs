@@ -15,14 +15,14 @@ const INSERT_VERSIONS: &str = "INSERT INTO idem_versions (consumer, aggregate_ty
      aggregate_id, version_kind, version, version_secondary, dedup_key, updated_at) ";
 
 /// A row that exists already is marked instead (its dedup key prefixed with the byte 0xFF, which
-/// no UTF-8 text starts with) and left to [`UNMARK`]. Unlike a plain INSERT's duplicate-key
+/// no UTF-8 text starts with), then found and unmarked by [`insert_absent`]. Unlike a plain INSERT's duplicate-key
 /// error, which leaves a shared lock on the row that two transactions then both upgrade to lock
 /// it for the update and deadlock, the update locks the row exclusively at once: a transaction
 /// that meets another's uncommitted first row of an entity waits for it and goes on, as on
 /// PostgreSQL.
 const MARK_EXISTING: &str = " ON DUPLICATE KEY UPDATE dedup_key = CONCAT(X'FF', dedup_key)";
 
-/// Which of the rows just written were marked as existing, and their marks removed.
+/// The condition that picks the rows [`MARK_EXISTING`] marked.
 const MARKED: &str = " AND SUBSTRING(dedup_key, 1, 1) = X'FF'";
 
 const UPDATE_VERSION: &str = "UPDATE idem_versions \
