@@ -15,8 +15,9 @@ use idem_sql::sqlx::query::{Query, QueryAs, QueryScalar};
 use idem_sql::sqlx::{self, ConnectOptions, Connection, MySql, MySqlConnection};
 use tokio::sync::OnceCell;
 
+use crate::app_db::{AppDb, Value};
 use crate::placeholders::to_question_marks;
-use crate::{AppDb, STALE_AFTER_SECS, Value};
+use crate::stale::is_stale;
 
 /// The MariaDB (or MySQL) server tests use, unless `IDEM_TEST_MYSQL_URL` names another.
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/";
@@ -119,8 +120,7 @@ async fn drop_stale(admin: &mut MySqlConnection, now: u64) {
     .await
     .expect("list test databases");
     for name in old.into_iter().filter_map(|n| String::from_utf8(n).ok()) {
-        let created = name.split('_').nth(2).and_then(|s| s.parse::<u64>().ok());
-        if created.is_some_and(|t| t + STALE_AFTER_SECS < now) {
+        if is_stale(&name, now) {
             let drop = format!("DROP DATABASE IF EXISTS `{name}`");
             let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
                 .execute(&mut *admin)
