@@ -90,7 +90,7 @@
 //! | first request with a key | the handler runs under a claim; its response is stored (status, [chosen headers](IdempotencyLayer::replay_headers), body) with the claim's token checked | draft §2.6 |
 //! | the same key and request again, after it completed | the stored response, with `Idempotent-Replayed: true` | draft §2.6, Stripe |
 //! | the same key and request while the first still runs | 409 `idempotency-key-in-use` with `Retry-After`; in [transactional mode on SQLite](#transactional-mode), the request waits for the first one's commit instead, then gets its replay | draft §2.7 |
-//! | the same key with another method, path, query or body | 422 `idempotency-key-reused`; nothing changed. In [transactional mode on PostgreSQL](#transactional-mode), while the key's first request still runs: 409 `idempotency-key-in-use` instead (its uncommitted claim's fingerprint cannot be read), then 422 once it committed | draft §2.4, §2.7, Stripe |
+//! | the same key with another method, path, query or body | 422 `idempotency-key-reused`; nothing changed. In [transactional mode on PostgreSQL or MySQL](#transactional-mode), while the key's first request still runs: 409 `idempotency-key-in-use` instead (its uncommitted claim's fingerprint cannot be read), then 422 once it committed | draft §2.4, §2.7, Stripe |
 //! | in canonical-JSON mode, a body that is not JSON, or JSON but not I-JSON (a repeated member name, an integer outside ±(2^53−1)) | 400 `body-not-json`, `body-not-i-json` ([`BodyMode`]) | RFC 8785, RFC 7493 |
 //! | the handler answers 5xx, fails or panics | the claim is released (in transactional mode: rolled back with the handler's writes), nothing stored; a retry runs again | docs/design.md C8 |
 //! | the handler answers 408, 409, 425 or 429 | released like a 5xx ([configurable](IdempotencyLayer::transient_client_errors)) | |
@@ -111,7 +111,7 @@
 //!
 //! | store | claims and records in | transactional mode | expiry |
 //! |---|---|---|---|
-//! | [`SqlStore`] on SQLite or PostgreSQL | idem's `idem_leases` table | yes: [`IdempotencyLayer::transactional`] hands the handler a [`Tx`] ([below](#transactional-mode)) | [`SqlStore::gc`], in batches |
+//! | [`SqlStore`] on SQLite, PostgreSQL or MySQL/MariaDB (feature `mysql`) | idem's `idem_leases` table | yes: [`IdempotencyLayer::transactional`] hands the handler a [`Tx`] ([below](#transactional-mode)) | [`SqlStore::gc`], in batches |
 //! | [`RedisStore`] | Redis hashes, Lua scripts, an `INCR` token counter | no | Redis TTL = retention |
 //!
 //! Both keep records for [`DEFAULT_RETENTION`] (72 h) unless told otherwise. On Redis, records
@@ -133,6 +133,7 @@
 //! |---|---|---|
 //! | SQLite | waits until the first request's transaction ends (it holds SQLite's one write lock from `BEGIN IMMEDIATE` to its commit; the store's transactional requests take turns in arrival order, for at most [`SQLITE_WRITE_WAIT`](store::sql::SQLITE_WRITE_WAIT), 5 s), then sees its outcome: the replay once it committed, or runs itself if it rolled back. Past the wait: 503 `idempotency-store-unavailable` with `Retry-After` | the lock dies with the process; a retry runs at once |
 //! | PostgreSQL | waits at most [`CLAIM_LOCK_TIMEOUT`](store::sql::CLAIM_LOCK_TIMEOUT) (100 ms) for the key's row lock, then 409 `idempotency-key-in-use` with `Retry-After` (the lease, capped by [`max_retry_after`](IdempotencyLayer::max_retry_after)), as in the other mode. This holds for a request with another route or body too: the claim's fingerprint is not committed, so it cannot be compared, and the answer is 409 rather than 422 (a retry after the first request committed gets the 422) | PostgreSQL rolls back when the connection closes; if it stays open (a dead host), when the transaction has been idle for the [lease](IdempotencyLayer::lease) (`idle_in_transaction_session_timeout`). A retry before that gets 409 |
+//! | MySQL, MariaDB | as PostgreSQL, but the wait is 1 s (`MYSQL_CLAIM_LOCK_WAIT` in [`store::sql`]): both servers count lock waits (`innodb_lock_wait_timeout`) in whole seconds, and 1 s is MySQL's least. The wait applies to the claim's statements only; the handler keeps the session's own. So a second request gets 409 with `Retry-After` after about a second, never waits longer, and never runs the handler | the server rolls back when the connection closes, at once for a process that exits or crashes. Neither server has an idle-in-transaction timeout idem could set per transaction (MariaDB's `idle_transaction_timeout` is per session), so a dead host's transaction holds the key until the server drops its session (`wait_timeout`, 8 h by default; lower it, or set MariaDB's `idle_transaction_timeout`, server-wide to bound that). A retry before that gets 409 |
 //!
 //! On SQLite every transaction takes the database's one write lock, so transactional requests
 //! (like any writers) run one at a time, replays included; keep handlers short. Requests without a key get a

@@ -16,8 +16,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum Error {
     /// The database returned an error or could not be reached. [`Error::kind`] classifies it:
-    /// serialization failures (40001), deadlocks (40P01) and SQLITE_BUSY / SQLITE_LOCKED are
-    /// [`ErrorKind::Conflict`]; lost connections and pool timeouts [`ErrorKind::Unavailable`].
+    /// serialization failures (40001), deadlocks (40P01; MySQL 1213) and lock waits past their
+    /// timeout (55P03; MySQL 1205), SQLITE_BUSY / SQLITE_LOCKED are [`ErrorKind::Conflict`];
+    /// lost connections, pool timeouts and servers shutting down [`ErrorKind::Unavailable`].
     #[error("database error: {0}")]
     Database(#[source] sqlx::Error),
     /// A database URL that idem cannot use: wrong scheme, no file path, an in-memory SQLite
@@ -41,6 +42,25 @@ pub enum Error {
     /// Applying idem's migrations failed.
     #[error("migrating idem's tables failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// `migrate` refused the database: its idem tables were made by another idem version (a
+    /// newer one, or another build of a migration), or another process kept migrating them
+    /// past the wait. Nothing was changed. (MySQL and MariaDB.)
+    #[error("idem's tables in this database cannot be used by this idem: {reason}")]
+    IncompatibleSchema {
+        /// What was found, and what to do.
+        reason: String,
+    },
+    /// The server is a version idem does not run on (it needs features older ones lack, such as
+    /// `SKIP LOCKED`); refused at connect, before anything was written.
+    #[error("{url} runs {found}, which idem does not support; supported: {supported}")]
+    UnsupportedServer {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// The version the server reported (`SELECT VERSION()`).
+        found: String,
+        /// The versions idem supports.
+        supported: &'static str,
+    },
     /// Input that breaks one of idem's rules (blank id, bad name, ttl out of range, retention
     /// shorter than the redelivery horizon, mixed version kinds).
     #[error(transparent)]
@@ -155,9 +175,12 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::Database(e) => classify(e),
-            Self::Migrate(_) | Self::CorruptRow { .. } => ErrorKind::Database,
+            Self::Migrate(_) | Self::CorruptRow { .. } | Self::IncompatibleSchema { .. } => {
+                ErrorKind::Database
+            }
             Self::Invalid(_)
             | Self::InvalidUrl { .. }
+            | Self::UnsupportedServer { .. }
             | Self::EffectConflict { .. }
             | Self::EffectNotFound { .. }
             | Self::EffectNotResolvable { .. } => ErrorKind::InvalidInput,
@@ -207,6 +230,10 @@ fn classify(e: &sqlx::Error) -> ErrorKind {
                     _ => ErrorKind::Database,
                 };
             }
+            #[cfg(feature = "mysql")]
+            if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                return classify_mysql(my.number());
+            }
             // PostgreSQL SQLSTATEs (Appendix A): 40001 serialization_failure, 40P01
             // deadlock_detected, 55P03 lock_not_available; class 08 connection exceptions and
             // 57P01-57P03 shutdown / cannot connect now.
@@ -223,6 +250,22 @@ fn classify(e: &sqlx::Error) -> ErrorKind {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed => ErrorKind::Unavailable,
+        _ => ErrorKind::Database,
+    }
+}
+
+/// MySQL and MariaDB server error numbers (the server error reference of each):
+/// - conflicts, retried as a whole transaction: 1205 `ER_LOCK_WAIT_TIMEOUT` (InnoDB rolls back
+///   the statement, or the transaction with `innodb_rollback_on_timeout`), 1213
+///   `ER_LOCK_DEADLOCK` (the transaction was rolled back), 3572 `ER_LOCK_NOWAIT`, and MariaDB's
+///   1020 `ER_CHECKREAD` (a row changed under `innodb_snapshot_isolation`);
+/// - unavailable: 1040 too many connections, 1053 server shutdown, 1927 connection killed
+///   (MariaDB), 4031 disconnected for inactivity (MySQL 8.0).
+#[cfg(feature = "mysql")]
+fn classify_mysql(number: u16) -> ErrorKind {
+    match number {
+        1020 | 1205 | 1213 | 3572 => ErrorKind::Conflict,
+        1040 | 1053 | 1927 | 4031 => ErrorKind::Unavailable,
         _ => ErrorKind::Database,
     }
 }

@@ -46,7 +46,10 @@ impl<DB: Backend> Inbox<DB> {
     /// Claims `key` inside the caller's open transaction with `INSERT … ON CONFLICT DO
     /// NOTHING`; there is no read before the write (docs/design.md C1).
     ///
-    /// Two transactions claiming one key at once: on PostgreSQL the second waits until the first
+    /// On MySQL and MariaDB the claim is a plain `INSERT`, and its duplicate-key error (1062) is
+    /// [`Claim::Duplicate`] (InnoDB rolls back the statement only; the transaction goes on).
+    ///
+    /// Two transactions claiming one key at once: on PostgreSQL and MySQL the second waits until the first
     /// ends, then returns [`Claim::Duplicate`] if the first committed or [`Claim::Fresh`] if it
     /// rolled back; on SQLite, `BEGIN IMMEDIATE` already ordered them. Increments
     /// `idem_claims_total{consumer, outcome}`.

@@ -17,7 +17,7 @@
 //! advance ([`KafkaOffsets::advance_in`]) matches that token, that member id and the expected
 //! offset. So once a new holder took a partition, the old one (a process paused past its lease,
 //! a "zombie") can neither move the offset nor commit the transaction that carries its output:
-//! its advance matches no row and the caller rolls back. On PostgreSQL the two cannot interleave
+//! its advance matches no row and the caller rolls back. On PostgreSQL and MySQL the two cannot interleave
 //! (the advance and the fence write the same row, so one waits for the other's commit); on SQLite
 //! write transactions run one at a time.
 //!

@@ -80,7 +80,8 @@ impl<DB: Backend> LeaseStore<DB> {
     /// transaction: the lease row is written by the transaction, so the caller's writes, the
     /// lease and (with [`complete_in`](Self::complete_in)) its record commit together, in one
     /// commit, or not at all. Until that transaction ends, another acquire of the same key waits
-    /// for it (PostgreSQL's row lock; SQLite's single writer) and then sees its outcome.
+    /// for it (PostgreSQL's and MySQL's row lock; SQLite's single writer) and then sees its
+    /// outcome.
     ///
     /// # Errors
     /// As [`acquire_with_fingerprint`](Self::acquire_with_fingerprint).

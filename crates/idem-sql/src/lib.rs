@@ -1,4 +1,5 @@
-//! idem's store on SQLite and PostgreSQL, through sqlx: the inbox (claims), the version guard,
+//! idem's store on SQLite, PostgreSQL and (feature `mysql`) MySQL 8.0+ / MariaDB 10.6+, through
+//! sqlx: the inbox (claims), the version guard,
 //! fenced leases, the effect ledger and its worker ([`EffectLedger`], [`EffectWorker`]), the
 //! transactional outbox ([`Outbox`]), broker consumers' dead letters ([`DeadLetters`]),
 //! retention, and the [`Runner`] that puts claim, version check and the application's writes
@@ -6,6 +7,22 @@
 //!
 //! Most users depend on the `idem` facade crate, which re-exports this crate and `idem-core`;
 //! its documentation is the tutorial.
+//!
+//! | feature | store | sqlx driver |
+//! |---|---|---|
+//! | `sqlite` (default) | `SqliteStore` | SQLite, bundled |
+//! | `postgres` (default) | `PgStore` | PostgreSQL |
+//! | `mysql` | `MySqlStore`: MySQL 8.0 or later, MariaDB 10.6 or later (tested on MariaDB 10.11) | MySQL |
+//!
+//! Every part works on each store, with the same guarantees (docs/design.md C1–C11). What MySQL
+//! does differently, and why: the claim is a plain `INSERT` whose duplicate-key error (1062)
+//! means "already there"; transactions run at READ COMMITTED whatever the session's default;
+//! keys are `VARBINARY`, compared byte for byte whatever the database's collation; work is
+//! claimed with `FOR UPDATE SKIP LOCKED`; deadlocks (1213) and lock-wait timeouts (1205) are
+//! [`ErrorKind::Conflict`]; `connect` refuses a server older than the table above; `migrate`
+//! runs a migration that an earlier failure left unfinished again (DDL commits statement by
+//! statement there) and refuses tables made by another idem ([`Error::IncompatibleSchema`]).
+//! `docs/mysql.md` is the operator's page.
 
 mod backend;
 mod dead_letters;
@@ -45,6 +62,8 @@ pub use pool_options::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolOpt
 pub use redact::redact_url;
 pub use retention::GcReport;
 pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
+#[cfg(feature = "mysql")]
+pub use store::MySqlStore;
 #[cfg(feature = "postgres")]
 pub use store::PgStore;
 #[cfg(feature = "sqlite")]

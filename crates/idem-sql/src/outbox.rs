@@ -13,7 +13,8 @@
 //!   batches, by any relay;
 //! - `seq` is taken at INSERT, not at commit. Per-aggregate `seq` order therefore equals commit
 //!   order only when the writers of one aggregate are serialized, for example by the version
-//!   guard's row lock (`VersionGuard::advance` locks the entity's row until commit on PostgreSQL;
+//!   guard's row lock (`VersionGuard::advance` locks the entity's row until commit on PostgreSQL
+//!   and MySQL;
 //!   SQLite has one writer at a time). Two unserialized transactions writing rows of one
 //!   aggregate may commit in the other order than their `seq`s, and the later-`seq` row may be
 //!   published first if it commits first.
@@ -503,7 +504,7 @@ impl<DB: Backend> Outbox<DB> {
     /// A claimed row is not due again until `claim_ttl` passes: the relay must publish it and
     /// report ([`mark_published`](Self::mark_published), [`mark_failed`](Self::mark_failed),
     /// [`defer`](Self::defer)) within it, else another relay takes it and publishes it again
-    /// with the same id. On PostgreSQL rows being claimed by another relay at the same moment
+    /// with the same id. On PostgreSQL and MySQL rows being claimed by another relay at the same moment
     /// are skipped (`FOR UPDATE SKIP LOCKED`), so concurrent relays never claim one row twice;
     /// SQLite has one writer at a time.
     ///
@@ -586,7 +587,7 @@ impl<DB: Backend> Outbox<DB> {
     }
 
     /// Whether [`lock_due`](Self::lock_due) claims rows by row locks that other relays skip
-    /// (PostgreSQL: `true`), rather than by the database's single write lock (SQLite: `false`,
+    /// (PostgreSQL, MySQL: `true`), rather than by the database's single write lock (SQLite: `false`,
     /// where holding it across a publish would stall every writer, so relays
     /// [`claim`](Self::claim) instead).
     pub fn locks_rows(&self) -> bool {
@@ -599,13 +600,14 @@ impl<DB: Backend> Outbox<DB> {
     /// [`commit`](LockedBatch::commit): the relay publishes while holding it and records the
     /// outcomes in it. Nothing is written to claim a row, so a cycle costs one write per row
     /// instead of two; a relay that dies releases its rows with its connection, and other
-    /// relays skip them meanwhile (`FOR UPDATE SKIP LOCKED`). For PostgreSQL: on SQLite the
+    /// relays skip them meanwhile (`FOR UPDATE SKIP LOCKED`). For PostgreSQL and MySQL: on SQLite the
     /// transaction holds the database's write lock, which blocks every other writer while it is
     /// open (see [`locks_rows`](Self::locks_rows)).
     ///
-    /// The transaction does not wait for its commit to reach the disk
+    /// On PostgreSQL the transaction does not wait for its commit to reach the disk
     /// (`synchronous_commit = off`): an outcome lost in a database crash leaves the row pending,
-    /// and it is published again with the same message id (C7).
+    /// and it is published again with the same message id (C7). MySQL has no such setting per
+    /// transaction: its commits are as durable as the server makes them all.
     ///
     /// # Errors
     /// [`Error::Database`]; [`Error::CorruptRow`] for a row idem did not write.

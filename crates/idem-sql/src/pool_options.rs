@@ -21,7 +21,7 @@ pub struct PoolOptions {
     pub max_connections: u32,
     /// How long taking a connection may wait, opening one included: past it the operation fails
     /// with [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable)
-    /// ([`DEFAULT_ACQUIRE_TIMEOUT`]). On PostgreSQL it also bounds the first connection that
+    /// ([`DEFAULT_ACQUIRE_TIMEOUT`]). On PostgreSQL and MySQL it also bounds the first connection that
     /// [`Store::connect_with_options`](crate::Store::connect_with_options) opens, so a server
     /// that accepts TCP and never answers is reported after it instead of hanging.
     pub acquire_timeout: Duration,

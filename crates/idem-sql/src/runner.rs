@@ -178,11 +178,11 @@ impl<DB: Backend> Runner<DB> {
     /// Reads the inbox before opening a transaction: a key already committed is answered as
     /// [`Outcome::Duplicate`] with one read-only statement, no transaction. Off by default.
     ///
-    /// Worth it where duplicates are common (replays, redelivery storms): on PostgreSQL a
+    /// Worth it where duplicates are common (replays, redelivery storms): on PostgreSQL and MySQL a
     /// duplicate then costs one round trip instead of a transaction. Each fresh event pays one
     /// extra read. Safe under C1: the read only ever answers "duplicate" for a committed key (keys
     /// are deleted only by retention, past the redelivery horizon); when it finds nothing, the
-    /// `INSERT … ON CONFLICT DO NOTHING` claim still decides, so nothing is written on the strength
+    /// `INSERT` claim still decides, so nothing is written on the strength
     /// of the read.
     pub fn duplicate_precheck(self, duplicate_precheck: bool) -> Self {
         Self {

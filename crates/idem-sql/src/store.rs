@@ -10,8 +10,9 @@ use crate::backend::Backend;
 use crate::pool_options::PoolOptions;
 use crate::{DEFAULT_MAX_CONNECTIONS, Error};
 
-/// idem's tables in one database: SQLite (`Store<sqlx::Sqlite>`) or PostgreSQL
-/// (`Store<sqlx::Postgres>`). Cheap to clone (the pool and the clock are shared).
+/// idem's tables in one database: SQLite (`Store<sqlx::Sqlite>`), PostgreSQL
+/// (`Store<sqlx::Postgres>`) or MySQL/MariaDB (`Store<sqlx::MySql>`, feature `mysql`). Cheap to
+/// clone (the pool and the clock are shared).
 pub struct Store<DB: Backend> {
     pool: Pool<DB>,
     clock: Arc<dyn Clock>,
@@ -23,6 +24,9 @@ pub type SqliteStore = Store<sqlx::Sqlite>;
 /// A store on PostgreSQL.
 #[cfg(feature = "postgres")]
 pub type PgStore = Store<sqlx::Postgres>;
+/// A store on MySQL or MariaDB.
+#[cfg(feature = "mysql")]
+pub type MySqlStore = Store<sqlx::MySql>;
 
 impl<DB: Backend> Clone for Store<DB> {
     fn clone(&self) -> Self {
@@ -44,19 +48,26 @@ impl<DB: Backend> fmt::Debug for Store<DB> {
 
 impl<DB: Backend> Store<DB> {
     /// Opens a pool of up to [`DEFAULT_MAX_CONNECTIONS`] connections to `url`
-    /// (`sqlite://path/idem.db`, `postgres://user@host/db`), with the system clock.
+    /// (`sqlite://path/idem.db`, `postgres://user@host/db`, `mysql://user@host/db`), with the
+    /// system clock.
     ///
     /// SQLite: the file is created if missing; every connection runs in WAL mode with
     /// `synchronous = FULL` and a 5 s busy timeout. PostgreSQL: the server's defaults; idem's
-    /// transactions set READ COMMITTED themselves.
+    /// transactions set READ COMMITTED themselves. MySQL and MariaDB: the server's version is
+    /// read first (`SELECT VERSION()`) and one older than MySQL 8.0 or MariaDB 10.6 is refused;
+    /// every connection adds `STRICT_ALL_TABLES` to its `sql_mode` (a value too long for its
+    /// column is an error, never cut short); idem's transactions set READ COMMITTED themselves.
     ///
     /// Does not create tables: call [`migrate`](Self::migrate).
     ///
     /// # Errors
     /// [`Error::InvalidUrl`] when the URL is not for this database (`sqlite:` for SQLite,
-    /// `postgres://` or `postgresql://` for PostgreSQL), is malformed, names an in-memory SQLite
-    /// database (each pooled connection would get its own) or a file in a directory that does not
-    /// exist; [`Error::Connect`] when the first connection fails (with the driver's reason).
+    /// `postgres://` or `postgresql://` for PostgreSQL, `mysql://` or `mariadb://` for MySQL), is
+    /// malformed, names no MySQL database, names an in-memory SQLite database (each pooled
+    /// connection would get its own) or a file in a directory that does not exist;
+    /// [`Error::Connect`] when the first connection fails (with the driver's reason);
+    /// [`Error::UnsupportedServer`] for a MySQL or MariaDB server older than idem supports (the
+    /// error names the version found and the ones supported).
     pub async fn connect(url: &str) -> Result<Self, Error> {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
@@ -96,12 +107,24 @@ impl<DB: Backend> Store<DB> {
     }
 
     /// Creates or updates idem's tables (`idem_inbox`, `idem_versions`, `idem_leases`,
-    /// `idem_parked`, `idem_effects`, `idem_dead_letters`). Runs only when called; safe to call at every start. idem
-    /// records its migrations in its own table, `idem_migrations`, so the application's sqlx
-    /// migrations are not disturbed.
+    /// `idem_parked`, `idem_effects`, `idem_outbox`, `idem_dead_letters`, `idem_kafka_offsets`).
+    /// Runs only when called; safe to call at every start, and from several processes at once.
+    /// idem records its migrations in its own table, `idem_migrations`, so the application's
+    /// sqlx migrations are not disturbed.
+    ///
+    /// MySQL and MariaDB commit each DDL statement on its own, so a migration that fails
+    /// half-way (a lost connection, a full disk) leaves the statements before the failure
+    /// applied and its `idem_migrations` row marked unfinished; the next `migrate` runs that
+    /// migration again from its first statement (each is written to run again), then the rest.
+    /// Before writing anything it compares the recorded migrations with its own.
     ///
     /// # Errors
-    /// [`Error::Migrate`] when a migration fails or the recorded ones differ from idem's.
+    /// [`Error::Migrate`] when a migration fails or (SQLite, PostgreSQL) the recorded ones differ
+    /// from idem's; on MySQL [`Error::IncompatibleSchema`], with nothing changed, when the tables
+    /// were made by a newer idem (a migration this one does not know) or by another build (a
+    /// migration's checksum differs), or another process kept migrating past 60 s;
+    /// [`Error::UnsupportedServer`] for a server older than MySQL 8.0 or MariaDB 10.6 (checked
+    /// here too, for a pool given to [`from_pool`](Self::from_pool)).
     pub async fn migrate(&self) -> Result<(), Error> {
         DB::migrate(&self.pool).await?;
         Ok(())
@@ -110,7 +133,9 @@ impl<DB: Backend> Store<DB> {
     /// Begins a write transaction for claims, version guard updates and the application's own
     /// writes: `BEGIN IMMEDIATE` on SQLite (the write lock is taken at once, so two writers
     /// wait on the busy timeout rather than fail mid-transaction), `BEGIN ISOLATION LEVEL READ
-    /// COMMITTED` on PostgreSQL (docs/design.md C1). Dropping it without commit rolls back.
+    /// COMMITTED` on PostgreSQL, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START
+    /// TRANSACTION` on MySQL (one round trip; the session's own default is left as it is)
+    /// (docs/design.md C1). Dropping it without commit rolls back.
     ///
     /// # Errors
     /// [`Error::Database`]: [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) when SQLite

@@ -43,7 +43,7 @@ impl<DB: Backend> VersionGuard<DB> {
     /// like any applied version; to refuse or hold gaps, roll back (the [`Runner`](crate::Runner)
     /// does this for [`GapPolicy::Reject`](idem_core::GapPolicy) and `Park`).
     ///
-    /// On PostgreSQL the entity's row is locked (`SELECT … FOR UPDATE`) until the transaction
+    /// On PostgreSQL and MySQL the entity's row is locked (`SELECT … FOR UPDATE`) until the transaction
     /// ends, so two events of one entity are compared one after the other. Counts
     /// `idem_stale_events_total`, `idem_version_ties_total`, `idem_gaps_total` and
     /// `idem_gap_size`, and logs stale events with both versions.
@@ -109,7 +109,7 @@ impl<DB: Backend> VersionGuard<DB> {
 
     /// [`advance`](Self::advance) for each of `events`, in their order, with a handful of
     /// statements instead of two per event: the entities that have no row get one (their first
-    /// event's version), the others' rows are read (and locked on PostgreSQL) in key order, every
+    /// event's version), the others' rows are read (and locked on PostgreSQL and MySQL) in key order, every
     /// event is decided in memory by the rule of [`decide`](idem_core::decide), and the rows that
     /// moved are written in one statement. Events of one entity are decided one after the other,
     /// as if each came in its own call; the metrics and logs are those of `advance`.

@@ -1,48 +1,55 @@
-//! Test support for idem's integration tests, which run one suite unchanged against SQLite and
-//! PostgreSQL:
+//! Test support for idem's integration tests, which run one suite unchanged against SQLite,
+//! PostgreSQL and MySQL (MariaDB):
 //!
 //! - [`sqlite_store`]: a migrated store in a fresh temporary file;
 //! - [`pg_store`]: a migrated store in a PostgreSQL database created fresh for this test process
 //!   (`idem_test_{unix seconds}_{pid}`) on `IDEM_TEST_POSTGRES_URL` (default
 //!   `postgres://postgres@127.0.0.1:5432/postgres`); databases left by runs older than 15 min
 //!   are dropped;
-//! - [`AppDb`]: the application's own statements (`$N` parameters, the same SQL on both), so
-//!   that a test written once over `DB: AppDb` runs on both stores;
+//! - [`mysql_store`]: the same on MySQL or MariaDB (`IDEM_TEST_MYSQL_URL`, default
+//!   `mysql://root@127.0.0.1:3306/`; see [`mod@mysql`]);
+//! - [`AppDb`]: the application's own statements (`$N` parameters, the same SQL on SQLite and
+//!   PostgreSQL, rewritten to `?` for MySQL), so that a test written once over `DB: AppDb` runs
+//!   on every store;
 //! - [`kafka`]: the Kafka tests' broker (`IDEM_TEST_KAFKA`, default `127.0.0.1:19092`), fresh
 //!   topics, produced records and the application's tables;
 //! - [`private_postgres`]: a PostgreSQL server of the test's own, which it stops and starts;
 //! - [`silent_server`]: a server that accepts TCP and never answers;
 //! - [`http_client`]: an HTTP client with its own rustls configuration (reqwest has no
 //!   crypto provider to fall back on);
-//! - [`both_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into two tests,
-//!   `name::sqlite` and `name::postgres`.
+//! - [`all_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into three tests,
+//!   `name::sqlite`, `name::postgres` and `name::mysql`: the conformance suite of the three
+//!   backends; [`both_stores!`] into the first two only.
 
+mod app_db;
 pub mod child;
 pub mod crash_stream;
 pub mod downstream;
 mod http_client;
+pub mod mysql;
 pub mod nats;
 pub mod outbox;
+mod placeholders;
 pub mod private_postgres;
 pub mod silent_server;
+pub mod stale;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use idem_sql::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
-use idem_sql::{Backend, PgStore, SqliteStore, Store};
+use idem_sql::sqlx::{self, Connection, PgConnection};
+use idem_sql::{PgStore, SqliteStore, Store};
 use tempfile::TempDir;
 use tokio::sync::OnceCell;
 
+pub use app_db::{AppDb, Value};
 pub use http_client::{http_client, http_client_builder};
+pub use mysql::{DEFAULT_MYSQL_URL, mysql_database, mysql_store, mysql_url};
+pub use placeholders::to_question_marks;
 
 /// The PostgreSQL server tests use, unless `IDEM_TEST_POSTGRES_URL` names another (a URL of an
 /// existing database on it, used only to create and drop test databases).
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-/// Test databases older than this (seconds) are dropped when a new one is made.
-const STALE_AFTER_SECS: u64 = 900;
 
 /// A migrated SQLite store in a fresh temporary directory; keep the [`TempDir`] alive as long as
 /// the store.
@@ -124,8 +131,7 @@ async fn create_pg_database() -> String {
             .await
             .expect("list test databases");
     for name in old {
-        let created = name.split('_').nth(2).and_then(|s| s.parse::<u64>().ok());
-        if created.is_some_and(|t| t + STALE_AFTER_SECS < now) {
+        if stale::is_stale(&name, now) {
             let drop = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
             let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
                 .execute(&mut admin)
@@ -154,113 +160,6 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{nanos}", std::process::id())
 }
 
-/// A bind value for [`AppDb`] statements.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
-    /// TEXT.
-    Text(String),
-    /// BIGINT / INTEGER.
-    Int(i64),
-}
-
-impl From<&str> for Value {
-    fn from(s: &str) -> Self {
-        Self::Text(s.to_owned())
-    }
-}
-
-impl From<String> for Value {
-    fn from(s: String) -> Self {
-        Self::Text(s)
-    }
-}
-
-impl From<i64> for Value {
-    fn from(n: i64) -> Self {
-        Self::Int(n)
-    }
-}
-
-/// The application's own SQL in a generic test: statements with `$N` parameters that read the
-/// same on SQLite and PostgreSQL, run on a connection (`&mut **tx` inside a runner handler,
-/// `&mut *conn` on a pooled connection).
-pub trait AppDb: Backend {
-    /// Runs a statement; returns the rows affected.
-    fn execute(
-        conn: &mut Self::Connection,
-        sql: &'static str,
-        binds: Vec<Value>,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
-
-    /// Runs a query whose rows have one BIGINT column; returns the values.
-    fn fetch_i64(
-        conn: &mut Self::Connection,
-        sql: &'static str,
-        binds: Vec<Value>,
-    ) -> impl Future<Output = Result<Vec<i64>, sqlx::Error>> + Send;
-
-    /// Runs a query whose rows are (TEXT, TEXT); returns the pairs.
-    fn fetch_text_pairs(
-        conn: &mut Self::Connection,
-        sql: &'static str,
-        binds: Vec<Value>,
-    ) -> impl Future<Output = Result<Vec<(String, String)>, sqlx::Error>> + Send;
-}
-
-macro_rules! app_db {
-    ($db:ty) => {
-        impl AppDb for $db {
-            async fn execute(
-                conn: &mut Self::Connection,
-                sql: &'static str,
-                binds: Vec<Value>,
-            ) -> Result<u64, sqlx::Error> {
-                let mut query = sqlx::query(sql);
-                for v in binds {
-                    query = match v {
-                        Value::Text(s) => query.bind(s),
-                        Value::Int(n) => query.bind(n),
-                    };
-                }
-                Ok(query.execute(&mut *conn).await?.rows_affected())
-            }
-
-            async fn fetch_i64(
-                conn: &mut Self::Connection,
-                sql: &'static str,
-                binds: Vec<Value>,
-            ) -> Result<Vec<i64>, sqlx::Error> {
-                let mut query = sqlx::query_scalar(sql);
-                for v in binds {
-                    query = match v {
-                        Value::Text(s) => query.bind(s),
-                        Value::Int(n) => query.bind(n),
-                    };
-                }
-                query.fetch_all(&mut *conn).await
-            }
-
-            async fn fetch_text_pairs(
-                conn: &mut Self::Connection,
-                sql: &'static str,
-                binds: Vec<Value>,
-            ) -> Result<Vec<(String, String)>, sqlx::Error> {
-                let mut query = sqlx::query_as(sql);
-                for v in binds {
-                    query = match v {
-                        Value::Text(s) => query.bind(s),
-                        Value::Int(n) => query.bind(n),
-                    };
-                }
-                query.fetch_all(&mut *conn).await
-            }
-        }
-    };
-}
-
-app_db!(Sqlite);
-app_db!(Postgres);
-
 /// Runs `sql` on a pooled connection of `store`; returns the rows affected.
 ///
 /// # Panics
@@ -287,8 +186,37 @@ pub async fn query_i64<DB: AppDb>(
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// Turns `async fn name<DB: AppDb>(store: Store<DB>)` into the tests `name::sqlite`,
+/// `name::postgres` and `name::mysql`, each on a multi-threaded runtime with 4 workers: one
+/// definition, the three backends.
+#[macro_export]
+macro_rules! all_stores {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                let (_dir, store) = $crate::sqlite_store().await;
+                super::$name(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                let store = $crate::pg_store().await;
+                super::$name(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mysql() {
+                let store = $crate::mysql_store().await;
+                super::$name(store).await;
+            }
+        }
+    )+};
+}
+
 /// Turns `async fn name<DB: AppDb>(store: Store<DB>)` into the tests `name::sqlite` and
-/// `name::postgres`, each on a multi-threaded runtime with 4 workers.
+/// `name::postgres`, each on a multi-threaded runtime with 4 workers (suites not yet on MySQL:
+/// see [`all_stores!`]).
 #[macro_export]
 macro_rules! both_stores {
     ($($name:ident),+ $(,)?) => {$(

@@ -4,7 +4,8 @@
 //! reordering, and crashes between the work and the acknowledgement are the contract. idem makes
 //! a handler apply each event once, in the handler's own database transaction:
 //!
-//! 1. **claim** the event's [`DedupKey`] in the inbox: an `INSERT … ON CONFLICT DO NOTHING`,
+//! 1. **claim** the event's [`DedupKey`] in the inbox: an `INSERT … ON CONFLICT DO NOTHING` (on
+//!    MySQL a plain `INSERT`, whose duplicate-key error means "already there"),
 //!    [`Claim::Fresh`] or [`Claim::Duplicate`], with no read before the write;
 //! 2. **advance** the entity's [`Version`]: [`Advance::Applied`], [`Advance::Stale`] (older than
 //!    what was applied: recorded, never applied), [`Advance::Tie`] (same version, another event:
@@ -27,7 +28,8 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let dir = tempfile::tempdir()?;
 //! # let url = format!("sqlite://{}", dir.path().join("app.db").display());
-//! let store = SqliteStore::connect(&url).await?; // or PgStore::connect("postgres://…")
+//! let store = SqliteStore::connect(&url).await?; // or PgStore::connect("postgres://…"), MySqlStore
+//! // (feature `mysql`)
 //! store.migrate().await?;
 //! sqlx::query("CREATE TABLE subscriptions (id TEXT PRIMARY KEY, status TEXT NOT NULL)")
 //!     .execute(store.pool())
@@ -78,6 +80,49 @@
 //! [`Error::handler`] wraps the application's own errors. The runner retries conflicts
 //! (serialization failures, deadlocks, SQLITE_BUSY) itself; on any other error nothing was
 //! committed and the delivery should be answered with a 5xx or a nack.
+//!
+//! ## On MySQL or MariaDB
+//!
+//! With the `mysql` feature, `MySqlStore` keeps the inbox in the MySQL 8.0 (or later) or
+//! MariaDB 10.6 (or later) database the application already has, so the claim commits with the
+//! application's own writes there. `connect` reads `SELECT VERSION()` and refuses older servers,
+//! naming the version found; `migrate` creates idem's tables (`VARBINARY` keys, compared byte for
+//! byte whatever the database's collation; InnoDB) and runs a migration that an earlier failure
+//! left unfinished again (MySQL commits each DDL statement on its own). idem's transactions run
+//! at READ COMMITTED whatever the session's default; deadlocks (1213) and lock-wait timeouts
+//! (1205) are [`ErrorKind::Conflict`], which the runner retries. A handler writes with MySQL's
+//! own SQL (`?` parameters, `ON DUPLICATE KEY UPDATE`):
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use idem::{DedupKey, EventId, Event, MySqlStore, Name, Runner, sqlx};
+//!
+//! let store = MySqlStore::connect("mysql://app:secret@127.0.0.1:3306/app").await?;
+//! store.migrate().await?;
+//! let runner = Runner::new(store.clone(), &Name::new("consumer", "billing_v1")?);
+//! let event = Event::new(DedupKey::from_event(&Name::new("source", "stripe")?, &EventId::new("evt_1")?));
+//! let outcome = runner
+//!     .run(&event, |tx| {
+//!         Box::pin(async move {
+//!             sqlx::query(
+//!                 "INSERT INTO subscriptions (id, status) VALUES (?, ?) \
+//!                  ON DUPLICATE KEY UPDATE status = ?",
+//!             )
+//!             .bind("sub_1")
+//!             .bind("active")
+//!             .bind("active")
+//!             .execute(&mut **tx)
+//!             .await?;
+//!             Ok(())
+//!         })
+//!     })
+//!     .await?;
+//! println!("{}", outcome.name());
+//! # Ok(()) }
+//! ```
+//!
+//! `docs/mysql.md` is the operator's page: what a MySQL 8.0 user runs to check idem on their
+//! server, what a failed migration leaves and how to go on.
 //!
 //! ## Without the runner
 //!
@@ -229,7 +274,7 @@
 //! | crate | holds |
 //! |---|---|
 //! | `idem-core` | keys, versions and the C5 rule, leases, retention, clock; no I/O |
-//! | `idem-sql` | the store on SQLite and PostgreSQL (sqlx 0.9), migrations, runner, metrics |
+//! | `idem-sql` | the store on SQLite, PostgreSQL and (feature `mysql`) MySQL/MariaDB (sqlx 0.9), migrations, runner, metrics |
 //! | `idem-broker` | NATS JetStream and RabbitMQ consumers, outbox relays (feature `broker`) |
 //! | `idem` | this facade: re-exports `idem-core` and `idem-sql`, and `idem-broker` as `idem::broker` with the `broker` feature |
 //!
@@ -241,11 +286,15 @@ pub use idem_core::{
     MAX_ID_BYTES, MAX_NAME_LEN, ManualClock, Name, RetentionPolicy, SystemClock, Timestamp, Ttl,
     Version, VersionValue, decide, horizon,
 };
+/// A store on MySQL 8.0+ or MariaDB 10.6+ (feature `mysql`).
+#[cfg(feature = "mysql")]
+pub use idem_sql::MySqlStore;
 pub use idem_sql::{
     Backend, BoxError, BoxFuture, Claim, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_CONNECTIONS, Error,
     ErrorKind, Event, GcReport, Inbox, LeaseStore, Outcome, PgStore, Runner, SqliteStore, Store,
     VersionGuard, metric_definitions, sqlx,
 };
+
 /// The transactional outbox (`Store::outbox`); relays that publish it are in `idem-broker`.
 pub use idem_sql::{
     ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,

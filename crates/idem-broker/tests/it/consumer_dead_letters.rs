@@ -10,7 +10,7 @@ use idem_core::{
     DedupKey, Entity, EventId, ManualClock, Name, RetentionPolicy, Timestamp, horizon,
 };
 use idem_sql::{DeadLetterRecord, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 
 /// January 1970, before any other test's time, so that GC's cutoff reaches only this test's rows
 /// in a database other tests of this binary may share.
@@ -41,7 +41,7 @@ fn unique_consumer(prefix: &str) -> Name {
     Name::new("consumer", format!("{prefix}_{nanos}_v2")).unwrap()
 }
 
-both_stores!(recording_one_event_twice_keeps_one_row);
+all_stores!(recording_one_event_twice_keeps_one_row);
 async fn recording_one_event_twice_keeps_one_row<DB: AppDb>(store: Store<DB>) {
     let clock = ManualClock::new(T0);
     let store = store.with_clock(Arc::new(clock.clone()));
@@ -85,7 +85,7 @@ async fn recording_one_event_twice_keeps_one_row<DB: AppDb>(store: Store<DB>) {
     assert_eq!(dead.list(&consumer, 10).await.unwrap().len(), 1);
 }
 
-both_stores!(undecodable_messages_get_a_row_each_and_list_get_delete_work);
+all_stores!(undecodable_messages_get_a_row_each_and_list_get_delete_work);
 async fn undecodable_messages_get_a_row_each_and_list_get_delete_work<DB: AppDb>(store: Store<DB>) {
     let consumer = unique_consumer("dl_list");
     let dead = store.dead_letters();
@@ -129,7 +129,7 @@ async fn undecodable_messages_get_a_row_each_and_list_get_delete_work<DB: AppDb>
     assert_eq!(dead.list(&consumer, 10).await.unwrap().len(), 2);
 }
 
-both_stores!(retention_never_deletes_dead_letters);
+all_stores!(retention_never_deletes_dead_letters);
 async fn retention_never_deletes_dead_letters<DB: AppDb>(store: Store<DB>) {
     let clock = ManualClock::new(T0);
     let store = store.with_clock(Arc::new(clock.clone()));

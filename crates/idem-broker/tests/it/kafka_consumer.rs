@@ -17,7 +17,7 @@ use idem_broker::{
 use idem_core::Name;
 use idem_sql::sqlx::Transaction;
 use idem_sql::{BoxFuture, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -607,7 +607,7 @@ async fn event_ids_come_from_the_header_else_the_position<DB: AppDb>(store: Stor
     }
 }
 
-both_stores!(
+all_stores!(
     event_ids_come_from_the_header_else_the_position,
     republished_messages_are_applied_once,
     poison_message_is_dead_lettered_and_its_partition_goes_on,

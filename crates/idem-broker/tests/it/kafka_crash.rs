@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use crate::kafka_support::{self as kafka, Output};
 use idem_core::Name;
 use idem_sql::Store;
-use idem_sql::sqlx::{Postgres, Sqlite};
-use idem_testkit::{AppDb, Value, pg_url, query_i64, sqlite_url};
+use idem_sql::sqlx::{MySql, Postgres, Sqlite};
+use idem_testkit::{AppDb, Value, mysql_url, pg_url, query_i64, sqlite_url};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
@@ -412,6 +412,11 @@ async fn sigkill_at_ten_points_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_ten_points_mysql() {
+    sigkill_at_ten_points::<MySql>(&mysql_url().await, idem_testkit::mysql_store().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survivor_takes_over_a_killed_member_sqlite() {
     let (dir, store) = idem_testkit::sqlite_store().await;
     survivor_takes_over_a_killed_member::<Sqlite>(&sqlite_url(&dir), store).await;
@@ -422,6 +427,15 @@ async fn survivor_takes_over_a_killed_member_postgres() {
     survivor_takes_over_a_killed_member::<Postgres>(
         &pg_url().await,
         idem_testkit::pg_store().await,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survivor_takes_over_a_killed_member_mysql() {
+    survivor_takes_over_a_killed_member::<MySql>(
+        &mysql_url().await,
+        idem_testkit::mysql_store().await,
     )
     .await;
 }
@@ -442,14 +456,35 @@ async fn zombie_with_a_batch_in_hand_cannot_commit_postgres() {
     .await;
 }
 
-/// On PostgreSQL the zombie can also be stopped inside its open transaction (SQLite's single
-/// writer would hold every other member back until it resumes): the new holder's claims of the
-/// same events wait for the zombie's transaction, which is refused at its advance and rolls back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_with_a_batch_in_hand_cannot_commit_mysql() {
+    zombie_cannot_commit::<MySql>(
+        &mysql_url().await,
+        idem_testkit::mysql_store().await,
+        "--stall-before-batch",
+    )
+    .await;
+}
+
+/// On PostgreSQL and MySQL the zombie can also be stopped inside its open transaction (SQLite's
+/// single writer would hold every other member back until it resumes): the new holder's claims
+/// of the same events wait for the zombie's transaction, which is refused at its advance and
+/// rolls back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zombie_inside_its_transaction_cannot_commit_postgres() {
     zombie_cannot_commit::<Postgres>(
         &pg_url().await,
         idem_testkit::pg_store().await,
+        "--stall-in-handler",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_inside_its_transaction_cannot_commit_mysql() {
+    zombie_cannot_commit::<MySql>(
+        &mysql_url().await,
+        idem_testkit::mysql_store().await,
         "--stall-in-handler",
     )
     .await;

@@ -31,14 +31,14 @@ use idem_broker::{
     BatchOutcome, KafkaConsumer, KafkaProcessor, PartitionBatch, PartitionSink, RetryPolicy,
 };
 use idem_core::Name;
-use idem_sql::{PgStore, SqliteStore, Store};
+use idem_sql::{MySqlStore, PgStore, SqliteStore, Store};
 use idem_testkit::AppDb;
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
 #[command(about = "Consumes a Kafka topic through idem; meant to be killed")]
 struct Args {
-    /// `sqlite://path` or `postgres://…`.
+    /// `sqlite://path`, `postgres://…` or `mysql://…`.
     #[arg(long)]
     database_url: String,
     /// The broker, `host:port` (default: IDEM_TEST_KAFKA or 127.0.0.1:19092).
@@ -113,8 +113,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("connect to {url}"))?;
         consume(store, &args).await
+    } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        let store = MySqlStore::connect_with(url, 8)
+            .await
+            .with_context(|| format!("connect to {url}"))?;
+        consume(store, &args).await
     } else {
-        bail!("--database-url must start with sqlite: or postgres:, got {url}")
+        bail!("--database-url must start with sqlite:, postgres: or mysql:, got {url}")
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use idem_core::{Acquire, ManualClock, Name, RetentionPolicy, Timestamp, Ttl};
 use idem_sql::{ErrorKind, KafkaOffsets, PartitionClaim, PartitionFence, Store};
-use idem_testkit::{AppDb, Value, both_stores, query_i64};
+use idem_testkit::{AppDb, Value, all_stores, query_i64};
 
 const T0: Timestamp = Timestamp(1_764_000_000_000);
 const TOPIC: &str = "orders";
@@ -274,7 +274,7 @@ async fn live_members_are_the_unexpired_member_leases<DB: AppDb>(store: Store<DB
     assert_eq!(offsets.live_members(TOPIC).await.unwrap(), ["m3"]);
 }
 
-both_stores!(
+all_stores!(
     a_taken_over_partition_fences_its_old_holder,
     the_advance_is_a_compare_and_set,
     a_lease_deleted_by_retention_does_not_unfence_an_old_holder,

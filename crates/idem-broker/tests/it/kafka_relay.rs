@@ -18,7 +18,7 @@ use idem_broker::{
 };
 use idem_core::{Entity, Name};
 use idem_sql::{MessageId, OutboxMessage, OutboxStatus, Store};
-use idem_testkit::{AppDb, both_stores, exec};
+use idem_testkit::{AppDb, all_stores, exec};
 use tokio::sync::Notify;
 
 static OUTBOX_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -186,7 +186,7 @@ async fn a_republished_batch_is_applied_once<DB: AppDb>(store: Store<DB>) {
     );
 }
 
-both_stores!(
+all_stores!(
     relay_publishes_keyed_records_with_the_message_id,
     rows_for_missing_or_bad_topics_fail,
     a_republished_batch_is_applied_once,

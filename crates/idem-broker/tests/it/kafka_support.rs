@@ -210,7 +210,7 @@ const CREATE_EFFECTS: &str = "CREATE TABLE IF NOT EXISTS kafka_effects (\
      consumer TEXT NOT NULL, event TEXT NOT NULL, kafka_partition BIGINT NOT NULL, \
      kafka_offset BIGINT NOT NULL, delivered BIGINT NOT NULL, writer TEXT NOT NULL)";
 const CREATE_ORDER: &str = "CREATE TABLE IF NOT EXISTS kafka_order (\
-     consumer TEXT NOT NULL, kafka_partition BIGINT NOT NULL, last_offset BIGINT NOT NULL, \
+     consumer VARCHAR(255) NOT NULL, kafka_partition BIGINT NOT NULL, last_offset BIGINT NOT NULL, \
      violations BIGINT NOT NULL, PRIMARY KEY (consumer, kafka_partition))";
 const INSERT_EFFECT: &str = "INSERT INTO kafka_effects \
      (consumer, event, kafka_partition, kafka_offset, delivered, writer) \
@@ -222,6 +222,11 @@ const CHECK_ORDER: &str = "INSERT INTO kafka_order (consumer, kafka_partition, l
      violations = kafka_order.violations + \
          CASE WHEN excluded.last_offset > kafka_order.last_offset THEN 0 ELSE 1 END, \
      last_offset = excluded.last_offset";
+/// [`CHECK_ORDER`] on MySQL, which assigns left to right: `violations` reads the old offset.
+const CHECK_ORDER_MYSQL: &str = "INSERT INTO kafka_order \
+     (consumer, kafka_partition, last_offset, violations) VALUES ($1, $2, $3, 0) \
+     ON DUPLICATE KEY UPDATE \
+     violations = violations + CASE WHEN $3 > last_offset THEN 0 ELSE 1 END, last_offset = $3";
 
 /// Creates the application's tables of the Kafka tests (`kafka_effects`: one row per applied
 /// message; `kafka_order`: per-partition order check). Tests of one process share a PostgreSQL
@@ -274,7 +279,7 @@ pub(crate) async fn write_effect<DB: AppDb>(
     .await?;
     DB::execute(
         &mut **tx,
-        CHECK_ORDER,
+        DB::dialect(CHECK_ORDER, CHECK_ORDER_MYSQL),
         vec![
             Value::from(consumer),
             Value::Int(partition),
@@ -333,7 +338,10 @@ pub(crate) async fn output<DB: AppDb>(store: &Store<DB>, consumer: &Name) -> Out
     .await[0];
     let order_violations = idem_testkit::query_i64(
         store,
-        "SELECT CAST(COALESCE(SUM(violations), 0) AS BIGINT) FROM kafka_order WHERE consumer = $1",
+        DB::dialect(
+            "SELECT CAST(COALESCE(SUM(violations), 0) AS BIGINT) FROM kafka_order WHERE consumer = $1",
+            "SELECT CAST(COALESCE(SUM(violations), 0) AS SIGNED) FROM kafka_order WHERE consumer = $1",
+        ),
         c(),
     )
     .await[0];

@@ -1,6 +1,7 @@
 //! idem-broker's integration tests, against real NATS JetStream, RabbitMQ and Kafka-protocol
-//! (tansu) brokers, on SQLite and PostgreSQL: consumers that ack after commit, outbox relays,
-//! dead letters, and Kafka consumers killed with SIGKILL.
+//! (tansu) brokers: consumers that ack after commit (on SQLite and PostgreSQL), and on SQLite,
+//! PostgreSQL and MySQL (MariaDB) outbox relays, dead letters, Kafka offsets and Kafka consumers
+//! killed with SIGKILL.
 
 mod consumer_common;
 mod consumer_dead_letters;

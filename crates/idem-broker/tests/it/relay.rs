@@ -1,9 +1,9 @@
 //! Outbox relays against the real NATS JetStream (127.0.0.1:4222), RabbitMQ (127.0.0.1:5672)
-//! and a local HTTP server, on SQLite and PostgreSQL stores.
+//! and a local HTTP server, on SQLite, PostgreSQL and MySQL (MariaDB) stores.
 //!
-//! The PostgreSQL tests of this binary share one database (idem-testkit makes one per test
-//! process) and relays claim any due row, so every test holds [`OUTBOX_LOCK`] and starts from an
-//! empty `idem_outbox`.
+//! The PostgreSQL and MySQL tests of this binary share one database each (idem-testkit makes one
+//! per test process) and relays claim any due row, so every test holds [`OUTBOX_LOCK`] and starts
+//! from an empty `idem_outbox`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,12 +20,12 @@ use idem_broker::{
     RelayError, RelayReport,
 };
 use idem_core::{DedupKey, Entity, EventId, ManualClock, Name, Timestamp};
-use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::sqlx::{MySql, Postgres, Sqlite};
 use idem_sql::{
     Error, ErrorKind, Event, MessageId, Outbox, OutboxMessage, OutboxPolicy, OutboxRow,
     OutboxStatus, Outcome, Runner, Store,
 };
-use idem_testkit::{AppDb, both_stores, exec, query_i64};
+use idem_testkit::{AppDb, all_stores, exec, query_i64};
 use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable};
 
@@ -86,7 +86,7 @@ async fn rows_commit_only_with_their_transaction<DB: AppDb>(store: Store<DB>) {
     let outbox = store.outbox();
     exec(
         &store,
-        "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY)",
+        "CREATE TABLE IF NOT EXISTS orders (id VARCHAR(255) PRIMARY KEY)",
         vec![],
     )
     .await;
@@ -186,7 +186,7 @@ async fn rows_commit_only_with_their_transaction<DB: AppDb>(store: Store<DB>) {
     }
 }
 
-both_stores!(rows_commit_only_with_their_transaction);
+all_stores!(rows_commit_only_with_their_transaction);
 
 // ---------------------------------------------------------------------------------------------
 // The issue's scenario: the broker confirms O1, marking it fails, the next cycle republishes it.
@@ -216,6 +216,18 @@ impl Faults for Postgres {
     ];
     const REPAIR_MARKING: &'static [&'static str] =
         &["DROP TRIGGER idem_test_fail_mark ON idem_outbox"];
+}
+
+impl Faults for MySql {
+    const BREAK_MARKING: &'static [&'static str] = &[
+        "CREATE TRIGGER idem_test_fail_mark BEFORE UPDATE ON idem_outbox FOR EACH ROW \
+         BEGIN \
+           IF NEW.status = 'published' AND OLD.message_id = 'mid-1' THEN \
+             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected failure: marking mid-1 published'; \
+           END IF; \
+         END",
+    ];
+    const REPAIR_MARKING: &'static [&'static str] = &["DROP TRIGGER idem_test_fail_mark"];
 }
 
 async fn jetstream() -> jetstream::Context {
@@ -437,6 +449,12 @@ mod republished_message_is_a_jetstream_duplicate_and_applied_once {
         let store = idem_testkit::pg_store().await;
         super::republished_message_is_a_jetstream_duplicate_and_applied_once(store).await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        let store = idem_testkit::mysql_store().await;
+        super::republished_message_is_a_jetstream_duplicate_and_applied_once(store).await;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -637,7 +655,7 @@ async fn failing_destination_backs_off_parks_and_requeue_publishes<DB: AppDb>(st
     assert_eq!(outbox.get(&young).await.unwrap(), None);
 }
 
-both_stores!(failing_destination_backs_off_parks_and_requeue_publishes);
+all_stores!(failing_destination_backs_off_parks_and_requeue_publishes);
 
 // ---------------------------------------------------------------------------------------------
 // Order per aggregate; a parked row holds back its aggregate only; expired claims come back.
@@ -759,7 +777,7 @@ async fn order_is_per_aggregate_and_a_parked_row_blocks_only_its_aggregate<DB: A
     assert_eq!(outbox.get(&c1).await.unwrap(), None);
 }
 
-both_stores!(order_is_per_aggregate_and_a_parked_row_blocks_only_its_aggregate);
+all_stores!(order_is_per_aggregate_and_a_parked_row_blocks_only_its_aggregate);
 
 // ---------------------------------------------------------------------------------------------
 // drain: overlapping cycles (claim next, publish current, record previous) keep every rule.
@@ -841,14 +859,117 @@ async fn drain_overlaps_cycles_and_keeps_order_and_once<DB: AppDb>(store: Store<
     );
 }
 
-both_stores!(drain_overlaps_cycles_and_keeps_order_and_once);
+all_stores!(drain_overlaps_cycles_and_keeps_order_and_once);
 
-/// PostgreSQL holds a batch by row locks: another relay skips the locked rows, and a relay that
-/// dies (its transaction dropped uncommitted) leaves every row due again at once, not published.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one() {
+/// Ending the sessions that hold `idem_outbox` rows locked, as when their process is killed.
+trait Sessions: AppDb {
+    /// Ends every other session that holds rows of `store`'s `idem_outbox` locked (there must be
+    /// `expected`) and waits until they are gone.
+    fn end_lock_holders(store: &Store<Self>, expected: usize) -> impl Future<Output = ()> + Send;
+}
+
+impl Sessions for Postgres {
+    async fn end_lock_holders(store: &Store<Self>, expected: usize) {
+        let pool = store.pool();
+        let holders: Vec<i32> = idem_sql::sqlx::query_scalar(
+            "SELECT DISTINCT pid FROM pg_locks \
+             WHERE relation = 'idem_outbox'::regclass AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            holders.len(),
+            expected,
+            "each batch holds its rows in its own session"
+        );
+        for pid in &holders {
+            idem_sql::sqlx::query("SELECT pg_terminate_backend($1)")
+                .bind(pid)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+        // A terminated backend releases its locks as it exits; wait until both have.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let alive: i64 = idem_sql::sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+            )
+            .bind(&holders)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+            if alive == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "backends {holders:?} did not exit"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The store is on a database of its own (see the MySQL test), so every session in it with an
+/// open transaction that locked rows is one of the batches.
+impl Sessions for MySql {
+    async fn end_lock_holders(store: &Store<Self>, expected: usize) {
+        let pool = store.pool();
+        let holders: Vec<u64> = idem_sql::sqlx::query_scalar(
+            "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t \
+             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+             WHERE p.DB = DATABASE() AND t.trx_rows_locked > 0 \
+               AND t.trx_mysql_thread_id <> CONNECTION_ID()",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            holders.len(),
+            expected,
+            "each batch holds its rows in its own session"
+        );
+        for id in &holders {
+            idem_sql::sqlx::raw_sql(idem_sql::sqlx::AssertSqlSafe(format!(
+                "KILL CONNECTION {id}"
+            )))
+            .execute(pool)
+            .await
+            .unwrap();
+        }
+        // A killed session rolls back and releases its locks as it ends; wait until both have.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let alive: i64 = idem_sql::sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
+                 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+                 WHERE p.DB = DATABASE() AND t.trx_mysql_thread_id <> CONNECTION_ID()",
+            )
+            .fetch_one(pool)
+            .await
+            .unwrap();
+            if alive == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sessions {holders:?} did not end"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Databases that lock rows (PostgreSQL, MySQL) hold a batch by row locks: another relay skips
+/// the locked rows, and a relay that dies (its transaction dropped uncommitted) leaves every row
+/// due again at once, not published.
+async fn locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one<DB: Sessions>(
+    store: Store<DB>,
+) {
     let _lock = OUTBOX_LOCK.lock().await;
-    let (store, _clock) = prepared(idem_testkit::pg_store().await).await;
+    let (store, _clock) = prepared(store).await;
     let outbox = store.outbox();
     assert!(outbox.locks_rows());
     for i in 0..10 {
@@ -876,45 +997,7 @@ async fn locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one() {
     // Both relays die before recording anything: their sessions end, as when the process is
     // killed or its connection drops. (Dropping a batch only queues its rollback, which the
     // pool runs later: the rows would be due again soon, not at once.)
-    let pool = store.pool();
-    let holders: Vec<i32> = idem_sql::sqlx::query_scalar(
-        "SELECT DISTINCT pid FROM pg_locks \
-         WHERE relation = 'idem_outbox'::regclass AND pid <> pg_backend_pid()",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    assert_eq!(
-        holders.len(),
-        2,
-        "each batch holds its rows in its own session"
-    );
-    for pid in &holders {
-        idem_sql::sqlx::query("SELECT pg_terminate_backend($1)")
-            .bind(pid)
-            .execute(pool)
-            .await
-            .unwrap();
-    }
-    // A terminated backend releases its locks as it exits; wait until both have.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let alive: i64 = idem_sql::sqlx::query_scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)",
-        )
-        .bind(&holders)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if alive == 0 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "backends {holders:?} did not exit"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    DB::end_lock_holders(&store, 2).await;
     let (_again, rows) = outbox.lock_due(10).await.unwrap();
     assert_eq!(rows.len(), 10, "every row is due again");
     drop((first, second));
@@ -924,13 +1007,27 @@ async fn locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one() {
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// Several relays on one PostgreSQL: each row published exactly once; order per aggregate.
+mod locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        let store = idem_testkit::pg_store().await;
+        super::locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one(store).await;
+    }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn four_relays_on_postgres_publish_each_row_exactly_once() {
+    /// On a database of its own: the sessions to end are found by their database.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql() {
+        let url = idem_testkit::mysql_database().await;
+        let store = idem_testkit::outbox::app_store::<idem_sql::sqlx::MySql>(&url).await;
+        super::locked_rows_are_skipped_by_other_relays_and_released_by_a_dead_one(store).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several relays on one PostgreSQL or MySQL: each row published exactly once; order per aggregate.
+
+async fn four_relays_publish_each_row_exactly_once<DB: AppDb>(store: Store<DB>) {
     let _lock = OUTBOX_LOCK.lock().await;
-    let store = idem_testkit::pg_store().await;
     exec(&store, "DELETE FROM idem_outbox", vec![]).await;
     let outbox = store.outbox();
     const AGGREGATES: usize = 25;
@@ -1026,12 +1123,23 @@ async fn four_relays_on_postgres_publish_each_row_exactly_once() {
     assert!(next.iter().all(|&n| n == PER_AGGREGATE));
 }
 
+mod four_relays_publish_each_row_exactly_once {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        super::four_relays_publish_each_row_exactly_once(idem_testkit::pg_store().await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        super::four_relays_publish_each_row_exactly_once(idem_testkit::mysql_store().await).await;
+    }
+}
+
 /// A row with a lower sequence number that commits later is still published: relays select by
-/// status, never by "sequence greater than the last one seen".
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_row_committed_late_with_a_lower_seq_is_still_published() {
+/// status, never by "sequence greater than the last one seen". (Not SQLite: there the open
+/// transaction holds the database's one write lock, and the relay waits for it.)
+async fn a_row_committed_late_with_a_lower_seq_is_still_published<DB: AppDb>(store: Store<DB>) {
     let _lock = OUTBOX_LOCK.lock().await;
-    let store = idem_testkit::pg_store().await;
     exec(&store, "DELETE FROM idem_outbox", vec![]).await;
     let outbox = store.outbox();
     let dest = Destination::default();
@@ -1057,6 +1165,20 @@ async fn a_row_committed_late_with_a_lower_seq_is_still_published() {
     assert_eq!(status(&outbox, &early).await, Some(OutboxStatus::Published));
     let keys: Vec<String> = dest.received().into_iter().filter_map(|r| r.key).collect();
     assert_eq!(keys, [late.to_string(), early.to_string()]);
+}
+
+mod a_row_committed_late_with_a_lower_seq_is_still_published {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let store = idem_testkit::pg_store().await;
+        super::a_row_committed_late_with_a_lower_seq_is_still_published(store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        let store = idem_testkit::mysql_store().await;
+        super::a_row_committed_late_with_a_lower_seq_is_still_published(store).await;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1196,7 +1318,7 @@ async fn confirms_with_message_id_and_persistence<DB: AppDb>(store: Store<DB>, q
     );
 }
 
-both_stores!(rabbitmq_confirms_with_message_id_and_persistence);
+all_stores!(rabbitmq_confirms_with_message_id_and_persistence);
 
 // ---------------------------------------------------------------------------------------------
 // The publisher contract on its own: JetStream's duplicate flag, one outcome per row.
@@ -1363,7 +1485,7 @@ async fn a_receiver_answering_409_forever_parks_the_row<DB: AppDb>(store: Store<
     assert_eq!(dest.received().len(), 4, "one POST per attempt");
 }
 
-both_stores!(a_receiver_answering_409_forever_parks_the_row);
+all_stores!(a_receiver_answering_409_forever_parks_the_row);
 
 /// The finding: `Retry-After: 0` made 3,288 POSTs in 6 s. On the real clock, `run` against a
 /// receiver answering 409 with `Retry-After: 0` for 2.5 s POSTs at most once per second (at 0 s,
@@ -1393,7 +1515,7 @@ async fn retry_after_zero_is_not_a_hot_loop<DB: AppDb>(store: Store<DB>) {
     exec(&store, "DELETE FROM idem_outbox", vec![]).await;
 }
 
-both_stores!(retry_after_zero_is_not_a_hot_loop);
+all_stores!(retry_after_zero_is_not_a_hot_loop);
 
 /// The finding: with `claim_ttl(Duration::ZERO)` two relays calling `run_once` at once published
 /// every row twice. The lease is raised to 1 s: each of the 10 rows is published once.
@@ -1429,7 +1551,7 @@ async fn a_zero_claim_ttl_still_publishes_each_row_once<DB: AppDb>(store: Store<
     );
 }
 
-both_stores!(a_zero_claim_ttl_still_publishes_each_row_once);
+all_stores!(a_zero_claim_ttl_still_publishes_each_row_once);
 
 /// The finding: one row to an exchange that does not exist (the broker closes the channel) made
 /// the other rows of its batch fail with "invalid channel state: Closed" until they parked. With
@@ -1503,7 +1625,7 @@ async fn an_unroutable_row_does_not_fail_its_batch<DB: AppDb>(store: Store<DB>) 
     .await;
 }
 
-both_stores!(an_unroutable_row_does_not_fail_its_batch);
+all_stores!(an_unroutable_row_does_not_fail_its_batch);
 
 /// The connection to RabbitMQ drops (a broker restart, a network blip): the next cycle connects
 /// again and publishes. While RabbitMQ cannot be reached at all, rows are unavailable: no attempt
@@ -1575,7 +1697,7 @@ async fn a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing<
     .await;
 }
 
-both_stores!(a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing);
+all_stores!(a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing);
 
 /// An HTTP receiver that is down (nothing listens): the rows are unavailable, not failed; after
 /// many cycles, even with one allowed attempt, nothing is parked, and they go out once it is up.
@@ -1620,7 +1742,7 @@ async fn a_receiver_that_is_down_parks_nothing<DB: AppDb>(store: Store<DB>) {
     assert_eq!(dest.received().len(), 1);
 }
 
-both_stores!(a_receiver_that_is_down_parks_nothing);
+all_stores!(a_receiver_that_is_down_parks_nothing);
 
 /// The finding: a row to `relayout.>` was accepted and marked published. Wildcards, whitespace
 /// and empty tokens are refused before sending; the literal subject next to them is published.

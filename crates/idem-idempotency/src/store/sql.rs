@@ -1,4 +1,5 @@
-//! The store on SQLite and PostgreSQL, over idem's fenced leases ([`idem_sql::LeaseStore`]).
+//! The store on SQLite, PostgreSQL and MySQL (MariaDB), over idem's fenced leases
+//! ([`idem_sql::LeaseStore`]).
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -22,7 +23,8 @@ use crate::store::DEFAULT_RETENTION;
 /// [`SqlStore::gc`] deletes only these. The principal and the key stay in separate columns.
 pub const SCOPE_PREFIX: &str = "idempotency/";
 
-/// Idempotency records in idem's `idem_leases` table, on SQLite or PostgreSQL.
+/// Idempotency records in idem's `idem_leases` table, on SQLite, PostgreSQL or MySQL (MariaDB;
+/// feature `mysql`).
 ///
 /// A claim is a lease on `(scope = "idempotency/{principal}", lease_key = key)` carrying the
 /// request's [`Fingerprint`] and a fencing token; a stored response is the lease's record, in
@@ -36,7 +38,8 @@ pub const SCOPE_PREFIX: &str = "idempotency/";
 /// commit for the claim, the handler's writes and the record, and a rollback frees the key.
 /// While that transaction is open, another claim of the same key waits for it on SQLite (its
 /// turn for the write lock, up to [`SQLITE_WRITE_WAIT`]) and answers [`Claim::InProgress`] on
-/// PostgreSQL after [`CLAIM_LOCK_TIMEOUT`]; see the [crate documentation](crate#transactional-mode).
+/// PostgreSQL after [`CLAIM_LOCK_TIMEOUT`] and on MySQL after `MYSQL_CLAIM_LOCK_WAIT` (1 s); see the
+/// [crate documentation](crate#transactional-mode).
 ///
 /// Records are kept until [`gc`](Self::gc) deletes them, at least the retention after they
 /// completed: run it periodically.
@@ -225,7 +228,8 @@ impl<DB: SqlBackend> TransactionalStore for SqlStore<DB> {
 /// back with the claim when it fails (5xx, panic) or the response is not stored.
 ///
 /// The transaction holds the claim (and, on SQLite, the database's write lock) until the layer
-/// commits it: other requests with the same key wait for it (SQLite) or get 409 (PostgreSQL).
+/// commits it: other requests with the same key wait for it (SQLite) or get 409 (PostgreSQL,
+/// MySQL).
 ///
 /// An axum extractor (or read it from the request's extensions). Lock it for each use and do
 /// not keep the guard past the handler's return:
@@ -336,9 +340,9 @@ impl<DB: SqlBackend> OpenTransaction for SqlTransaction<DB> {
                 .map_err(|e| StoreError::Backend(e.into()))?;
             match DB::claim_in(&self.leases, &mut tx, &key, fingerprint.as_bytes(), lease).await {
                 Ok(answer) => to_claim(answer),
-                // PostgreSQL: another open transaction claimed this key. Its lease's expiry is
-                // not visible (uncommitted); a full lease from now is an upper bound.
-                Err(e) if is_lock_not_available(&e) => Ok(Claim::InProgress {
+                // PostgreSQL, MySQL: another open transaction claimed this key. Its lease's
+                // expiry is not visible (uncommitted); a full lease from now is an upper bound.
+                Err(e) if is_lock_wait_ended::<DB>(&e) => Ok(Claim::InProgress {
                     until: self.store.now().saturating_add(lease.get()),
                 }),
                 Err(e) => Err(map_error(e)),
@@ -396,12 +400,11 @@ fn lease_key(scope: &Scope) -> Result<LeaseKey, StoreError> {
     .map_err(|e| StoreError::Backend(e.into()))
 }
 
-/// Whether `e` is PostgreSQL's `lock_not_available`, which ends a wait past `lock_timeout`.
-fn is_lock_not_available(e: &idem_sql::Error) -> bool {
+/// Whether `e` ended a claim's wait for a key another transaction holds (see
+/// [`SqlBackend::lock_wait_ended`]).
+fn is_lock_wait_ended<DB: SqlBackend>(e: &idem_sql::Error) -> bool {
     match e {
-        idem_sql::Error::Database(sqlx::Error::Database(db)) => {
-            db.code().as_deref() == Some(LOCK_NOT_AVAILABLE)
-        }
+        idem_sql::Error::Database(sqlx::Error::Database(db)) => DB::lock_wait_ended(db.as_ref()),
         _ => false,
     }
 }
@@ -418,9 +421,12 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for idem_sql::sqlx::Sqlite {}
     impl Sealed for idem_sql::sqlx::Postgres {}
+    #[cfg(feature = "mysql")]
+    impl Sealed for idem_sql::sqlx::MySql {}
 }
 
-/// The databases [`SqlStore`] runs on: [`sqlx::Sqlite`] and [`sqlx::Postgres`]. Sealed.
+/// The databases [`SqlStore`] runs on: [`sqlx::Sqlite`], [`sqlx::Postgres`] and (feature
+/// `mysql`) `sqlx::MySql`. Sealed.
 pub trait SqlBackend: Backend + sealed::Sealed {
     /// Whether the database has one writer at a time (SQLite), so that transactional requests
     /// take turns in-process (see [`SQLITE_WRITE_WAIT`]).
@@ -435,6 +441,11 @@ pub trait SqlBackend: Backend + sealed::Sealed {
         cutoff: i64,
         limit: i64,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+
+    /// Whether `e` is the database's error for a lock wait that [`claim_in`](Self::claim_in)
+    /// cut short: a key another open transaction holds.
+    #[doc(hidden)]
+    fn lock_wait_ended(e: &dyn sqlx::error::DatabaseError) -> bool;
 
     /// Acquires the lease `key` inside `tx` ([`LeaseStore::acquire_in`]), with the database's
     /// own rule for a key locked by another open transaction (see [`CLAIM_LOCK_TIMEOUT`]).
@@ -510,6 +521,11 @@ macro_rules! gc_batch {
 impl SqlBackend for Sqlite {
     const ONE_WRITER: bool = true;
 
+    /// No claim waits for a lock: the transaction holds the write lock.
+    fn lock_wait_ended(_e: &dyn sqlx::error::DatabaseError) -> bool {
+        false
+    }
+
     async fn gc_idempotency_batch(
         pool: &Pool<Self>,
         cutoff: i64,
@@ -533,6 +549,11 @@ impl SqlBackend for Sqlite {
 
 impl SqlBackend for Postgres {
     const ONE_WRITER: bool = false;
+
+    /// PostgreSQL's `lock_not_available`, which ends a wait past `lock_timeout`.
+    fn lock_wait_ended(e: &dyn sqlx::error::DatabaseError) -> bool {
+        e.code().as_deref() == Some(LOCK_NOT_AVAILABLE)
+    }
 
     async fn gc_idempotency_batch(
         pool: &Pool<Self>,
@@ -565,6 +586,85 @@ impl SqlBackend for Postgres {
                 .execute(&mut **tx)
                 .await?;
         }
+        Ok(answer)
+    }
+}
+
+/// On MySQL and MariaDB, how long a transactional claim waits for the lock on its key's row
+/// before it answers [`Claim::InProgress`] (a 409): 1 s. Both servers count lock waits in whole
+/// seconds (`innodb_lock_wait_timeout`), and 1 s is the least MySQL 8.0 accepts; PostgreSQL's
+/// 100 ms cannot be had. The row is locked by another request's open transaction that claimed
+/// the same key (or, for a few milliseconds, by a concurrent claim or replay, which a wait of a
+/// second outlasts). The wait is set for the claim's statements only: the session's own value is
+/// read first and put back after the claim, whatever its outcome, so the handler and later users
+/// of the pooled connection wait as the application set.
+///
+/// MySQL has no idle-in-transaction timeout (MariaDB's `idle_transaction_timeout` is not set by
+/// idem): a request whose process dies is rolled back when its connection closes, at once for a
+/// process that exits or crashes; a host that vanishes without closing its connections holds the
+/// key, and every retry gets 409, until the server drops the session (`wait_timeout`, 8 h by
+/// default; lower it, or set MariaDB's `idle_transaction_timeout`, to bound that).
+#[cfg(feature = "mysql")]
+pub const MYSQL_CLAIM_LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// MySQL, before a transactional claim: keeps the session's lock wait in a user variable and
+/// sets [`MYSQL_CLAIM_LOCK_WAIT`].
+#[cfg(feature = "mysql")]
+const MYSQL_BEFORE_CLAIM: &str = "SET @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, \
+     SESSION innodb_lock_wait_timeout = 1";
+
+/// MySQL, after a transactional claim: the session's own lock wait again.
+#[cfg(feature = "mysql")]
+const MYSQL_AFTER_CLAIM: &str = "SET SESSION innodb_lock_wait_timeout = @idem_lock_wait";
+
+#[cfg(feature = "mysql")]
+const _: () = assert!(MYSQL_CLAIM_LOCK_WAIT.as_secs() == 1);
+
+/// MySQL's and MariaDB's one statement for [`SqlStore::gc`]: they delete with `LIMIT` directly
+/// (and refuse `LIMIT` in an `IN` subquery); `SUBSTRING` of a `VARBINARY` compares bytes.
+#[cfg(feature = "mysql")]
+const MYSQL_GC_BATCH: &str = "DELETE FROM idem_leases \
+     WHERE SUBSTRING(scope, 1, 12) = 'idempotency/' \
+       AND updated_at < ? AND (state <> 'running' OR expires_at < ?) LIMIT ?";
+
+#[cfg(feature = "mysql")]
+impl SqlBackend for idem_sql::sqlx::MySql {
+    const ONE_WRITER: bool = false;
+
+    /// 1205 `ER_LOCK_WAIT_TIMEOUT`, which ends a wait past `innodb_lock_wait_timeout`.
+    fn lock_wait_ended(e: &dyn sqlx::error::DatabaseError) -> bool {
+        e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|my| my.number() == 1205)
+    }
+
+    async fn gc_idempotency_batch(
+        pool: &Pool<Self>,
+        cutoff: i64,
+        limit: i64,
+    ) -> Result<u64, sqlx::Error> {
+        Ok(sqlx::query(MYSQL_GC_BATCH)
+            .bind(cutoff)
+            .bind(cutoff)
+            .bind(limit)
+            .execute(pool)
+            .await?
+            .rows_affected())
+    }
+
+    /// Waits at most [`MYSQL_CLAIM_LOCK_WAIT`] for the key's row, then puts the session's own
+    /// lock wait back (also when the claim failed).
+    async fn claim_in(
+        leases: &LeaseStore<Self>,
+        tx: &mut Transaction<'static, Self>,
+        key: &LeaseKey,
+        fingerprint: &[u8],
+        lease: Ttl,
+    ) -> Result<Acquire, idem_sql::Error> {
+        sqlx::query(MYSQL_BEFORE_CLAIM).execute(&mut **tx).await?;
+        let answer = leases.acquire_in(tx, key, fingerprint, lease).await;
+        let restored = sqlx::query(MYSQL_AFTER_CLAIM).execute(&mut **tx).await;
+        let answer = answer?;
+        restored?;
         Ok(answer)
     }
 }

@@ -30,6 +30,12 @@ mod gc_deletes_old_records_in_batches_and_nothing_else {
         super::gc_deletes_old_records_in_batches_and_nothing_else(idem_testkit::pg_store().await)
             .await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql() {
+        let store = idem_testkit::mysql_store().await;
+        super::gc_deletes_old_records_in_batches_and_nothing_else(store).await;
+    }
 }
 
 fn fp() -> Fingerprint {
@@ -59,8 +65,8 @@ async fn token(store: &dyn IdempotencyStore, scope: &Scope) -> idem_core::Fencin
 }
 
 /// Records older than the retention go, in batches; a live claim and other users' leases stay.
-/// The test's clock stands in 2001, so that on PostgreSQL's shared test database only this
-/// test's rows are old enough to be deleted.
+/// The test's clock stands in 2001, so that on PostgreSQL's and MySQL's shared test databases
+/// only this test's rows are old enough to be deleted.
 async fn gc_deletes_old_records_in_batches_and_nothing_else<
     DB: AppDb + idem_idempotency::store::sql::SqlBackend,
 >(

@@ -29,13 +29,15 @@ pub(crate) const REDIS_URL: &str = "redis://127.0.0.1:6379";
 pub(crate) enum Kind {
     Sqlite,
     Postgres,
+    MySql,
     Redis,
 }
 
 /// One test's store, behind a wrapper that counts calls, with a manual clock standing at the
 /// real time.
 pub(crate) struct Env {
-    /// Put before every principal, as PostgreSQL's test database is shared by the process.
+    /// Put before every principal, as PostgreSQL's and MySQL's test databases are shared by the
+    /// process.
     pub ns: String,
     pub clock: ManualClock,
     pub store: Arc<Counting>,
@@ -53,6 +55,10 @@ impl Env {
             }
             Kind::Postgres => {
                 let store = idem_testkit::pg_store().await.with_clock(shared);
+                (Arc::new(SqlStore::new(store)), None)
+            }
+            Kind::MySql => {
+                let store = idem_testkit::mysql_store().await.with_clock(shared);
                 (Arc::new(SqlStore::new(store)), None)
             }
             Kind::Redis => {
@@ -109,8 +115,8 @@ pub(crate) fn unique_prefix() -> String {
     )
 }
 
-/// Turns `async fn name(env: Env)` into the tests `name::sqlite`, `name::postgres` and
-/// `name::redis`.
+/// Turns `async fn name(env: Env)` into the tests `name::sqlite`, `name::postgres`,
+/// `name::mysql` and `name::redis`.
 macro_rules! all_stores {
     ($($name:ident),+ $(,)?) => {$(
         mod $name {
@@ -124,6 +130,11 @@ macro_rules! all_stores {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 super::$name(Env::new(Kind::Postgres).await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                super::$name(Env::new(Kind::MySql).await).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

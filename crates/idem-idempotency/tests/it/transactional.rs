@@ -15,7 +15,7 @@ use idem_core::Ttl;
 use idem_idempotency::store::sql::SqlBackend;
 use idem_idempotency::{IdempotencyLayer, SqlStore, Tx};
 use idem_sql::Store;
-use idem_sql::sqlx::{self, Postgres};
+use idem_sql::sqlx::{self, MySql, Postgres};
 use idem_testkit::{AppDb, Value, exec, query_i64};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -36,6 +36,11 @@ macro_rules! sql_stores {
             async fn postgres() {
                 super::$name(idem_testkit::pg_store().await).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                super::$name(idem_testkit::mysql_store().await).await;
+            }
         }
     )+};
 }
@@ -47,7 +52,8 @@ sql_stores!(
     the_claim_commits_with_the_handlers_write_in_one_transaction,
 );
 
-/// The same key while the first request's transaction is open: SQLite waits, PostgreSQL 409s.
+/// The same key while the first request's transaction is open: SQLite waits, PostgreSQL and
+/// MySQL 409.
 mod a_second_request_while_the_first_runs {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_waits_then_replays() {
@@ -64,6 +70,26 @@ mod a_second_request_while_the_first_runs {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_is_409_with_retry_after() {
         super::postgres_is_409_with_retry_after(idem_testkit::pg_store().await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_is_409_with_retry_after_a_one_second_lock_wait() {
+        super::mysql_is_409_with_retry_after_a_one_second_lock_wait(
+            idem_testkit::mysql_store().await,
+        )
+        .await;
+    }
+}
+
+mod mysql_only {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_handler_and_the_pool_keep_the_sessions_own_lock_wait() {
+        super::the_handler_and_the_pool_keep_the_sessions_own_lock_wait().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_process_holds_the_key_until_its_session_ends() {
+        super::a_dead_process_holds_the_key_until_its_session_ends().await;
     }
 }
 
@@ -92,7 +118,7 @@ struct TxApp {
 }
 
 const CREATE: &str = "CREATE TABLE IF NOT EXISTS tx_effects \
-     (ns TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (ns, id))";
+     (ns VARCHAR(255) NOT NULL, id VARCHAR(255) NOT NULL, PRIMARY KEY (ns, id))";
 const INSERT: &str = "INSERT INTO tx_effects (ns, id) VALUES ($1, $2)";
 const COUNT: &str = "SELECT COUNT(*) FROM tx_effects WHERE ns = $1";
 
@@ -486,6 +512,157 @@ async fn a_dead_process_blocks_the_key_until_its_idle_transaction_is_ended(store
 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let after = send(&s.base, "/hang", Some("K"), "{}").await;
+    assert_eq!((after.status, &after.body), (201, &json!({"id": "hang_2"})));
+    assert_eq!(rows(&s).await, 1, "only the retry's write is committed");
+}
+
+/// MySQL and MariaDB count lock waits in whole seconds: the second request with the key waits
+/// [`MYSQL_CLAIM_LOCK_WAIT`](idem_idempotency::store::sql::MYSQL_CLAIM_LOCK_WAIT) (1 s) for the
+/// row the first request's open transaction holds, then answers 409 with `Retry-After`, without
+/// touching it; another key is not held up. After the first commits, a retry replays.
+async fn mysql_is_409_with_retry_after_a_one_second_lock_wait<DB: AppDb + SqlBackend>(
+    store: Store<DB>,
+) {
+    let s = setup(store, Duration::from_secs(30)).await;
+    let first = tokio::spawn({
+        let base = s.base.clone();
+        async move { send(&base, "/slow", Some("K"), "{}").await }
+    });
+    s.app.handlers.hang_started.notified().await;
+
+    let started = std::time::Instant::now();
+    let second = send(&s.base, "/slow", Some("K"), "{}").await;
+    let waited = started.elapsed();
+    assert_eq!(second.status, 409, "{second:?}");
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(4)).contains(&waited),
+        "it waited the one-second lock wait, not more: {waited:?}"
+    );
+    assert_eq!(second.problem(), Some("idempotency-key-in-use"));
+    let retry_after: u64 = second.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=5).contains(&retry_after), "{second:?}");
+    let other = send(&s.base, "/pay", Some("K2"), "{}").await;
+    assert_eq!(other.status, 201, "another key runs meanwhile: {other:?}");
+
+    s.app.proceed.notify_one();
+    let first = first.await.unwrap();
+    assert_eq!((first.status, &first.body), (201, &json!({"id": "slow_1"})));
+    let replay = send(&s.base, "/slow", Some("K"), "{}").await;
+    assert_eq!(
+        (replay.status, &replay.body),
+        (201, &json!({"id": "slow_1"}))
+    );
+    assert!(replay.replayed());
+    assert_eq!(s.app.handlers.runs("slow"), 1);
+    assert_eq!(rows(&s).await, 2, "slow_1 and K2's payment");
+}
+
+/// MySQL: the claim's one-second lock wait is set for its statements only: the handler runs
+/// with the session's own (7 s here, as the application's pool set it), and so does the pooled
+/// connection afterwards, after a claim that succeeded and after one that found the key taken.
+async fn the_handler_and_the_pool_keep_the_sessions_own_lock_wait() {
+    use idem_sql::sqlx::mysql::MySqlPoolOptions;
+    let pool = MySqlPoolOptions::new()
+        .max_connections(1)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query("SET SESSION innodb_lock_wait_timeout = 7")
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(&idem_testkit::mysql_url().await)
+        .await
+        .unwrap();
+    let store = idem_sql::MySqlStore::from_pool(pool);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let handler = {
+        let seen = Arc::clone(&seen);
+        move |tx: Tx<MySql>| {
+            let seen = Arc::clone(&seen);
+            async move {
+                let mut tx = tx.lock().await.unwrap();
+                let wait: i64 =
+                    sqlx::query_scalar("SELECT CAST(@@SESSION.innodb_lock_wait_timeout AS SIGNED)")
+                        .fetch_one(&mut **tx)
+                        .await
+                        .unwrap();
+                seen.lock().unwrap().push(wait);
+                StatusCode::CREATED
+            }
+        }
+    };
+    let ns = unique_prefix();
+    let router = Router::new().route("/settings", post(handler)).layer(
+        IdempotencyLayer::transactional(SqlStore::new(store.clone()))
+            .scope(move |_| idem_idempotency::Principal::new(ns.as_str()).ok()),
+    );
+    let base = serve(router).await;
+    assert_eq!(send(&base, "/settings", Some("K"), "{}").await.status, 201);
+    assert_eq!(*seen.lock().unwrap(), [7], "the handler's lock wait");
+    let replay = send(&base, "/settings", Some("K"), "{}").await;
+    assert!(replay.replayed(), "{replay:?}");
+    let after: i64 =
+        sqlx::query_scalar("SELECT CAST(@@SESSION.innodb_lock_wait_timeout AS SIGNED)")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        after, 7,
+        "the pooled connection's lock wait after a claim and a replay"
+    );
+}
+
+/// MySQL has no idle-in-transaction timeout: a process that dies mid-request without closing
+/// its connection (a crashed host, a network partition; here the request's future is forgotten
+/// with `mem::forget`, so nothing rolls back) holds the key: every retry gets 409, also past the
+/// lease, until the server ends its session (here `KILL CONNECTION`, as `wait_timeout` or an
+/// operator would), which rolls it back; then a retry runs. On a database of its own, so that
+/// the only open transaction in it is the dead one's.
+async fn a_dead_process_holds_the_key_until_its_session_ends() {
+    let store =
+        idem_testkit::outbox::app_store::<MySql>(&idem_testkit::mysql_database().await).await;
+    let s = setup(store, Duration::from_secs(1)).await;
+    let request = Request::post("/hang")
+        .header("authorization", "Bearer alice")
+        .header("idempotency-key", "K")
+        .body(axum::body::Body::from("{}"))
+        .unwrap();
+    let mut dying = Box::pin(s.router.clone().oneshot(request));
+    tokio::select! {
+        _ = &mut dying => panic!("the first run of /hang never ends"),
+        () = s.app.handlers.hang_started.notified() => {}
+    }
+    std::mem::forget(dying);
+
+    let before = send(&s.base, "/hang", Some("K"), "{}").await;
+    assert_eq!(before.status, 409, "{before:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let past_the_lease = send(&s.base, "/hang", Some("K"), "{}").await;
+    assert_eq!(past_the_lease.status, 409, "{past_the_lease:?}");
+
+    let held: Vec<u64> = sqlx::query_scalar(
+        "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t \
+         JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+         WHERE p.DB = DATABASE() AND t.trx_mysql_thread_id <> CONNECTION_ID()",
+    )
+    .fetch_all(s.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(held.len(), 1, "the dead request's transaction: {held:?}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("KILL CONNECTION {}", held[0])))
+        .execute(s.store.pool())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let answer = send(&s.base, "/hang", Some("K"), "{}").await;
+        if answer.status != 409 || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!((after.status, &after.body), (201, &json!({"id": "hang_2"})));
     assert_eq!(rows(&s).await, 1, "only the retry's write is committed");
 }

@@ -1,6 +1,13 @@
 //! Statements of the Kafka offsets table (`idem_kafka_offsets`) and the member count read from
 //! `idem_leases`, the same SQL on both databases.
 
+// The SQL text and the macro below are SQLite's and PostgreSQL's; MySQL's are in `mysql/`, so a
+// build with the `mysql` feature alone has no use for them.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, unused_macros)
+)]
+
 use std::future::Future;
 
 use sqlx::Database;

@@ -1,31 +1,35 @@
-//! The two databases idem keeps its tables in, and the statements each runs.
+//! The databases idem keeps its tables in, and the statements each runs.
 //!
-//! Almost every statement is the same SQL on both (see `sql.rs`); the differences are in
-//! `sqlite.rs` and `postgres.rs`: connection settings, how a transaction begins, row locking for
-//! the version guard, and the batched claim.
+//! Almost every statement is the same SQL on SQLite and PostgreSQL (see `sql.rs`); the
+//! differences are in `sqlite.rs` and `postgres.rs`: connection settings, how a transaction
+//! begins, row locking for the version guard, and the batched claim. MySQL and MariaDB have
+//! their own statements (`?` parameters, no `ON CONFLICT`, no `RETURNING`), all in `mysql/`.
 
 pub(crate) mod dead_letter_ops;
 pub(crate) mod effect_ops;
 pub(crate) mod kafka_offset_ops;
+#[cfg(feature = "mysql")]
+mod mysql;
 pub(crate) mod outbox_ops;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 use std::future::Future;
 
-use sqlx::migrate::MigrateError;
 use sqlx::{Database, Pool};
 
 /// idem's own migrations table, apart from the application's `_sqlx_migrations`, so that both can
 /// migrate one database without either seeing the other's versions as unknown.
 const MIGRATIONS_TABLE: &str = "idem_migrations";
 
-/// A database that can hold idem's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
+/// A database that can hold idem's tables: [`sqlx::Sqlite`], [`sqlx::Postgres`] or
+/// `sqlx::MySql` (MySQL and MariaDB; feature `mysql`).
 ///
-/// Sealed: the statements idem needs are implemented for these two only.
+/// Sealed: the statements idem needs are implemented for these only.
 pub trait Backend:
     Database
     + ops::Ops
@@ -40,6 +44,8 @@ pub trait Backend:
 impl Backend for sqlx::Sqlite {}
 #[cfg(feature = "postgres")]
 impl Backend for sqlx::Postgres {}
+#[cfg(feature = "mysql")]
+impl Backend for sqlx::MySql {}
 
 /// The operations behind [`Backend`]; unnameable outside the crate.
 pub(crate) mod ops {
@@ -93,7 +99,7 @@ pub(crate) mod ops {
             options: &crate::PoolOptions,
         ) -> impl Future<Output = Result<Pool<Self>, crate::Error>> + Send;
         /// Runs the embedded migrations for this database, recorded in [`MIGRATIONS_TABLE`].
-        fn migrate(pool: &Pool<Self>) -> impl Future<Output = Result<(), MigrateError>> + Send;
+        fn migrate(pool: &Pool<Self>) -> impl Future<Output = Result<(), crate::Error>> + Send;
         /// The statement that opens a write transaction.
         const BEGIN: &'static str;
 
@@ -223,7 +229,8 @@ pub(crate) mod ops {
     }
 }
 
-/// The statements that are the same SQL on both databases, implemented once for `Self`.
+/// The statements that are the same SQL on SQLite and PostgreSQL, implemented once for `Self`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! shared_ops {
     () => {
         async fn claim(
@@ -502,14 +509,16 @@ macro_rules! shared_ops {
         }
     };
 }
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use shared_ops;
 
 /// The most version rows one statement carries: 8 parameters a row, well within SQLite's 32,766
-/// and PostgreSQL's 65,535 bound parameters per statement.
+/// and PostgreSQL's and MySQL's 65,535 bound parameters per statement.
 const VERSION_ROWS_PER_STATEMENT: usize = 1_000;
 
 /// Pushes the eight columns of a version guard row as one `VALUES` row, in the order of
 /// `sql::INSERT_VERSION`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn push_version<DB>(
     mut values: sqlx::query_builder::Separated<'_, DB, &'static str>,
     row: &ops::VersionWrite<'_>,
@@ -531,6 +540,7 @@ fn push_version<DB>(
 }
 
 /// Binds the eight columns of a version guard row in the order of `sql::INSERT_VERSION`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn bind_version<'q, DB>(
     query: sqlx::query::Query<'q, DB, DB::Arguments>,
     row: &ops::VersionWrite<'_>,

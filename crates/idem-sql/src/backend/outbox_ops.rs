@@ -2,6 +2,13 @@
 //! the claim locks its rows with `FOR UPDATE SKIP LOCKED` on PostgreSQL, where several relays
 //! may claim at once, and relies on SQLite's single writer there.
 
+// The SQL text and the macro below are SQLite's and PostgreSQL's; MySQL's are in `mysql/`, so a
+// build with the `mysql` feature alone has no use for them.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, unused_macros)
+)]
+
 use std::future::Future;
 
 use sqlx::Database;

@@ -2,7 +2,6 @@
 //! first transaction and then sees its row (under REPEATABLE READ it would fail with 40001);
 //! version rows locked with `FOR UPDATE`; batched claims as one `UNNEST` insert.
 
-use sqlx::migrate::MigrateError;
 use std::str::FromStr;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -58,10 +57,10 @@ impl Ops for Postgres {
             .map_err(connect_error)
     }
 
-    async fn migrate(pool: &Pool<Self>) -> Result<(), MigrateError> {
+    async fn migrate(pool: &Pool<Self>) -> Result<(), Error> {
         let mut migrator = sqlx::migrate!("migrations/postgres");
         migrator.dangerous_set_table_name(super::MIGRATIONS_TABLE);
-        migrator.run(pool).await
+        Ok(migrator.run(pool).await?)
     }
 
     /// The row lock holds other transactions of this entity until this one ends.

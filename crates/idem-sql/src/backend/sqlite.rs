@@ -5,7 +5,6 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, Pool, QueryBuilder, Sqlite, SqliteConnection};
 
@@ -69,10 +68,10 @@ impl Ops for Sqlite {
             })
     }
 
-    async fn migrate(pool: &Pool<Self>) -> Result<(), MigrateError> {
+    async fn migrate(pool: &Pool<Self>) -> Result<(), Error> {
         let mut migrator = sqlx::migrate!("migrations/sqlite");
         migrator.dangerous_set_table_name(super::MIGRATIONS_TABLE);
-        migrator.run(pool).await
+        Ok(migrator.run(pool).await?)
     }
 
     /// SQLite's write transaction (`BEGIN IMMEDIATE`) already excludes other writers.

@@ -45,7 +45,7 @@ impl<DB: Backend> EffectLedger<DB> {
     /// NOTHING` (no read before the write, C1).
     ///
     /// Returns [`Enqueued::Created`] for a new key. For a key already in the ledger (committed,
-    /// or committed by a concurrent transaction this one waited for on PostgreSQL) with the same
+    /// or committed by a concurrent transaction this one waited for on PostgreSQL or MySQL) with the same
     /// effect name and the same request bytes, nothing is written and the answer is what is
     /// stored: [`Enqueued::Completed`] with the outcome, [`Enqueued::Failed`], or
     /// [`Enqueued::Pending`] with the status. Counts `idem_effects_enqueued_total{effect,

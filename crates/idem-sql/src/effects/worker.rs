@@ -141,7 +141,7 @@ type ApplyHook<DB> = dyn for<'t> Fn(&'t mut Transaction<'static, DB>, &'t Applie
 /// running under a lapsed lease) while the provider still keeps their key, that are due, and
 /// that no live lease holds; each claim increments the effect's fencing token, and every later
 /// write checks it (compare-and-set), so a worker that stalled past its lease cannot overwrite
-/// its successor's result. On PostgreSQL the claim is `FOR UPDATE SKIP LOCKED`: many workers
+/// its successor's result. On PostgreSQL and MySQL the claim is `FOR UPDATE SKIP LOCKED`: many workers
 /// on one database claim disjoint effects and never run one effect at the same time within a
 /// lease; on SQLite claims are serialised by its single writer.
 ///

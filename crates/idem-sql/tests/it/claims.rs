@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use idem_core::{DedupKey, Entity, Version};
 use idem_sql::metric_definitions::CLAIMS_TOTAL;
 use idem_sql::{Claim, ErrorKind, Event, Outcome, Runner, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use tokio::sync::Barrier;
 
 use crate::support::{self, consumer, stripe_key};
@@ -291,7 +291,7 @@ async fn precheck_keeps_claims_exclusive<DB: AppDb>(store: Store<DB>) {
     assert_eq!(duplicates() - before, 1);
 }
 
-both_stores!(
+all_stores!(
     precheck_keeps_claims_exclusive,
     concurrent_deliveries_apply_once,
     concurrent_raw_claims_one_fresh,
@@ -318,7 +318,7 @@ async fn pool_probe_sees_open_transactions<DB: AppDb>(store: Store<DB>) {
         .expect("clean again after ROLLBACK");
 }
 
-both_stores!(pool_probe_sees_open_transactions);
+all_stores!(pool_probe_sees_open_transactions);
 
 /// C1: a second claim of a key held by an open transaction waits (PostgreSQL: on the key;
 /// SQLite: at BEGIN IMMEDIATE); when the first rolls back, the second is fresh.
@@ -520,7 +520,7 @@ async fn postgres_claims_use_read_committed_over_a_serializable_default() {
     assert_eq!((applied, duplicates), (1, 31), "{outcomes:?}");
 }
 
-both_stores!(
+all_stores!(
     waiting_claim_proceeds_after_rollback,
     claim_many_answers_in_input_order,
     concurrent_overlapping_batches_claim_each_key_once,

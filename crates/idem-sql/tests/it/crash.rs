@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use idem_core::{DedupKey, EventId, Name};
 use idem_sql::Store;
-use idem_sql::sqlx::{self, Connection, PgConnection, Postgres, Sqlite};
+use idem_sql::sqlx::{self, Connection, MySql, PgConnection, Postgres, Sqlite};
 use idem_testkit::crash_stream::{self, Stream};
 use idem_testkit::{AppDb, Value, pg_url, query_i64, sqlite_url};
 use rand::rngs::StdRng;
@@ -42,6 +42,15 @@ async fn sigkill_sqlite() {
     let dir = tempfile::tempdir().expect("create a temporary directory");
     let url = sqlite_url(&dir);
     crash_and_recover::<Sqlite>(&url, &dir.path().join("cursor"), "sqlite").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mysql() {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    // A database of its own (dropped with this process's when stale): the child's tables and
+    // the inbox of its consumer must start empty.
+    let url = idem_testkit::mysql_database().await;
+    crash_and_recover::<MySql>(&url, &dir.path().join("cursor"), "mysql").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,7 +219,7 @@ async fn assert_every_event_once<DB: AppDb>(store: &Store<DB>, stream: &Stream) 
         .collect();
     let counters = text_pairs(
         store,
-        "SELECT entity, CAST(n AS TEXT) FROM crash_counters ORDER BY entity",
+        "SELECT entity, CONCAT(n) FROM crash_counters ORDER BY entity",
     )
     .await;
     assert_eq!(counters, expected, "per-entity counters (entity, n)");

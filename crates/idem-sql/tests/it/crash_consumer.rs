@@ -28,7 +28,7 @@ use anyhow::{Context, bail, ensure};
 use clap::Parser;
 use idem_core::{DedupKey, Entity, EventId, Name, Version};
 use idem_sql::{Event, Outcome, Runner, Store};
-use idem_sql::{PgStore, SqliteStore};
+use idem_sql::{MySqlStore, PgStore, SqliteStore};
 use idem_testkit::AppDb;
 use idem_testkit::crash_stream::{self, Delivery, Stream};
 
@@ -36,7 +36,7 @@ use idem_testkit::crash_stream::{self, Delivery, Stream};
 #[derive(Debug, Parser)]
 #[command(about = "Applies the crash test's delivery stream; meant to be killed")]
 struct Args {
-    /// `sqlite://path` or `postgres://…`.
+    /// `sqlite://path`, `postgres://…` or `mysql://…`.
     #[arg(long)]
     database_url: String,
     /// Number of distinct events.
@@ -56,13 +56,15 @@ struct Args {
     cursor: Option<PathBuf>,
 }
 
-const CREATE_EFFECTS: &str =
-    "CREATE TABLE IF NOT EXISTS crash_effects (event_id TEXT PRIMARY KEY, entity TEXT NOT NULL)";
-const CREATE_COUNTERS: &str =
-    "CREATE TABLE IF NOT EXISTS crash_counters (entity TEXT PRIMARY KEY, n BIGINT NOT NULL)";
+/// Key columns of a fixed length: MySQL indexes no `TEXT` column without a prefix length.
+const CREATE_EFFECTS: &str = "CREATE TABLE IF NOT EXISTS crash_effects \
+     (event_id VARCHAR(255) PRIMARY KEY, entity VARCHAR(255) NOT NULL)";
+const CREATE_COUNTERS: &str = "CREATE TABLE IF NOT EXISTS crash_counters (entity VARCHAR(255) PRIMARY KEY, n BIGINT NOT NULL)";
 const INSERT_EFFECT: &str = "INSERT INTO crash_effects (event_id, entity) VALUES ($1, $2)";
 const INCREMENT_COUNTER: &str = "INSERT INTO crash_counters (entity, n) VALUES ($1, 1) \
      ON CONFLICT (entity) DO UPDATE SET n = crash_counters.n + 1";
+const INCREMENT_COUNTER_MYSQL: &str = "INSERT INTO crash_counters (entity, n) VALUES ($1, 1) \
+     ON DUPLICATE KEY UPDATE n = n + 1";
 
 /// The name [`crate::crash`] starts this child under.
 pub(crate) const NAME: &str = "crash-consumer";
@@ -108,8 +110,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("connect to {url}"))?;
         consume(store, &args).await
+    } else if url.starts_with("mysql:") || url.starts_with("mariadb:") {
+        let store = MySqlStore::connect_with(url, 1)
+            .await
+            .with_context(|| format!("connect to {url}"))?;
+        consume(store, &args).await
     } else {
-        bail!("--database-url must start with sqlite: or postgres:, got {url}")
+        bail!("--database-url must start with sqlite:, postgres: or mysql:, got {url}")
     }
 }
 
@@ -193,7 +200,8 @@ async fn apply<DB: AppDb>(
                     vec![event_id.into(), entity_id.clone().into()],
                 )
                 .await?;
-                DB::execute(&mut **tx, INCREMENT_COUNTER, vec![entity_id.into()]).await?;
+                let increment = DB::dialect(INCREMENT_COUNTER, INCREMENT_COUNTER_MYSQL);
+                DB::execute(&mut **tx, increment, vec![entity_id.into()]).await?;
                 if pause {
                     say(format_args!("paused {position}")).map_err(idem_sql::Error::handler)?;
                     std::future::pending::<()>().await;

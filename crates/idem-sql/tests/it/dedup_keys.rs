@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use idem_core::{DedupKey, EventId, ManualClock, Name, Timestamp};
 use idem_sql::{Event, Outcome, Runner, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use proptest::prelude::*;
 use serde_json::{Value as Json, json};
 
@@ -171,4 +171,4 @@ async fn mutated_redelivery_is_a_duplicate<DB: AppDb>(store: Store<DB>) {
     }
 }
 
-both_stores!(mutated_redelivery_is_a_duplicate);
+all_stores!(mutated_redelivery_is_a_duplicate);

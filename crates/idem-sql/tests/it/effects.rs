@@ -27,7 +27,7 @@ use idem_sql::{
     WorkerReport,
 };
 use idem_sql::{ErrorKind, Outcome, Runner, Store};
-use idem_testkit::{AppDb, both_stores, exec, query_i64};
+use idem_testkit::{AppDb, all_stores, exec, query_i64};
 use tokio::sync::{Barrier, Notify};
 
 use crate::support::{self, StateRow, consumer, stripe_key};
@@ -220,7 +220,7 @@ async fn balance_table<DB: AppDb>(store: &Store<DB>) {
     exec(
         store,
         "CREATE TABLE IF NOT EXISTS app_balances (\
-         consumer TEXT NOT NULL, account TEXT NOT NULL, balance BIGINT NOT NULL, \
+         consumer VARCHAR(255) NOT NULL, account VARCHAR(255) NOT NULL, balance BIGINT NOT NULL, \
          recharges BIGINT NOT NULL, PRIMARY KEY (consumer, account))",
         vec![],
     )
@@ -1373,7 +1373,7 @@ async fn run_loop_stops_on_shutdown<DB: AppDb>(store: Store<DB>) {
     assert_eq!(psp.done().len(), 1);
 }
 
-both_stores!(
+all_stores!(
     email_is_retried_until_sent_and_the_upgrade_applied_once,
     two_paths_one_intent_key_one_charge,
     recharge_intent_is_written_before_the_call,

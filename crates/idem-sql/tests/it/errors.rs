@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use idem_sql::{Error, ErrorKind, Event, PgStore, Runner, SqliteStore, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_sql::{Error, ErrorKind, Event, MySqlStore, PgStore, Runner, SqliteStore, Store};
+use idem_testkit::{AppDb, all_stores};
 
 use crate::support::{consumer, stripe_key};
 
 /// `convert_from('\xff', 'UTF8')` fails on PostgreSQL with SQLSTATE 22021 (whose digits, read as
-/// a SQLite code, would look like SQLITE_BUSY) and on SQLite with "no such function": either way
-/// a permanent error, returned at once, the handler run once.
+/// a SQLite code, would look like SQLITE_BUSY), on SQLite with "no such function" and on MySQL
+/// with 1305 (no such function): each a permanent error, returned at once, the handler run once.
 async fn failing_statement_is_not_retried<DB: AppDb>(store: Store<DB>) {
     let runner = Runner::new(store.clone(), &consumer("permanent_error"));
     let runs = Arc::new(AtomicUsize::new(0));
@@ -33,7 +33,7 @@ async fn failing_statement_is_not_retried<DB: AppDb>(store: Store<DB>) {
     );
 }
 
-both_stores!(failing_statement_is_not_retried);
+all_stores!(failing_statement_is_not_retried);
 
 fn invalid_url(result: Result<impl std::fmt::Debug, Error>, needle: &str) {
     match result {
@@ -61,12 +61,30 @@ async fn bad_database_urls_name_the_problem() {
         "no-such-dir",
     );
     invalid_url(PgStore::connect("sqlite://app.db").await, "postgres://");
+    invalid_url(MySqlStore::connect("postgres://x/y").await, "mysql://");
+    invalid_url(
+        MySqlStore::connect("mysql://root@127.0.0.1:3306").await,
+        "names the database",
+    );
 }
 
 #[tokio::test]
 async fn refused_postgres_connection_is_reported_with_its_cause() {
     // Port 1 on loopback: nothing listens, the connection is refused at once.
     match PgStore::connect("postgres://postgres:pw@127.0.0.1:1/x").await {
+        Err(e @ Error::Connect { .. }) => {
+            let text = e.to_string();
+            assert_eq!(e.kind(), ErrorKind::Unavailable);
+            assert!(text.contains("127.0.0.1:1"), "names the server: {text}");
+            assert!(!text.contains("pw"), "never the password: {text}");
+        }
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn refused_mysql_connection_is_reported_with_its_cause() {
+    match MySqlStore::connect("mysql://root:pw@127.0.0.1:1/x").await {
         Err(e @ Error::Connect { .. }) => {
             let text = e.to_string();
             assert_eq!(e.kind(), ErrorKind::Unavailable);

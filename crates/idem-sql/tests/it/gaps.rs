@@ -7,7 +7,7 @@ use std::time::Duration;
 use idem_core::{Entity, GapPolicy, ManualClock, Name, Timestamp, Version};
 use idem_sql::metric_definitions::{GAP_SIZE, GAPS_TOTAL};
 use idem_sql::{ErrorKind, Event, Outcome, Runner, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 
 use crate::support::{self, consumer};
 
@@ -271,7 +271,7 @@ async fn extreme_sequences_do_not_overflow<DB: AppDb>(store: Store<DB>) {
     assert_eq!(sizes, vec![i64::MAX.abs_diff(i64::MIN + 1) as f64]);
 }
 
-both_stores!(
+all_stores!(
     extreme_sequences_do_not_overflow,
     gap_is_applied_and_reported,
     gap_reject_commits_nothing,

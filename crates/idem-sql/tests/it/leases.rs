@@ -7,7 +7,7 @@ use std::time::Duration;
 use idem_core::{Acquire, Error as RuleError, FencingToken, LeaseKey, ManualClock, Timestamp, Ttl};
 use idem_sql::metric_definitions::LEASE_TAKEOVERS_TOTAL;
 use idem_sql::{Error, ErrorKind, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use tokio::sync::Barrier;
 
 use crate::support::{self, consumer};
@@ -32,9 +32,8 @@ async fn lease_row<DB: AppDb>(store: &Store<DB>, key: &LeaseKey) -> Vec<(String,
     let mut conn = store.pool().acquire().await.unwrap();
     DB::fetch_text_pairs(
         &mut conn,
-        "SELECT state, CAST(token AS TEXT) || '/' || CAST(expires_at AS TEXT) || '/' || \
-         CAST(updated_at AS TEXT) || '/' || CAST(takeover AS TEXT) || '/' || \
-         COALESCE(CAST(record AS TEXT), 'null') \
+        "SELECT state, CONCAT(token, '/', expires_at, '/', updated_at, '/', takeover, '/', \
+         CASE WHEN record IS NULL THEN 'null' ELSE CONCAT(record) END) \
          FROM idem_leases WHERE scope = $1 AND lease_key = $2",
         vec![key.scope().into(), key.key().into()],
     )
@@ -519,7 +518,7 @@ async fn acquire_in_commits_with_the_callers_transaction<DB: AppDb>(store: Store
     );
 }
 
-both_stores!(
+all_stores!(
     acquire_in_commits_with_the_callers_transaction,
     completed_lease_refuses_further_writes,
     fingerprint_mismatch_changes_nothing,

@@ -1,7 +1,8 @@
-//! idem-sql's integration suite: every test runs on SQLite and PostgreSQL (`both_stores!`), on
+//! idem-sql's integration suite: every test runs on SQLite, PostgreSQL and MySQL (`all_stores!`), on
 //! real databases; the crash test kills real consumer processes.
 
 mod api;
+mod byte_keys;
 mod claims;
 mod crash;
 mod crash_consumer;
@@ -10,6 +11,8 @@ mod effects;
 mod errors;
 mod gaps;
 mod leases;
+mod mysql;
+mod mysql_migrations;
 mod ordering;
 mod properties;
 mod retention;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use idem_core::{Entity, Version};
 use idem_sql::metric_definitions::{STALE_TOTAL, TIES_TOTAL};
 use idem_sql::{Event, Outcome, Runner, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -334,7 +334,7 @@ async fn replay_after_retention_is_not_applied_twice<DB: AppDb>(store: Store<DB>
     );
 }
 
-both_stores!(
+all_stores!(
     tie_without_secondary_keeps_the_stored_one,
     replay_after_retention_is_not_applied_twice,
     stripe_updated_before_created_is_stale,

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use idem_core::{Advance, DedupKey, Entity, Name, Version, decide};
 use idem_sql::{Event, Outcome, Runner, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -305,7 +305,7 @@ async fn runner_matches_reference_model<DB: AppDb>(store: Store<DB>) {
     }
 }
 
-both_stores!(
+all_stores!(
     shuffled_stripe_corpus_reaches_expected_state,
     runner_matches_reference_model,
 );

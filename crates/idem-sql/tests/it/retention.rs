@@ -10,7 +10,7 @@ use idem_core::{
     RetentionPolicy, Timestamp, Ttl, Version, horizon,
 };
 use idem_sql::{ErrorKind, GcReport, Store};
-use idem_testkit::{AppDb, both_stores, query_i64};
+use idem_testkit::{AppDb, all_stores, query_i64};
 
 use crate::support::{self, consumer, stripe_key};
 
@@ -187,4 +187,4 @@ async fn gc_deletes_old_rows_in_batches<DB: AppDb>(store: Store<DB>) {
     assert_eq!(versions, [1, 1, 1]);
 }
 
-both_stores!(gc_deletes_old_rows_in_batches);
+all_stores!(gc_deletes_old_rows_in_batches);

@@ -12,9 +12,9 @@ use idem_testkit::{AppDb, exec, query_i64};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use serde_json::Value as Json;
 
-/// A consumer name no other test in this process uses: the PostgreSQL database and the metrics
-/// recorder are shared by every test of the binary, including the SQLite and PostgreSQL runs
-/// of one test.
+/// A consumer name no other test in this process uses: the PostgreSQL and MySQL databases and
+/// the metrics recorder are shared by every test of the binary, including the runs of one test
+/// on each store.
 pub(crate) fn consumer(prefix: &str) -> Name {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -34,6 +34,8 @@ pub(crate) fn stripe_key(event_id: &str) -> DedupKey {
 
 /// Serializes `CREATE TABLE IF NOT EXISTS` on the shared PostgreSQL database: two concurrent
 /// creations of one table can fail there with a unique violation in the catalog.
+///
+/// Key columns are `VARCHAR(255)`: MySQL indexes no `TEXT` column without a prefix length.
 static SCHEMA: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Creates the application tables the handlers write to (every row carries its consumer, so
@@ -50,7 +52,7 @@ pub(crate) async fn app_tables<DB: AppDb>(store: &Store<DB>) {
     exec(
         store,
         "CREATE TABLE IF NOT EXISTS app_state (\
-         consumer TEXT NOT NULL, object_id TEXT NOT NULL, status TEXT NOT NULL, \
+         consumer VARCHAR(255) NOT NULL, object_id VARCHAR(255) NOT NULL, status TEXT NOT NULL, \
          event_type TEXT NOT NULL, event_id TEXT NOT NULL, created BIGINT NOT NULL, \
          PRIMARY KEY (consumer, object_id))",
         vec![],
@@ -91,13 +93,19 @@ impl StateRow {
         &self,
         conn: &mut DB::Connection,
     ) -> Result<(), idem_sql::Error> {
-        DB::execute(
-            conn,
+        let upsert = DB::dialect(
             "INSERT INTO app_state (consumer, object_id, status, event_type, event_id, created) \
              VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (consumer, object_id) DO UPDATE SET status = excluded.status, \
              event_type = excluded.event_type, event_id = excluded.event_id, \
              created = excluded.created",
+            "INSERT INTO app_state (consumer, object_id, status, event_type, event_id, created) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON DUPLICATE KEY UPDATE status = $3, event_type = $4, event_id = $5, created = $6",
+        );
+        DB::execute(
+            conn,
+            upsert,
             vec![
                 self.consumer.clone().into(),
                 self.object_id.clone().into(),
@@ -148,8 +156,8 @@ pub(crate) async fn state_of<DB: AppDb>(
     // One text column joined with '|' keeps this within AppDb's (TEXT, TEXT) rows.
     let rows = DB::fetch_text_pairs(
         &mut conn,
-        "SELECT object_id, CAST(created AS TEXT) || '|' || status || '|' || event_type || '|' \
-         || event_id FROM app_state WHERE consumer = $1",
+        "SELECT object_id, CONCAT(created, '|', status, '|', event_type, '|', event_id) \
+         FROM app_state WHERE consumer = $1",
         vec![consumer.as_str().into()],
     )
     .await
@@ -210,8 +218,8 @@ pub(crate) async fn stored_version<DB: AppDb>(
     let mut conn = store.pool().acquire().await.expect("acquire a connection");
     let rows = DB::fetch_text_pairs(
         &mut conn,
-        "SELECT version_kind, CAST(version AS TEXT) || '/' || \
-         COALESCE(CAST(version_secondary AS TEXT), 'none') \
+        "SELECT version_kind, CONCAT(version, '/', \
+         CASE WHEN version_secondary IS NULL THEN 'none' ELSE CONCAT(version_secondary) END) \
          FROM idem_versions WHERE consumer = $1 AND aggregate_type = $2 AND aggregate_id = $3",
         vec![
             consumer.as_str().into(),
@@ -267,13 +275,29 @@ pub(crate) async fn connection_is_clean<DB: AppDb>(
     if conn.is_in_transaction() {
         return Err("sqlx counts an open transaction".into());
     }
-    let one = DB::fetch_i64(conn, "SELECT CAST(1 AS BIGINT)", vec![])
-        .await
-        .map_err(|e| format!("SELECT 1 failed: {e}"))?;
+    let one = DB::fetch_i64(
+        conn,
+        DB::dialect("SELECT CAST(1 AS BIGINT)", "SELECT CAST(1 AS SIGNED)"),
+        vec![],
+    )
+    .await
+    .map_err(|e| format!("SELECT 1 failed: {e}"))?;
     if one != [1] {
         return Err(format!("SELECT 1 returned {one:?}"));
     }
-    if <DB as Database>::NAME == "PostgreSQL" {
+    if <DB as Database>::NAME == "MySQL" {
+        // The server's own flag; MySQL would commit an open transaction at a BEGIN.
+        let open = DB::fetch_i64(conn, "SELECT CAST(@@in_transaction AS SIGNED)", vec![])
+            .await
+            .map_err(|e| format!("reading @@in_transaction failed: {e}"))?;
+        if open == [0] {
+            Ok(())
+        } else {
+            Err(format!(
+                "inside a server-side transaction: @@in_transaction = {open:?}"
+            ))
+        }
+    } else if <DB as Database>::NAME == "PostgreSQL" {
         // SAVEPOINT outside a transaction block fails with 25P01 (no_active_sql_transaction);
         // inside one it succeeds, and inside an aborted one it fails with 25P02.
         match DB::execute(conn, "SAVEPOINT idem_pool_probe", vec![]).await {
@@ -385,7 +409,7 @@ pub(crate) fn histogram(name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
 }
 
 /// Held by tests that change a metric without a consumer label (lease takeovers), so that the
-/// SQLite and PostgreSQL runs of one test do not count each other's takeovers.
+/// runs of one test on each store do not count each other's takeovers.
 pub(crate) static UNLABELED_METRICS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use idem_core::{Advance, DedupKey, Entity, Version};
 use idem_sql::{ErrorKind, Proposed, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Barrier;
@@ -249,7 +249,7 @@ async fn concurrent_batches_share_entities<DB: AppDb>(store: Store<DB>) {
     }
 }
 
-both_stores!(
+all_stores!(
     one_batch_decides_each_event_in_order,
     batches_decide_as_one_at_a_time,
     concurrent_batches_share_entities,
