@@ -24,10 +24,13 @@
 //! statement there) and refuses tables made by another idem ([`Error::IncompatibleSchema`]).
 //! `docs/mysql.md` is the operator's page.
 
+mod app_sql;
 mod backend;
+mod boxed_handler;
 mod dead_letters;
 mod effects;
 mod error;
+mod handler_error;
 mod inbox;
 // Kafka consumer offsets stored with the output, and the partition leases (idem-broker's consumer)
 mod kafka_offsets;
@@ -41,7 +44,9 @@ mod runner;
 mod store;
 mod version_guard;
 
+pub use app_sql::Sql;
 pub use backend::Backend;
+pub use boxed_handler::BoxedHandler;
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
     Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
@@ -50,6 +55,7 @@ pub use effects::{
     Enqueued, Provider, Resolution, WorkerReport,
 };
 pub use error::{BoxError, Error, ErrorKind};
+pub use handler_error::HandlerError;
 pub use inbox::{Claim, Inbox};
 // Kafka consumer offsets and partition fences
 pub use kafka_offsets::{KafkaOffset, KafkaOffsets, PartitionClaim, PartitionFence};
@@ -74,3 +80,7 @@ pub use version_guard::{Proposed, VersionGuard};
 /// The sqlx this crate is built with, for opening transactions and writing queries with the same
 /// types.
 pub use sqlx;
+
+/// What [`handler!`] expands to; not part of the API.
+#[doc(hidden)]
+pub use boxed_handler::boxed_handler as __boxed_handler;
