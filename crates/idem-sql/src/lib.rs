@@ -24,7 +24,9 @@
 //! statement there) and refuses tables made by another idem ([`Error::IncompatibleSchema`]).
 //! `docs/mysql.md` is the operator's page.
 
+mod any_store;
 mod backend;
+mod database;
 mod dead_letters;
 mod effects;
 mod error;
@@ -41,7 +43,9 @@ mod runner;
 mod store;
 mod version_guard;
 
+pub use any_store::AnyStore;
 pub use backend::Backend;
+pub use database::{DatabaseKind, same_database};
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
     Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,

@@ -1,14 +1,9 @@
 //! Outbox relays in the configuration: `[[relay]]`, each publishing the `idem_outbox` rows of
 //! one database to NATS JetStream, RabbitMQ, Kafka or HTTP.
 
-use std::net::IpAddr;
-use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use idem_core::Name;
-use sqlx::postgres::PgConnectOptions;
-use sqlx::sqlite::SqliteConnectOptions;
 
 use idem_sql::redact_url as redact;
 
@@ -16,6 +11,7 @@ use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL};
 use super::defaults::MIN_TIMEOUT;
 use super::duration;
 use super::error::{ConfigError, name, number_out_of_range, out_of_range};
+use super::http_target::{self, TimeoutBounds, TlsKeys};
 use super::raw::RawRelay;
 use super::secret::{Secret, SecretLookup};
 use crate::tls::TlsSettings;
@@ -153,99 +149,6 @@ impl OutboxRelay {
     }
 }
 
-/// Which database a URL reaches, for telling whether two relays share one whatever the URLs'
-/// spelling: sqlx parses the URL (with the defaults it connects with), so a default port, a
-/// query parameter such as `sslmode` or a password make no difference.
-#[derive(Debug, PartialEq, Eq)]
-enum DatabaseIdentity {
-    /// A PostgreSQL server and database. `host` is lowercase, with `localhost`, every loopback
-    /// address and a Unix-domain socket directory all `loopback` (each is this machine's server
-    /// on `port`); `database` defaults to the user name, as the server's does.
-    Postgres {
-        host: String,
-        port: u16,
-        database: String,
-    },
-    /// A SQLite file: its canonical path when it exists (so `./a.db`, `a.db` and a symlink
-    /// agree), else the path made absolute.
-    Sqlite(PathBuf),
-    /// A URL sqlx cannot parse (its connection fails at start, naming it): compared as written.
-    Unparsed(String),
-}
-
-impl DatabaseIdentity {
-    fn of(url: &str) -> Self {
-        match crate::store::DatabaseKind::of(url) {
-            Some(crate::store::DatabaseKind::Postgres) => {
-                match PgConnectOptions::from_str(&identity_parameters(url)) {
-                    Ok(options) => {
-                        let host = options.get_host().trim_matches(['[', ']']).to_lowercase();
-                        let loopback = host == "localhost"
-                            || host.starts_with('/')
-                            || options.get_socket().is_some()
-                            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-                        Self::Postgres {
-                            host: if loopback {
-                                "loopback".to_owned()
-                            } else {
-                                host
-                            },
-                            port: options.get_port(),
-                            database: options
-                                .get_database()
-                                .unwrap_or(options.get_username())
-                                .to_owned(),
-                        }
-                    }
-                    Err(_) => Self::Unparsed(url.to_owned()),
-                }
-            }
-            Some(crate::store::DatabaseKind::Sqlite) => match SqliteConnectOptions::from_str(url) {
-                Ok(options) => {
-                    let path = options.get_filename();
-                    Self::Sqlite(
-                        std::fs::canonicalize(path)
-                            .or_else(|_| std::path::absolute(path))
-                            .unwrap_or_else(|_| path.to_owned()),
-                    )
-                }
-                Err(_) => Self::Unparsed(url.to_owned()),
-            },
-            None => Self::Unparsed(url.to_owned()),
-        }
-    }
-}
-
-/// PostgreSQL URL `url` with only the query parameters that choose the server, database or
-/// user: sqlx logs every other parameter it does not know with its value, and a password
-/// (`sslpassword`) can be one.
-fn identity_parameters(url: &str) -> String {
-    const KEPT: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
-    let Some((base, query)) = url.split_once('?') else {
-        return url.to_owned();
-    };
-    let query = query.split('#').next().unwrap_or_default();
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| {
-            // The name as a URL parser decodes it (`%XX`, `+`).
-            form_urlencoded::parse(pair.as_bytes())
-                .next()
-                .is_some_and(|(key, _)| KEPT.contains(&key.as_ref()))
-        })
-        .collect();
-    if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    }
-}
-
-/// Whether database URLs `a` and `b` reach the same database (see [`DatabaseIdentity`]).
-pub(crate) fn same_database(a: &str, b: &str) -> bool {
-    DatabaseIdentity::of(a) == DatabaseIdentity::of(b)
-}
-
 /// Builds relay `raw`; `gateway_database` is the gateway's own database URL.
 pub(super) fn build(
     raw: RawRelay,
@@ -267,7 +170,7 @@ pub(super) fn build(
     };
     let database_url = either(&raw.database_url, &raw.database_url_env, "database_url")?
         .unwrap_or_else(|| Secret::new(gateway_database));
-    if database_url.is_loaded() && crate::store::DatabaseKind::of(database_url.expose()).is_none() {
+    if database_url.is_loaded() && !crate::store::holds_gateway_tables(database_url.expose()) {
         return Err(ConfigError::BadValue {
             field: field_name("database_url"),
             value: redact(database_url.expose()),
@@ -359,48 +262,29 @@ pub(super) fn build(
                             .into(),
                 });
             };
-            if url.is_loaded()
-                && (!(url.expose().starts_with("http://") || url.expose().starts_with("https://"))
-                    || reqwest::Url::parse(url.expose()).is_err())
-            {
-                return Err(ConfigError::BadValue {
-                    field: field_name(url_key),
-                    value: redact(url.expose()),
-                    expected: "an http:// or https:// URL".into(),
-                });
-            }
-            if tls_keys.iter().any(|key| key.is_some())
-                && url.is_loaded()
-                && url.expose().starts_with("http://")
-            {
-                return Err(ConfigError::BadValue {
-                    field: field_name(url_key),
-                    value: redact(url.expose()),
-                    expected:
-                        "an https:// URL: ca_file, client_cert_file and client_key_file are for TLS"
-                            .into(),
-                });
-            }
-            let tls = super::tls::build(
-                &field_name,
-                raw.ca_file,
-                raw.client_cert_file,
-                raw.client_key_file,
-            )?;
-            let timeout = match &raw.timeout {
-                Some(text) => {
-                    let d = duration::parse(&field_name("timeout"), text)?;
-                    if !(MIN_TIMEOUT..=MAX_RELAY_TIMEOUT).contains(&d) {
-                        return Err(out_of_range(
-                            &field_name("timeout"),
-                            text,
-                            "between 100ms and 30m (claim_ttl, at most 1h, must exceed it)",
-                        ));
-                    }
-                    d
-                }
-                None => DEFAULT_RELAY_TIMEOUT,
+            let tls_keys = TlsKeys {
+                ca_file: raw.ca_file,
+                client_cert_file: raw.client_cert_file,
+                client_key_file: raw.client_key_file,
             };
+            http_target::check_url(
+                &field_name,
+                url_key,
+                url.is_loaded().then(|| url.expose()),
+                &|| redact(url.expose()),
+                &tls_keys,
+            )?;
+            let (tls, timeout) = http_target::tls_and_timeout(
+                &field_name,
+                tls_keys,
+                raw.timeout.as_deref(),
+                &TimeoutBounds {
+                    default: DEFAULT_RELAY_TIMEOUT,
+                    min: MIN_TIMEOUT,
+                    max: MAX_RELAY_TIMEOUT,
+                    expected: "between 100ms and 30m (claim_ttl, at most 1h, must exceed it)",
+                },
+            )?;
             RelayTarget::Http {
                 url: url.expose().to_owned(),
                 timeout,
@@ -491,43 +375,4 @@ pub(super) fn build(
         claim_ttl,
         max_attempts,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Only the parameters that pick the server, database or user reach sqlx's parser (which
-    /// logs the value of any it does not know, `sslpassword` among them).
-    #[test]
-    fn identity_keeps_only_the_parameters_that_choose_the_database() {
-        assert_eq!(
-            identity_parameters(
-                "postgres://u@h/db?sslmode=require&sslpassword=k3y&port=6000&dbname=other#x"
-            ),
-            "postgres://u@h/db?port=6000&dbname=other"
-        );
-        assert_eq!(
-            identity_parameters("postgres://u@h/db?password=s3cret"),
-            "postgres://u@h/db"
-        );
-        assert_eq!(
-            identity_parameters("postgres://u@h/db"),
-            "postgres://u@h/db"
-        );
-        // Parameters that choose the database count as the URL's parts do.
-        assert!(same_database(
-            "postgres://u@127.0.0.1:5432/db",
-            "postgres://u@elsewhere/ignored?host=localhost&port=5432&dbname=db"
-        ));
-        assert!(!same_database(
-            "postgres://u@127.0.0.1/db",
-            "postgres://u@127.0.0.1/db?port=5433"
-        ));
-        // Without a database name the server uses the user's name.
-        assert!(same_database(
-            "postgres://app@127.0.0.1/app",
-            "postgres://app@localhost"
-        ));
-    }
 }
