@@ -5,6 +5,7 @@
 
 mod broker;
 mod console;
+mod database;
 mod defaults;
 mod destination;
 mod duration;

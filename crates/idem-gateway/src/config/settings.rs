@@ -113,7 +113,7 @@ fn database_url(raw: &RawConfig) -> Result<String, ConfigError> {
         .database_url
         .clone()
         .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned());
-    if !crate::store::holds_gateway_tables(&database_url) {
+    if !super::database::holds_gateway_tables(&database_url) {
         return Err(ConfigError::BadValue {
             field: "database_url".into(),
             value: idem_sql::redact_url(&database_url),

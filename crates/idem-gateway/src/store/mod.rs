@@ -34,14 +34,6 @@ pub(crate) const ROWS_PER_INSERT: usize = 1_000;
 /// Which database a URL names: idem-sql's, the one every opener of the workspace reads.
 pub use idem_sql::DatabaseKind;
 
-/// Whether `url` names a database the gateway's tables can live in: SQLite or PostgreSQL.
-pub(crate) fn holds_gateway_tables(url: &str) -> bool {
-    matches!(
-        DatabaseKind::of(url),
-        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres)
-    )
-}
-
 /// A database that can hold the gateway's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
 ///
 /// Sealed: the statements the gateway needs are implemented for these two only.
