@@ -155,7 +155,7 @@ pub(super) fn build(
     gateway_database: &str,
     secret: &SecretLookup<'_>,
 ) -> Result<OutboxRelay, ConfigError> {
-    let relay_name = name("relay", "relay.name", raw.name)?;
+    let relay_name = name("relay", "relay.name", raw.name.clone())?;
     let field_name = |field: &str| format!("relay {:?} {field}", relay_name.as_str());
     let owner = || format!("relay {:?}", relay_name.as_str());
     let either = |value: &Option<String>, var: &Option<String>, key: &str| match (value, var) {
@@ -178,22 +178,35 @@ pub(super) fn build(
         });
     }
     let url = either(&raw.url, &raw.url_env, "url")?;
-    let url_key = if raw.url_env.is_some() {
-        "url_env"
-    } else {
-        "url"
-    };
-    let check_scheme = |url: &Secret, schemes: &[&str]| {
-        if !url.is_loaded() || schemes.iter().any(|s| url.expose().starts_with(s)) {
-            Ok(())
-        } else {
-            Err(ConfigError::BadValue {
-                field: field_name(url_key),
-                value: redact(url.expose()),
-                expected: format!("a URL starting with {}", schemes.join(" or ")),
-            })
-        }
-    };
+    keys_of_other_targets(&raw, &field_name)?;
+    let target = target(&raw, url, &field_name)?;
+    let (batch_size, poll_interval) = pace(&raw, &field_name)?;
+    let claim_ttl = claim_ttl(&raw, &target, &field_name)?;
+    let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_RELAY_MAX_ATTEMPTS);
+    if max_attempts == 0 {
+        return Err(number_out_of_range(
+            &field_name("max_attempts"),
+            0,
+            "at least 1",
+        ));
+    }
+    Ok(OutboxRelay {
+        name: relay_name,
+        database_url,
+        target,
+        batch_size,
+        poll_interval,
+        claim_ttl,
+        max_attempts,
+    })
+}
+
+/// Refuses a key of another kind of target: `timeout` and the TLS files are `http`'s,
+/// `brokers` is `kafka`'s.
+fn keys_of_other_targets(
+    raw: &RawRelay,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
     if raw.timeout.is_some() && raw.target != "http" {
         return Err(ConfigError::BadValue {
             field: field_name("timeout"),
@@ -225,7 +238,36 @@ pub(super) fn build(
             ),
         });
     }
-    let target = match raw.target.as_str() {
+    Ok(())
+}
+
+/// `url_env` when the URL came from a variable, else `url`: the key an error names.
+fn url_key(raw: &RawRelay) -> &'static str {
+    if raw.url_env.is_some() {
+        "url_env"
+    } else {
+        "url"
+    }
+}
+
+/// The target of `raw` (`target`, with `url`, the URL read from `url` or `url_env`).
+fn target(
+    raw: &RawRelay,
+    url: Option<Secret>,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<RelayTarget, ConfigError> {
+    let check_scheme = |url: &Secret, schemes: &[&str]| {
+        if !url.is_loaded() || schemes.iter().any(|s| url.expose().starts_with(s)) {
+            Ok(())
+        } else {
+            Err(ConfigError::BadValue {
+                field: field_name(url_key(raw)),
+                value: redact(url.expose()),
+                expected: format!("a URL starting with {}", schemes.join(" or ")),
+            })
+        }
+    };
+    Ok(match raw.target.as_str() {
         "nats" => {
             let url = url.unwrap_or_else(|| Secret::new(DEFAULT_NATS_URL));
             check_scheme(&url, &["nats://", "tls://"])?;
@@ -239,7 +281,7 @@ pub(super) fn build(
         "kafka" => {
             if url.is_some() {
                 return Err(ConfigError::BadValue {
-                    field: field_name(url_key),
+                    field: field_name(url_key(raw)),
                     // Not the URL itself: it may hold a password.
                     value: "a URL, not shown".into(),
                     expected: "no url: a target = \"kafka\" relay takes `brokers`, such as [\"kafka-1:9092\"]".into(),
@@ -252,45 +294,7 @@ pub(super) fn build(
                 )?,
             }
         }
-        "http" => {
-            let Some(url) = url else {
-                return Err(ConfigError::BadValue {
-                    field: field_name("url"),
-                    value: String::new(),
-                    expected:
-                        "the base URL rows' paths are joined to, such as \"http://127.0.0.1:3000\""
-                            .into(),
-                });
-            };
-            let tls_keys = TlsKeys {
-                ca_file: raw.ca_file,
-                client_cert_file: raw.client_cert_file,
-                client_key_file: raw.client_key_file,
-            };
-            http_target::check_url(
-                &field_name,
-                url_key,
-                url.is_loaded().then(|| url.expose()),
-                &|| redact(url.expose()),
-                &tls_keys,
-            )?;
-            let (tls, timeout) = http_target::tls_and_timeout(
-                &field_name,
-                tls_keys,
-                raw.timeout.as_deref(),
-                &TimeoutBounds {
-                    default: DEFAULT_RELAY_TIMEOUT,
-                    min: MIN_TIMEOUT,
-                    max: MAX_RELAY_TIMEOUT,
-                    expected: "between 100ms and 30m (claim_ttl, at most 1h, must exceed it)",
-                },
-            )?;
-            RelayTarget::Http {
-                url: url.expose().to_owned(),
-                timeout,
-                tls,
-            }
-        }
+        "http" => http(raw, url, field_name)?,
         other => {
             return Err(ConfigError::BadValue {
                 field: field_name("target"),
@@ -298,7 +302,58 @@ pub(super) fn build(
                 expected: "\"nats\", \"rabbitmq\", \"kafka\" or \"http\"".into(),
             });
         }
+    })
+}
+
+/// An `http` target: its base URL (required), TLS files and `timeout`.
+fn http(
+    raw: &RawRelay,
+    url: Option<Secret>,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<RelayTarget, ConfigError> {
+    let Some(url) = url else {
+        return Err(ConfigError::BadValue {
+            field: field_name("url"),
+            value: String::new(),
+            expected: "the base URL rows' paths are joined to, such as \"http://127.0.0.1:3000\""
+                .into(),
+        });
     };
+    let tls_keys = TlsKeys {
+        ca_file: raw.ca_file.clone(),
+        client_cert_file: raw.client_cert_file.clone(),
+        client_key_file: raw.client_key_file.clone(),
+    };
+    http_target::check_url(
+        field_name,
+        url_key(raw),
+        url.is_loaded().then(|| url.expose()),
+        &|| redact(url.expose()),
+        &tls_keys,
+    )?;
+    let (tls, timeout) = http_target::tls_and_timeout(
+        field_name,
+        tls_keys,
+        raw.timeout.as_deref(),
+        &TimeoutBounds {
+            default: DEFAULT_RELAY_TIMEOUT,
+            min: MIN_TIMEOUT,
+            max: MAX_RELAY_TIMEOUT,
+            expected: "between 100ms and 30m (claim_ttl, at most 1h, must exceed it)",
+        },
+    )?;
+    Ok(RelayTarget::Http {
+        url: url.expose().to_owned(),
+        timeout,
+        tls,
+    })
+}
+
+/// `batch_size` and `poll_interval`.
+fn pace(
+    raw: &RawRelay,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<(u32, Duration), ConfigError> {
     let batch_size = raw.batch_size.unwrap_or(DEFAULT_RELAY_BATCH_SIZE);
     if !(1..=MAX_RELAY_BATCH_SIZE).contains(&batch_size) {
         return Err(number_out_of_range(
@@ -321,6 +376,15 @@ pub(super) fn build(
         }
         None => DEFAULT_RELAY_POLL_INTERVAL,
     };
+    Ok((batch_size, poll_interval))
+}
+
+/// `claim_ttl`, which must outlive an HTTP target's `timeout`.
+fn claim_ttl(
+    raw: &RawRelay,
+    target: &RelayTarget,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<Duration, ConfigError> {
     let claim_ttl = match &raw.claim_ttl {
         Some(text) => {
             let d = duration::parse(&field_name("claim_ttl"), text)?;
@@ -335,44 +399,29 @@ pub(super) fn build(
         }
         None => DEFAULT_RELAY_CLAIM_TTL,
     };
-    if let RelayTarget::Http { timeout, .. } = &target
-        && claim_ttl <= *timeout
-    {
-        let timeout = humantime::format_duration(*timeout);
-        let why = "a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile";
-        let fix = format!("set claim_ttl between {timeout} and 1h");
-        // Name the key the user wrote: a default claim_ttl is not theirs to find.
-        return Err(match &raw.claim_ttl {
-            Some(text) => out_of_range(
-                &field_name("claim_ttl"),
-                text,
-                &format!("more than timeout ({timeout}): {why}; {fix}"),
-            ),
-            None => out_of_range(
-                &field_name("timeout"),
-                raw.timeout.as_deref().unwrap_or_default(),
-                &format!(
-                    "less than claim_ttl, which is {} by default: {why}; {fix}",
-                    humantime::format_duration(claim_ttl)
-                ),
-            ),
-        });
+    let RelayTarget::Http { timeout, .. } = target else {
+        return Ok(claim_ttl);
+    };
+    if claim_ttl > *timeout {
+        return Ok(claim_ttl);
     }
-    let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_RELAY_MAX_ATTEMPTS);
-    if max_attempts == 0 {
-        return Err(number_out_of_range(
-            &field_name("max_attempts"),
-            0,
-            "at least 1",
-        ));
-    }
-    Ok(OutboxRelay {
-        name: relay_name,
-        database_url,
-        target,
-        batch_size,
-        poll_interval,
-        claim_ttl,
-        max_attempts,
+    let timeout = humantime::format_duration(*timeout);
+    let why = "a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile";
+    let fix = format!("set claim_ttl between {timeout} and 1h");
+    // Name the key the user wrote: a default claim_ttl is not theirs to find.
+    Err(match &raw.claim_ttl {
+        Some(text) => out_of_range(
+            &field_name("claim_ttl"),
+            text,
+            &format!("more than timeout ({timeout}): {why}; {fix}"),
+        ),
+        None => out_of_range(
+            &field_name("timeout"),
+            raw.timeout.as_deref().unwrap_or_default(),
+            &format!(
+                "less than claim_ttl, which is {} by default: {why}; {fix}",
+                humantime::format_duration(claim_ttl)
+            ),
+        ),
     })
 }
