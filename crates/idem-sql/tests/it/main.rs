@@ -13,6 +13,7 @@ mod gaps;
 mod leases;
 mod mysql;
 mod mysql_migrations;
+mod open_existing;
 mod ordering;
 mod properties;
 mod retention;
