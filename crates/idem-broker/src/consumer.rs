@@ -12,6 +12,7 @@
 //! | stale | `Stale` | ack | ack |
 //! | handler error, delivery < N | `Retry` | NAK with delay | copy to retry queue, ack |
 //! | handler error, delivery ≥ N | `DeadLettered` | dead-letter row, TERM | dead-letter row, reject without requeue |
+//! | handler error marked permanent ([`HandlerError::permanent`](idem_sql::HandlerError::permanent)) | `DeadLettered` at once | dead-letter row, TERM | dead-letter row, reject without requeue |
 //! | conflict / database unavailable | `Retry` | NAK with delay | copy to retry queue, ack |
 //! | gap rejected / parked | `Retry` | NAK with delay | copy to retry queue, ack |
 //! | message cannot be decoded | `DeadLettered` | dead-letter row, TERM | dead-letter row, reject without requeue |
@@ -309,8 +310,9 @@ impl ConsumerError {
     }
 }
 
-/// The application's handler: runs inside the runner's transaction (`&mut **tx` is the
-/// connection) for a fresh, non-stale event, with the delivery it came in.
+/// The application's handler, boxed: runs inside the runner's transaction for a fresh,
+/// non-stale event, with the delivery it came in. [`idem_sql::handler!`] makes one from an async
+/// closure; `&mut **tx` is the connection when it is written by hand.
 pub type HandlerFn<DB> = Arc<
     dyn for<'t> Fn(
             &'t mut Transaction<'static, DB>,
@@ -379,10 +381,37 @@ impl<DB: Backend> Processor<DB> {
     /// [`decode_message_id`] until [`decode`](Self::decode) sets another decoder; the retry policy
     /// is [`RetryPolicy::default`].
     ///
-    /// The handler is written `|tx, delivery| Box::pin(async move { … })`; it may run more than
-    /// once for one event (a conflict retried, a rolled-back attempt), so it must do nothing
-    /// outside the transaction: record external calls with the effect ledger and messages with
-    /// the outbox, in `tx`.
+    /// The handler is an async closure in [`idem_sql::handler!`] (`idem::handler!` through the
+    /// facade):
+    ///
+    /// ```no_run
+    /// # fn f(store: idem_sql::SqliteStore, runner: idem_sql::Runner<idem_sql::sqlx::Sqlite>,
+    /// #     source: idem_core::Name) {
+    /// use idem_broker::{Delivery, Processor};
+    /// use idem_sql::{HandlerError, handler, sqlx};
+    ///
+    /// let processor = Processor::new(store, runner, source, handler!(async move |tx, delivery: &Delivery| {
+    ///     let order: serde_json::Value =
+    ///         serde_json::from_slice(&delivery.payload).map_err(HandlerError::permanent)?;
+    ///     sqlx::query("INSERT INTO orders (body) VALUES ($1)")
+    ///         .bind(order.to_string())
+    ///         .execute(&mut *tx)
+    ///         .await?;
+    ///     Ok(())
+    /// }));
+    /// # }
+    /// ```
+    ///
+    /// `tx` is the transaction's connection (`&mut *tx` for sqlx and idem's writes), `?` takes
+    /// any error, and an error marked [permanent](idem_sql::HandlerError::permanent)
+    /// dead-letters the message at once; any other is retried by the [`RetryPolicy`]. The
+    /// closure is `async move` and owns what it captures: the processor keeps it and runs it on
+    /// its own tasks. A closure written `|tx, delivery| Box::pin(async move { … })` with
+    /// `&mut **tx` as the connection is taken as it is.
+    ///
+    /// The handler may run more than once for one event (a conflict retried, a rolled-back
+    /// attempt), so it must do nothing outside the transaction: record external calls with the
+    /// effect ledger and messages with the outbox, in `tx`.
     pub fn new<H>(store: Store<DB>, runner: Runner<DB>, source: Name, handler: H) -> Self
     where
         H: for<'t> Fn(
@@ -477,7 +506,7 @@ impl<DB: Backend> Processor<DB> {
         let shared = Arc::clone(delivery);
         let result = self
             .runner
-            .run(&event, move |tx| {
+            .run_boxed(&event, move |tx| {
                 let handler = Arc::clone(&handler);
                 let delivery = Arc::clone(&shared);
                 Box::pin(async move { handler(tx, &delivery).await })
@@ -520,7 +549,7 @@ impl<DB: Backend> Processor<DB> {
                     reason: e.to_string(),
                 }
             }
-            Err(e) if self.retry.exhausted(delivered) => {
+            Err(e) if self.retry.exhausted(delivered) || e.kind() == ErrorKind::Permanent => {
                 self.dead_letter(delivery, Some(&event), &e.to_string())
                     .await
             }

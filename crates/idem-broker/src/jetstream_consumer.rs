@@ -13,9 +13,9 @@ use crate::{ConsumerError, DeliveryStats, JetStreamSource, Processor};
 ///
 /// ```no_run
 /// # async fn example(store: idem_sql::PgStore) -> Result<(), Box<dyn std::error::Error>> {
-/// use idem_broker::{JetStreamConsumer, Processor, RetryPolicy};
+/// use idem_broker::{Delivery, JetStreamConsumer, Processor, RetryPolicy};
 /// use idem_core::Name;
-/// use idem_sql::{Runner, sqlx};
+/// use idem_sql::{Runner, handler, sqlx};
 /// use std::time::Duration;
 ///
 /// let client = async_nats::connect("127.0.0.1:4222").await?;
@@ -36,15 +36,13 @@ use crate::{ConsumerError, DeliveryStats, JetStreamSource, Processor};
 ///     store.clone(),
 ///     Runner::new(store.clone(), &consumer),
 ///     Name::new("source", "orders")?,
-///     |tx, delivery| {
-///         Box::pin(async move {
-///             sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
-///                 .bind(delivery.payload.to_vec())
-///                 .execute(&mut **tx)
-///                 .await?;
-///             Ok(())
-///         })
-///     },
+///     handler!(async move |tx, delivery: &Delivery| {
+///         sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
+///             .bind(&delivery.payload[..])
+///             .execute(&mut *tx)
+///             .await?;
+///         Ok(())
+///     }),
 /// )
 /// .retry(RetryPolicy::new(5, vec![Duration::from_secs(1), Duration::from_secs(30)])?);
 /// JetStreamConsumer::new(pull, processor)?

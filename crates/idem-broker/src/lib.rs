@@ -19,6 +19,7 @@
 //! |---|---|---|
 //! | applied, duplicate, stale | ack | ack |
 //! | handler or store error | NAK with the [`RetryPolicy`] delay for its delivery count | copy to retry queue *i* (TTL, then back), ack |
+//! | handler error marked [permanent](idem_sql::HandlerError::permanent) | dead-letter row, TERM | dead-letter row, reject without requeue |
 //! | failed on its N-th delivery, or undecodable | dead-letter row in idem's store ([`idem_sql::DeadLetters`]), TERM | dead-letter row, reject without requeue |
 //!
 //! A duplicate is acknowledged whatever its delivery count (C3): it never reaches the dead
@@ -29,9 +30,9 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use async_nats::jetstream::{self, consumer::pull::Config};
-//! use idem_broker::{JetStreamConsumer, Processor, RetryPolicy};
+//! use idem_broker::{Delivery, JetStreamConsumer, Processor, RetryPolicy};
 //! use idem_core::Name;
-//! use idem_sql::{Runner, SqliteStore, sqlx};
+//! use idem_sql::{Runner, SqliteStore, handler, sqlx};
 //!
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = SqliteStore::connect("sqlite://billing.db").await?;
@@ -50,15 +51,14 @@
 //!     store.clone(),
 //!     Runner::new(store.clone(), &consumer),
 //!     Name::new("source", "orders")?,
-//!     |tx, delivery| {
-//!         Box::pin(async move {
-//!             sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
-//!                 .bind(delivery.payload.to_vec())
-//!                 .execute(&mut **tx)
-//!                 .await?;
-//!             Ok(())
-//!         })
-//!     },
+//!     // `tx` is the transaction's connection; `?` takes any error (idem_sql::HandlerError)
+//!     handler!(async move |tx, delivery: &Delivery| {
+//!         sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
+//!             .bind(&delivery.payload[..])
+//!             .execute(&mut *tx)
+//!             .await?;
+//!         Ok(())
+//!     }),
 //! )
 //! .retry(RetryPolicy::new(5, vec![Duration::from_secs(1), Duration::from_secs(30)])?);
 //! JetStreamConsumer::new(pull, processor)?
@@ -94,8 +94,8 @@
 //! # }
 //! ```
 //!
-//! `cargo run -p idem-broker --example upgrade_consumer` runs a consumer, an effect worker and a
-//! relay end to end against a local NATS server.
+//! `cargo run -p idem --example upgrade_consumer` (in the facade crate) runs a consumer, an
+//! effect worker and a relay end to end against a local NATS server.
 //!
 //! ## Kafka (feature `kafka`): the offset commits with the output
 //!
@@ -115,9 +115,9 @@
 //! # #[cfg(feature = "kafka")]
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use idem_broker::{KafkaConsumer, KafkaProcessor, kafka_connect};
+//! use idem_broker::{KafkaConsumer, KafkaMessage, KafkaProcessor, kafka_connect};
 //! use idem_core::Name;
-//! use idem_sql::{PgStore, sqlx};
+//! use idem_sql::{PgStore, handler, sqlx};
 //!
 //! let store = PgStore::connect("postgres://app@127.0.0.1/app").await?;
 //! store.migrate().await?;
@@ -127,15 +127,13 @@
 //!     store.clone(),
 //!     &consumer,
 //!     Name::new("source", "orders")?,
-//!     |tx, message| {
-//!         Box::pin(async move {
-//!             sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
-//!                 .bind(message.payload().to_vec())
-//!                 .execute(&mut **tx)
-//!                 .await?;
-//!             Ok(())
-//!         })
-//!     },
+//!     handler!(async move |tx, message: &KafkaMessage| {
+//!         sqlx::query("INSERT INTO invoices (order_json) VALUES ($1)")
+//!             .bind(message.payload())
+//!             .execute(&mut *tx)
+//!             .await?;
+//!         Ok(())
+//!     }),
 //! );
 //! KafkaConsumer::new(client, store, &consumer, "orders", processor)?
 //!     .run(async { tokio::signal::ctrl_c().await.ok(); })
@@ -144,8 +142,7 @@
 //! # }
 //! ```
 //!
-//! `cargo run -p idem-broker --example kafka_consumer` runs the relay and the consumer end to
-//! end; `docs/kafka.md` says what a real Apache Kafka or Redpanda cluster must be set to.
+//! `cargo run -p idem --example kafka_consumer` runs the relay and the consumer end to end; `docs/kafka.md` says what a real Apache Kafka or Redpanda cluster must be set to.
 
 #[cfg(feature = "rabbitmq")]
 mod amqp;

@@ -62,7 +62,7 @@ async fn in_layer_transaction(tx: Tx<Sqlite>) -> Response {
         let mut tx = tx.lock().await.map_err(|e| e.to_string())?;
         sqlx::query(INSERT)
             .bind(10_i64)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await
             .map_err(|e| e.to_string())?;
         Ok::<_, String>(())

@@ -147,7 +147,7 @@
 //! async fn create_payment(tx: Tx<Sqlite>) -> Result<&'static str, String> {
 //!     let mut tx = tx.lock().await.map_err(|e| e.to_string())?;
 //!     sqlx::query("INSERT INTO payments (amount) VALUES (10)")
-//!         .execute(&mut **tx)
+//!         .execute(&mut *tx)
 //!         .await
 //!         .map_err(|e| e.to_string())?;
 //!     Ok("created") // committed by the layer, with the claim and the stored response

@@ -140,10 +140,31 @@ pub enum Error {
         /// Its current status.
         status: EffectStatus,
     },
+    /// One of idem's writes that belong in the caller's transaction ([`Inbox::claim`],
+    /// [`EffectLedger::enqueue`], [`Outbox::enqueue`]) was given a connection with no transaction
+    /// open on it: the write would commit at once, apart from the writes it must commit with
+    /// (docs/design.md C1, C2). Nothing was written. Pass the open transaction: `&mut *tx`.
+    ///
+    /// [`Inbox::claim`]: crate::Inbox::claim
+    /// [`EffectLedger::enqueue`]: crate::EffectLedger::enqueue
+    /// [`Outbox::enqueue`]: crate::Outbox::enqueue
+    #[error(
+        "{operation} was given a connection with no open transaction; pass the transaction (`&mut *tx`) so that it commits with the other writes"
+    )]
+    NoTransaction {
+        /// The operation, such as `EffectLedger::enqueue`.
+        operation: &'static str,
+    },
     /// The application's handler returned an error; its transaction was rolled back and the
     /// delivery should be retried by the sender (HTTP 5xx, broker nack).
     #[error("handler failed: {0}")]
     Handler(#[source] BoxError),
+    /// The application's handler returned an error it marked permanent
+    /// ([`HandlerError::permanent`](crate::HandlerError::permanent)): its transaction was rolled
+    /// back, and the same event fails the same way on every delivery. Dead-letter it (the broker
+    /// consumers do, at once) rather than retry it.
+    #[error("handler failed permanently: {0}")]
+    Permanent(#[source] BoxError),
 }
 
 /// What kind of failure an [`Error`] is, for the caller's decision.
@@ -159,6 +180,10 @@ pub enum ErrorKind {
     Unavailable,
     /// The handler failed. Nothing was committed; answer 5xx / nack so the sender retries.
     Handler,
+    /// The handler failed and marked its error permanent: nothing was committed, and retrying the
+    /// same event fails the same way. Dead-letter it, or answer a webhook with a 4xx that names
+    /// the problem.
+    Permanent,
     /// The input breaks a rule; retrying the same input fails the same way.
     InvalidInput,
     /// A fenced write was refused because the lease changed hands.
@@ -176,7 +201,10 @@ impl ErrorKind {
 }
 
 impl Error {
-    /// Wraps an application error from inside a handler: `.map_err(Error::handler)?`.
+    /// Wraps an application error as a retryable handler error. Inside a handler given to
+    /// [`Runner::run`](crate::Runner::run), `?` does this by itself
+    /// ([`HandlerError`](crate::HandlerError)); this is for handlers that return `Error`
+    /// ([`Runner::run_boxed`](crate::Runner::run_boxed), the broker consumers' boxed handlers).
     pub fn handler(error: impl Into<BoxError>) -> Self {
         Self::Handler(error.into())
     }
@@ -195,9 +223,9 @@ impl Error {
             | Self::EffectConflict { .. }
             | Self::EffectNotFound { .. }
             | Self::EffectNotResolvable { .. } => ErrorKind::InvalidInput,
-            Self::InvalidOutboxMessage { .. } | Self::DuplicateMessageId { .. } => {
-                ErrorKind::InvalidInput
-            }
+            Self::InvalidOutboxMessage { .. }
+            | Self::DuplicateMessageId { .. }
+            | Self::NoTransaction { .. } => ErrorKind::InvalidInput,
             Self::Connect { source, .. } => match classify(source) {
                 ErrorKind::Database => ErrorKind::Unavailable,
                 kind => kind,
@@ -208,12 +236,26 @@ impl Error {
                 Some(e) => e.kind(),
                 None => ErrorKind::Handler,
             },
+            Self::Permanent(_) => ErrorKind::Permanent,
         }
     }
 
     /// Shorthand for `self.kind().is_retryable()`.
     pub fn is_retryable(&self) -> bool {
         self.kind().is_retryable()
+    }
+}
+
+/// `Err(Error::NoTransaction)` unless `conn` has a transaction open (C1, C2: the write must
+/// commit with the others).
+pub(crate) fn in_transaction<C: sqlx::Connection>(
+    conn: &C,
+    operation: &'static str,
+) -> Result<(), Error> {
+    if conn.is_in_transaction() {
+        Ok(())
+    } else {
+        Err(Error::NoTransaction { operation })
     }
 }
 

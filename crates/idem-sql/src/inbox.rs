@@ -3,9 +3,9 @@
 use std::collections::HashSet;
 
 use idem_core::{DedupKey, Name};
-use sqlx::Transaction;
 
 use crate::backend::Backend;
+use crate::error::in_transaction;
 use crate::metric_definitions::CLAIMS_TOTAL;
 use crate::{Error, Store};
 
@@ -44,7 +44,8 @@ impl<DB: Backend> Inbox<DB> {
     }
 
     /// Claims `key` inside the caller's open transaction with `INSERT … ON CONFLICT DO
-    /// NOTHING`; there is no read before the write (docs/design.md C1).
+    /// NOTHING`; there is no read before the write (docs/design.md C1). `tx` is the
+    /// transaction's connection, `&mut *tx`, as for sqlx.
     ///
     /// On MySQL and MariaDB the claim is a plain `INSERT`, and its duplicate-key error (1062) is
     /// [`Claim::Duplicate`] (InnoDB rolls back the statement only; the transaction goes on).
@@ -57,11 +58,10 @@ impl<DB: Backend> Inbox<DB> {
     /// # Errors
     /// [`Error::Database`], of kind [`Conflict`](crate::ErrorKind::Conflict) on a serialization
     /// failure, deadlock or SQLITE_BUSY (roll back and run again; never a duplicate).
-    pub async fn claim(
-        &self,
-        tx: &mut Transaction<'_, DB>,
-        key: &DedupKey,
-    ) -> Result<Claim, Error> {
+    /// [`Error::NoTransaction`] when `tx` has no transaction open: a claim must commit with the
+    /// work it guards.
+    pub async fn claim(&self, tx: &mut DB::Connection, key: &DedupKey) -> Result<Claim, Error> {
+        in_transaction(tx, "Inbox::claim")?;
         let fresh = DB::claim(tx, self.consumer.as_str(), key.as_str(), self.now()).await?;
         let claim = if fresh {
             Claim::Fresh
@@ -83,9 +83,10 @@ impl<DB: Backend> Inbox<DB> {
     /// As [`claim`](Self::claim).
     pub async fn claim_many(
         &self,
-        tx: &mut Transaction<'_, DB>,
+        tx: &mut DB::Connection,
         keys: &[DedupKey],
     ) -> Result<Vec<Claim>, Error> {
+        in_transaction(tx, "Inbox::claim_many")?;
         let mut sorted: Vec<&str> = keys.iter().map(DedupKey::as_str).collect();
         sorted.sort_unstable();
         sorted.dedup();

@@ -25,11 +25,14 @@
 //! `docs/mysql.md` is the operator's page.
 
 mod any_store;
+mod app_sql;
 mod backend;
+mod boxed_handler;
 mod database;
 mod dead_letters;
 mod effects;
 mod error;
+mod handler_error;
 mod inbox;
 // Kafka consumer offsets stored with the output, and the partition leases (idem-broker's consumer)
 mod kafka_offsets;
@@ -44,7 +47,9 @@ mod store;
 mod version_guard;
 
 pub use any_store::AnyStore;
+pub use app_sql::Sql;
 pub use backend::Backend;
+pub use boxed_handler::BoxedHandler;
 pub use database::{DatabaseKind, same_database};
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
@@ -54,6 +59,7 @@ pub use effects::{
     Enqueued, Provider, Resolution, WorkerReport,
 };
 pub use error::{BoxError, Error, ErrorKind};
+pub use handler_error::HandlerError;
 pub use inbox::{Claim, Inbox};
 // Kafka consumer offsets and partition fences
 pub use kafka_offsets::{KafkaOffset, KafkaOffsets, PartitionClaim, PartitionFence};
@@ -78,3 +84,7 @@ pub use version_guard::{Proposed, VersionGuard};
 /// The sqlx this crate is built with, for opening transactions and writing queries with the same
 /// types.
 pub use sqlx;
+
+/// What [`handler!`] expands to; not part of the API.
+#[doc(hidden)]
+pub use boxed_handler::boxed_handler as __boxed_handler;

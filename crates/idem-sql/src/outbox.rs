@@ -34,6 +34,7 @@ use sqlx::Transaction;
 
 use crate::backend::Backend;
 use crate::backend::outbox_ops::{NewOutboxRow, RawOutboxRow};
+use crate::error::in_transaction;
 use crate::{Error, Store};
 
 /// The longest message id accepted, in bytes: it goes into a NATS header, an AMQP `message_id`
@@ -463,13 +464,15 @@ impl<DB: Backend> Outbox<DB> {
     /// # Errors
     /// [`Error::InvalidOutboxMessage`] for a blank or oversized destination or a bad header;
     /// [`Error::DuplicateMessageId`] when a row with the given id exists (committed, or written
-    /// by this transaction); [`Error::Database`] otherwise, of kind
+    /// by this transaction); [`Error::NoTransaction`] when `tx` has no transaction open (a
+    /// pooled connection): the row would commit on its own; [`Error::Database`] otherwise, of kind
     /// [`Conflict`](crate::ErrorKind::Conflict) on a serialization failure or SQLITE_BUSY.
     pub async fn enqueue(
         &self,
-        tx: &mut Transaction<'_, DB>,
+        tx: &mut DB::Connection,
         message: &OutboxMessage,
     ) -> Result<MessageId, Error> {
+        in_transaction(tx, "Outbox::enqueue")?;
         message.check()?;
         let now = self.store.now();
         let id = message

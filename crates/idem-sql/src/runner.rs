@@ -9,9 +9,9 @@ use sqlx::Transaction;
 
 use crate::backend::Backend;
 use crate::metric_definitions::{CONFLICT_RETRIES_TOTAL, HANDLER_DURATION_SECONDS};
-use crate::{Claim, Error, ErrorKind, Inbox, Store, VersionGuard};
+use crate::{Claim, Error, ErrorKind, HandlerError, Inbox, Store, VersionGuard};
 
-/// A boxed, sendable future: what a handler returns.
+/// A boxed, sendable future: what a boxed handler returns ([`Runner::run_boxed`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The default number of attempts of [`Runner::run`] when transactions conflict.
@@ -191,28 +191,100 @@ impl<DB: Backend> Runner<DB> {
         }
     }
 
-    /// Processes one delivery of `event`.
+    /// Processes one delivery of `event`, running `handler` for a fresh, non-stale event in the
+    /// transaction that claims it.
     ///
-    /// `handler` receives the open transaction and makes the application's writes with it
-    /// (`&mut **tx` is the connection); it runs only for a fresh, non-stale event, and may run
-    /// again if the transaction conflicts and is retried, so it must do nothing outside the
-    /// transaction (record external effects as intents instead). It is written as
-    /// `|tx| Box::pin(async move { … })`. The future it returns may borrow the transaction but
-    /// nothing else: move owned copies of the data it needs into the closure and clone them
-    /// inside it (`let row = row.clone(); Box::pin(async move { … row … })`), since the handler
-    /// can be called more than once.
+    /// The handler is an async closure. It receives the transaction's connection, `tx` (a
+    /// `&mut SqliteConnection` or `&mut PgConnection`), and passes `&mut *tx` to sqlx and to
+    /// idem's own writes alike:
+    ///
+    /// ```no_run
+    /// # async fn f(runner: idem_sql::Runner<idem_sql::sqlx::Sqlite>, event: idem_sql::Event,
+    /// #     payload: Vec<u8>, effects: idem_sql::EffectLedger<idem_sql::sqlx::Sqlite>,
+    /// #     effect: idem_core::Name, key: idem_core::EffectKey) -> Result<(), idem_sql::Error> {
+    /// use idem_sql::sqlx;
+    /// let outcome = runner
+    ///     .run(&event, async |tx| {
+    ///         let order: serde_json::Value = serde_json::from_slice(&payload)?;
+    ///         sqlx::query("INSERT INTO orders (id) VALUES ($1)")
+    ///             .bind(order["id"].to_string())
+    ///             .execute(&mut *tx)
+    ///             .await?;
+    ///         let _ = effects.enqueue(&mut *tx, &effect, &key, &payload).await?;
+    ///         Ok(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// It borrows what it uses from its surroundings (`payload`, `effects` above): no clones,
+    /// no `move`, no `Box::pin`. `?` converts any error into a [`HandlerError`], retryable unless
+    /// marked [permanent](HandlerError::permanent). The handler may run more than once (a
+    /// conflict is retried in a new transaction), so it must do nothing outside the transaction:
+    /// record external calls as effect intents ([`EffectLedger::enqueue`](crate::EffectLedger::enqueue))
+    /// and messages in the outbox ([`Outbox::enqueue`](crate::Outbox::enqueue)).
     ///
     /// A handler that panics unwinds through `run` to its caller (after the transaction is
     /// dropped and so rolled back): nothing was committed and the next delivery runs again.
     ///
     /// Returns the [`Outcome`]. Duplicates, stale events and ties are successes (C3, C5).
     ///
+    /// The closure form of earlier releases, `|tx| Box::pin(async move { … })`, is not an async
+    /// closure whose argument type the compiler can infer here; it runs unchanged with
+    /// [`run_boxed`](Self::run_boxed):
+    ///
+    /// ```compile_fail,E0282
+    /// # async fn f(runner: idem_sql::Runner<idem_sql::sqlx::Sqlite>, event: idem_sql::Event) {
+    /// let _ = runner.run(&event, |tx| Box::pin(async move { let _ = &mut **tx; Ok(()) })).await;
+    /// # }
+    /// ```
+    ///
     /// # Errors
-    /// The handler's error (after rollback): [`Error::Handler`], or [`Error::Database`] for its
-    /// own statements. Conflicts ([`ErrorKind::Conflict`]) are retried up to the attempt limit
-    /// with a short backoff before they are returned. [`Error::Invalid`] for mixed version kinds.
-    /// On any error nothing was committed: answer 5xx / nack so that the sender retries.
+    /// The handler's error (after rollback): [`Error::Handler`], [`Error::Permanent`] when it
+    /// was marked permanent, or the error's own variant when it came from sqlx
+    /// ([`Error::Database`]) or from idem ([`Error`]). Conflicts ([`ErrorKind::Conflict`]),
+    /// the handler's included, are retried up to the attempt limit with a short backoff before
+    /// they are returned. [`Error::Invalid`] for mixed version kinds. On any error nothing was
+    /// committed: answer 5xx / nack so that the sender retries (or, for [`Error::Permanent`],
+    /// dead-letter the event).
     pub async fn run<T, F>(&self, event: &Event, mut handler: F) -> Result<Outcome<T>, Error>
+    where
+        T: Send,
+        F: AsyncFnMut(&mut DB::Connection) -> Result<T, HandlerError> + Send,
+    {
+        // The handler is called in this function's own body, not through a wrapping closure:
+        // a wrapper makes the compiler fail to prove the future `Send` (its proof over the
+        // closure's lifetimes is not general enough).
+        let mut attempt = 1;
+        loop {
+            let started = Instant::now();
+            let result = match self.begin_attempt(event).await {
+                Ok(Step::Run { mut tx, advance }) => match handler(&mut tx).await {
+                    Ok(value) => self.finish(tx, advance, value).await,
+                    Err(e) => Err(e.into()),
+                },
+                Ok(Step::Done(outcome)) => Ok(outcome),
+                Err(e) => Err(e),
+            };
+            match self.settle(event, started, attempt, result).await {
+                Settled::Return(result) => return result,
+                Settled::Retry => attempt += 1,
+            }
+        }
+    }
+
+    /// As [`run`](Self::run), for a handler written as a closure that returns a boxed future and
+    /// receives the sqlx transaction itself (`&mut **tx` is the connection): the form of
+    /// [`Runner::run`] before async closures, and the form of handlers kept boxed in a struct
+    /// (the broker consumers' `HandlerFn`, what [`handler!`](crate::handler) makes).
+    ///
+    /// The future the handler returns may borrow the transaction but nothing else: move owned
+    /// copies of what it needs into the closure and clone them inside it
+    /// (`let row = row.clone(); Box::pin(async move { … row … })`).
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub async fn run_boxed<T, F>(&self, event: &Event, mut handler: F) -> Result<Outcome<T>, Error>
     where
         T: Send,
         F: for<'t> FnMut(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, Error>>
@@ -221,22 +293,17 @@ impl<DB: Backend> Runner<DB> {
         let mut attempt = 1;
         loop {
             let started = Instant::now();
-            let result = self.attempt(event, &mut handler).await;
-            let outcome = match &result {
-                Ok(outcome) => outcome.name(),
-                Err(_) => "failed",
+            let result = match self.begin_attempt(event).await {
+                Ok(Step::Run { mut tx, advance }) => match handler(&mut tx).await {
+                    Ok(value) => self.finish(tx, advance, value).await,
+                    Err(e) => Err(e),
+                },
+                Ok(Step::Done(outcome)) => Ok(outcome),
+                Err(e) => Err(e),
             };
-            metrics::histogram!(HANDLER_DURATION_SECONDS, "consumer" => self.consumer().to_string(), "outcome" => outcome)
-                .record(started.elapsed().as_secs_f64());
-            match result {
-                Err(e) if e.kind() == ErrorKind::Conflict && attempt < self.max_attempts => {
-                    metrics::counter!(CONFLICT_RETRIES_TOTAL, "consumer" => self.consumer().to_string())
-                        .increment(1);
-                    tracing::debug!(key = %event.key, attempt, error = %e, "transaction conflict, retrying");
-                    tokio::time::sleep(CONFLICT_BACKOFF.delay(attempt)).await;
-                    attempt += 1;
-                }
-                other => return other,
+            match self.settle(event, started, attempt, result).await {
+                Settled::Return(result) => return result,
+                Settled::Retry => attempt += 1,
             }
         }
     }
@@ -246,21 +313,45 @@ impl<DB: Backend> Runner<DB> {
         self.inbox.consumer()
     }
 
-    async fn attempt<T, F>(&self, event: &Event, handler: &mut F) -> Result<Outcome<T>, Error>
-    where
-        T: Send,
-        F: for<'t> FnMut(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, Error>>
-            + Send,
-    {
+    /// Records attempt number `attempt`'s duration and outcome, and decides: a conflict below
+    /// the attempt limit is retried after a backoff; anything else is returned.
+    async fn settle<T>(
+        &self,
+        event: &Event,
+        started: Instant,
+        attempt: u32,
+        result: Result<Outcome<T>, Error>,
+    ) -> Settled<T> {
+        let outcome = match &result {
+            Ok(outcome) => outcome.name(),
+            Err(_) => "failed",
+        };
+        metrics::histogram!(HANDLER_DURATION_SECONDS, "consumer" => self.consumer().to_string(), "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Err(e) if e.kind() == ErrorKind::Conflict && attempt < self.max_attempts => {
+                metrics::counter!(CONFLICT_RETRIES_TOTAL, "consumer" => self.consumer().to_string())
+                    .increment(1);
+                tracing::debug!(key = %event.key, attempt, error = %e, "transaction conflict, retrying");
+                tokio::time::sleep(CONFLICT_BACKOFF.delay(attempt)).await;
+                Settled::Retry
+            }
+            other => Settled::Return(other),
+        }
+    }
+
+    /// One attempt up to the handler: begins the transaction, claims the key and checks the
+    /// version; says whether the handler runs, or what the outcome already is.
+    async fn begin_attempt<T>(&self, event: &Event) -> Result<Step<DB, T>, Error> {
         if self.duplicate_precheck && self.inbox.is_claimed(&event.key).await? {
-            return Ok(Outcome::Duplicate);
+            return Ok(Step::Done(Outcome::Duplicate));
         }
         let mut tx = self.store.begin().await?;
         if self.inbox.claim(&mut tx, &event.key).await? == Claim::Duplicate {
             // Nothing was written. Dropping the transaction queues its ROLLBACK on the connection,
             // sent when the pool takes it back, so the duplicate is answered without waiting for it.
             drop(tx);
-            return Ok(Outcome::Duplicate);
+            return Ok(Step::Done(Outcome::Duplicate));
         }
         let advance = match &event.entity {
             Some((entity, version)) => {
@@ -275,7 +366,7 @@ impl<DB: Backend> Runner<DB> {
         match advance {
             Some((Advance::Stale { current }, got)) => {
                 tx.commit().await?;
-                return Ok(Outcome::Stale { current, got });
+                return Ok(Step::Done(Outcome::Stale { current, got }));
             }
             Some((Advance::Gap { expected, got }, _)) if self.gap_policy != GapPolicy::Apply => {
                 let consumer = self.consumer().as_str();
@@ -295,12 +386,21 @@ impl<DB: Backend> Runner<DB> {
                         let mut conn = self.store.pool().acquire().await?;
                         DB::park(&mut conn, consumer, event.key.as_str(), now.as_millis()).await?;
                     }
-                    return Ok(held);
+                    return Ok(Step::Done(held));
                 }
             }
             _ => {}
         }
-        let value = handler(&mut tx).await?;
+        Ok(Step::Run { tx, advance })
+    }
+
+    /// Commits the handler's transaction and says how the event was applied.
+    async fn finish<T>(
+        &self,
+        tx: Transaction<'static, DB>,
+        advance: Option<(Advance, Version)>,
+        value: T,
+    ) -> Result<Outcome<T>, Error> {
         tx.commit().await?;
         Ok(match advance {
             Some((Advance::Tie { current }, _)) => Outcome::Tie { value, current },
@@ -312,6 +412,23 @@ impl<DB: Backend> Runner<DB> {
             _ => Outcome::Applied(value),
         })
     }
+}
+
+/// Where an attempt stands after the claim and the version check.
+enum Step<DB: Backend, T> {
+    /// The handler runs in `tx`; `advance` is the version guard's answer.
+    Run {
+        tx: Transaction<'static, DB>,
+        advance: Option<(Advance, Version)>,
+    },
+    /// Settled without the handler: a duplicate, a stale event, a gap held back.
+    Done(Outcome<T>),
+}
+
+/// What [`Runner::settle`] decided.
+enum Settled<T> {
+    Return(Result<Outcome<T>, Error>),
+    Retry,
 }
 
 /// Whether a gap holds its event back under `policy`: `None` to apply it now. `first_seen` is

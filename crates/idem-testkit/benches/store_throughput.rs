@@ -581,15 +581,13 @@ async fn per_event<DB: BenchDb>(
             tokio::spawn(async move {
                 let mut seen = 0usize;
                 while let Some(event) = events.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let id = event.key.as_str();
-                    // The handler owns what it writes: the future may outlive any borrow.
+                    // The handler owns what it writes (`async move`): this task's future must be
+                    // `Send`, which the compiler cannot prove for an async closure that borrows.
+                    let id = event.key.as_str().to_owned();
                     let outcome = runner
-                        .run(event, |tx| {
-                            let id = id.to_owned();
-                            Box::pin(async move {
-                                DB::insert_effect(&mut **tx, &id).await?;
-                                Ok(())
-                            })
+                        .run(event, async move |tx| {
+                            DB::insert_effect(tx, &id).await?;
+                            Ok(())
                         })
                         .await?;
                     let ok = match outcome {
@@ -597,7 +595,12 @@ async fn per_event<DB: BenchDb>(
                         Outcome::Duplicate => expect == Expect::Duplicate,
                         _ => false,
                     };
-                    ensure!(ok, "{id}: {} where {expect:?} was due", outcome.name());
+                    ensure!(
+                        ok,
+                        "{}: {} where {expect:?} was due",
+                        event.key,
+                        outcome.name()
+                    );
                     seen += 1;
                 }
                 anyhow::Ok(seen)

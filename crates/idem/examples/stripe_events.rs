@@ -145,34 +145,24 @@ async fn run(
                 Entity::new(e.object_type.as_str(), e.object_id.as_str())?,
                 Version::timestamp(e.created),
             );
-        let row = (
-            consumer.to_string(),
-            e.object_id.clone(),
-            e.status.clone(),
-            e.kind.clone(),
-            e.id.clone(),
-            e.created,
-        );
+        let consumer_name = consumer.as_str();
         let outcome = runner
-            .run(&event, move |tx| {
-                let row = row.clone();
-                Box::pin(async move {
-                    sqlx::query(
-                        "INSERT INTO stripe_objects (consumer, id, status, event_type, event_id, created) \
-                         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, id) DO UPDATE SET \
-                         status = excluded.status, event_type = excluded.event_type, \
-                         event_id = excluded.event_id, created = excluded.created",
-                    )
-                    .bind(row.0)
-                    .bind(row.1)
-                    .bind(row.2)
-                    .bind(row.3)
-                    .bind(row.4)
-                    .bind(row.5)
-                    .execute(&mut **tx)
-                    .await?;
-                    Ok(())
-                })
+            .run(&event, async |tx| {
+                sqlx::query(
+                    "INSERT INTO stripe_objects (consumer, id, status, event_type, event_id, created) \
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, id) DO UPDATE SET \
+                     status = excluded.status, event_type = excluded.event_type, \
+                     event_id = excluded.event_id, created = excluded.created",
+                )
+                .bind(consumer_name)
+                .bind(&e.object_id)
+                .bind(&e.status)
+                .bind(&e.kind)
+                .bind(&e.id)
+                .bind(e.created)
+                .execute(&mut *tx)
+                .await?;
+                Ok(())
             })
             .await?;
         *counts.entry(outcome.name()).or_default() += 1;

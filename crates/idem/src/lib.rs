@@ -22,7 +22,7 @@
 //!
 //! ```
 //! use idem::sqlx;
-//! use idem::{DedupKey, Entity, Event, EventId, Name, Outcome, Runner, SqliteStore, Version};
+//! use idem::{DedupKey, Entity, Event, EventId, Name, OutboxMessage, Runner, SqliteStore, Version};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,33 +36,38 @@
 //!     .await?;
 //!
 //! let runner = Runner::new(store.clone(), &Name::new("consumer", "billing_v1")?);
+//! let outbox = store.outbox();
 //! let stripe = Name::new("source", "stripe")?;
 //!
 //! // `customer.subscription.updated` (created 1623979266, active) arrives first, then a
 //! // redelivery of it, then the older `customer.subscription.created` (1623979265, incomplete).
 //! let deliveries = [
-//!     ("evt_2", 1_623_979_266, "active"),
-//!     ("evt_2", 1_623_979_266, "active"),
-//!     ("evt_1", 1_623_979_265, "incomplete"),
+//!     ("evt_2", 1_623_979_266, r#"{"id": "sub_1", "status": "active"}"#),
+//!     ("evt_2", 1_623_979_266, r#"{"id": "sub_1", "status": "active"}"#),
+//!     ("evt_1", 1_623_979_265, r#"{"id": "sub_1", "status": "incomplete"}"#),
 //! ];
 //! let mut outcomes = Vec::new();
-//! for (id, created, status) in deliveries {
+//! for (id, created, object) in deliveries {
 //!     let event = Event::new(DedupKey::from_event(&stripe, &EventId::new(id)?))
 //!         .with_entity(Entity::new("subscription", "sub_1")?, Version::timestamp(created));
 //!     let outcome = runner
-//!         .run(&event, |tx| {
-//!             Box::pin(async move {
-//!                 sqlx::query(
-//!                     "INSERT INTO subscriptions (id, status) VALUES ('sub_1', $1) \
-//!                      ON CONFLICT (id) DO UPDATE SET status = excluded.status",
-//!                 )
-//!                 .bind(status)
-//!                 .execute(&mut **tx)
-//!                 .await?;
-//!                 Ok(())
-//!             })
+//!         .run(&event, async |tx| {
+//!             // `?` on any error, here a serde_json::Error
+//!             let object: serde_json::Value = serde_json::from_str(object)?;
+//!             // one transaction for your SQL and for idem's writes: `&mut *tx`
+//!             sqlx::query(
+//!                 "INSERT INTO subscriptions (id, status) VALUES ($1, $2) \
+//!                  ON CONFLICT (id) DO UPDATE SET status = excluded.status",
+//!             )
+//!             .bind(object["id"].as_str())
+//!             .bind(object["status"].as_str())
+//!             .execute(&mut *tx)
+//!             .await?;
+//!             let message = OutboxMessage::new("subscription.changed", object.to_string());
+//!             outbox.enqueue(&mut *tx, &message).await?;
+//!             Ok(())
 //!         })
-//!         .await?;
+//!         .await?; // Err: nothing was committed; answer 5xx / nack so the sender retries
 //!     outcomes.push(outcome.name());
 //! }
 //! assert_eq!(outcomes, ["applied", "duplicate", "stale"]);
@@ -71,15 +76,67 @@
 //!     .fetch_one(store.pool())
 //!     .await?;
 //! assert_eq!(status, "active");
+//! assert_eq!(outbox.list(idem::OutboxStatus::Pending, 10).await?.len(), 1);
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! Inside a handler, `&mut **tx` is the open connection; `?` turns a `sqlx::Error` into an
-//! [`Error`] whose [`kind`](Error::kind) says whether it is retryable, and
-//! [`Error::handler`] wraps the application's own errors. The runner retries conflicts
-//! (serialization failures, deadlocks, SQLITE_BUSY) itself; on any other error nothing was
-//! committed and the delivery should be answered with a 5xx or a nack.
+//! ## Handlers
+//!
+//! A handler is an async closure, `async |tx| { … }`. `tx` is the open transaction's connection
+//! (`&mut SqliteConnection`, `&mut PgConnection`): pass `&mut *tx` to sqlx and to idem's writes
+//! ([`Outbox::enqueue`], [`EffectLedger::enqueue`], [`Inbox::claim`]) alike, as you would with a
+//! transaction of your own from [`Store::begin`]. The handler runs only for a fresh, non-stale
+//! event, and may run more than once (a conflict is retried in a new transaction), so it does
+//! nothing outside the transaction: external calls are effect intents, messages are outbox
+//! rows. It may borrow what it uses from the code around it, as above.
+//!
+//! Where the future must be `Send` (an axum handler, a spawned task), write `async move |tx|`
+//! and let the closure own what it uses, cloning once what the code after it still needs: the
+//! compiler cannot yet prove `Send` for a future whose async closure borrows from its
+//! surroundings (it reports that a borrowed value "does not live long enough", or that an
+//! implementation "is not general enough": rust-lang/rust#138494). The closure's own values are
+//! borrowed by each run, so nothing is cloned per run. `examples/webhook_axum.rs` shows it
+//! ([`_examples`]).
+//!
+//! What the handler's error becomes, and what to answer (branch on [`Error::kind`]):
+//!
+//! | inside the handler | [`Runner::run`] returns | kind | answer the sender |
+//! |---|---|---|---|
+//! | `?` on an application error (`serde_json`, your own type) | [`Error::Handler`] | [`ErrorKind::Handler`], retryable | 5xx / nack: it delivers again |
+//! | `Err(HandlerError::permanent(e))`, `.map_err(HandlerError::permanent)?` | [`Error::Permanent`] | [`ErrorKind::Permanent`] | 4xx / dead letter: it never will apply |
+//! | `?` on a `sqlx::Error` | [`Error::Database`] | [`ErrorKind::Conflict`] (retried by the runner first), `Unavailable` or `Database` | 5xx / nack |
+//! | `?` on an idem [`Error`] | that error | its own | as its kind says |
+//!
+//! The broker consumers, the Kafka processor and the effect worker's apply hook keep their
+//! handler and run it on tasks of their own; write it as the same async closure inside
+//! [`handler!`]: `handler!(async move |tx, delivery: &Delivery| { … })`. A handler of the form
+//! before async closures, `|tx| Box::pin(async move { … })` with `&mut **tx` as the connection,
+//! runs unchanged with [`Runner::run_boxed`].
+//!
+//! ## One handler for every store
+//!
+//! Write `DB: Sql` on a handler or helper generic over the store, and sqlx's queries work on
+//! `&mut *tx` with the common column types, with no other bound ([`Sql`] lists them):
+//!
+//! ```
+//! use idem::{Error, Event, Outcome, Runner, Sql, sqlx};
+//!
+//! /// The application's write, for SQLite, PostgreSQL and any later backend.
+//! async fn activate<DB: Sql>(tx: &mut DB::Connection, id: &str) -> Result<i64, sqlx::Error> {
+//!     sqlx::query("UPDATE subscriptions SET status = 'active' WHERE id = $1")
+//!         .bind(id)
+//!         .execute(&mut *tx)
+//!         .await?;
+//!     sqlx::query_scalar("SELECT COUNT(*) FROM subscriptions WHERE status = 'active'")
+//!         .fetch_one(&mut *tx)
+//!         .await
+//! }
+//!
+//! async fn apply<DB: Sql>(runner: &Runner<DB>, event: &Event, id: &str) -> Result<Outcome<i64>, Error> {
+//!     runner.run(event, async |tx| Ok(activate::<DB>(tx, id).await?)).await
+//! }
+//! ```
 //!
 //! ## On MySQL or MariaDB
 //!
@@ -102,19 +159,17 @@
 //! let runner = Runner::new(store.clone(), &Name::new("consumer", "billing_v1")?);
 //! let event = Event::new(DedupKey::from_event(&Name::new("source", "stripe")?, &EventId::new("evt_1")?));
 //! let outcome = runner
-//!     .run(&event, |tx| {
-//!         Box::pin(async move {
-//!             sqlx::query(
-//!                 "INSERT INTO subscriptions (id, status) VALUES (?, ?) \
-//!                  ON DUPLICATE KEY UPDATE status = ?",
-//!             )
-//!             .bind("sub_1")
-//!             .bind("active")
-//!             .bind("active")
-//!             .execute(&mut **tx)
-//!             .await?;
-//!             Ok(())
-//!         })
+//!     .run(&event, async |tx| {
+//!         sqlx::query(
+//!             "INSERT INTO subscriptions (id, status) VALUES (?, ?) \
+//!              ON DUPLICATE KEY UPDATE status = ?",
+//!         )
+//!         .bind("sub_1")
+//!         .bind("active")
+//!         .bind("active")
+//!         .execute(&mut *tx)
+//!         .await?;
+//!         Ok(())
 //!     })
 //!     .await?;
 //! println!("{}", outcome.name());
@@ -130,7 +185,7 @@
 //! # async fn f(store: idem::PgStore, key: idem::DedupKey) -> Result<(), idem::Error> {
 //! let consumer = idem::Name::new("consumer", "billing_v1")?;
 //! let mut tx = store.begin().await?; // READ COMMITTED; BEGIN IMMEDIATE on SQLite
-//! match store.inbox(&consumer).claim(&mut tx, &key).await? {
+//! match store.inbox(&consumer).claim(&mut *tx, &key).await? {
 //!     idem::Claim::Duplicate => return Ok(()), // acknowledge, do nothing (C3)
 //!     idem::Claim::Fresh => { /* the application's writes with &mut *tx */ }
 //! }
@@ -204,19 +259,20 @@
 //! A charge, an email or an API call cannot join the transaction. Record it as an effect intent
 //! instead, with [`EffectLedger::enqueue`] inside the handler (docs/design.md C2, C6). Its
 //! [`EffectKey`] is derived from the consumer, the event's dedup key and the effect's name, or
-//! is a business intent key such as `charge:order:50266` that every code path shares. After the
-//! commit an [`EffectWorker`] calls the provider at least once, always with that key as the
-//! provider's idempotency key, and stores the outcome: a timeout is `unknown` and retried with the
-//! same key while the provider keeps keys (24 h by default, as Stripe does), then parked for an
-//! operator. Messages for other services go in the same transaction with [`Outbox::enqueue`]; a
-//! relay of `idem-broker` (feature `broker`: `idem::broker`) publishes them to NATS JetStream,
-//! RabbitMQ or HTTP with their stable message ids (C7), and its JetStream and RabbitMQ
+//! is a business intent key such as `charge:order:50266` that every code path shares; what
+//! `enqueue` answers ([`Enqueued`]) says whether the intent is new or was decided before. After
+//! the commit an [`EffectWorker`] calls the provider at least once, always with that key as the
+//! provider's idempotency key, and stores the outcome: a timeout is `unknown` and retried with
+//! the same key while the provider keeps keys (24 h by default, as Stripe does), then parked
+//! for an operator. Messages for other services go in the same transaction with
+//! [`Outbox::enqueue`]; a relay of `idem-broker` (feature `broker`: `idem::broker`) publishes
+//! them to NATS JetStream, RabbitMQ, Kafka or HTTP with their stable message ids (C7), and its
 //! consumers run this same runner and acknowledge only after the commit.
 //!
 //! ```
 //! use idem::{
 //!     CallOutcome, DedupKey, EffectCall, EffectKey, EffectWorker, Enqueued, Event, EventId, Name,
-//!     OutboxMessage, OutboxStatus, Outcome, Runner, SqliteStore,
+//!     Outcome, Runner, SqliteStore,
 //! };
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -232,42 +288,42 @@
 //! let request = br#"{"to":"c@example.com","template":"upgraded"}"#;
 //!
 //! let runner = Runner::new(store.clone(), &consumer);
-//! let (effects, outbox) = (store.effects(), store.outbox());
+//! let effects = store.effects();
 //! for delivery in 1..=2 {
-//!     let (effects, outbox, effect, key) =
-//!         (effects.clone(), outbox.clone(), send_receipt.clone(), key.clone());
 //!     let outcome = runner
-//!         .run(&event, move |tx| {
-//!             let (effects, outbox, effect, key) =
-//!                 (effects.clone(), outbox.clone(), effect.clone(), key.clone());
-//!             Box::pin(async move {
-//!                 // … the application's own writes, with `&mut **tx` …
-//!                 effects.enqueue(tx, &effect, &key, request).await?;
-//!                 let message = OutboxMessage::new("billing.upgraded", br#"{"plan":"pro"}"#.to_vec());
-//!                 outbox.enqueue(tx, &message).await?;
-//!                 Ok(())
-//!             })
+//!         .run(&event, async |tx| {
+//!             // … the application's own writes, with `&mut *tx` …
+//!             match effects.enqueue(&mut *tx, &send_receipt, &key, request).await? {
+//!                 Enqueued::Created | Enqueued::Pending { .. } => {} // sent after the commit
+//!                 Enqueued::Completed { .. } | Enqueued::Failed { .. } => {} // decided before
+//!             }
+//!             Ok(())
 //!         })
 //!         .await?;
-//!     // The second delivery is a duplicate: no second intent, no second message.
+//!     // The second delivery is a duplicate: the handler does not run, no second intent.
 //!     assert_eq!(outcome == Outcome::Duplicate, delivery == 2);
 //! }
 //!
-//! // After the commit, the worker makes the call with the effect key as the idempotency key.
+//! // After the commit, the worker makes the call with the effect key as the idempotency key
+//! // (`examples/effect_provider.rs` calls an HTTP provider). `drain` runs every due effect.
 //! let worker = EffectWorker::new(store.clone(), |call: EffectCall| async move {
-//!     // e.g. POST to the mail provider with `Idempotency-Key: {call.key}`
 //!     CallOutcome::Succeeded(format!("queued as {}", call.key).into_bytes())
 //! });
-//! assert_eq!(worker.run_once().await?.succeeded, 1);
+//! assert_eq!(worker.drain().await?.succeeded, 1);
 //!
 //! // The same key enqueued again (a replay, another code path) gets the stored outcome.
 //! let mut tx = store.begin().await?;
-//! let again = effects.enqueue(&mut tx, &send_receipt, &key, request).await?;
-//! assert!(matches!(again, Enqueued::Completed { .. }));
-//! assert_eq!(outbox.list(OutboxStatus::Pending, 10).await?.len(), 1);
+//! let again = effects.enqueue(&mut *tx, &send_receipt, &key, request).await?;
+//! assert_eq!(again, Enqueued::Completed { outcome: format!("queued as {key}").into_bytes() });
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Examples
+//!
+//! [`_examples`] shows, in full, the programs that `cargo run -p idem --example NAME` runs: a
+//! webhook endpoint with axum, an effect with a real provider call, a NATS JetStream consumer,
+//! a Kafka consumer, and the Stripe corpus of `testdata/`.
 //!
 //! ## Crates
 //!
@@ -275,7 +331,7 @@
 //! |---|---|
 //! | `idem-core` | keys, versions and the C5 rule, leases, retention, clock; no I/O |
 //! | `idem-sql` | the store on SQLite, PostgreSQL and (feature `mysql`) MySQL/MariaDB (sqlx 0.9), migrations, runner, metrics |
-//! | `idem-broker` | NATS JetStream and RabbitMQ consumers, outbox relays (feature `broker`) |
+//! | `idem-broker` | NATS JetStream, RabbitMQ and Kafka consumers, outbox relays (feature `broker`) |
 //! | `idem` | this facade: re-exports `idem-core` and `idem-sql`, and `idem-broker` as `idem::broker` with the `broker` feature |
 //!
 //! Metrics are recorded through the `metrics` facade; their names and meanings are in
@@ -290,9 +346,10 @@ pub use idem_core::{
 #[cfg(feature = "mysql")]
 pub use idem_sql::MySqlStore;
 pub use idem_sql::{
-    Backend, BoxError, BoxFuture, Claim, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_CONNECTIONS, Error,
-    ErrorKind, Event, GcReport, Inbox, LeaseStore, Outcome, PgStore, Runner, SqliteStore, Store,
-    VersionGuard, metric_definitions, sqlx,
+    Backend, BoxError, BoxFuture, BoxedHandler, Claim, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_CONNECTIONS, Error, ErrorKind, Event, GcReport, HandlerError, Inbox, LeaseStore,
+    Outcome, PgStore, Runner, Sql, SqliteStore, Store, VersionGuard, handler, metric_definitions,
+    sqlx,
 };
 
 /// The transactional outbox (`Store::outbox`); relays that publish it are in `idem-broker`.
@@ -321,3 +378,10 @@ pub use idem_sql::{DeadLetter, DeadLetterRecord, DeadLetters};
 /// Errors of `idem-core` (invalid ids, names, ttls, retention, version kinds), also reachable as
 /// [`Error::Invalid`].
 pub use idem_core::Error as RuleError;
+
+pub mod _examples;
+
+/// The README's Rust snippets, compiled as doc tests (`cargo test -p idem --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeSnippets;

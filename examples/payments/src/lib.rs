@@ -471,7 +471,7 @@ fn create_payment<DB: PaymentsDb>(
                 currency: new.currency.to_lowercase(),
             };
             let mut tx = tx.lock().await.map_err(internal)?;
-            DB::insert_payment(&mut **tx, payment.clone())
+            DB::insert_payment(&mut *tx, payment.clone())
                 .await
                 .map_err(internal)?;
             Ok::<_, ApiError>(
@@ -507,11 +507,11 @@ fn create_refund<DB: PaymentsDb>(
             // Lock the payment first, then read its refunds in a later statement: at READ
             // COMMITTED that read sees every refund committed by whoever held the lock before,
             // so concurrent refunds (other keys) cannot together exceed the payment.
-            let exists = DB::lock_payment(&mut **tx, owner.clone(), new.payment_id.clone())
+            let exists = DB::lock_payment(&mut *tx, owner.clone(), new.payment_id.clone())
                 .await
                 .map_err(internal)?;
             let found = if exists {
-                DB::payment(&mut **tx, owner.clone(), new.payment_id.clone())
+                DB::payment(&mut *tx, owner.clone(), new.payment_id.clone())
                     .await
                     .map_err(internal)?
             } else {
@@ -535,7 +535,7 @@ fn create_refund<DB: PaymentsDb>(
                 ));
             }
             let id = new_id("re");
-            DB::insert_refund(&mut **tx, (id.clone(), owner, payment.id.clone(), amount))
+            DB::insert_refund(&mut *tx, (id.clone(), owner, payment.id.clone(), amount))
                 .await
                 .map_err(internal)?;
             Ok((
@@ -571,9 +571,7 @@ fn create_transfer<DB: PaymentsDb>(
                 amount,
                 new.to.clone(),
             );
-            DB::insert_transfer(&mut **tx, row)
-                .await
-                .map_err(internal)?;
+            DB::insert_transfer(&mut *tx, row).await.map_err(internal)?;
             Ok::<_, ApiError>(
                 (
                     StatusCode::CREATED,
@@ -667,12 +665,9 @@ fn stripe_webhook<DB: PaymentsDb>(
         };
         let outcome = app
             .runner
-            .run(&event, move |tx| {
-                let row = row.clone();
-                Box::pin(async move {
-                    DB::upsert_stripe_object(&mut **tx, row).await?;
-                    Ok(())
-                })
+            .run(&event, async move |tx| {
+                DB::upsert_stripe_object(&mut *tx, row.clone()).await?;
+                Ok(())
             })
             .await;
         match outcome {

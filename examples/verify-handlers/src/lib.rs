@@ -3,7 +3,7 @@
 //!
 //! | path | handler | bug, and the mode that finds it |
 //! |---|---|---|
-//! | `/a/…` | [`Flavor::Correct`]: idem inbox + version guard through [`idem_sql::Runner`], ledger rows keyed by event id | none |
+//! | `/a/…` | [`Flavor::Correct`]: idem inbox + version guard through [`idem::Runner`], ledger rows keyed by event id | none |
 //! | `/b/…` | [`Flavor::Increment`]: adds `data.object.amount` to a balance on every delivery | duplicate |
 //! | `/c/…` | [`Flavor::CheckThenInsert`]: `SELECT` "seen?", waits 50 ms, then inserts, outside one transaction | concurrent |
 //! | `/d/…` | [`Flavor::LastWriteWins`]: stores whichever status arrives last | shuffle, replay-later |
@@ -24,10 +24,9 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use idem_core::{DedupKey, Entity, EventId, Name, Timestamp, Version};
+use idem::{DedupKey, Entity, Event, EventId, Name, Runner, SqliteStore, Timestamp, Version, sqlx};
 use idem_http::verify::Verifier;
 use idem_http::verify::stripe::StripeVerifier;
-use idem_sql::{Event, Runner, SqliteStore, sqlx};
 use serde_json::{Value, json};
 
 /// Why the handlers could not start.
@@ -36,7 +35,7 @@ use serde_json::{Value, json};
 pub enum HandlerError {
     /// A database could not be opened or set up.
     #[error("reference handler database: {0}")]
-    Store(#[from] idem_sql::Error),
+    Store(#[from] idem::Error),
     /// A table could not be created.
     #[error("reference handler schema: {0}")]
     Schema(#[from] sqlx::Error),
@@ -117,8 +116,8 @@ impl Flavor {
 
 struct App {
     stores: [SqliteStore; 4],
-    status: Runner<idem_sql::sqlx::Sqlite>,
-    ledger: Runner<idem_sql::sqlx::Sqlite>,
+    status: Runner<idem::sqlx::Sqlite>,
+    ledger: Runner<idem::sqlx::Sqlite>,
     source: Name,
     verifier: Option<StripeVerifier>,
 }
@@ -149,7 +148,7 @@ pub async fn router(dir: &Path, secret: Option<&str>) -> Result<Router, HandlerE
     let verifier = secret
         .map(|s| StripeVerifier::new([s]).map_err(|e| HandlerError::Secret(e.to_string())))
         .transpose()?;
-    let name = |what, value: &str| Name::new(what, value).map_err(idem_sql::Error::from);
+    let name = |what, value: &str| Name::new(what, value).map_err(idem::Error::from);
     let app = App {
         status: Runner::new(stores[0].clone(), &name("consumer", "reference_status")?),
         ledger: Runner::new(stores[0].clone(), &name("consumer", "reference_ledger")?),
@@ -306,31 +305,20 @@ async fn correct(app: &App, event: StripeEvent) -> Response {
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let key = DedupKey::from_event(&app.source, &id);
-    let row = (
-        event.id.clone(),
-        event.object_id.clone(),
-        event.amount,
-        event.status.clone(),
-        event.created,
-    );
-    let ledger_row = row.clone();
+    // Each handler owns what it uses (`async move`): this handler's future must be `Send`.
+    let (event_id, object_id, amount) = (event.id.clone(), event.object_id.clone(), event.amount);
     let ledger = app
         .ledger
-        .run(&Event::new(key.clone()), move |tx| {
-            let (event_id, object_id, amount, _, _) = ledger_row.clone();
-            Box::pin(async move {
-                if let Some(amount) = amount {
-                    sqlx::query(
-                        "INSERT INTO ledger (event_id, object_id, amount) VALUES ($1, $2, $3)",
-                    )
-                    .bind(event_id)
-                    .bind(object_id)
+        .run(&Event::new(key.clone()), async move |tx| {
+            if let Some(amount) = amount {
+                sqlx::query("INSERT INTO ledger (event_id, object_id, amount) VALUES ($1, $2, $3)")
+                    .bind(&event_id)
+                    .bind(&object_id)
                     .bind(amount)
-                    .execute(&mut **tx)
+                    .execute(&mut *tx)
                     .await?;
-                }
-                Ok(())
-            })
+            }
+            Ok(())
         })
         .await;
     let status = match ledger {
@@ -338,22 +326,19 @@ async fn correct(app: &App, event: StripeEvent) -> Response {
             .status
             .run(
                 &Event::new(key).with_entity(entity, Version::timestamp(event.created)),
-                move |tx| {
-                    let (event_id, object_id, _, status, created) = row.clone();
-                    Box::pin(async move {
-                        sqlx::query(
-                            "INSERT INTO objects (id, status, event_id, created) VALUES ($1, $2, $3, $4) \
-                             ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
-                             event_id = excluded.event_id, created = excluded.created",
-                        )
-                        .bind(object_id)
-                        .bind(status)
-                        .bind(event_id)
-                        .bind(created)
-                        .execute(&mut **tx)
-                        .await?;
-                        Ok(())
-                    })
+                async move |tx| {
+                    sqlx::query(
+                        "INSERT INTO objects (id, status, event_id, created) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
+                         event_id = excluded.event_id, created = excluded.created",
+                    )
+                    .bind(&event.object_id)
+                    .bind(&event.status)
+                    .bind(&event.id)
+                    .bind(event.created)
+                    .execute(&mut *tx)
+                    .await?;
+                    Ok(())
                 },
             )
             .await

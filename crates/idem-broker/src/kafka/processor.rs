@@ -20,8 +20,9 @@ use crate::metric_definitions::{
     KAFKA_DEAD_LETTERS_TOTAL, KAFKA_MESSAGES_TOTAL, KAFKA_RETRIES_TOTAL,
 };
 
-/// The application's handler: runs inside the batch's transaction (`&mut **tx` is the
-/// connection) for each fresh, non-stale message, in offset order.
+/// The application's handler, boxed: runs inside the batch's transaction for each fresh,
+/// non-stale message, in offset order. [`idem_sql::handler!`] makes one from an async closure;
+/// `&mut **tx` is the connection when it is written by hand.
 pub type KafkaHandlerFn<DB> = Arc<
     dyn for<'t> Fn(
             &'t mut Transaction<'static, DB>,
@@ -224,6 +225,13 @@ enum Verdict {
     Halt { index: usize, error: String },
 }
 
+/// A handler failure at `index` of the batch, settled in the next attempt.
+struct Failure {
+    index: usize,
+    error: String,
+    permanent: bool,
+}
+
 /// What one attempt at a transaction did.
 enum Attempt {
     Committed(Verdict, KafkaCounts),
@@ -231,6 +239,8 @@ enum Attempt {
     HandlerFailed {
         index: usize,
         error: String,
+        /// The handler marked the error permanent: no retry.
+        permanent: bool,
     },
 }
 
@@ -240,10 +250,18 @@ impl<DB: Backend> KafkaProcessor<DB> {
     /// [`decode_kafka_event`] on header [`MESSAGE_ID_HEADER`], retries with
     /// [`RetryPolicy::default`] and dead-letters poison messages ([`PoisonPolicy::DeadLetter`]).
     ///
-    /// The handler is written `|tx, message| Box::pin(async move { … })`. It may run more than
-    /// once for one message (a conflict retried, a later message of its batch failing), so it
-    /// must do nothing outside the transaction: record external calls with the effect ledger
-    /// ([`idem_sql::EffectLedger::enqueue`]) and messages with the outbox, in `tx`.
+    /// The handler is an async closure in [`idem_sql::handler!`] (`idem::handler!` through the
+    /// facade): `handler!(async move |tx, message: &KafkaMessage| { … })`, where `tx` is the
+    /// transaction's connection (`&mut *tx` for sqlx and idem's writes) and `?` takes any error.
+    /// An error marked [permanent](idem_sql::HandlerError::permanent) settles the message at
+    /// once as the [`PoisonPolicy`] says (a dead letter, or a halt) instead of retrying it. A
+    /// closure written `|tx, message| Box::pin(async move { … })` with `&mut **tx` as the
+    /// connection is taken as it is.
+    ///
+    /// The handler may run more than once for one message (a conflict retried, a later message
+    /// of its batch failing), so it must do nothing outside the transaction: record external
+    /// calls with the effect ledger ([`idem_sql::EffectLedger::enqueue`]) and messages with the
+    /// outbox, in `tx`.
     pub fn new<H>(store: Store<DB>, consumer: &Name, source: Name, handler: H) -> Self
     where
         H: for<'t> Fn(
@@ -329,7 +347,7 @@ impl<DB: Backend> KafkaProcessor<DB> {
         events: &[Result<Event, DecodeError>],
     ) -> Result<Verdict, idem_sql::Error> {
         let mut limit = batch.messages.len();
-        let mut failure: Option<(usize, String)> = None;
+        let mut failure: Option<Failure> = None;
         let mut attempt = 1;
         loop {
             let result = self
@@ -340,10 +358,18 @@ impl<DB: Backend> KafkaProcessor<DB> {
                     self.count(batch.topic(), &counts);
                     return Ok(verdict);
                 }
-                Ok(Attempt::HandlerFailed { index, error }) => {
-                    tracing::warn!(consumer = %self.consumer(), position = %batch.messages[index].position(), %error, "handler failed; settling the messages before it");
+                Ok(Attempt::HandlerFailed {
+                    index,
+                    error,
+                    permanent,
+                }) => {
+                    tracing::warn!(consumer = %self.consumer(), position = %batch.messages[index].position(), %error, permanent, "handler failed; settling the messages before it");
                     limit = index;
-                    failure = Some((index, error));
+                    failure = Some(Failure {
+                        index,
+                        error,
+                        permanent,
+                    });
                 }
                 Err(e) if e.kind() == ErrorKind::Conflict && attempt < DEFAULT_MAX_ATTEMPTS => {
                     tracing::debug!(consumer = %self.consumer(), attempt, error = %e, "transaction conflict, retrying the batch");
@@ -363,7 +389,7 @@ impl<DB: Backend> KafkaProcessor<DB> {
         limit: usize,
         from: i64,
         events: &[Result<Event, DecodeError>],
-        failure: Option<&(usize, String)>,
+        failure: Option<&Failure>,
     ) -> Result<Attempt, idem_sql::Error> {
         let mut tx = self.store.begin().await?;
         let keyed: Vec<DedupKey> = events[start..limit]
@@ -416,12 +442,18 @@ impl<DB: Backend> KafkaProcessor<DB> {
                     return Ok(Attempt::HandlerFailed {
                         index,
                         error: e.to_string(),
+                        permanent: e.kind() == ErrorKind::Permanent,
                     });
                 }
             }
         }
         let fence = &batch.fence;
-        let Some((index, error)) = failure else {
+        let Some(Failure {
+            index,
+            error,
+            permanent,
+        }) = failure
+        else {
             self.offsets
                 .advance_in(&mut tx, fence, from, batch.end())
                 .await?;
@@ -438,7 +470,7 @@ impl<DB: Backend> KafkaProcessor<DB> {
             .offsets
             .record_failure_in(&mut tx, fence, failed.offset, error)
             .await?;
-        let verdict = if !self.retry.exhausted(attempts) {
+        let verdict = if !*permanent && !self.retry.exhausted(attempts) {
             Verdict::Retry { index, attempts }
         } else if self.poison == PoisonPolicy::Halt {
             Verdict::Halt {

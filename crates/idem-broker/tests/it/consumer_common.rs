@@ -58,8 +58,18 @@ pub(crate) async fn write_effect<DB: AppDb>(
     event: &str,
     delivered: u32,
 ) -> Result<(), idem_sql::Error> {
+    write_effect_on::<DB>(tx, consumer, event, delivered).await
+}
+
+/// [`write_effect`] on the transaction's connection, as a handler of `idem_sql::handler!` has it.
+pub(crate) async fn write_effect_on<DB: AppDb>(
+    tx: &mut DB::Connection,
+    consumer: &str,
+    event: &str,
+    delivered: u32,
+) -> Result<(), idem_sql::Error> {
     DB::execute(
-        &mut **tx,
+        tx,
         "INSERT INTO consumer_effects (consumer, event, delivered) VALUES ($1, $2, $3)",
         vec![
             Value::from(consumer),

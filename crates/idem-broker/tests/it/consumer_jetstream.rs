@@ -556,6 +556,65 @@ async fn failing_handler_is_dead_lettered_after_n_deliveries<DB: AppDb>(store: S
     fx.delete().await;
 }
 
+// A handler written as an async closure (`handler!`) that marks an error permanent: the message
+// is dead-lettered on its first delivery, not after the retry policy's N, and the next message
+// is applied; the handler's write for the failed one was rolled back.
+both_stores!(permanent_handler_error_is_dead_lettered_at_once);
+async fn permanent_handler_error_is_dead_lettered_at_once<DB: AppDb>(store: Store<DB>) {
+    create_effects_table(&store).await;
+    let fx = Fixture::new("permanent", Duration::from_secs(5)).await;
+    let consumer = consumer_name("permanent");
+    let calls = Arc::new(AtomicU32::new(0));
+    let (owner, counted) = (consumer.to_string(), Arc::clone(&calls));
+    let processor = Processor::new(
+        store.clone(),
+        Runner::new(store.clone(), &consumer),
+        Name::new("source", "orders").unwrap(),
+        idem_sql::handler!(async move |tx, delivery: &Delivery| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let event = delivery.message_id.as_deref().unwrap_or_default();
+            write_effect_on::<DB>(&mut *tx, &owner, event, delivery.delivered).await?;
+            let _order: serde_json::Value = serde_json::from_slice(&delivery.payload)
+                .map_err(idem_sql::HandlerError::permanent)?;
+            Ok(())
+        }),
+    )
+    .retry(RetryPolicy::new(5, vec![Duration::from_millis(100)]).unwrap());
+    let stats = processor.stats();
+    let (_client, pull) = fx.pull().await;
+    let (stop, shutdown) = shutdown_pair();
+    let run = tokio::spawn(
+        JetStreamConsumer::new(pull, processor)
+            .unwrap()
+            .run(shutdown),
+    );
+    fx.publish("msg-bad", "{not json").await;
+    fx.publish("msg-good", r#"{"id":"o1"}"#).await;
+    wait_for(&stats, Duration::from_secs(20), |c| {
+        c.dead_lettered == 1 && c.applied == 1
+    })
+    .await;
+    stop.notify_one();
+    run.await.unwrap().expect("consumer stops cleanly");
+
+    assert_eq!(stats.get().retried, 0, "a permanent error is not retried");
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "one run per message");
+    let letters = store.dead_letters().list(&consumer, 10).await.unwrap();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0].event_id.as_deref(), Some("msg-bad"));
+    assert_eq!(letters[0].delivery_count, 1);
+    assert!(
+        letters[0].error.contains("permanently"),
+        "{}",
+        letters[0].error
+    );
+    assert_eq!(effect_rows_for(&store, &consumer, "msg-bad").await, 0);
+    assert_eq!(effect_rows_for(&store, &consumer, "msg-good").await, 1);
+    let (pending, ack_pending, _) = fx.pending().await;
+    assert_eq!((pending, ack_pending), (0, 0), "both settled");
+    fx.delete().await;
+}
+
 // Several messages in flight at once on PostgreSQL, each event published twice: every event
 // applied exactly once, every copy a duplicate, and more than one transaction open at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -398,6 +398,56 @@ async fn poison_message_is_dead_lettered_and_its_partition_goes_on<DB: AppDb>(st
     assert_eq!((row.next_offset, row.attempts), (Some(10), 0));
 }
 
+/// A handler written as an async closure (`handler!`) that marks its error for the poison
+/// message permanent: dead-lettered on its first delivery (not after the retry policy's three),
+/// the partition goes on.
+async fn permanent_error_is_dead_lettered_at_once<DB: AppDb>(store: Store<DB>) {
+    kept();
+    let (topic, ends) = poisoned_topic().await;
+    kafka::create_app_tables(&store).await;
+    let consumer = consumer_name("permanent");
+    let calls = Arc::new(AtomicU64::new(0));
+    let (owner, counted) = (consumer.to_string(), Arc::clone(&calls));
+    let processor = KafkaProcessor::new(
+        store.clone(),
+        &consumer,
+        Name::new("source", "orders").unwrap(),
+        idem_sql::handler!(async move |tx, message: &KafkaMessage| {
+            if message.payload() == b"poison" {
+                counted.fetch_add(1, Ordering::SeqCst);
+                return Err(idem_sql::HandlerError::permanent("poison never parses"));
+            }
+            kafka::write_effect_on::<DB>(&mut *tx, &owner, "m", message).await?;
+            Ok(())
+        }),
+    )
+    .retry(retry_three_times());
+    let messages = processor.stats();
+    let running = start(&store, &consumer, &topic, processor, "m").await;
+    kafka::wait_settled(&store, &consumer, &topic, &ends, WAIT).await;
+    running.stop().await;
+
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "one delivery of the poison"
+    );
+    let letters = store.dead_letters().list(&consumer, 10).await.unwrap();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0].delivery_count, 1);
+    assert!(
+        letters[0].error.contains("poison never parses"),
+        "{}",
+        letters[0].error
+    );
+    let counts = messages.get();
+    assert_eq!(
+        (counts.applied, counts.dead_lettered, counts.retried),
+        (14, 1, 0)
+    );
+    assert_eq!(kafka::output(&store, &consumer).await.rows, 14);
+}
+
 /// Under [`PoisonPolicy::Halt`] the partition stops at the poison message (offset, failure
 /// count and error stored; its lag reported) while the other partition is applied; a restart
 /// with a fixed handler applies it and the rest.
@@ -612,5 +662,6 @@ all_stores!(
     republished_messages_are_applied_once,
     poison_message_is_dead_lettered_and_its_partition_goes_on,
     poison_message_halts_its_partition_when_told_to,
+    permanent_error_is_dead_lettered_at_once,
     members_share_partitions_and_hand_them_over,
 );

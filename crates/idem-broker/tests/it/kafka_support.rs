@@ -262,10 +262,20 @@ pub(crate) async fn write_effect<DB: AppDb>(
     writer: &str,
     message: &KafkaMessage,
 ) -> Result<(), idem_sql::Error> {
+    write_effect_on::<DB>(tx, consumer, writer, message).await
+}
+
+/// [`write_effect`] on the transaction's connection, as a handler of `idem_sql::handler!` has it.
+pub(crate) async fn write_effect_on<DB: AppDb>(
+    tx: &mut DB::Connection,
+    consumer: &str,
+    writer: &str,
+    message: &KafkaMessage,
+) -> Result<(), idem_sql::Error> {
     let event = String::from_utf8_lossy(message.payload()).into_owned();
     let partition = i64::from(message.partition);
     DB::execute(
-        &mut **tx,
+        &mut *tx,
         INSERT_EFFECT,
         vec![
             Value::from(consumer),
@@ -278,7 +288,7 @@ pub(crate) async fn write_effect<DB: AppDb>(
     )
     .await?;
     DB::execute(
-        &mut **tx,
+        &mut *tx,
         DB::dialect(CHECK_ORDER, CHECK_ORDER_MYSQL),
         vec![
             Value::from(consumer),

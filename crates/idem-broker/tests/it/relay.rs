@@ -303,7 +303,7 @@ async fn consume_all<DB: AppDb>(store: &Store<DB>, stream: &stream::Stream) -> D
             .expect("every relayed message carries Nats-Msg-Id");
         let key = DedupKey::from_event(&source, &EventId::new(msg_id.clone()).unwrap());
         let outcome = runner
-            .run(&Event::new(key), |tx| {
+            .run_boxed(&Event::new(key), |tx| {
                 let msg_id = msg_id.clone();
                 Box::pin(async move {
                     DB::execute(

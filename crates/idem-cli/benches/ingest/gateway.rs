@@ -48,7 +48,7 @@ impl Serve {
         }
         let path = dir.join(format!("bench-{port}.toml"));
         std::fs::write(&path, config).expect("write the configuration");
-        let child = Command::new(env!("CARGO_BIN_EXE_idem"))
+        let child = Command::new(idem_binary())
             .args(["--config", path.to_str().expect("UTF-8 path"), "serve"])
             .env("BENCH_SECRET", SECRET)
             .env("APP_SECRET", APP_SECRET)
@@ -181,4 +181,11 @@ impl App {
     pub(crate) fn arrived(&self) -> HashMap<String, Instant> {
         self.arrived.lock().expect("not poisoned").clone()
     }
+}
+
+/// The `idem` binary under test: `IDEM_BENCH_IDEM` when set (to compare another build's binary
+/// with this one in back-to-back runs of the same harness), else the one cargo built with the
+/// bench.
+fn idem_binary() -> std::ffi::OsString {
+    std::env::var_os("IDEM_BENCH_IDEM").unwrap_or_else(|| env!("CARGO_BIN_EXE_idem").into())
 }

@@ -22,7 +22,8 @@
 //! Environment: `IDEM_BENCH_SECS` (closed-loop load per setting, default 8), `IDEM_BENCH_STEP_SECS`
 //! (each open-loop step, default 30), `IDEM_BENCH_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`; empty skips PostgreSQL), `IDEM_BENCH_SQLITE=0`
-//! skips the SQLite gateway runs (to study PostgreSQL alone).
+//! skips the SQLite gateway runs (to study PostgreSQL alone), `IDEM_BENCH_IDEM` (the `idem` binary to
+//! run instead of the one built with the bench: a base build's, to compare two builds back to back).
 
 mod baselines;
 mod cpu;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum_core::extract::FromRequestParts;
 use idem_core::{Acquire, FencingToken, LeaseKey, RetentionPolicy, Timestamp, Ttl};
-use idem_sql::sqlx::{self, Pool, Postgres, Sqlite, Transaction};
+use idem_sql::sqlx::{self, Database, Pool, Postgres, Sqlite, Transaction};
 use idem_sql::{Backend, ErrorKind, LeaseStore, Store};
 use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
@@ -232,7 +232,8 @@ impl<DB: SqlBackend> TransactionalStore for SqlStore<DB> {
 /// MySQL).
 ///
 /// An axum extractor (or read it from the request's extensions). Lock it for each use and do
-/// not keep the guard past the handler's return:
+/// not keep the guard past the handler's return; the guard is the transaction's connection,
+/// `&mut *tx` for sqlx and for idem's writes, as in a runner's handler:
 ///
 /// ```no_run
 /// use idem_sql::sqlx::{self, Sqlite};
@@ -241,7 +242,7 @@ impl<DB: SqlBackend> TransactionalStore for SqlStore<DB> {
 /// async fn create_payment(tx: Tx<Sqlite>) -> Result<&'static str, String> {
 ///     let mut tx = tx.lock().await.map_err(|e| e.to_string())?;
 ///     sqlx::query("INSERT INTO payments (id, amount) VALUES ('p1', 10)")
-///         .execute(&mut **tx)
+///         .execute(&mut *tx)
 ///         .await
 ///         .map_err(|e| e.to_string())?;
 ///     Ok("created")
@@ -270,9 +271,14 @@ impl<DB: Backend> std::fmt::Debug for Tx<DB> {
 #[error("the request's transaction has already been committed or rolled back")]
 pub struct TxFinished;
 
-/// Exclusive use of the request's transaction, from [`Tx::lock`]: `&mut **guard` is the
-/// connection. Owned (it holds no borrow of the `Tx`), so it can be kept across awaits.
+/// Exclusive use of the request's transaction, from [`Tx::lock`]: the transaction's connection,
+/// `&mut *guard` for sqlx and idem's writes. Owned (it holds no borrow of the `Tx`), so it can
+/// be kept across awaits.
 pub type TxGuard<DB> =
+    OwnedMappedMutexGuard<Option<Transaction<'static, DB>>, <DB as Database>::Connection>;
+
+/// The transaction itself, for the layer's own claim and completion.
+type TransactionGuard<DB> =
     OwnedMappedMutexGuard<Option<Transaction<'static, DB>>, Transaction<'static, DB>>;
 
 impl<DB: Backend> Tx<DB> {
@@ -286,9 +292,14 @@ impl<DB: Backend> Tx<DB> {
     pub fn lock(&self) -> impl Future<Output = Result<TxGuard<DB>, TxFinished>> + Send + 'static {
         let mutex = Arc::clone(&self.0);
         async move {
-            OwnedMutexGuard::try_map(mutex.lock_owned().await, Option::as_mut)
+            OwnedMutexGuard::try_map(mutex.lock_owned().await, Option::as_deref_mut)
                 .map_err(|_| TxFinished)
         }
+    }
+
+    async fn lock_transaction(&self) -> Result<TransactionGuard<DB>, TxFinished> {
+        let guard = Arc::clone(&self.0).lock_owned().await;
+        OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| TxFinished)
     }
 
     async fn take(&self) -> Option<Transaction<'static, DB>> {
@@ -335,7 +346,7 @@ impl<DB: SqlBackend> OpenTransaction for SqlTransaction<DB> {
             let key = lease_key(scope)?;
             let mut tx = self
                 .tx
-                .lock()
+                .lock_transaction()
                 .await
                 .map_err(|e| StoreError::Backend(e.into()))?;
             match DB::claim_in(&self.leases, &mut tx, &key, fingerprint.as_bytes(), lease).await {

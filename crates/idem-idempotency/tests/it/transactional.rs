@@ -135,7 +135,7 @@ fn write<DB: AppDb>(
         let fail = |e: String| (StatusCode::INTERNAL_SERVER_ERROR, e).into_response();
         let mut tx = tx.lock().await.map_err(|e| fail(e.to_string()))?;
         DB::execute(
-            &mut **tx,
+            &mut *tx,
             INSERT,
             vec![Value::from(app.ns.as_str()), Value::from(id)],
         )
@@ -464,7 +464,7 @@ async fn the_handler_runs_with_its_own_lock_timeout_and_an_idle_limit_of_the_lea
                     "SELECT current_setting('lock_timeout'), \
                      current_setting('idle_in_transaction_session_timeout')",
                 )
-                .fetch_one(&mut **tx)
+                .fetch_one(&mut *tx)
                 .await
                 .unwrap();
                 seen.lock().unwrap().push(settings);
@@ -585,7 +585,7 @@ async fn the_handler_and_the_pool_keep_the_sessions_own_lock_wait() {
                 let mut tx = tx.lock().await.unwrap();
                 let wait: i64 =
                     sqlx::query_scalar("SELECT CAST(@@SESSION.innodb_lock_wait_timeout AS SIGNED)")
-                        .fetch_one(&mut **tx)
+                        .fetch_one(&mut *tx)
                         .await
                         .unwrap();
                 seen.lock().unwrap().push(wait);

@@ -2,11 +2,11 @@
 //! operators.
 
 use idem_core::{EffectKey, Name};
-use sqlx::Transaction;
 
 use super::{EffectRecord, EffectStatus, Enqueued, Resolution};
 use crate::backend::Backend;
 use crate::backend::effect_ops::Resolve;
+use crate::error::in_transaction;
 use crate::metric_definitions::EFFECTS_ENQUEUED_TOTAL;
 use crate::{Error, Store};
 
@@ -42,29 +42,33 @@ impl<DB: Backend> EffectLedger<DB> {
 
     /// Records the intent to run `effect` with `request` (any bytes, passed to the provider as
     /// is) under `key`, inside the caller's open transaction, with `INSERT … ON CONFLICT DO
-    /// NOTHING` (no read before the write, C1).
+    /// NOTHING` (no read before the write, C1). `tx` is that transaction's connection: `&mut *tx`,
+    /// as for sqlx (inside [`Runner::run`](crate::Runner::run)'s handler, and on a transaction
+    /// from [`Store::begin`] alike).
     ///
     /// Returns [`Enqueued::Created`] for a new key. For a key already in the ledger (committed,
     /// or committed by a concurrent transaction this one waited for on PostgreSQL or MySQL) with the same
     /// effect name and the same request bytes, nothing is written and the answer is what is
     /// stored: [`Enqueued::Completed`] with the outcome, [`Enqueued::Failed`], or
-    /// [`Enqueued::Pending`] with the status. Counts `idem_effects_enqueued_total{effect,
+    /// [`Enqueued::Pending`] with the status. [`Enqueued`] says what each means for the handler. Counts `idem_effects_enqueued_total{effect,
     /// outcome}` with outcome `created`, `existing` or `conflict` (counted when called, whether or
     /// not the transaction later commits).
     ///
     /// # Errors
     /// [`Error::EffectConflict`] (kind [`InvalidInput`](crate::ErrorKind::InvalidInput)) when the
     /// key was enqueued with another effect name or other request bytes: one key names one
-    /// request. Nothing is written; the transaction stays usable. [`Error::Database`], of kind
+    /// request. Nothing is written; the transaction stays usable. [`Error::NoTransaction`] when
+    /// `tx` has no transaction open (a pooled connection): the intent would commit on its own. [`Error::Database`], of kind
     /// [`Conflict`](crate::ErrorKind::Conflict) on a serialization failure, deadlock or
     /// SQLITE_BUSY; [`Error::CorruptRow`] when the stored row holds a value idem never writes.
     pub async fn enqueue(
         &self,
-        tx: &mut Transaction<'_, DB>,
+        tx: &mut DB::Connection,
         effect: &Name,
         key: &EffectKey,
         request: &[u8],
     ) -> Result<Enqueued, Error> {
+        in_transaction(tx, "EffectLedger::enqueue")?;
         let now = self.store.now().as_millis();
         let count = |outcome: &'static str| {
             metrics::counter!(EFFECTS_ENQUEUED_TOTAL, "effect" => effect.to_string(), "outcome" => outcome)

@@ -158,31 +158,63 @@ impl EffectRecord {
     }
 }
 
-/// What [`EffectLedger::enqueue`] found for the key.
+/// What [`EffectLedger::enqueue`] found for the key, and what it means for the handler.
+///
+/// For a key derived from the event ([`EffectKey::derive`]), a handler runs once per event, so
+/// it sees [`Created`](Self::Created); the other answers come with business intent keys that
+/// several code paths share (`charge:order:50266`), and with replays. In every case the handler
+/// commits: there is nothing to undo, and no call to make itself.
+///
+/// ```no_run
+/// # async fn f(tx: &mut idem_sql::sqlx::SqliteConnection, effects: idem_sql::EffectLedger<idem_sql::sqlx::Sqlite>,
+/// #     effect: idem_core::Name, key: idem_core::EffectKey) -> Result<(), idem_sql::Error> {
+/// use idem_sql::Enqueued;
+/// match effects.enqueue(&mut *tx, &effect, &key, b"{}").await? {
+///     // the worker calls the provider after the commit
+///     Enqueued::Created | Enqueued::Pending { .. } => {}
+///     // done before: use its answer here if the handler needs it (a charge id, say)
+///     Enqueued::Completed { outcome } => println!("already sent: {}", String::from_utf8_lossy(&outcome)),
+///     // an operator decided it must not happen: record that, if the application cares
+///     Enqueued::Failed { reason } => println!("will not be sent: {reason}"),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
+#[must_use = "`Completed` carries the outcome of the effect run before; match it, or `let _ =` when only new intents matter"]
 pub enum Enqueued {
     /// A new intent, pending; it becomes visible to workers when the caller's transaction
-    /// commits (and disappears if it rolls back).
+    /// commits (and disappears if it rolls back). The handler has nothing more to do: the
+    /// worker makes the call.
     Created,
     /// The same effect with the same request was enqueued before and has not succeeded:
     /// nothing was written. `status` says where it is (pending, running, unknown, parked, dead).
+    /// For the handler it is as good as [`Created`](Self::Created): the earlier intent will run
+    /// (or waits for an operator, if parked or dead), and no second one is made.
     Pending {
         /// The stored status.
         status: EffectStatus,
     },
     /// The same effect with the same request succeeded before: here is the stored outcome;
-    /// nothing was written and the provider will not be called again.
+    /// nothing was written and the provider will not be called again. The handler may use the
+    /// outcome (the provider's answer, a charge id) as if it had made the call now.
     Completed {
         /// The provider's answer as stored.
         outcome: Vec<u8>,
     },
     /// The same effect with the same request was resolved as failed by an operator: nothing was
-    /// written and it will not run again.
+    /// written and it will not run again. The handler decides whether that matters to its own
+    /// writes (say, mark the order as not receipted).
     Failed {
         /// The operator's reason.
         reason: String,
     },
+}
+
+impl Enqueued {
+    /// Whether a new intent was written ([`Created`](Self::Created)).
+    pub fn is_created(&self) -> bool {
+        matches!(self, Self::Created)
+    }
 }
 
 /// An operator's decision on a parked or dead effect ([`EffectLedger::resolve`]).

@@ -106,7 +106,8 @@ pub struct Applied {
     pub outcome: Vec<u8>,
 }
 
-/// What one [`EffectWorker::run_once`] did, by the status each effect was left in.
+/// What one [`EffectWorker::run_once`] (or, added up, [`EffectWorker::drain`]) did, by the
+/// status each effect was left in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WorkerReport {
@@ -128,6 +129,19 @@ pub struct WorkerReport {
     /// Results not stored because the store failed (logged; the lease lapses and the effect
     /// runs again with the same key).
     pub errors: u64,
+}
+
+impl WorkerReport {
+    fn add(&mut self, round: &WorkerReport) {
+        self.claimed += round.claimed;
+        self.succeeded += round.succeeded;
+        self.failed += round.failed;
+        self.unknown += round.unknown;
+        self.parked += round.parked;
+        self.dead += round.dead;
+        self.fenced += round.fenced;
+        self.errors += round.errors;
+    }
 }
 
 type ApplyHook<DB> = dyn for<'t> Fn(&'t mut Transaction<'static, DB>, &'t Applied) -> BoxFuture<'t, Result<(), Error>>
@@ -265,7 +279,9 @@ impl<DB: Backend> EffectWorker<DB> {
 
     /// Runs `hook` in the transaction that stores a success, after the fenced write of the
     /// outcome and before the commit: a local write such as crediting a balance commits with the
-    /// outcome, or neither does. Written as `|tx, applied| Box::pin(async move { … })`.
+    /// outcome, or neither does. Written as an async closure in [`handler!`](crate::handler):
+    /// `.apply(handler!(async move |tx, applied: &Applied| { … }))`, or as
+    /// `|tx, applied| Box::pin(async move { … })` (`&mut **tx` is the connection).
     ///
     /// When the hook returns an error the transaction rolls back (no outcome, no local write);
     /// the effect is marked unknown (as the local half is undone and the provider's result is not
@@ -391,6 +407,37 @@ impl<DB: Backend> EffectWorker<DB> {
             }
         }
         Ok(report)
+    }
+
+    /// Runs rounds ([`run_once`](Self::run_once)) until one finds nothing due, and returns the
+    /// totals: the worker run until idle, for tests and for a one-off job. What it leaves is not
+    /// due yet: a retryable failure or an unknown result waits for its backoff, a call whose
+    /// lease another worker holds for that lease. A test that wants those too advances the
+    /// store's clock ([`ManualClock`](idem_core::ManualClock)) past the wait and drains again.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem_sql::SqliteStore) -> Result<(), idem_sql::Error> {
+    /// use idem_sql::{CallOutcome, EffectCall, EffectWorker};
+    /// let worker = EffectWorker::new(store.clone(), |call: EffectCall| async move {
+    ///     CallOutcome::Succeeded(call.request)
+    /// });
+    /// let report = worker.drain().await?;
+    /// assert_eq!(report.succeeded, report.claimed);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`run_once`](Self::run_once): the first round that fails stops the drain; the rounds
+    /// before it were stored.
+    pub async fn drain(&self) -> Result<WorkerReport, Error> {
+        let mut total = WorkerReport::default();
+        loop {
+            let round = self.run_once().await?;
+            total.add(&round);
+            if round.claimed == 0 {
+                return Ok(total);
+            }
+        }
     }
 
     /// Runs rounds until `shutdown` completes: another round at once after a round that claimed

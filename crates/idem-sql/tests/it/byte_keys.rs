@@ -28,11 +28,8 @@ async fn ids_differing_in_case_or_trailing_space_are_different_events<DB: AppDb>
         for id in IDS {
             let name = consumer.to_string();
             let outcome = runner
-                .run(&event(id), |tx| {
-                    let (name, id) = (name.clone(), id.to_owned());
-                    Box::pin(async move {
-                        support::write_effect::<DB>(&mut **tx, &name, &id, "applied").await
-                    })
+                .run(&event(id), async |tx| {
+                    Ok(support::write_effect::<DB>(&mut *tx, &name, id, "applied").await?)
                 })
                 .await
                 .unwrap();

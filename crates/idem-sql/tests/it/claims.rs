@@ -31,7 +31,7 @@ async fn concurrent_deliveries_apply_once<DB: AppDb>(store: Store<DB>) {
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             runner
-                .run(&event, |tx| {
+                .run_boxed(&event, |tx| {
                     handler_runs.fetch_add(1, Ordering::SeqCst);
                     let name = name.clone();
                     Box::pin(async move {
@@ -111,7 +111,7 @@ async fn duplicate_after_commit_is_counted<DB: AppDb>(store: Store<DB>) {
 
     for expected in [Outcome::Applied(()), Outcome::Duplicate] {
         let outcome = runner
-            .run(&event, |tx| {
+            .run_boxed(&event, |tx| {
                 handler_runs.fetch_add(1, Ordering::SeqCst);
                 let name = c.to_owned();
                 Box::pin(async move {
@@ -147,7 +147,7 @@ async fn failing_handler_rolls_back<DB: AppDb>(store: Store<DB>) {
     );
 
     let err = runner
-        .run(&event, |tx| {
+        .run_boxed(&event, |tx| {
             let name = c.to_owned();
             Box::pin(async move {
                 support::write_effect::<DB>(&mut **tx, &name, "evt_boom", "before boom").await?;
@@ -167,7 +167,7 @@ async fn failing_handler_rolls_back<DB: AppDb>(store: Store<DB>) {
     );
 
     let outcome = runner
-        .run(&event, |tx| {
+        .run_boxed(&event, |tx| {
             let name = c.to_owned();
             Box::pin(async move {
                 support::write_effect::<DB>(&mut **tx, &name, "evt_boom", "retry").await
@@ -197,7 +197,7 @@ async fn panicking_handler_rolls_back<DB: AppDb>(store: Store<DB>) {
         let (runner, event, name) = (runner.clone(), event.clone(), consumer.to_string());
         tokio::spawn(async move {
             runner
-                .run(&event, |tx| {
+                .run_boxed(&event, |tx| {
                     let name = name.clone();
                     Box::pin(async move {
                         support::write_effect::<DB>(&mut **tx, &name, "evt_panic", "written")
@@ -219,7 +219,7 @@ async fn panicking_handler_rolls_back<DB: AppDb>(store: Store<DB>) {
 
     let c = consumer.as_str();
     let outcome = runner
-        .run(&event, |tx| {
+        .run_boxed(&event, |tx| {
             let name = c.to_owned();
             Box::pin(async move {
                 support::write_effect::<DB>(&mut **tx, &name, "evt_panic", "retry").await
@@ -254,7 +254,7 @@ async fn precheck_keeps_claims_exclusive<DB: AppDb>(store: Store<DB>) {
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             runner
-                .run(&event, |tx| {
+                .run_boxed(&event, |tx| {
                     handler_runs.fetch_add(1, Ordering::SeqCst);
                     let name = name.clone();
                     Box::pin(async move {
@@ -283,7 +283,7 @@ async fn precheck_keeps_claims_exclusive<DB: AppDb>(store: Store<DB>) {
     let before = duplicates();
     assert_eq!(
         runner
-            .run(&event, |_tx| Box::pin(async { Ok(()) }))
+            .run_boxed(&event, |_tx| Box::pin(async { Ok(()) }))
             .await
             .unwrap(),
         Outcome::Duplicate
@@ -500,7 +500,7 @@ async fn postgres_claims_use_read_committed_over_a_serializable_default() {
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             runner
-                .run(&Event::new(stripe_key("evt_A")), |_tx| {
+                .run_boxed(&Event::new(stripe_key("evt_A")), |_tx| {
                     Box::pin(async { Ok(()) })
                 })
                 .await

@@ -191,7 +191,7 @@ async fn apply<DB: AppDb>(
         Version::sequence(delivery.sequence),
     );
     let outcome = runner
-        .run(&event, |tx| {
+        .run_boxed(&event, |tx| {
             let (event_id, entity_id) = (event_id.clone(), entity_id.clone());
             Box::pin(async move {
                 DB::execute(

@@ -150,7 +150,7 @@ async fn mutated_redelivery_is_a_duplicate<DB: AppDb>(store: Store<DB>) {
         for (delivery, expected) in [(event.clone(), true), (mutate(event, &m), false)] {
             let id = delivery["id"].as_str().unwrap().to_owned();
             let outcome = runner
-                .run(&Event::new(key_of(&delivery)), |tx| {
+                .run_boxed(&Event::new(key_of(&delivery)), |tx| {
                     let (c, id) = (c.clone(), id.clone());
                     Box::pin(async move {
                         support::write_effect::<DB>(&mut **tx, &c, &id, "applied").await

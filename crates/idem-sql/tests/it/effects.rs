@@ -273,7 +273,7 @@ async fn email_is_retried_until_sent_and_the_upgrade_applied_once<DB: AppDb>(sto
         let ledger = store.effects();
         async move {
             runner
-                .run(&event, move |tx| {
+                .run_boxed(&event, move |tx| {
                     let (billing, effect, key, request, ledger) = (
                         billing.clone(),
                         effect.clone(),
@@ -546,7 +546,7 @@ async fn recharge_intent_is_written_before_the_call<DB: AppDb>(store: Store<DB>)
                 &EventId::new(event_id).unwrap(),
             ));
             runner
-                .run(&event, move |tx| {
+                .run_boxed(&event, move |tx| {
                     let (billing, recharge, ledger, intent) = (
                         billing.clone(),
                         recharge.clone(),

@@ -16,7 +16,7 @@ async fn failing_statement_is_not_retried<DB: AppDb>(store: Store<DB>) {
     let runner = Runner::new(store.clone(), &consumer("permanent_error"));
     let runs = Arc::new(AtomicUsize::new(0));
     let result = runner
-        .run(&Event::new(stripe_key("evt_22021")), |tx| {
+        .run_boxed(&Event::new(stripe_key("evt_22021")), |tx| {
             runs.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move {
                 DB::execute(&mut **tx, "SELECT convert_from('\\xff', 'UTF8')", vec![]).await?;

@@ -27,7 +27,7 @@ fn order_event(consumer: &Name, seq: i64) -> Event {
 async fn deliver<DB: AppDb>(runner: &Runner<DB>, seq: i64) -> Result<Outcome<()>, idem_sql::Error> {
     let name = runner.consumer().to_string();
     runner
-        .run(&order_event(runner.consumer(), seq), |tx| {
+        .run_boxed(&order_event(runner.consumer(), seq), |tx| {
             let name = name.clone();
             Box::pin(async move {
                 support::write_effect::<DB>(&mut **tx, &name, &format!("seq-{seq}"), "applied")
@@ -189,7 +189,7 @@ async fn events_without_entity_skip_the_guard<DB: AppDb>(store: Store<DB>) {
     let c = consumer.to_string();
     for id in ["evt_plain_1", "evt_plain_2", "evt_plain_3"] {
         let outcome = runner
-            .run(&Event::new(support::stripe_key(id)), |tx| {
+            .run_boxed(&Event::new(support::stripe_key(id)), |tx| {
                 let c = c.clone();
                 Box::pin(async move { support::write_effect::<DB>(&mut **tx, &c, id, "x").await })
             })
@@ -201,7 +201,7 @@ async fn events_without_entity_skip_the_guard<DB: AppDb>(store: Store<DB>) {
     // With an entity at sequence 7 stored, an entity-less event is still simply applied.
     assert_eq!(deliver(&runner, 7).await.unwrap(), Outcome::Applied(()));
     let outcome = runner
-        .run(&Event::new(support::stripe_key("evt_plain_4")), |_tx| {
+        .run_boxed(&Event::new(support::stripe_key("evt_plain_4")), |_tx| {
             Box::pin(async { Ok(()) })
         })
         .await
@@ -225,7 +225,7 @@ async fn mixed_version_kinds_are_invalid<DB: AppDb>(store: Store<DB>) {
     );
     let c = consumer.to_string();
     let err = runner
-        .run(&event, |tx| {
+        .run_boxed(&event, |tx| {
             let c = c.clone();
             Box::pin(async move { support::write_effect::<DB>(&mut **tx, &c, "evt_ts", "x").await })
         })
@@ -253,7 +253,7 @@ async fn extreme_sequences_do_not_overflow<DB: AppDb>(store: Store<DB>) {
         let runner = runner.clone();
         async move {
             runner
-                .run(&event, |_tx| Box::pin(async { Ok(()) }))
+                .run_boxed(&event, |_tx| Box::pin(async { Ok(()) }))
                 .await
                 .unwrap()
         }

@@ -10,6 +10,7 @@ mod dedup_keys;
 mod effects;
 mod errors;
 mod gaps;
+mod handlers;
 mod leases;
 mod mysql;
 mod mysql_migrations;

@@ -105,9 +105,7 @@ async fn concurrent_claims_over_a_serializable_default_apply_once() {
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             runner
-                .run(&Event::new(stripe_key("evt_A")), |_tx| {
-                    Box::pin(async { Ok(()) })
-                })
+                .run(&Event::new(stripe_key("evt_A")), async move |_tx| Ok(()))
                 .await
                 .map(|o| o.name())
                 .map_err(|e| e.to_string())

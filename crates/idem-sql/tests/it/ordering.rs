@@ -47,7 +47,7 @@ impl SubEvent {
             created: self.created,
         };
         runner
-            .run(&self.event(sub), |tx| {
+            .run_boxed(&self.event(sub), |tx| {
                 let row = row.clone();
                 Box::pin(async move { row.write::<DB>(&mut **tx).await })
             })
@@ -216,7 +216,7 @@ async fn concurrent_versions_end_at_the_newest<DB: AppDb>(store: Store<DB>) {
             );
             barrier.wait().await;
             let outcome = runner
-                .run(&event, |tx| {
+                .run_boxed(&event, |tx| {
                     let row = row.clone();
                     Box::pin(async move { row.write::<DB>(&mut **tx).await })
                 })

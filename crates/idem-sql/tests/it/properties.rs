@@ -123,7 +123,7 @@ async fn shuffled_stripe_corpus_reaches_expected_state<DB: AppDb>(store: Store<D
                 created: e.created,
             };
             let outcome = runner
-                .run(&event, |tx| {
+                .run_boxed(&event, |tx| {
                     let row = row.clone();
                     Box::pin(async move { row.write::<DB>(&mut **tx).await })
                 })
@@ -271,7 +271,7 @@ async fn runner_matches_reference_model<DB: AppDb>(store: Store<DB>) {
                 created: e.seq,
             };
             let got = runner
-                .run(&event, |tx| {
+                .run_boxed(&event, |tx| {
                     let row = row.clone();
                     Box::pin(async move { row.write::<DB>(&mut **tx).await })
                 })

@@ -7,7 +7,7 @@
 //!
 //! Needs a Kafka-protocol broker on 127.0.0.1:19092 (`scripts/services` starts tansu there), or
 //! `KAFKA_BROKERS` (comma-separated `host:port`). Run:
-//! `cargo run -p idem-broker --example kafka_consumer`. Exits non-zero unless every account's
+//! `cargo run -p idem --example kafka_consumer`. Exits non-zero unless every account's
 //! balance is the sum of its deposits, each credited once.
 
 use std::collections::BTreeMap;
@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use idem_broker::{KafkaConsumer, KafkaProcessor, KafkaPublisher, Publisher, Relay, kafka_connect};
-use idem_core::{Entity, Name};
-use idem_sql::{OutboxMessage, OutboxStatus, SqliteStore, sqlx};
+use idem::broker::{
+    KafkaConsumer, KafkaMessage, KafkaProcessor, KafkaPublisher, Publisher, Relay, kafka_connect,
+};
+use idem::{Entity, HandlerError, Name, OutboxMessage, OutboxStatus, SqliteStore, handler, sqlx};
 use tokio::sync::Notify;
 
 const ACCOUNTS: usize = 5;
@@ -63,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
         store
             .outbox()
             .enqueue(
-                &mut tx,
+                &mut *tx,
                 &OutboxMessage::new(&topic, format!("{account} {cents}"))
                     .with_aggregate(Entity::new("account", account)?),
             )
@@ -86,25 +87,24 @@ async fn main() -> anyhow::Result<()> {
         store.clone(),
         &consumer,
         Name::new("source", "deposits")?,
-        |tx, message| {
-            Box::pin(async move {
-                let text = String::from_utf8_lossy(message.payload()).into_owned();
-                let (account, cents) = text
-                    .split_once(' ')
-                    .and_then(|(a, c)| Some((a.to_owned(), c.parse::<i64>().ok()?)))
-                    .ok_or_else(|| idem_sql::Error::handler(format!("bad deposit {text:?}")))?;
-                sqlx::query(
-                    "INSERT INTO balances (account, cents, deposits) VALUES ($1, $2, 1) \
-                     ON CONFLICT (account) DO UPDATE SET cents = balances.cents + excluded.cents, \
-                     deposits = balances.deposits + 1",
-                )
-                .bind(account)
-                .bind(cents)
-                .execute(&mut **tx)
-                .await?;
-                Ok(())
-            })
-        },
+        handler!(async move |tx, message: &KafkaMessage| {
+            let text = std::str::from_utf8(message.payload()).map_err(HandlerError::permanent)?;
+            // A deposit that does not parse never will: dead-lettered at once, not retried.
+            let (account, cents) = text
+                .split_once(' ')
+                .and_then(|(a, c)| Some((a, c.parse::<i64>().ok()?)))
+                .ok_or_else(|| HandlerError::permanent(format!("bad deposit {text:?}")))?;
+            sqlx::query(
+                "INSERT INTO balances (account, cents, deposits) VALUES ($1, $2, 1) \
+                 ON CONFLICT (account) DO UPDATE SET cents = balances.cents + excluded.cents, \
+                 deposits = balances.deposits + 1",
+            )
+            .bind(account)
+            .bind(cents)
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
+        }),
     );
     let stats = processor.stats();
     let kafka_consumer = KafkaConsumer::new(

@@ -8,7 +8,7 @@
 //! stores them again and only the inbox stands between them and a second upgrade).
 //!
 //! Needs NATS with JetStream on 127.0.0.1:4222 (`nats-server -js`), or `NATS_URL`.
-//! Run: `cargo run -p idem-broker --example upgrade_consumer`. Exits non-zero unless every
+//! Run: `cargo run -p idem --example upgrade_consumer`. Exits non-zero unless every
 //! account was upgraded once, one email was sent per event and one message published per event.
 
 use std::collections::HashMap;
@@ -20,9 +20,11 @@ use anyhow::{Context, bail, ensure};
 use async_nats::jetstream::{self, consumer::pull::Config as PullConfig, stream};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use idem_broker::{Delivery, JetStreamConsumer, JetStreamPublisher, Processor, Relay};
-use idem_core::{Backoff, DedupKey, EffectKey, Entity, EventId, Name};
-use idem_sql::{CallOutcome, EffectCall, EffectWorker, OutboxMessage, Runner, SqliteStore, sqlx};
+use idem::broker::{Delivery, JetStreamConsumer, JetStreamPublisher, Processor, Relay};
+use idem::{
+    Backoff, CallOutcome, DedupKey, EffectCall, EffectKey, EffectWorker, Enqueued, Entity, EventId,
+    HandlerError, Name, OutboxMessage, Runner, SqliteStore, WorkerReport, handler, sqlx,
+};
 use tokio::sync::Mutex;
 
 const EVENTS: usize = 10;
@@ -108,53 +110,54 @@ async fn run_example(
         }
     }
 
-    // 2. The consumer: state, effect intent and outbox row in one transaction, then ack.
+    // 2. The consumer: state, effect intent and outbox row in one transaction, then ack. The
+    // handler owns what it uses (`async move`): the consumer runs it on tasks of its own.
     let consumer = Name::new("consumer", "billing_v2")?;
     let source = Name::new("source", "accounts")?;
     let send_receipt = Name::new("effect", "send_receipt")?;
-    let upgraded = upgraded_subject.to_owned();
-    let handler_source = source.clone();
-    let handler_consumer = consumer.clone();
     let (effects, outbox) = (store.effects(), store.outbox());
+    let (handler_consumer, handler_source) = (consumer.clone(), source.clone());
+    let upgraded = upgraded_subject.to_owned();
     let processor = Processor::new(
         store.clone(),
         Runner::new(store.clone(), &consumer),
         source,
-        move |tx, delivery: &Delivery| {
-            let (source, consumer) = (handler_source.clone(), handler_consumer.clone());
-            let (effects, outbox) = (effects.clone(), outbox.clone());
-            let (effect, upgraded) = (send_receipt.clone(), upgraded.clone());
-            Box::pin(async move {
-                let event: serde_json::Value = serde_json::from_slice(&delivery.payload)
-                    .map_err(|e| idem_sql::Error::Handler(e.into()))?;
-                let (id, account, plan) = (
-                    event["id"].as_str().unwrap_or_default(),
-                    event["account"].as_str().unwrap_or_default(),
-                    event["plan"].as_str().unwrap_or_default(),
-                );
-                sqlx::query(
-                    "INSERT INTO accounts (id, plan, upgrades) VALUES ($1, $2, 1) \
-                     ON CONFLICT (id) DO UPDATE SET plan = $2, upgrades = accounts.upgrades + 1",
-                )
-                .bind(account)
-                .bind(plan)
-                .execute(&mut **tx)
-                .await?;
-                let key = DedupKey::from_event(&source, &EventId::new(id)?);
-                let request =
-                    serde_json::json!({ "to": account, "template": "upgraded", "plan": plan });
-                let effect_key = EffectKey::derive(&consumer, &key, &effect);
-                // A replay of this event would find the intent (and later its outcome) here
-                // instead of sending a second email.
-                let _enqueued = effects
-                    .enqueue(tx, &effect, &effect_key, request.to_string().as_bytes())
-                    .await?;
-                let message = OutboxMessage::new(upgraded, event.to_string())
-                    .with_aggregate(Entity::new("account", account)?);
-                outbox.enqueue(tx, &message).await?;
-                Ok(())
-            })
-        },
+        handler!(async move |tx, delivery: &Delivery| {
+            // A body that is not JSON never will be: dead-lettered at once, not retried.
+            let event: serde_json::Value =
+                serde_json::from_slice(&delivery.payload).map_err(HandlerError::permanent)?;
+            let (id, account, plan) = (
+                event["id"].as_str().unwrap_or_default(),
+                event["account"].as_str().unwrap_or_default(),
+                event["plan"].as_str().unwrap_or_default(),
+            );
+            sqlx::query(
+                "INSERT INTO accounts (id, plan, upgrades) VALUES ($1, $2, 1) \
+                 ON CONFLICT (id) DO UPDATE SET plan = $2, upgrades = accounts.upgrades + 1",
+            )
+            .bind(account)
+            .bind(plan)
+            .execute(&mut *tx)
+            .await?;
+            let key = DedupKey::from_event(&handler_source, &EventId::new(id)?);
+            let request =
+                serde_json::json!({ "to": account, "template": "upgraded", "plan": plan });
+            let effect_key = EffectKey::derive(&handler_consumer, &key, &send_receipt);
+            let request = serde_json::to_vec(&request)?;
+            match effects
+                .enqueue(&mut *tx, &send_receipt, &effect_key, &request)
+                .await?
+            {
+                // The effect worker sends it after the commit.
+                Enqueued::Created | Enqueued::Pending { .. } => {}
+                // A replay of this event finds the email sent (or refused) before: no second one.
+                Enqueued::Completed { .. } | Enqueued::Failed { .. } => {}
+            }
+            let message = OutboxMessage::new(upgraded.as_str(), event.to_string())
+                .with_aggregate(Entity::new("account", account)?);
+            outbox.enqueue(&mut *tx, &message).await?;
+            Ok(())
+        }),
     );
     let stats = processor.stats();
     let pull = js
@@ -191,8 +194,11 @@ async fn run_example(
         .clone();
     let unacked = info.num_ack_pending + info.num_pending as usize;
 
-    // 3. The effect worker sends the emails, with the effect key as Idempotency-Key.
-    let http = idem_testkit::http_client();
+    // 3. The effect worker sends the emails, with the effect key as Idempotency-Key. This
+    // workspace builds reqwest with rustls and no crypto provider of its own; with reqwest's
+    // default features the first line is not needed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
     let mail_url = format!("{}/send", mail.url);
     let worker = EffectWorker::new(store.clone(), move |call: EffectCall| {
         let (http, url) = (http.clone(), mail_url.clone());
@@ -221,14 +227,15 @@ async fn run_example(
         Duration::from_millis(20),
         Duration::from_millis(200),
     ));
-    let mut emails = idem_sql::WorkerReport::default();
+    // `drain` runs until nothing is due; failed calls wait for their backoff, so drain again.
+    let mut emails = WorkerReport::default();
     let deadline = Instant::now() + Duration::from_secs(30);
     while emails.succeeded < EVENTS as u64 {
         ensure!(
             Instant::now() < deadline,
             "emails not all sent after 30 s: {emails:?}"
         );
-        let report = worker.run_once().await?;
+        let report = worker.drain().await?;
         emails.succeeded += report.succeeded;
         emails.failed += report.failed;
         tokio::time::sleep(Duration::from_millis(20)).await;
