@@ -40,30 +40,8 @@ use idem_core::{DedupKey, EventId, Name};
 use idem_sql::sqlx::Transaction;
 use idem_sql::{Backend, BoxFuture, DeadLetterRecord, ErrorKind, Event, Outcome, Runner, Store};
 
+use crate::metric_definitions::{ACK_FAILURES_TOTAL, DELIVERIES_TOTAL};
 use crate::{Delivery, Settle, Sink};
-
-/// Counter of deliveries settled by a consumer; labels `consumer`, `broker` (`jetstream` |
-/// `rabbitmq`) and `outcome` = `applied` | `duplicate` | `stale` | `retried` | `dead_lettered`.
-pub const DELIVERIES_TOTAL: &str = "idem_broker_deliveries_total";
-/// Counter of acknowledgements (ack, NAK, TERM, retry-queue publish) the broker client could not
-/// send; labels `consumer`, `broker`. The broker redelivers such a message; the inbox answers the
-/// redelivery as a duplicate when the transaction had committed.
-pub const ACK_FAILURES_TOTAL: &str = "idem_broker_ack_failures_total";
-
-/// Registers the descriptions of [`DELIVERIES_TOTAL`] and [`ACK_FAILURES_TOTAL`] with the
-/// installed `metrics` recorder. Optional: recording works without it.
-pub fn describe_consumer_metrics() {
-    metrics::describe_counter!(
-        DELIVERIES_TOTAL,
-        metrics::Unit::Count,
-        "Broker deliveries by outcome (applied, duplicate, stale, retried, dead_lettered)."
-    );
-    metrics::describe_counter!(
-        ACK_FAILURES_TOTAL,
-        metrics::Unit::Count,
-        "Acknowledgements the broker client could not send."
-    );
-}
 
 /// The default [`RetryPolicy::max_deliveries`].
 pub const DEFAULT_MAX_DELIVERIES: u32 = 5;

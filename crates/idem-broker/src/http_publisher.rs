@@ -65,17 +65,8 @@ impl HttpPublisher {
     pub fn new(base_url: impl Into<String>) -> Result<Self, PublisherError> {
         // Its own rustls configuration (ring, the Mozilla roots): reqwest then needs no
         // process-wide crypto provider.
-        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("ring supports rustls's default protocol versions")
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        })
-        .with_no_client_auth();
         let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
+            .tls_backend_preconfigured(idem_core::tls::default_client_config())
             .timeout(DEFAULT_HTTP_TIMEOUT)
             .build()?;
         Ok(Self::with_client(client, base_url))

@@ -154,6 +154,7 @@ mod delivery;
 mod jetstream_consumer;
 #[cfg(feature = "nats")]
 mod jetstream_source;
+pub mod metric_definitions;
 #[cfg(feature = "rabbitmq")]
 mod rabbitmq_consumer;
 #[cfg(feature = "rabbitmq")]
@@ -165,9 +166,9 @@ mod sink;
 
 #[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 pub use consumer::{
-    ACK_FAILURES_TOTAL, ConsumerError, ConsumerErrorKind, DEFAULT_MAX_DELIVERIES, DELIVERIES_TOTAL,
-    DecodeError, DecodeFn, DeliveryCounts, DeliveryStats, Disposition, HandlerFn, ObserverFn,
-    Processor, RetryPolicy, decode_message_id, describe_consumer_metrics,
+    ConsumerError, ConsumerErrorKind, DEFAULT_MAX_DELIVERIES, DecodeError, DecodeFn,
+    DeliveryCounts, DeliveryStats, Disposition, HandlerFn, ObserverFn, Processor, RetryPolicy,
+    decode_message_id,
 };
 #[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
 pub use delivery::Delivery;
@@ -175,6 +176,8 @@ pub use delivery::Delivery;
 pub use jetstream_consumer::JetStreamConsumer;
 #[cfg(feature = "nats")]
 pub use jetstream_source::JetStreamSource;
+#[cfg(any(feature = "nats", feature = "rabbitmq", feature = "kafka"))]
+pub use metric_definitions::{ACK_FAILURES_TOTAL, DELIVERIES_TOTAL, describe_consumer_metrics};
 #[cfg(feature = "rabbitmq")]
 pub use rabbitmq_consumer::RabbitMqConsumer;
 #[cfg(feature = "rabbitmq")]
@@ -198,6 +201,7 @@ pub use http_publisher::{
     DEFAULT_HTTP_TIMEOUT, DEFAULT_RETRY_AFTER, HttpPublisher, IDEMPOTENCY_KEY, MAX_RETRY_AFTER,
     MIN_RETRY_AFTER,
 };
+pub use metric_definitions::{RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, describe_relay_metrics};
 #[cfg(feature = "nats")]
 pub use nats_publisher::JetStreamPublisher;
 pub use publisher::{PublishOutcome, Publisher, PublisherError, PublisherErrorKind};
@@ -205,8 +209,7 @@ pub use publisher::{PublishOutcome, Publisher, PublisherError, PublisherErrorKin
 pub use rabbitmq_publisher::RabbitMqPublisher;
 pub use relay::{
     DEFAULT_BATCH_SIZE, DEFAULT_CLAIM_TTL, DEFAULT_MAX_WAIT, DEFAULT_MIN_WAIT, DEFAULT_RELAY_NAME,
-    MAX_CLAIM_TTL, MIN_CLAIM_TTL, RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, Relay, RelayError,
-    RelayReport, describe_relay_metrics,
+    MAX_CLAIM_TTL, MIN_CLAIM_TTL, Relay, RelayError, RelayReport,
 };
 
 // Kafka (feature `kafka`): the consumer with offsets stored in the output's transaction
@@ -218,14 +221,18 @@ mod kafka;
 pub use kafka::{
     BatchOutcome, CLIENT_ID as KAFKA_CLIENT_ID, DEFAULT_CLIENT_DEADLINE as KAFKA_CLIENT_DEADLINE,
     DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_MAX_WAIT, DEFAULT_KAFKA_BATCH_SIZE,
-    DEFAULT_KAFKA_LEASE_TTL, DEFAULT_PRODUCE_TIMEOUT, KAFKA_DEAD_LETTERS_TOTAL, KAFKA_FENCED_TOTAL,
-    KAFKA_LAG, KAFKA_LEASE_CHANGES_TOTAL, KAFKA_MESSAGES_TOTAL, KAFKA_PARTITIONS_HALTED,
-    KAFKA_PARTITIONS_HELD, KAFKA_RETRIES_TOTAL, KafkaConsumer, KafkaConsumerStats, KafkaCounts,
-    KafkaDecodeFn, KafkaError, KafkaErrorKind, KafkaHandlerFn, KafkaMessage, KafkaPosition,
-    KafkaProcessor, KafkaPublisher, KafkaStats, MAX_KAFKA_LEASE_TTL, MAX_MEMBER_ID_BYTES,
-    MAX_TOPIC_BYTES, MESSAGE_ID_HEADER, MIN_KAFKA_LEASE_TTL, PartitionBatch, PartitionCounts,
-    PartitionSink, PoisonPolicy, StartFrom, connect as kafka_connect, decode_kafka_event,
-    describe_kafka_metrics, murmur2, partition_for_key,
+    DEFAULT_KAFKA_LEASE_TTL, DEFAULT_PRODUCE_TIMEOUT, KafkaConsumer, KafkaConsumerStats,
+    KafkaCounts, KafkaDecodeFn, KafkaError, KafkaErrorKind, KafkaHandlerFn, KafkaMessage,
+    KafkaPosition, KafkaProcessor, KafkaPublisher, KafkaStats, MAX_KAFKA_LEASE_TTL,
+    MAX_MEMBER_ID_BYTES, MAX_TOPIC_BYTES, MESSAGE_ID_HEADER, MIN_KAFKA_LEASE_TTL, PartitionBatch,
+    PartitionCounts, PartitionSink, PoisonPolicy, StartFrom, connect as kafka_connect,
+    decode_kafka_event, murmur2, partition_for_key,
+};
+#[cfg(feature = "kafka")]
+pub use metric_definitions::{
+    KAFKA_DEAD_LETTERS_TOTAL, KAFKA_FENCED_TOTAL, KAFKA_LAG, KAFKA_LEASE_CHANGES_TOTAL,
+    KAFKA_MESSAGES_TOTAL, KAFKA_PARTITIONS_HALTED, KAFKA_PARTITIONS_HELD, KAFKA_RETRIES_TOTAL,
+    describe_kafka_metrics,
 };
 /// The rskafka this crate is built with, for building a client with TLS or SASL
 /// (`rskafka::client::ClientBuilder`) and for producing records in the same types.

@@ -8,36 +8,11 @@ use idem_sql::{Backend, LockedBatch, MessageId, Outbox, OutboxFailure, OutboxRow
 
 use futures_util::FutureExt;
 
+use crate::metric_definitions::{RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL};
 use crate::publisher::{PublishOutcome, Publisher};
-
-/// Messages handled by relays; labels `relay` (the relay's [name](Relay::name)) and `outcome` =
-/// `published` | `duplicate` (JetStream had the message id already) | `failed` (backing off) |
-/// `parked` (after the outbox policy's attempts) | `deferred` (HTTP 409: waiting for the
-/// destination's `Retry-After`, counted as an attempt).
-pub const RELAY_MESSAGES_TOTAL: &str = "idem_relay_messages_total";
-/// Relay cycles that failed on the outbox's database (claiming or recording), counted by
-/// [`Relay::run`]; label `relay`.
-pub const RELAY_ERRORS_TOTAL: &str = "idem_relay_errors_total";
 
 /// The name of a relay until [`Relay::name`] sets one: the `relay` label of its metrics.
 pub const DEFAULT_RELAY_NAME: &str = "outbox";
-
-/// Registers the descriptions of [`RELAY_MESSAGES_TOTAL`] and [`RELAY_ERRORS_TOTAL`] with the
-/// installed metrics recorder.
-/// Call once after installing it; recording works without this call, only the help text is
-/// missing.
-pub fn describe_relay_metrics() {
-    metrics::describe_counter!(
-        RELAY_MESSAGES_TOTAL,
-        metrics::Unit::Count,
-        "Outbox messages handled by relays, by relay and outcome (published, duplicate, failed, parked, deferred)."
-    );
-    metrics::describe_counter!(
-        RELAY_ERRORS_TOTAL,
-        metrics::Unit::Count,
-        "Relay cycles that failed on the outbox's database, by relay."
-    );
-}
 
 /// The default number of rows claimed and published per cycle.
 pub const DEFAULT_BATCH_SIZE: u32 = 100;

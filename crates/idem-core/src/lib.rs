@@ -30,6 +30,8 @@ mod id;
 mod lease;
 mod name;
 mod retention;
+#[cfg(feature = "tls")]
+pub mod tls;
 mod version;
 
 pub use backoff::Backoff;

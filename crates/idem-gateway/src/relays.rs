@@ -7,23 +7,18 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::str::FromStr;
 use std::time::Duration;
 
 use idem_broker::{
     HttpPublisher, JetStreamPublisher, KafkaPublisher, Publisher, RabbitMqPublisher, Relay,
 };
-use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-use idem_sql::sqlx::{Postgres, Sqlite};
-use idem_sql::{Backend, Store};
-use idem_sql::{OutboxPolicy, OutboxStatus};
+use idem_sql::OutboxPolicy;
+use idem_sql::{AnyStore, Backend, PoolOptions, Store};
 use tokio::sync::watch;
 
 use crate::Error;
-use idem_sql::redact_url;
 
 use crate::config::{OutboxRelay, RelayTarget};
-use crate::store::DatabaseKind;
 use crate::tls::TlsSettings;
 
 /// How long connecting to the target or the database may take at start.
@@ -57,51 +52,24 @@ pub(crate) async fn connect(
         reason,
     };
     let url = settings.database_url.expose();
-    match DatabaseKind::of(url) {
-        Some(DatabaseKind::Sqlite) => {
-            // The application's database: never created here. Settings as idem's own store
-            // sets them: a mark is on disk before the cycle goes on, and a relay waits for the
-            // application's writers instead of failing.
-            let options = SqliteConnectOptions::from_str(url)
-                .map_err(|e| fail(format!("database_url is not a SQLite URL: {e}")))?
-                .create_if_missing(false)
-                .journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Full)
-                .busy_timeout(CONNECT_TIMEOUT);
-            let pool = idem_sql::sqlx::pool::PoolOptions::<Sqlite>::new()
-                .max_connections(POOL_SIZE)
-                .acquire_timeout(CONNECT_TIMEOUT)
-                .connect_with(options)
-                .await
-                .map_err(|e| {
-                    fail(format!(
-                        "cannot open the database at {}: {e}",
-                        redact_url(url)
-                    ))
-                })?;
-            with_store(settings, Store::<Sqlite>::from_pool(pool), stopped)
-                .await
-                .map_err(fail)
-        }
-        Some(DatabaseKind::Postgres) => {
-            let store = tokio::time::timeout(
-                CONNECT_TIMEOUT,
-                Store::<Postgres>::connect_with(url, POOL_SIZE),
-            )
-            .await
-            .map_err(|_| fail(format!("no answer from {} within 5s", redact_url(url))))?
-            .map_err(|e| {
-                fail(format!(
-                    "cannot open the database at {}: {e}",
-                    redact_url(url)
-                ))
-            })?;
-            with_store(settings, store, stopped).await.map_err(fail)
-        }
-        None => Err(fail(
-            "database_url is neither sqlite:// nor postgres://".into(),
-        )),
+    // The application's database: never created here, its idem_outbox table checked at start.
+    let options = PoolOptions::default()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(CONNECT_TIMEOUT);
+    let store = AnyStore::open_existing(url, "idem_outbox", options)
+        .await
+        .map_err(|e| match e {
+            idem_sql::Error::MissingTable { url, table } => fail(format!(
+                "no {table} table at {url}: the application creates it with idem's Store::migrate"
+            )),
+            other => fail(format!("cannot open the database: {other}")),
+        })?;
+    match store {
+        AnyStore::Sqlite(store) => with_store(settings, store, stopped).await,
+        AnyStore::Postgres(store) => with_store(settings, store, stopped).await,
+        _ => Err("database_url is neither sqlite:// nor postgres://".to_owned()),
     }
+    .map_err(fail)
 }
 
 async fn with_store<DB: Backend>(
@@ -109,17 +77,6 @@ async fn with_store<DB: Backend>(
     store: Store<DB>,
     stopped: watch::Receiver<bool>,
 ) -> Result<Running, String> {
-    let url = redact_url(settings.database_url.expose());
-    // Any read of the table says whether it is there.
-    store
-        .outbox()
-        .list(OutboxStatus::Parked, 1)
-        .await
-        .map_err(|e| {
-            format!(
-                "no idem_outbox table at {url} ({e}): the application creates it with idem's Store::migrate"
-            )
-        })?;
     let outbox = store.outbox().with_policy(OutboxPolicy {
         max_attempts: settings.max_attempts,
         backoff_base: BACKOFF_BASE,

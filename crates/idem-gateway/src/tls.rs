@@ -50,9 +50,9 @@ impl TlsSettings {
     ) -> Result<Self, TlsFileError> {
         let roots = match &ca_file {
             Some(path) => authorities(path)?,
-            None => webpki_roots(),
+            None => idem_core::tls::mozilla_roots(),
         };
-        let builder = builder().with_root_certificates(roots);
+        let builder = idem_core::tls::client_config_builder().with_root_certificates(roots);
         let config = match (&client_cert_file, &client_key_file) {
             (Some(cert_path), Some(key_path)) => {
                 let chain = certificates("client_cert_file", cert_path)?;
@@ -106,9 +106,7 @@ pub(crate) fn default_client_builder() -> reqwest::ClientBuilder {
 /// trace exporter's blocking one): reqwest's own default panics without a process-wide rustls
 /// provider, which idem does not install.
 pub(crate) fn default_config() -> ClientConfig {
-    builder()
-        .with_root_certificates(webpki_roots())
-        .with_no_client_auth()
+    idem_core::tls::default_client_config()
 }
 
 /// The TLS error behind a failed request, if one is: the rustls error's text
@@ -131,19 +129,6 @@ pub(crate) fn failure_reason(error: &(dyn std::error::Error + 'static)) -> Optio
         current = e.source();
     }
     None
-}
-
-/// TLS 1.2 and 1.3 with ring's algorithms.
-fn builder() -> rustls::ConfigBuilder<ClientConfig, rustls::WantsVerifier> {
-    ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-}
-
-fn webpki_roots() -> RootCertStore {
-    RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    }
 }
 
 fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {

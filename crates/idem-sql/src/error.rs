@@ -39,6 +39,16 @@ pub enum Error {
         #[source]
         source: sqlx::Error,
     },
+    /// A database opened with [`AnyStore::open_existing`](crate::AnyStore::open_existing) has
+    /// no `table` (for SQLite: no file at the URL's path, which is never created there): the
+    /// tables were never made in it, or the URL names another database.
+    #[error("no {table} table at {url}")]
+    MissingTable {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// The table looked for.
+        table: &'static str,
+    },
     /// Applying idem's migrations failed.
     #[error("migrating idem's tables failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -209,6 +219,7 @@ impl Error {
             Self::Invalid(_)
             | Self::InvalidUrl { .. }
             | Self::UnsupportedServer { .. }
+            | Self::MissingTable { .. }
             | Self::EffectConflict { .. }
             | Self::EffectNotFound { .. }
             | Self::EffectNotResolvable { .. } => ErrorKind::InvalidInput,

@@ -24,9 +24,11 @@
 //! statement there) and refuses tables made by another idem ([`Error::IncompatibleSchema`]).
 //! `docs/mysql.md` is the operator's page.
 
+mod any_store;
 mod app_sql;
 mod backend;
 mod boxed_handler;
+mod database;
 mod dead_letters;
 mod effects;
 mod error;
@@ -44,9 +46,11 @@ mod runner;
 mod store;
 mod version_guard;
 
+pub use any_store::AnyStore;
 pub use app_sql::Sql;
 pub use backend::Backend;
 pub use boxed_handler::BoxedHandler;
+pub use database::{DatabaseKind, same_database};
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
     Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,

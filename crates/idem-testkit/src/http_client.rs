@@ -3,21 +3,10 @@
 //! a client built with `reqwest::Client::new()` would panic for want of one: tests build theirs
 //! here, with ring and the Mozilla roots.
 
-use std::sync::Arc;
-
 /// A client builder with a rustls configuration of its own (ring, the Mozilla roots of
 /// `webpki-roots`, no client certificate): set timeouts and the like on it.
 pub fn http_client_builder() -> reqwest::ClientBuilder {
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("ring supports rustls's default protocol versions")
-    .with_root_certificates(rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    })
-    .with_no_client_auth();
-    reqwest::Client::builder().tls_backend_preconfigured(tls)
+    reqwest::Client::builder().tls_backend_preconfigured(idem_core::tls::default_client_config())
 }
 
 /// A client as [`http_client_builder`] makes it, with reqwest's defaults.

@@ -16,12 +16,12 @@ use tokio::task::JoinSet;
 
 use super::client::{check_topic, partitions_of};
 use super::error::KafkaError;
-use super::metric_definitions::{
-    KAFKA_LEASE_CHANGES_TOTAL, KAFKA_PARTITIONS_HALTED, KAFKA_PARTITIONS_HELD,
-};
 use super::shared::{KafkaConsumerStats, Shared, StartFrom};
 use super::sink::PartitionSink;
 use super::worker::{Worker, WorkerExit};
+use crate::metric_definitions::{
+    KAFKA_LEASE_CHANGES_TOTAL, KAFKA_PARTITIONS_HALTED, KAFKA_PARTITIONS_HELD,
+};
 
 /// The default partition lease: a member that stops renewing (crashed, paused, cut off from the
 /// database) loses its partitions this long after its last renewal.

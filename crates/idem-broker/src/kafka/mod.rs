@@ -11,7 +11,6 @@ mod client;
 mod consumer;
 mod error;
 mod message;
-mod metric_definitions;
 mod partitioner;
 mod processor;
 mod publisher;
@@ -27,11 +26,6 @@ pub use consumer::{
 };
 pub use error::{KafkaError, KafkaErrorKind};
 pub use message::{KafkaMessage, KafkaPosition, MESSAGE_ID_HEADER};
-pub use metric_definitions::{
-    KAFKA_DEAD_LETTERS_TOTAL, KAFKA_FENCED_TOTAL, KAFKA_LAG, KAFKA_LEASE_CHANGES_TOTAL,
-    KAFKA_MESSAGES_TOTAL, KAFKA_PARTITIONS_HALTED, KAFKA_PARTITIONS_HELD, KAFKA_RETRIES_TOTAL,
-    describe_kafka_metrics,
-};
 pub use partitioner::{murmur2, partition_for_key};
 pub use processor::{
     KafkaCounts, KafkaDecodeFn, KafkaHandlerFn, KafkaProcessor, KafkaStats, PoisonPolicy,

@@ -14,11 +14,11 @@ use idem_sql::{
 };
 
 use super::message::{KafkaMessage, MESSAGE_ID_HEADER};
-use super::metric_definitions::{
-    KAFKA_DEAD_LETTERS_TOTAL, KAFKA_MESSAGES_TOTAL, KAFKA_RETRIES_TOTAL,
-};
 use super::sink::{BatchOutcome, PartitionBatch, PartitionSink};
 use crate::consumer::{DecodeError, RetryPolicy};
+use crate::metric_definitions::{
+    KAFKA_DEAD_LETTERS_TOTAL, KAFKA_MESSAGES_TOTAL, KAFKA_RETRIES_TOTAL,
+};
 
 /// The application's handler, boxed: runs inside the batch's transaction for each fresh,
 /// non-stale message, in offset order. [`idem_sql::handler!`] makes one from an async closure;

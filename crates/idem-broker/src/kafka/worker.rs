@@ -10,9 +10,9 @@ use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling
 use tokio::sync::watch;
 
 use super::message::KafkaMessage;
-use super::metric_definitions::{KAFKA_FENCED_TOTAL, KAFKA_LAG};
 use super::shared::{Shared, StartFrom};
 use super::sink::{BatchOutcome, PartitionBatch, PartitionSink};
+use crate::metric_definitions::{KAFKA_FENCED_TOTAL, KAFKA_LAG};
 
 /// The first wait after a failed fetch, batch or store read; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(100);

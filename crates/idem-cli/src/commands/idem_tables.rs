@@ -2,15 +2,12 @@
 //! (usually the application's), through idem's library APIs. They never create or migrate a
 //! database: a missing table is an error naming the database. This module opens it.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use idem_gateway::DatabaseKind;
-use idem_sql::Store;
+use anyhow::bail;
 use idem_sql::redact_url;
-use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use idem_sql::sqlx::{self, Postgres, Sqlite};
+use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::{AnyStore, DatabaseKind, PoolOptions, Store};
 use serde_json::{Value, json};
 
 pub(super) enum Db {
@@ -41,71 +38,25 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// is reported at once with the driver's reason; one that does not answer, after 10 s), or a
 /// missing `table`, each naming the database.
 pub(super) async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
-    let check = format!("SELECT 1 FROM {table} LIMIT 1");
     let shown = redact_url(url);
-    match DatabaseKind::of(url) {
-        Some(DatabaseKind::Sqlite) => {
-            let options = SqliteConnectOptions::from_str(url)
-                .with_context(|| format!("{shown:?} is not a SQLite URL"))?
-                .create_if_missing(false);
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(options)
-                .await
-                .map_err(|e| missing(url, table, e))?;
-            sqlx::query(sqlx::AssertSqlSafe(check))
-                .fetch_optional(&pool)
-                .await
-                .map_err(|e| missing(url, table, e))?;
-            Ok(Db::Sqlite(Store::from_pool(pool)))
-        }
-        Some(DatabaseKind::Postgres) => {
-            // idem's connect opens one connection before the pool: a refused connection or a
-            // failed login is reported at once with its cause, where a bare pool retries for
-            // 30 s and then says only "pool timed out".
-            let store =
-                tokio::time::timeout(CONNECT_TIMEOUT, Store::<Postgres>::connect_with(url, 1))
-                    .await
-                    .map_err(|_| {
-                        anyhow::anyhow!("no answer from the database at {shown} within 10s")
-                    })?
-                    // idem's error names the database, without the password.
-                    .map_err(anyhow::Error::new)?;
-            sqlx::query(sqlx::AssertSqlSafe(check))
-                .fetch_optional(store.pool())
-                .await
-                .map_err(|e| missing(url, table, e))?;
-            Ok(Db::Postgres(store))
-        }
-        _ => bail!("database {shown:?} is neither sqlite:// nor postgres://"),
+    if !matches!(
+        DatabaseKind::of(url),
+        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres)
+    ) {
+        bail!("database {shown:?} is neither sqlite:// nor postgres://");
     }
-}
-
-/// A missing table (or SQLite file) says idem's tables were never made there: name the table
-/// and what to check. Other errors pass through with the database named (without credentials).
-fn missing(url: &str, table: &str, error: sqlx::Error) -> anyhow::Error {
-    let url = redact_url(url);
-    if is_missing_table(&error) {
-        anyhow::anyhow!(
+    let options = PoolOptions::default()
+        .max_connections(1)
+        .acquire_timeout(CONNECT_TIMEOUT);
+    // idem's errors name the database, without the password.
+    match AnyStore::open_existing(url, table, options).await {
+        Ok(AnyStore::Sqlite(store)) => Ok(Db::Sqlite(store)),
+        Ok(AnyStore::Postgres(store)) => Ok(Db::Postgres(store)),
+        Ok(_) => bail!("database {shown:?} is neither sqlite:// nor postgres://"),
+        Err(idem_sql::Error::MissingTable { url, table }) => bail!(
             "no {table} table at {url}: check --database (the application creates idem's tables with Store::migrate)"
-        )
-    } else {
-        anyhow::Error::new(error).context(format!("cannot read the database at {url}"))
-    }
-}
-
-/// Whether `error` says the table (or, for SQLite, the database file) is not there: PostgreSQL
-/// 42P01 `undefined_table`, SQLite "no such table" or SQLITE_CANTOPEN (14).
-pub(super) fn is_missing_table(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Database(e) => {
-            let message = e.message();
-            message.contains("no such table")
-                || message.contains("unable to open database file")
-                || e.code().as_deref() == Some("42P01")
-                || e.code().as_deref() == Some("14")
-        }
-        _ => false,
+        ),
+        Err(e) => Err(anyhow::Error::new(e)),
     }
 }
 

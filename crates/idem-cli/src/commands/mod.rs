@@ -18,7 +18,6 @@ mod verify;
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::str::FromStr;
 
 use anyhow::{Context, bail};
 use idem_gateway::traces::Traces;
@@ -26,9 +25,8 @@ use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb};
 use std::time::Duration;
 
 use idem_sql::redact_url;
-use idem_sql::sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use idem_sql::sqlx::{Postgres, Sqlite};
-use idem_sql::{PoolOptions, Store};
+use idem_sql::{AnyStore, PoolOptions, Store};
 
 use crate::cli::{Cli, Command, DestinationCommand, DlqCommand, EventsCommand, ReplayArgs};
 
@@ -152,34 +150,23 @@ async fn on_database(
             let store = Store::<Sqlite>::connect_with_options(&url, pool(&config, serve)).await?;
             on_store(on_gateway, config, store).await
         }
-        Some(DatabaseKind::Sqlite) => {
-            // Admin commands read what `idem serve` made: they never create a database.
-            let options = SqliteConnectOptions::from_str(&url)
-                .with_context(|| {
-                    format!("database_url {:?} is not a SQLite URL", redact_url(&url))
-                })?
-                .create_if_missing(false);
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(options)
-                .await
-                .map_err(|e| no_tables(&url, e))?;
-            let store = Store::<Sqlite>::from_pool(pool);
-            idem_sql::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
-                .fetch_optional(store.pool())
-                .await
-                .map_err(|e| no_tables(&url, e))?;
+        Some(DatabaseKind::Postgres) if serve => {
+            let store = Store::<Postgres>::connect_with_options(&url, pool(&config, serve)).await?;
             on_store(on_gateway, config, store).await
         }
-        Some(DatabaseKind::Postgres) => {
-            let store = Store::<Postgres>::connect_with_options(&url, pool(&config, serve)).await?;
-            if !serve {
-                idem_sql::sqlx::query("SELECT 1 FROM idem_gateway_events LIMIT 1")
-                    .fetch_optional(store.pool())
-                    .await
-                    .map_err(|e| no_tables(&url, e))?;
+        // Admin commands read what `idem serve` made: they never create a database.
+        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres) => {
+            match AnyStore::open_existing(&url, "idem_gateway_events", pool(&config, serve))
+                .await
+                .map_err(no_tables)?
+            {
+                AnyStore::Sqlite(store) => on_store(on_gateway, config, store).await,
+                AnyStore::Postgres(store) => on_store(on_gateway, config, store).await,
+                _ => bail!(
+                    "database_url {:?} is neither sqlite:// nor postgres://",
+                    redact_url(&config.database_url)
+                ),
             }
-            on_store(on_gateway, config, store).await
         }
         _ => bail!(
             "database_url {:?} is neither sqlite:// nor postgres://",
@@ -249,14 +236,13 @@ fn create_sqlite_dir(url: &str) -> anyhow::Result<()> {
 }
 
 /// A missing table (or, for SQLite, a missing file) says the database was never served: name
-/// it and what to check, instead of the driver's "no such table". Other errors pass through.
-fn no_tables(url: &str, error: idem_sql::sqlx::Error) -> anyhow::Error {
-    let url = redact_url(url);
-    if idem_tables::is_missing_table(&error) {
-        anyhow::anyhow!(
+/// it and what to check, instead of the driver's "no such table". Other errors pass through,
+/// naming the database without its password.
+fn no_tables(error: idem_sql::Error) -> anyhow::Error {
+    match error {
+        idem_sql::Error::MissingTable { url, .. } => anyhow::anyhow!(
             "no idem gateway tables at {url}: check database_url or --config (idem serve creates them)"
-        )
-    } else {
-        anyhow::Error::new(error).context(format!("cannot open the database at {url}"))
+        ),
+        other => anyhow::Error::new(other),
     }
 }

@@ -267,15 +267,52 @@ pub(super) fn build(
     if kind == SourceKind::Kafka {
         return kafka(raw, field_name).map(Broker::Kafka);
     }
-    let default_url = if kind == SourceKind::Nats {
-        DEFAULT_NATS_URL
+    let url = url(raw, kind, source_name, secret, field_name)?;
+    let max_in_flight = raw.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
+    if !(1..=MAX_MAX_IN_FLIGHT).contains(&max_in_flight) {
+        return Err(number_out_of_range(
+            &field_name("max_in_flight"),
+            max_in_flight as u64,
+            "between 1 and 65535",
+        ));
+    }
+    if kind == SourceKind::RabbitMq {
+        let queue = required(
+            field_name,
+            "queue",
+            &raw.queue,
+            "the name of an existing queue, such as \"billing-events\"",
+        )?;
+        // AMQP names are short strings: at most 255 bytes.
+        if queue.len() > 255 {
+            return Err(out_of_range(
+                &field_name("queue"),
+                &queue,
+                "at most 255 bytes",
+            ));
+        }
+        return Ok(Broker::RabbitMq(RabbitMqSource {
+            url,
+            queue,
+            max_in_flight,
+        }));
+    }
+    nats(raw, url, max_in_flight, source_name, field_name).map(Broker::Nats)
+}
+
+/// The server URL of a NATS or RabbitMQ source (`url` or `url_env`, else the default), with
+/// its kind's scheme.
+fn url(
+    raw: &RawSource,
+    kind: SourceKind,
+    source_name: &str,
+    secret: &SecretLookup<'_>,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<Secret, ConfigError> {
+    let (default_url, schemes): (&str, &[&str]) = if kind == SourceKind::Nats {
+        (DEFAULT_NATS_URL, &["nats://", "tls://"])
     } else {
-        DEFAULT_AMQP_URL
-    };
-    let schemes: &[&str] = if kind == SourceKind::Nats {
-        &["nats://", "tls://"]
-    } else {
-        &["amqp://", "amqps://"]
+        (DEFAULT_AMQP_URL, &["amqp://", "amqps://"])
     };
     let url = match (&raw.url, &raw.url_env) {
         (Some(_), Some(_)) => {
@@ -300,43 +337,36 @@ pub(super) fn build(
             expected: format!("a URL starting with {}", schemes.join(" or ")),
         });
     }
-    let max_in_flight = raw.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
-    if !(1..=MAX_MAX_IN_FLIGHT).contains(&max_in_flight) {
-        return Err(number_out_of_range(
-            &field_name("max_in_flight"),
-            max_in_flight as u64,
-            "between 1 and 65535",
-        ));
-    }
-    let required = |key: &str, value: &Option<String>, example: &str| match value {
+    Ok(url)
+}
+
+/// The value of required key `key`, not blank; `example` says what is expected.
+fn required(
+    field_name: &dyn Fn(&str) -> String,
+    key: &str,
+    value: &Option<String>,
+    example: &str,
+) -> Result<String, ConfigError> {
+    match value {
         Some(v) if !v.trim().is_empty() => Ok(v.clone()),
         _ => Err(ConfigError::BadValue {
             field: field_name(key),
             value: value.clone().unwrap_or_default(),
             expected: example.into(),
         }),
-    };
-    if kind == SourceKind::RabbitMq {
-        let queue = required(
-            "queue",
-            &raw.queue,
-            "the name of an existing queue, such as \"billing-events\"",
-        )?;
-        // AMQP names are short strings: at most 255 bytes.
-        if queue.len() > 255 {
-            return Err(out_of_range(
-                &field_name("queue"),
-                &queue,
-                "at most 255 bytes",
-            ));
-        }
-        return Ok(Broker::RabbitMq(RabbitMqSource {
-            url,
-            queue,
-            max_in_flight,
-        }));
     }
+}
+
+/// A NATS JetStream source: `stream` (required), `durable`, `subject` and `ack_wait`.
+fn nats(
+    raw: &RawSource,
+    url: Secret,
+    max_in_flight: usize,
+    source_name: &str,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<NatsSource, ConfigError> {
     let stream = required(
+        field_name,
         "stream",
         &raw.stream,
         "the name of an existing JetStream stream, such as \"ORDERS\"",
@@ -363,28 +393,11 @@ pub(super) fn build(
         .clone()
         .unwrap_or_else(|| format!("idem-gateway-{}", source_name.replace('.', "_")));
     token("durable", &durable)?;
-    let subject = match &raw.subject {
-        Some(subject) => {
-            let tokens_ok = !subject.is_empty()
-                && !subject.chars().any(char::is_whitespace)
-                && subject.split('.').enumerate().all(|(i, t)| {
-                    !t.is_empty()
-                        && (t == "*"
-                            || (t == ">" && i == subject.split('.').count() - 1)
-                            || !t.contains(['*', '>']))
-                });
-            if !tokens_ok {
-                return Err(ConfigError::BadValue {
-                    field: field_name("subject"),
-                    value: subject.clone(),
-                    expected: "a NATS subject filter such as \"orders.>\" or \"orders.*.created\""
-                        .into(),
-                });
-            }
-            Some(subject.clone())
-        }
-        None => None,
-    };
+    let subject = raw
+        .subject
+        .as_ref()
+        .map(|subject| subject_filter(subject, field_name))
+        .transpose()?;
     let ack_wait = match &raw.ack_wait {
         Some(text) => {
             let d = duration::parse(&field_name("ack_wait"), text)?;
@@ -399,14 +412,37 @@ pub(super) fn build(
         }
         None => DEFAULT_ACK_WAIT,
     };
-    Ok(Broker::Nats(NatsSource {
+    Ok(NatsSource {
         url,
         stream,
         subject,
         durable,
         ack_wait,
         max_in_flight,
-    }))
+    })
+}
+
+/// `subject` as a NATS subject filter: dot-separated tokens, `*` a whole token, `>` only last.
+fn subject_filter(
+    subject: &str,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<String, ConfigError> {
+    let tokens_ok = !subject.is_empty()
+        && !subject.chars().any(char::is_whitespace)
+        && subject.split('.').enumerate().all(|(i, t)| {
+            !t.is_empty()
+                && (t == "*"
+                    || (t == ">" && i == subject.split('.').count() - 1)
+                    || !t.contains(['*', '>']))
+        });
+    if !tokens_ok {
+        return Err(ConfigError::BadValue {
+            field: field_name("subject"),
+            value: subject.to_owned(),
+            expected: "a NATS subject filter such as \"orders.>\" or \"orders.*.created\"".into(),
+        });
+    }
+    Ok(subject.to_owned())
 }
 
 /// The shortest `redelivery_horizon`: a topic keeps its records at least this long.

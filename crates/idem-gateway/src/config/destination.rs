@@ -8,6 +8,7 @@ use super::defaults::{
 };
 use super::duration;
 use super::error::{ConfigError, name, number_out_of_range, out_of_range};
+use super::http_target::{self, TimeoutBounds, TlsKeys};
 use super::model::{Destination, Ordering, Route, Source, is_type_pattern};
 use super::rate_limit::RateLimit;
 use super::raw::{RawDestination, RawRoute};
@@ -19,48 +20,35 @@ pub(super) fn build(
 ) -> Result<Destination, ConfigError> {
     let dest_name = name("destination", "destination.name", raw.name)?;
     let field_name = |field: &str| format!("destination {:?} {field}", dest_name.as_str());
-    let https = raw.url.starts_with("https://");
-    if !(https || raw.url.starts_with("http://")) || reqwest::Url::parse(&raw.url).is_err() {
-        return Err(ConfigError::BadValue {
-            field: field_name("url"),
-            value: raw.url,
-            expected: "an http:// or https:// URL".into(),
-        });
-    }
-    // Certificates given for plain HTTP would silently do nothing.
-    let tls_keys = [&raw.ca_file, &raw.client_cert_file, &raw.client_key_file];
-    if !https && tls_keys.iter().any(|key| key.is_some()) {
-        return Err(ConfigError::BadValue {
-            field: field_name("url"),
-            value: raw.url,
-            expected: "an https:// URL: ca_file, client_cert_file and client_key_file are for TLS"
-                .into(),
-        });
-    }
+    let tls_keys = TlsKeys {
+        ca_file: raw.ca_file,
+        client_cert_file: raw.client_cert_file,
+        client_key_file: raw.client_key_file,
+    };
+    http_target::check_url(
+        &field_name,
+        "url",
+        Some(&raw.url),
+        &|| raw.url.clone(),
+        &tls_keys,
+    )?;
     let rate_limit = raw
         .rate_limit
         .as_deref()
         .map(|text| RateLimit::parse(&field_name("rate_limit"), text))
         .transpose()?;
-    let tls = super::tls::build(
-        &field_name,
-        raw.ca_file,
-        raw.client_cert_file,
-        raw.client_key_file,
-    )?;
-
-    let timeout = match &raw.timeout {
-        Some(text) => duration::parse(&field_name("timeout"), text)?,
-        None => DEFAULT_TIMEOUT,
-    };
     // The delivery's lease must outlive an attempt and stay within idem's longest ttl.
-    if !(MIN_TIMEOUT..=MAX_TIMEOUT).contains(&timeout) {
-        return Err(out_of_range(
-            &field_name("timeout"),
-            raw.timeout.as_deref().unwrap_or_default(),
-            "between 100ms and 1h",
-        ));
-    }
+    let (tls, timeout) = http_target::tls_and_timeout(
+        &field_name,
+        tls_keys,
+        raw.timeout.as_deref(),
+        &TimeoutBounds {
+            default: DEFAULT_TIMEOUT,
+            min: MIN_TIMEOUT,
+            max: MAX_TIMEOUT,
+            expected: "between 100ms and 1h",
+        },
+    )?;
     // Longer delays would overflow the clock or hold an entity for ever (docs/design.md C11).
     let retry_delay = |field: &str, text: &str| {
         let d = duration::parse(&field_name(field), text)?;

@@ -1,14 +1,9 @@
 //! Outbox relays in the configuration: `[[relay]]`, each publishing the `idem_outbox` rows of
 //! one database to NATS JetStream, RabbitMQ, Kafka or HTTP.
 
-use std::net::IpAddr;
-use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use idem_core::Name;
-use sqlx::postgres::PgConnectOptions;
-use sqlx::sqlite::SqliteConnectOptions;
 
 use idem_sql::redact_url as redact;
 
@@ -16,6 +11,7 @@ use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL};
 use super::defaults::MIN_TIMEOUT;
 use super::duration;
 use super::error::{ConfigError, name, number_out_of_range, out_of_range};
+use super::http_target::{self, TimeoutBounds, TlsKeys};
 use super::raw::RawRelay;
 use super::secret::{Secret, SecretLookup};
 use crate::tls::TlsSettings;
@@ -153,106 +149,13 @@ impl OutboxRelay {
     }
 }
 
-/// Which database a URL reaches, for telling whether two relays share one whatever the URLs'
-/// spelling: sqlx parses the URL (with the defaults it connects with), so a default port, a
-/// query parameter such as `sslmode` or a password make no difference.
-#[derive(Debug, PartialEq, Eq)]
-enum DatabaseIdentity {
-    /// A PostgreSQL server and database. `host` is lowercase, with `localhost`, every loopback
-    /// address and a Unix-domain socket directory all `loopback` (each is this machine's server
-    /// on `port`); `database` defaults to the user name, as the server's does.
-    Postgres {
-        host: String,
-        port: u16,
-        database: String,
-    },
-    /// A SQLite file: its canonical path when it exists (so `./a.db`, `a.db` and a symlink
-    /// agree), else the path made absolute.
-    Sqlite(PathBuf),
-    /// A URL sqlx cannot parse (its connection fails at start, naming it): compared as written.
-    Unparsed(String),
-}
-
-impl DatabaseIdentity {
-    fn of(url: &str) -> Self {
-        match crate::store::DatabaseKind::of(url) {
-            Some(crate::store::DatabaseKind::Postgres) => {
-                match PgConnectOptions::from_str(&identity_parameters(url)) {
-                    Ok(options) => {
-                        let host = options.get_host().trim_matches(['[', ']']).to_lowercase();
-                        let loopback = host == "localhost"
-                            || host.starts_with('/')
-                            || options.get_socket().is_some()
-                            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-                        Self::Postgres {
-                            host: if loopback {
-                                "loopback".to_owned()
-                            } else {
-                                host
-                            },
-                            port: options.get_port(),
-                            database: options
-                                .get_database()
-                                .unwrap_or(options.get_username())
-                                .to_owned(),
-                        }
-                    }
-                    Err(_) => Self::Unparsed(url.to_owned()),
-                }
-            }
-            Some(crate::store::DatabaseKind::Sqlite) => match SqliteConnectOptions::from_str(url) {
-                Ok(options) => {
-                    let path = options.get_filename();
-                    Self::Sqlite(
-                        std::fs::canonicalize(path)
-                            .or_else(|_| std::path::absolute(path))
-                            .unwrap_or_else(|_| path.to_owned()),
-                    )
-                }
-                Err(_) => Self::Unparsed(url.to_owned()),
-            },
-            None => Self::Unparsed(url.to_owned()),
-        }
-    }
-}
-
-/// PostgreSQL URL `url` with only the query parameters that choose the server, database or
-/// user: sqlx logs every other parameter it does not know with its value, and a password
-/// (`sslpassword`) can be one.
-fn identity_parameters(url: &str) -> String {
-    const KEPT: [&str; 5] = ["host", "hostaddr", "port", "dbname", "user"];
-    let Some((base, query)) = url.split_once('?') else {
-        return url.to_owned();
-    };
-    let query = query.split('#').next().unwrap_or_default();
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| {
-            // The name as a URL parser decodes it (`%XX`, `+`).
-            form_urlencoded::parse(pair.as_bytes())
-                .next()
-                .is_some_and(|(key, _)| KEPT.contains(&key.as_ref()))
-        })
-        .collect();
-    if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    }
-}
-
-/// Whether database URLs `a` and `b` reach the same database (see [`DatabaseIdentity`]).
-pub(crate) fn same_database(a: &str, b: &str) -> bool {
-    DatabaseIdentity::of(a) == DatabaseIdentity::of(b)
-}
-
 /// Builds relay `raw`; `gateway_database` is the gateway's own database URL.
 pub(super) fn build(
     raw: RawRelay,
     gateway_database: &str,
     secret: &SecretLookup<'_>,
 ) -> Result<OutboxRelay, ConfigError> {
-    let relay_name = name("relay", "relay.name", raw.name)?;
+    let relay_name = name("relay", "relay.name", raw.name.clone())?;
     let field_name = |field: &str| format!("relay {:?} {field}", relay_name.as_str());
     let owner = || format!("relay {:?}", relay_name.as_str());
     let either = |value: &Option<String>, var: &Option<String>, key: &str| match (value, var) {
@@ -267,7 +170,7 @@ pub(super) fn build(
     };
     let database_url = either(&raw.database_url, &raw.database_url_env, "database_url")?
         .unwrap_or_else(|| Secret::new(gateway_database));
-    if database_url.is_loaded() && crate::store::DatabaseKind::of(database_url.expose()).is_none() {
+    if database_url.is_loaded() && !super::database::holds_gateway_tables(database_url.expose()) {
         return Err(ConfigError::BadValue {
             field: field_name("database_url"),
             value: redact(database_url.expose()),
@@ -275,22 +178,35 @@ pub(super) fn build(
         });
     }
     let url = either(&raw.url, &raw.url_env, "url")?;
-    let url_key = if raw.url_env.is_some() {
-        "url_env"
-    } else {
-        "url"
-    };
-    let check_scheme = |url: &Secret, schemes: &[&str]| {
-        if !url.is_loaded() || schemes.iter().any(|s| url.expose().starts_with(s)) {
-            Ok(())
-        } else {
-            Err(ConfigError::BadValue {
-                field: field_name(url_key),
-                value: redact(url.expose()),
-                expected: format!("a URL starting with {}", schemes.join(" or ")),
-            })
-        }
-    };
+    keys_of_other_targets(&raw, &field_name)?;
+    let target = target(&raw, url, &field_name)?;
+    let (batch_size, poll_interval) = pace(&raw, &field_name)?;
+    let claim_ttl = claim_ttl(&raw, &target, &field_name)?;
+    let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_RELAY_MAX_ATTEMPTS);
+    if max_attempts == 0 {
+        return Err(number_out_of_range(
+            &field_name("max_attempts"),
+            0,
+            "at least 1",
+        ));
+    }
+    Ok(OutboxRelay {
+        name: relay_name,
+        database_url,
+        target,
+        batch_size,
+        poll_interval,
+        claim_ttl,
+        max_attempts,
+    })
+}
+
+/// Refuses a key of another kind of target: `timeout` and the TLS files are `http`'s,
+/// `brokers` is `kafka`'s.
+fn keys_of_other_targets(
+    raw: &RawRelay,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<(), ConfigError> {
     if raw.timeout.is_some() && raw.target != "http" {
         return Err(ConfigError::BadValue {
             field: field_name("timeout"),
@@ -322,7 +238,36 @@ pub(super) fn build(
             ),
         });
     }
-    let target = match raw.target.as_str() {
+    Ok(())
+}
+
+/// `url_env` when the URL came from a variable, else `url`: the key an error names.
+fn url_key(raw: &RawRelay) -> &'static str {
+    if raw.url_env.is_some() {
+        "url_env"
+    } else {
+        "url"
+    }
+}
+
+/// The target of `raw` (`target`, with `url`, the URL read from `url` or `url_env`).
+fn target(
+    raw: &RawRelay,
+    url: Option<Secret>,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<RelayTarget, ConfigError> {
+    let check_scheme = |url: &Secret, schemes: &[&str]| {
+        if !url.is_loaded() || schemes.iter().any(|s| url.expose().starts_with(s)) {
+            Ok(())
+        } else {
+            Err(ConfigError::BadValue {
+                field: field_name(url_key(raw)),
+                value: redact(url.expose()),
+                expected: format!("a URL starting with {}", schemes.join(" or ")),
+            })
+        }
+    };
+    Ok(match raw.target.as_str() {
         "nats" => {
             let url = url.unwrap_or_else(|| Secret::new(DEFAULT_NATS_URL));
             check_scheme(&url, &["nats://", "tls://"])?;
@@ -336,7 +281,7 @@ pub(super) fn build(
         "kafka" => {
             if url.is_some() {
                 return Err(ConfigError::BadValue {
-                    field: field_name(url_key),
+                    field: field_name(url_key(raw)),
                     // Not the URL itself: it may hold a password.
                     value: "a URL, not shown".into(),
                     expected: "no url: a target = \"kafka\" relay takes `brokers`, such as [\"kafka-1:9092\"]".into(),
@@ -349,64 +294,7 @@ pub(super) fn build(
                 )?,
             }
         }
-        "http" => {
-            let Some(url) = url else {
-                return Err(ConfigError::BadValue {
-                    field: field_name("url"),
-                    value: String::new(),
-                    expected:
-                        "the base URL rows' paths are joined to, such as \"http://127.0.0.1:3000\""
-                            .into(),
-                });
-            };
-            if url.is_loaded()
-                && (!(url.expose().starts_with("http://") || url.expose().starts_with("https://"))
-                    || reqwest::Url::parse(url.expose()).is_err())
-            {
-                return Err(ConfigError::BadValue {
-                    field: field_name(url_key),
-                    value: redact(url.expose()),
-                    expected: "an http:// or https:// URL".into(),
-                });
-            }
-            if tls_keys.iter().any(|key| key.is_some())
-                && url.is_loaded()
-                && url.expose().starts_with("http://")
-            {
-                return Err(ConfigError::BadValue {
-                    field: field_name(url_key),
-                    value: redact(url.expose()),
-                    expected:
-                        "an https:// URL: ca_file, client_cert_file and client_key_file are for TLS"
-                            .into(),
-                });
-            }
-            let tls = super::tls::build(
-                &field_name,
-                raw.ca_file,
-                raw.client_cert_file,
-                raw.client_key_file,
-            )?;
-            let timeout = match &raw.timeout {
-                Some(text) => {
-                    let d = duration::parse(&field_name("timeout"), text)?;
-                    if !(MIN_TIMEOUT..=MAX_RELAY_TIMEOUT).contains(&d) {
-                        return Err(out_of_range(
-                            &field_name("timeout"),
-                            text,
-                            "between 100ms and 30m (claim_ttl, at most 1h, must exceed it)",
-                        ));
-                    }
-                    d
-                }
-                None => DEFAULT_RELAY_TIMEOUT,
-            };
-            RelayTarget::Http {
-                url: url.expose().to_owned(),
-                timeout,
-                tls,
-            }
-        }
+        "http" => http(raw, url, field_name)?,
         other => {
             return Err(ConfigError::BadValue {
                 field: field_name("target"),
@@ -414,7 +302,58 @@ pub(super) fn build(
                 expected: "\"nats\", \"rabbitmq\", \"kafka\" or \"http\"".into(),
             });
         }
+    })
+}
+
+/// An `http` target: its base URL (required), TLS files and `timeout`.
+fn http(
+    raw: &RawRelay,
+    url: Option<Secret>,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<RelayTarget, ConfigError> {
+    let Some(url) = url else {
+        return Err(ConfigError::BadValue {
+            field: field_name("url"),
+            value: String::new(),
+            expected: "the base URL rows' paths are joined to, such as \"http://127.0.0.1:3000\""
+                .into(),
+        });
     };
+    let tls_keys = TlsKeys {
+        ca_file: raw.ca_file.clone(),
+        client_cert_file: raw.client_cert_file.clone(),
+        client_key_file: raw.client_key_file.clone(),
+    };
+    http_target::check_url(
+        field_name,
+        url_key(raw),
+        url.is_loaded().then(|| url.expose()),
+        &|| redact(url.expose()),
+        &tls_keys,
+    )?;
+    let (tls, timeout) = http_target::tls_and_timeout(
+        field_name,
+        tls_keys,
+        raw.timeout.as_deref(),
+        &TimeoutBounds {
+            default: DEFAULT_RELAY_TIMEOUT,
+            min: MIN_TIMEOUT,
+            max: MAX_RELAY_TIMEOUT,
+            expected: "between 100ms and 30m (claim_ttl, at most 1h, must exceed it)",
+        },
+    )?;
+    Ok(RelayTarget::Http {
+        url: url.expose().to_owned(),
+        timeout,
+        tls,
+    })
+}
+
+/// `batch_size` and `poll_interval`.
+fn pace(
+    raw: &RawRelay,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<(u32, Duration), ConfigError> {
     let batch_size = raw.batch_size.unwrap_or(DEFAULT_RELAY_BATCH_SIZE);
     if !(1..=MAX_RELAY_BATCH_SIZE).contains(&batch_size) {
         return Err(number_out_of_range(
@@ -437,6 +376,15 @@ pub(super) fn build(
         }
         None => DEFAULT_RELAY_POLL_INTERVAL,
     };
+    Ok((batch_size, poll_interval))
+}
+
+/// `claim_ttl`, which must outlive an HTTP target's `timeout`.
+fn claim_ttl(
+    raw: &RawRelay,
+    target: &RelayTarget,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<Duration, ConfigError> {
     let claim_ttl = match &raw.claim_ttl {
         Some(text) => {
             let d = duration::parse(&field_name("claim_ttl"), text)?;
@@ -451,83 +399,29 @@ pub(super) fn build(
         }
         None => DEFAULT_RELAY_CLAIM_TTL,
     };
-    if let RelayTarget::Http { timeout, .. } = &target
-        && claim_ttl <= *timeout
-    {
-        let timeout = humantime::format_duration(*timeout);
-        let why = "a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile";
-        let fix = format!("set claim_ttl between {timeout} and 1h");
-        // Name the key the user wrote: a default claim_ttl is not theirs to find.
-        return Err(match &raw.claim_ttl {
-            Some(text) => out_of_range(
-                &field_name("claim_ttl"),
-                text,
-                &format!("more than timeout ({timeout}): {why}; {fix}"),
-            ),
-            None => out_of_range(
-                &field_name("timeout"),
-                raw.timeout.as_deref().unwrap_or_default(),
-                &format!(
-                    "less than claim_ttl, which is {} by default: {why}; {fix}",
-                    humantime::format_duration(claim_ttl)
-                ),
-            ),
-        });
+    let RelayTarget::Http { timeout, .. } = target else {
+        return Ok(claim_ttl);
+    };
+    if claim_ttl > *timeout {
+        return Ok(claim_ttl);
     }
-    let max_attempts = raw.max_attempts.unwrap_or(DEFAULT_RELAY_MAX_ATTEMPTS);
-    if max_attempts == 0 {
-        return Err(number_out_of_range(
-            &field_name("max_attempts"),
-            0,
-            "at least 1",
-        ));
-    }
-    Ok(OutboxRelay {
-        name: relay_name,
-        database_url,
-        target,
-        batch_size,
-        poll_interval,
-        claim_ttl,
-        max_attempts,
+    let timeout = humantime::format_duration(*timeout);
+    let why = "a claim must outlive the requests of its cycle, or another relay publishes the same rows meanwhile";
+    let fix = format!("set claim_ttl between {timeout} and 1h");
+    // Name the key the user wrote: a default claim_ttl is not theirs to find.
+    Err(match &raw.claim_ttl {
+        Some(text) => out_of_range(
+            &field_name("claim_ttl"),
+            text,
+            &format!("more than timeout ({timeout}): {why}; {fix}"),
+        ),
+        None => out_of_range(
+            &field_name("timeout"),
+            raw.timeout.as_deref().unwrap_or_default(),
+            &format!(
+                "less than claim_ttl, which is {} by default: {why}; {fix}",
+                humantime::format_duration(claim_ttl)
+            ),
+        ),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Only the parameters that pick the server, database or user reach sqlx's parser (which
-    /// logs the value of any it does not know, `sslpassword` among them).
-    #[test]
-    fn identity_keeps_only_the_parameters_that_choose_the_database() {
-        assert_eq!(
-            identity_parameters(
-                "postgres://u@h/db?sslmode=require&sslpassword=k3y&port=6000&dbname=other#x"
-            ),
-            "postgres://u@h/db?port=6000&dbname=other"
-        );
-        assert_eq!(
-            identity_parameters("postgres://u@h/db?password=s3cret"),
-            "postgres://u@h/db"
-        );
-        assert_eq!(
-            identity_parameters("postgres://u@h/db"),
-            "postgres://u@h/db"
-        );
-        // Parameters that choose the database count as the URL's parts do.
-        assert!(same_database(
-            "postgres://u@127.0.0.1:5432/db",
-            "postgres://u@elsewhere/ignored?host=localhost&port=5432&dbname=db"
-        ));
-        assert!(!same_database(
-            "postgres://u@127.0.0.1/db",
-            "postgres://u@127.0.0.1/db?port=5433"
-        ));
-        // Without a database name the server uses the user's name.
-        assert!(same_database(
-            "postgres://app@127.0.0.1/app",
-            "postgres://app@localhost"
-        ));
-    }
 }

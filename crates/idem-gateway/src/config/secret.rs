@@ -1,5 +1,6 @@
 //! Secrets read from the environment; never printed.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use super::error::ConfigError;
@@ -41,3 +42,36 @@ impl fmt::Debug for Secret {
 /// How a secret is read: `(owner, variable)` to its value, or [`ConfigError::MissingSecret`]
 /// naming both.
 pub(super) type SecretLookup<'a> = dyn Fn(String, &str) -> Result<Secret, ConfigError> + 'a;
+
+/// The secrets not set, as `(owner, variable, set but empty)`, of a configuration read for an
+/// operator command.
+pub(super) type NotLoaded = RefCell<Vec<(String, String, bool)>>;
+
+/// The [`SecretLookup`] of a configuration read with `env`: with `required`, a variable not set
+/// (or empty) is [`ConfigError::MissingSecret`]; without, the secret is left unloaded and noted
+/// in `not_loaded`.
+pub(super) fn reader<'a>(
+    env: &'a dyn Fn(&str) -> Option<String>,
+    required: bool,
+    not_loaded: &'a NotLoaded,
+) -> impl Fn(String, &str) -> Result<Secret, ConfigError> + 'a {
+    move |owner: String, var: &str| {
+        if var.trim().is_empty() {
+            return Err(ConfigError::EmptySecretVariable { owner });
+        }
+        match env(var) {
+            Some(value) if !value.is_empty() => Ok(Secret::new(value)),
+            found if !required => {
+                not_loaded
+                    .borrow_mut()
+                    .push((owner, var.to_owned(), found.is_some()));
+                Ok(Secret::not_loaded())
+            }
+            found => Err(ConfigError::MissingSecret {
+                owner,
+                var: var.to_owned(),
+                empty: found.is_some(),
+            }),
+        }
+    }
+}

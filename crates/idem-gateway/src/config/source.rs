@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::http::HeaderName;
-use idem_core::RetentionPolicy;
+use idem_core::{Name, RetentionPolicy};
 use idem_http::verify::{self, Encoding, Verifier};
 use serde_json_path::JsonPath;
 
@@ -16,8 +16,14 @@ use super::raw::{RawField, RawSource};
 use super::secret::{Secret, SecretLookup};
 use crate::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
 
+/// Builds source `raw`, whose events are kept for `retention`.
+///
+/// # Errors
+/// A [`ConfigError`] naming the first problem: an unknown kind, a retention shorter than the
+/// kind's redelivery horizon, a key of another kind, a secret, a verifier that refuses its
+/// secrets, a field that cannot be read.
 pub(super) fn build(
-    raw: RawSource,
+    mut raw: RawSource,
     retention: Retention,
     secret: &SecretLookup<'_>,
 ) -> Result<Source, ConfigError> {
@@ -44,6 +50,38 @@ pub(super) fn build(
         })?;
     }
     broker::refuse_foreign_keys(&raw, kind, source_name.as_str())?;
+    let intake = intake(&raw, kind, &source_name, secret, &field_name)?;
+    let fields = fields(&mut raw, kind, &source_name, &field_name)?;
+    let dedup_scope = match raw.dedup_scope {
+        Some(scope) => name("dedup scope", &field_name("dedup_scope"), scope)?,
+        None => source_name.clone(),
+    };
+    if fields.version.is_some() && fields.entity.is_none() {
+        return Err(ConfigError::BadValue {
+            field: field_name("entity"),
+            value: String::new(),
+            expected: "an entity where the version's entity is read, such as { json = \"$.order.id\" }: a version is compared per entity, so `version` needs `entity`".into(),
+        });
+    }
+    Ok(Source {
+        name: source_name,
+        kind,
+        dedup_scope,
+        trust_traceparent: raw.trust_traceparent.unwrap_or(false),
+        intake,
+        fields,
+    })
+}
+
+/// How the source's events come in: a webhook verifier of its kind, built with its secrets, or
+/// its broker; `Unverifiable` when read for an operator command without the secrets.
+fn intake(
+    raw: &RawSource,
+    kind: SourceKind,
+    source_name: &Name,
+    secret: &SecretLookup<'_>,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<Intake, ConfigError> {
     let mut secrets = Vec::new();
     for var in &raw.secrets_env {
         secrets.push(secret(format!("source {:?}", source_name.as_str()), var)?);
@@ -55,7 +93,7 @@ pub(super) fn build(
         error,
     };
     let webhook = |verifier: Arc<dyn Verifier>| Intake::Webhook(verifier);
-    let intake = match kind {
+    Ok(match kind {
         // Read for an operator command without the source's secrets: nothing to check them by.
         _ if !loaded => Intake::Unverifiable,
         SourceKind::Stripe => webhook(Arc::new(
@@ -72,37 +110,60 @@ pub(super) fn build(
                 .map_err(verifier_error)?,
         )),
         SourceKind::Nats | SourceKind::RabbitMq | SourceKind::Kafka => Intake::Broker(
-            broker::build(&raw, kind, source_name.as_str(), secret, &field_name)?,
+            broker::build(raw, kind, source_name.as_str(), secret, field_name)?,
         ),
-        SourceKind::Generic => {
-            let header = raw
-                .signature_header
-                .as_deref()
-                .ok_or_else(|| ConfigError::BadValue {
-                    field: field_name("signature_header"),
-                    value: String::new(),
-                    expected: "the header that carries the HMAC, such as \"X-Signature\"".into(),
-                })?;
-            let encoding = match raw.signature_encoding.as_deref().unwrap_or("hex") {
-                "hex" => Encoding::Hex,
-                "base64" => Encoding::Base64,
-                other => {
-                    return Err(ConfigError::BadValue {
-                        field: field_name("signature_encoding"),
-                        value: other.into(),
-                        expected: "\"hex\" or \"base64\"".into(),
-                    });
-                }
-            };
-            let verifier =
-                verify::generic_hmac::GenericHmacVerifier::new(header, encoding, &secrets)
-                    .map_err(verifier_error)?;
-            webhook(Arc::new(match raw.signature_prefix.as_deref() {
-                Some(prefix) => verifier.with_prefix(prefix),
-                None => verifier,
-            }))
+        SourceKind::Generic => webhook(Arc::new(generic_hmac(
+            raw,
+            &secrets,
+            field_name,
+            &verifier_error,
+        )?)),
+    })
+}
+
+/// A `generic` source's verifier: `signature_header` (required), `signature_encoding` and
+/// `signature_prefix`; `verifier_error` names the source in the verifier's own error.
+fn generic_hmac(
+    raw: &RawSource,
+    secrets: &[&str],
+    field_name: &dyn Fn(&str) -> String,
+    verifier_error: &dyn Fn(verify::ConfigError) -> ConfigError,
+) -> Result<verify::generic_hmac::GenericHmacVerifier, ConfigError> {
+    let header = raw
+        .signature_header
+        .as_deref()
+        .ok_or_else(|| ConfigError::BadValue {
+            field: field_name("signature_header"),
+            value: String::new(),
+            expected: "the header that carries the HMAC, such as \"X-Signature\"".into(),
+        })?;
+    let encoding = match raw.signature_encoding.as_deref().unwrap_or("hex") {
+        "hex" => Encoding::Hex,
+        "base64" => Encoding::Base64,
+        other => {
+            return Err(ConfigError::BadValue {
+                field: field_name("signature_encoding"),
+                value: other.into(),
+                expected: "\"hex\" or \"base64\"".into(),
+            });
         }
     };
+    let verifier = verify::generic_hmac::GenericHmacVerifier::new(header, encoding, secrets)
+        .map_err(verifier_error)?;
+    Ok(match raw.signature_prefix.as_deref() {
+        Some(prefix) => verifier.with_prefix(prefix),
+        None => verifier,
+    })
+}
+
+/// Where the event id, type, entity and version are read: the fields the source names (taken
+/// out of `raw`), else its kind's defaults.
+fn fields(
+    raw: &mut RawSource,
+    kind: SourceKind,
+    source_name: &Name,
+    field_name: &dyn Fn(&str) -> String,
+) -> Result<Fields, ConfigError> {
     for (key, raw_field) in [
         ("id", &raw.id),
         ("type", &raw.event_type),
@@ -117,7 +178,7 @@ pub(super) fn build(
         }
     }
     let defaults = kind_defaults(kind);
-    let id = match raw.id {
+    let id = match raw.id.take() {
         Some(f) => field(&field_name("id"), f)?,
         None => defaults.id.ok_or_else(|| ConfigError::BadValue {
             field: field_name("id"),
@@ -127,13 +188,13 @@ pub(super) fn build(
                     .into(),
         })?,
     };
-    let event_type = match raw.event_type {
+    let event_type = match raw.event_type.take() {
         Some(f) => Some(field(&field_name("type"), f)?),
         None => defaults.event_type,
     };
-    let entity = match raw.entity {
+    let entity = match raw.entity.take() {
         Some(f) => {
-            let ty = match raw.entity_type {
+            let ty = match raw.entity_type.take() {
                 Some(ty) => name("aggregate type", &field_name("entity_type"), ty)?,
                 None => source_name.clone(),
             };
@@ -141,20 +202,15 @@ pub(super) fn build(
         }
         None => defaults.entity,
     };
-    let version = match raw.version {
-        Some(f) => {
-            let kind = version_kind(&field_name("version"), &f)?;
-            Some((field(&field_name("version"), f)?, kind))
-        }
+    let version = match raw.version.take() {
+        Some(f) => Some(versioned(&field_name("version"), f)?),
         None => defaults.version,
     };
-    let version_secondary = match raw.version_secondary {
-        Some(f) => {
-            let kind = version_kind(&field_name("version_secondary"), &f)?;
-            Some((field(&field_name("version_secondary"), f)?, kind))
-        }
-        None => None,
-    };
+    let version_secondary = raw
+        .version_secondary
+        .take()
+        .map(|f| versioned(&field_name("version_secondary"), f))
+        .transpose()?;
     if version_secondary.is_some() && version.is_none() {
         return Err(ConfigError::BadValue {
             field: field_name("version"),
@@ -162,35 +218,21 @@ pub(super) fn build(
             expected: "a version where the entity's version is read: `version_secondary` only breaks ties between equal versions, so it needs a `version`".into(),
         });
     }
-    let dedup_scope = match raw.dedup_scope {
-        Some(scope) => name("dedup scope", &field_name("dedup_scope"), scope)?,
-        None => source_name.clone(),
-    };
-    if version.is_some() && entity.is_none() {
-        return Err(ConfigError::BadValue {
-            field: field_name("entity"),
-            value: String::new(),
-            expected: "an entity where the version's entity is read, such as { json = \"$.order.id\" }: a version is compared per entity, so `version` needs `entity`".into(),
-        });
-    }
-    Ok(Source {
-        name: source_name,
-        kind,
-        dedup_scope,
-        trust_traceparent: raw.trust_traceparent.unwrap_or(false),
-        intake,
-        fields: Fields {
-            id,
-            event_type,
-            entity,
-            version,
-            version_secondary,
-        },
+    Ok(Fields {
+        id,
+        event_type,
+        entity,
+        version,
+        version_secondary,
     })
 }
 
-/// How the values of the version-like field `raw` (named `name`) are read and compared: its
-/// `type` (and, for a timestamp, `unit`). Only a type whose values can be ordered is taken.
+/// A version field `f` (the key `name`) and how its values compare.
+fn versioned(name: &str, f: RawField) -> Result<(Field, VersionKind), ConfigError> {
+    let kind = version_kind(name, &f)?;
+    Ok((field(name, f)?, kind))
+}
+
 fn version_kind(name: &str, raw: &RawField) -> Result<VersionKind, ConfigError> {
     let unit = match raw.unit.as_deref() {
         None | Some("s") => TimeUnit::Seconds,

@@ -31,28 +31,8 @@ const MIGRATIONS_TABLE: &str = "idem_gateway_migrations";
 /// 32,766 and PostgreSQL's 65,535 bound parameters per statement.
 pub(crate) const ROWS_PER_INSERT: usize = 1_000;
 
-/// Which database a URL names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DatabaseKind {
-    /// `sqlite:…`
-    Sqlite,
-    /// `postgres:…` or `postgresql:…`
-    Postgres,
-}
-
-impl DatabaseKind {
-    /// The database `url` names, or `None` for another scheme.
-    pub fn of(url: &str) -> Option<Self> {
-        if url.starts_with("sqlite:") {
-            Some(Self::Sqlite)
-        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            Some(Self::Postgres)
-        } else {
-            None
-        }
-    }
-}
+/// Which database a URL names: idem-sql's, the one every opener of the workspace reads.
+pub use idem_sql::DatabaseKind;
 
 /// A database that can hold the gateway's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
 ///

@@ -18,6 +18,9 @@ mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+#[cfg(feature = "sqlite")]
+pub(crate) use sqlite::open_existing as sqlite_open_existing;
+
 use std::future::Future;
 
 use sqlx::{Database, Pool};

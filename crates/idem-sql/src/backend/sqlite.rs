@@ -19,6 +19,30 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// SQLite allows 32,766 parameters per statement; a claim row takes one, plus two shared ones.
 const CLAIM_CHUNK: usize = 1000;
 
+/// Opens the SQLite database at `url` if its file exists (it is never created), with the
+/// settings of [`Ops::connect`]: WAL, `synchronous = FULL`, the busy timeout.
+pub(crate) async fn open_existing(url: &str, pool: &PoolOptions) -> Result<Pool<Sqlite>, Error> {
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(|e| Error::InvalidUrl {
+            url: redact(url),
+            expected: format!("a valid SQLite URL ({e})"),
+        })?
+        .create_if_missing(false)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(BUSY_TIMEOUT);
+    SqlitePoolOptions::new()
+        .max_connections(pool.max_connections)
+        .acquire_timeout(pool.acquire_timeout)
+        .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
+        .connect_with(options)
+        .await
+        .map_err(|source| Error::Connect {
+            url: redact(url),
+            source,
+        })
+}
+
 impl Ops for Sqlite {
     const BEGIN: &'static str = "BEGIN IMMEDIATE";
 

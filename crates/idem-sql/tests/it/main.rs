@@ -14,6 +14,7 @@ mod handlers;
 mod leases;
 mod mysql;
 mod mysql_migrations;
+mod open_existing;
 mod ordering;
 mod properties;
 mod retention;

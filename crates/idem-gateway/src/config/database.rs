@@ -1,0 +1,12 @@
+//! Which databases a `database_url` may name: the gateway's own and a relay's.
+
+use idem_sql::DatabaseKind;
+
+/// Whether `url` names a database the gateway's tables (and the relays' reads) can live in:
+/// SQLite or PostgreSQL. MySQL is idem-sql's third store, but not (yet) the gateway's.
+pub(super) fn holds_gateway_tables(url: &str) -> bool {
+    matches!(
+        DatabaseKind::of(url),
+        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres)
+    )
+}
