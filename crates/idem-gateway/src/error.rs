@@ -1,7 +1,7 @@
 //! The gateway's error type.
 
 use crate::config::ConfigError;
-use crate::time::format_time;
+use crate::model::time::{BadTime, bad_time_message, format_time};
 
 /// What can stop the gateway or one of its commands.
 #[derive(Debug, thiserror::Error)]
@@ -155,11 +155,8 @@ pub enum RequestError {
         /// The destination asked for, if any.
         destination: Option<String>,
     },
-    /// A time in none of the forms [`parse_time`](crate::time::parse_time) reads.
-    #[error(
-        "{field} {value:?} is not a time: expected a duration ago such as \"1h\" or \"3d 12h\", \
-         an RFC 3339 timestamp such as \"2026-01-31T12:00:00Z\", or milliseconds since the epoch"
-    )]
+    /// A time in none of the forms [`parse_time`](crate::model::time::parse_time) reads.
+    #[error("{}", bad_time_message(field, value))]
     BadTime {
         /// The field or option (`since`, `--until`, …).
         field: &'static str,
@@ -194,6 +191,18 @@ pub enum RequestError {
         /// The end (now when none was given), in ms since the epoch.
         until: i64,
     },
+}
+
+impl From<BadTime> for RequestError {
+    fn from(BadTime { field, value }: BadTime) -> Self {
+        Self::BadTime { field, value }
+    }
+}
+
+impl From<BadTime> for Error {
+    fn from(e: BadTime) -> Self {
+        Self::Request(e.into())
+    }
 }
 
 impl RequestError {

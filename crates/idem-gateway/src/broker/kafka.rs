@@ -22,11 +22,11 @@ use tokio::sync::watch;
 
 use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::KafkaSource;
-use crate::fields::{KAFKA_KEY, KAFKA_MESSAGE_ID, KAFKA_POSITION, KAFKA_TOPIC};
 use crate::gateway::INBOX_CONSUMER;
 use crate::ingest::answer::Answer;
 use crate::ingest::batch::{Incoming, OffsetAdvance, Unit};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::model::fields::{KAFKA_KEY, KAFKA_MESSAGE_ID, KAFKA_POSITION, KAFKA_TOPIC};
 use crate::store::GatewayDb;
 
 /// A connected Kafka source: the cluster answered and has the topic (and its partitions).

@@ -42,11 +42,13 @@ use tokio::sync::{mpsc, watch};
 
 use crate::Error;
 use crate::config::Broker;
-use crate::fields::{AMQP_MESSAGE_ID, AMQP_ROUTING_KEY, AMQP_TYPE, NATS_MSG_ID, NATS_SUBJECT};
 use crate::gateway::{Gateway, INBOX_CONSUMER};
 use crate::ingest::answer::Answer;
 use crate::ingest::batch::{Incoming, Pending};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::model::fields::{
+    AMQP_MESSAGE_ID, AMQP_ROUTING_KEY, AMQP_TYPE, NATS_MSG_ID, NATS_SUBJECT,
+};
 use crate::store::GatewayDb;
 
 /// The delay before a message that could not be stored is delivered again: 1 s, doubled per

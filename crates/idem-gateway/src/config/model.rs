@@ -13,7 +13,7 @@ use super::kind::SourceKind;
 use super::rate_limit::RateLimit;
 use super::relay::OutboxRelay;
 use super::secret::Secret;
-use crate::fields::{ExtractError, Fields};
+use crate::model::fields::{ExtractError, Fields};
 use crate::tls::TlsSettings;
 
 /// A configured sender.

@@ -14,7 +14,7 @@ use super::kind::SourceKind;
 use super::model::{Intake, Retention, Source};
 use super::raw::{RawField, RawSource};
 use super::secret::{Secret, SecretLookup};
-use crate::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
+use crate::model::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
 
 pub(super) fn build(
     raw: RawSource,

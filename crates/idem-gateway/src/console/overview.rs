@@ -4,8 +4,8 @@
 //! store's health.
 
 use crate::Error;
-use crate::counters::{MINUTE_MS, Metric, Scope};
 use crate::gateway::Gateway;
+use crate::model::counts::{MINUTE_MS, Metric, Scope};
 use crate::store::GatewayDb;
 
 /// One hour, in ms.

@@ -8,7 +8,7 @@ use maud::{DOCTYPE, Markup, html};
 use super::assets::STYLESHEET;
 use super::session::Session;
 use super::{PREFIX, csrf};
-use crate::time::format_time;
+use crate::model::time::format_time;
 
 /// The navigation's entries: (path, label).
 const NAV: [(&str, &str); 5] = [

@@ -37,8 +37,8 @@ use crate::metric_definitions::{
     DESTINATION_PAUSED, DISPATCH_CLAIMS_TOTAL, DISPATCH_DURATION_SECONDS,
     DISPATCH_RATE_LIMITED_TOTAL, DISPATCH_TOTAL,
 };
+use crate::model::time::format_time;
 use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
-use crate::time::format_time;
 use crate::traces;
 use outcomes::Outcomes;
 use schedule::Next;

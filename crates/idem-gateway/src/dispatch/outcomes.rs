@@ -16,9 +16,9 @@ use idem_core::{Backoff, Ttl};
 use tokio::sync::{mpsc, oneshot};
 
 use super::handoff::{Handed, Path, Reserved};
-use crate::counters;
 use crate::gateway::Gateway;
-use crate::store::{DeliveryState, DueDelivery, Finished, GatewayDb};
+use crate::model::counts::{Counts, Metric, Scope};
+use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
 
 /// The most outcomes one transaction writes.
 const MAX_OUTCOMES: usize = 256;
@@ -256,7 +256,7 @@ async fn commit<DB: GatewayDb>(
         }
     }
     if !written.is_empty() {
-        let counts = counters::of_outcomes(destination.name.as_str(), rows, &written);
+        let counts = of_outcomes(destination.name.as_str(), rows, &written);
         DB::add_counts(&mut tx, &counts).await?;
     }
     // On PostgreSQL a claim fences holders on other machines, so a commit that claims waits for
@@ -267,4 +267,24 @@ async fn commit<DB: GatewayDb>(
     tx.commit().await?;
     let written = rows.iter().map(|row| is_written(row.delivery)).collect();
     Ok((written, (claimed, until)))
+}
+
+/// The counts of one outcome commit of `destination`: each row of `rows` that was `written`
+/// (delivery ids, ascending), by its outcome, at its time, for the destination and its event's
+/// source.
+fn of_outcomes(destination: &str, rows: &[&Finished], written: &[i64]) -> Counts {
+    let mut counts = Counts::new();
+    for row in rows {
+        if written.binary_search(&row.delivery).is_err() {
+            continue;
+        }
+        let metric = match row.outcome {
+            AttemptOutcome::Delivered => Metric::Delivered,
+            AttemptOutcome::Retry => Metric::Retried,
+            AttemptOutcome::Dead => Metric::Dead,
+        };
+        counts.add(row.now, Scope::Destination, destination, metric);
+        counts.add(row.now, Scope::Source, &row.source, metric);
+    }
+    counts
 }

@@ -9,7 +9,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use sha2::{Digest, Sha256};
 
 use crate::config::Destination;
-use crate::forwarded::ForwardedHeaders;
+use crate::model::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;
 use crate::traces::{TRACEPARENT, TRACESTATE, TraceHeaders};
 

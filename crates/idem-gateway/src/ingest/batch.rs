@@ -17,13 +17,12 @@ use tokio::time::Instant;
 
 use super::answer::Answer;
 use crate::config::Ordering;
-use crate::counters;
 use crate::dispatch::handoff::Reserved;
 use crate::dispatch::handoff::{Handed, Path};
-use crate::fields::Extracted;
 use crate::gateway::Gateway;
-use crate::guard_note;
 use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_BATCH_SIZE};
+use crate::model::fields::Extracted;
+use crate::model::guard_note;
 use crate::store::{DeliveryState, DueDelivery, GatewayDb, NewDelivery, NewEvent};
 use crate::traces::{self, TraceHeaders};
 
@@ -443,11 +442,11 @@ async fn commit_once<DB: GatewayDb>(
                 .wait_for(route.name.as_str(), entity);
         }
     }
-    let counts = counters::of_ingest(
+    let counts = super::count::of_ingest(
         gateway,
         now,
         batch.iter().map(|i| i.source).zip(answers.iter().copied()),
-        decisions.iter().map(|d| counters::Judged {
+        decisions.iter().map(|d| super::count::Judged {
             route: d.route,
             stale: d.state == DeliveryState::Stale,
             tie: d.tie,

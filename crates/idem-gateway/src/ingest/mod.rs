@@ -3,6 +3,7 @@
 
 pub(crate) mod answer;
 pub(crate) mod batch;
+mod count;
 
 use std::time::Instant;
 

@@ -17,8 +17,8 @@ use super::super::templates::{
 };
 use crate::DeliveryState;
 use crate::config::{Config, Ordering};
-use crate::forwarded::ForwardedHeaders;
-use crate::guard_note::{self, Note};
+use crate::model::forwarded::ForwardedHeaders;
+use crate::model::guard_note::{self, Note};
 use crate::store::{DeliveryRecord, EventContent, GatewayDb, StoredAttempt, StoredEvent};
 
 /// The largest body shown; past it the page says how much more there is.

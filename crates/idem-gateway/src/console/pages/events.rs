@@ -17,8 +17,8 @@ use super::super::templates::{
 use crate::DeliveryState;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
+use crate::model::time::parse_time;
 use crate::store::{DeliveryRecord, EventFilter, GatewayDb, StateFilter, StoredEvent};
-use crate::time::parse_time;
 
 /// Events per page.
 pub(crate) const PAGE_SIZE: usize = 50;
