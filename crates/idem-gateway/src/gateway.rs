@@ -6,14 +6,12 @@ use std::sync::{Arc, OnceLock};
 
 use idem_core::{Name, Timestamp};
 use idem_sql::{Inbox, Store};
-use tokio::sync::{Notify, Semaphore, SemaphorePermit};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::Error;
 use crate::config::{Config, Destination, Route, Source};
-use crate::dispatch::handoff::Handoff;
-use crate::dispatch::health::DispatchHealth;
-use crate::dispatch::throttle::Throttle;
 use crate::health::StoreHealth;
+use crate::lanes::Lane;
 use crate::store::{DeliveryState, GatewayDb};
 use crate::writer_gate::WriterGate;
 
@@ -41,12 +39,8 @@ struct Inner<DB: GatewayDb> {
     config: Config,
     store: Store<DB>,
     inbox: Inbox<DB>,
-    /// One per destination (same index): rung when it may have new due work.
-    wake: Vec<Notify>,
-    /// One per destination (same index): fresh deliveries ingest hands to its dispatcher.
-    handoffs: Vec<Handoff>,
-    /// One per destination (same index): whether its claims and outcome writes work now.
-    dispatch_health: Vec<DispatchHealth>,
+    /// One lane per destination (same index): what its dispatcher and ingest's hand-off share.
+    lanes: Vec<Lane>,
     /// The pool's connections dispatch may hold at once (see [`Gateway::dispatch_connection`]).
     dispatch_connections: Semaphore,
     /// Source indices by name: the webhook path is looked up once per request.
@@ -111,16 +105,12 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// [`ManualClock`](idem_core::ManualClock) with [`Store::with_clock`] in tests).
     pub fn new(config: Config, store: Store<DB>) -> Self {
         let inbox = store.inbox(&Name::new("consumer", INBOX_CONSUMER).expect("a valid name"));
-        let wake = config.destinations.iter().map(|_| Notify::new()).collect();
-        let dispatch_health = (config.destinations.iter())
-            .map(|_| DispatchHealth::default())
-            .collect();
         let pool_size = usize::try_from(store.pool().options().get_max_connections()).unwrap_or(1);
         let dispatch_connections =
             Semaphore::new(dispatch_share(pool_size, DB::CONCURRENT_COMMITS));
         let now = store.now();
-        let handoffs = (config.destinations.iter())
-            .map(|destination| Handoff::new(Throttle::new(destination.rate_limit, now)))
+        let lanes = (config.destinations.iter())
+            .map(|destination| Lane::new(destination, now))
             .collect();
         let sources = (config.sources.iter().enumerate())
             .map(|(index, source)| (source.name.to_string(), index))
@@ -138,9 +128,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 config,
                 store,
                 inbox,
-                wake,
-                handoffs,
-                dispatch_health,
+                lanes,
                 dispatch_connections,
                 sources,
                 routes_by_source,
@@ -228,19 +216,14 @@ impl<DB: GatewayDb> Gateway<DB> {
         }
     }
 
-    /// Tells destination `index`'s dispatcher that it may have due work.
-    pub(crate) fn wake(&self, index: usize) {
-        self.inner.wake[index].notify_one();
+    /// Destination `index`'s lane: its wake, hand-off, throttle, health and claim ttl.
+    pub(crate) fn lane(&self, index: usize) -> &Lane {
+        &self.inner.lanes[index]
     }
 
-    /// Destination `index`'s hand-off from ingest, and its permits.
-    pub(crate) fn handoff(&self, index: usize) -> &Handoff {
-        &self.inner.handoffs[index]
-    }
-
-    /// Whether destination `index`'s claims and outcome writes work now.
-    pub(crate) fn dispatch_health(&self, index: usize) -> &DispatchHealth {
-        &self.inner.dispatch_health[index]
+    /// Every destination's lane, in the configuration's order.
+    pub(crate) fn lanes(&self) -> &[Lane] {
+        &self.inner.lanes
     }
 
     /// A turn to use one of the pool's connections for dispatch (a due query, a claim, an
@@ -253,10 +236,6 @@ impl<DB: GatewayDb> Gateway<DB> {
             .acquire()
             .await
             .expect("the semaphore is never closed")
-    }
-
-    pub(crate) fn waker(&self, index: usize) -> &Notify {
-        &self.inner.wake[index]
     }
 
     /// Records that a dispatcher stopped while serving (the first failure wins).

@@ -107,6 +107,7 @@ mod error;
 mod gateway;
 mod health;
 mod ingest;
+mod lanes;
 mod listener;
 pub mod metric_definitions;
 mod model;

@@ -509,8 +509,8 @@ impl<DB: GatewayDb> Gateway<DB> {
     }
 
     fn wake_all(&self) {
-        for index in 0..self.config().destinations.len() {
-            self.wake(index);
+        for lane in self.lanes() {
+            lane.wake();
         }
     }
 }

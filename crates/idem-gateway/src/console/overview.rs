@@ -209,7 +209,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 let states = open.destinations.get(name).copied().unwrap_or_default();
                 let figure = figures.iter().find(|f| f.destination == name);
                 let retrying = figure.map_or(0, |f| u64::try_from(f.retrying).unwrap_or(0));
-                let health = self.dispatch_health(index);
+                let health = self.lane(index).health();
                 BacklogRow {
                     destination: name.to_owned(),
                     pending: states.pending.saturating_sub(retrying),

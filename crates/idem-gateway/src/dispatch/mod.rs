@@ -15,18 +15,15 @@
 //! claimed per second, on both paths ([`throttle`]). Whether a destination's claims and
 //! outcome writes work now is kept in memory for the console's overview (`health`).
 
-mod bucket;
-pub(crate) mod handoff;
-pub(crate) mod health;
 mod outcomes;
 pub(crate) mod schedule;
 pub mod send;
-pub mod throttle;
+
+pub use crate::lanes::{LEASE_MARGIN, throttle};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idem_core::Ttl;
 use rand::Rng;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -42,11 +39,6 @@ use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, Gateway
 use crate::traces;
 use outcomes::Outcomes;
 use schedule::Next;
-
-/// Added to a destination's timeout to make how long a claim holds its delivery: the claim must
-/// outlive the attempt, or another process could take the delivery over while it is still
-/// being sent (their clocks must agree to well within it).
-pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// The pause before claiming again after a claim failed or timed out.
 const ERROR_PAUSE: Duration = Duration::from_millis(250);
@@ -65,13 +57,13 @@ pub(crate) async fn run<DB: GatewayDb>(
     let destination = gateway.destination(index).clone();
     let endpoint = send::Endpoint::new(client, &destination.url);
     let bounds = Bounds::new(destination.concurrency);
-    let handoff = gateway.handoff(index);
+    let handoff = gateway.lane(index).handoff();
     // At least 1, at most `concurrency`: an idle destination always claims.
     let low_water = destination.concurrency.div_ceil(2);
     let mut handed = handoff.open(Arc::clone(&bounds.slots), low_water);
     let poll = gateway.config().poll_interval;
     // A claim lasts LEASE_MARGIN past the attempt's timeout: the time an outcome may wait.
-    let claim_ttl = match Ttl::new(destination.timeout + LEASE_MARGIN) {
+    let claim_ttl = match gateway.lane(index).claim_ttl() {
         Ok(ttl) => ttl,
         Err(e) => {
             tracing::error!(destination = %destination.name, error = %e, "destination timeout too long for a claim; nothing is sent");
@@ -103,7 +95,7 @@ pub(crate) async fn run<DB: GatewayDb>(
         } else {
             let deadline = gateway.config().database_timeout;
             let started = start_due(&gateway, index, &endpoint, &outcomes, &bounds, &mut tasks);
-            let health = gateway.dispatch_health(index);
+            let health = gateway.lane(index).health();
             match tokio::time::timeout(deadline, started).await {
                 Ok(Ok(next)) => {
                     health.claimed();
@@ -147,7 +139,7 @@ pub(crate) async fn run<DB: GatewayDb>(
                         continue;
                     }
                 }
-                () = gateway.waker(index).notified() => {}
+                () = gateway.lane(index).waker().notified() => {}
                 () = &mut sleep => {}
                 _ = shutdown.changed() => {}
             }
@@ -178,7 +170,7 @@ pub(crate) async fn run<DB: GatewayDb>(
 /// resumed.
 async fn refresh_pause<DB: GatewayDb>(gateway: &Gateway<DB>, index: usize) -> bool {
     let name = gateway.destination(index).name.as_str();
-    let throttle = gateway.handoff(index).throttle();
+    let throttle = gateway.lane(index).handoff().throttle();
     let started = throttle.read_started();
     let read = async {
         let _turn = gateway.dispatch_connection().await;
@@ -265,8 +257,8 @@ async fn start_due<DB: GatewayDb>(
 ) -> Result<Duration, idem_sql::Error> {
     let destination = gateway.destination(index);
     let name = destination.name.as_str();
-    let ttl = Ttl::new(destination.timeout + LEASE_MARGIN)?;
-    let handoff = gateway.handoff(index);
+    let ttl = gateway.lane(index).claim_ttl()?;
+    let handoff = gateway.lane(index).handoff();
     let throttle = handoff.throttle();
     let slots_free = bounds.slots.available_permits();
     let free = slots_free.min(throttle.available(gateway.now()));
@@ -394,8 +386,8 @@ fn start<DB: GatewayDb>(
                 "claimed delivery waited too long for a free attempt to be sent within its claim; it is sent again once the claim lapses"
             );
             drop(claimed);
-            if gateway.handoff(index).take_owed_claim() {
-                gateway.wake(index);
+            if gateway.lane(index).handoff().take_owed_claim() {
+                gateway.lane(index).wake();
             }
             return;
         }
@@ -535,12 +527,12 @@ async fn send_one<DB: GatewayDb>(
         .record(elapsed.as_secs_f64());
     // The dispatcher claims again when there is something to claim: deliveries stored pending
     // (the freed permit may take one), the next of this entity, or a new due time (a retry).
-    let handoff = gateway.handoff(index);
+    let handoff = gateway.lane(index).handoff();
     let next_of_entity = (delivery.entity.as_deref())
         .is_some_and(|entity| handoff.is_waited_for(&delivery.route, entity));
     let owed = handoff.take_owed_claim();
     if outcome != AttemptOutcome::Delivered || next_of_entity || owed || handoff.backlog() {
-        gateway.wake(index);
+        gateway.lane(index).wake();
     }
 }
 

@@ -15,8 +15,8 @@ use idem_core::{Backoff, Ttl};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::handoff::{Handed, Path, Reserved};
 use crate::gateway::Gateway;
+use crate::lanes::handoff::{Claimer, Handed, Reserved};
 use crate::model::counts::{Counts, Metric, Scope};
 use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
 
@@ -126,7 +126,7 @@ async fn write<DB: GatewayDb>(
         let mut next = Successors::of(&gateway, index, &rows);
         let first_try = Instant::now();
         let mut tries = 1;
-        let health = gateway.dispatch_health(index);
+        let health = gateway.lane(index).health();
         let written = loop {
             let committed = commit(&gateway, index, &rows, &next.keys, limits.claim_ttl);
             let failure = match tokio::time::timeout(deadline, committed).await {
@@ -180,7 +180,7 @@ impl Successors {
             .collect();
         keys.sort_unstable();
         keys.dedup();
-        let handoff = gateway.handoff(index);
+        let handoff = gateway.lane(index).handoff();
         let now = gateway.now();
         let reserved: Vec<Reserved> = keys
             .iter()
@@ -193,7 +193,7 @@ impl Successors {
     /// Hands what the commit claimed to the dispatcher, each under one of the reservations
     /// (the others go back).
     fn hand<DB: GatewayDb>(&mut self, gateway: &Gateway<DB>, index: usize, claimed: Claimed) {
-        let handoff = gateway.handoff(index);
+        let handoff = gateway.lane(index).handoff();
         let (deliveries, until) = claimed;
         for (delivery, attempt) in deliveries {
             let Some(permit) = self.reserved.pop() else {
@@ -207,7 +207,7 @@ impl Successors {
                 attempt,
                 until,
                 permit,
-                path: Path::Successor,
+                path: Claimer::Successor,
             });
         }
         self.reserved.clear();

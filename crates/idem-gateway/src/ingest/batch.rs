@@ -17,9 +17,8 @@ use tokio::time::Instant;
 
 use super::answer::Answer;
 use crate::config::Ordering;
-use crate::dispatch::handoff::Reserved;
-use crate::dispatch::handoff::{Handed, Path};
 use crate::gateway::Gateway;
+use crate::lanes::handoff::{Claimer, Handed, Reserved};
 use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_BATCH_SIZE};
 use crate::model::fields::Extracted;
 use crate::model::guard_note;
@@ -409,7 +408,7 @@ async fn commit_once<DB: GatewayDb>(
         .iter()
         .map(|decision| {
             let route = &gateway.config().routes[decision.route];
-            let destination = gateway.destination(route.destination_index);
+            let lane = gateway.lane(route.destination_index);
             NewDelivery {
                 event: rows[decision.event],
                 route: route.name.as_str(),
@@ -421,10 +420,7 @@ async fn commit_once<DB: GatewayDb>(
                 tie: decision.tie,
                 note: decision.note.as_deref(),
                 now,
-                claimed_until: decision
-                    .permit
-                    .as_ref()
-                    .map(|_| claim_end(now, destination)),
+                claimed_until: decision.permit.as_ref().map(|_| lane.claim_end(now)),
             }
         })
         .collect();
@@ -438,7 +434,8 @@ async fn commit_once<DB: GatewayDb>(
         if let Some(entity) = &decision.entity {
             let route = &gateway.config().routes[decision.route];
             gateway
-                .handoff(route.destination_index)
+                .lane(route.destination_index)
+                .handoff()
                 .wait_for(route.name.as_str(), entity);
         }
     }
@@ -522,12 +519,13 @@ async fn commit_once<DB: GatewayDb>(
                 traceparent: incoming.trace.as_ref().map(|t| t.traceparent.clone()),
                 tracestate: incoming.trace.as_ref().and_then(|t| t.tracestate.clone()),
             };
-            gateway.handoff(d).hand(Handed {
+            let lane = gateway.lane(d);
+            lane.handoff().hand(Handed {
                 delivery,
                 attempt: 1,
-                until: claim_end(now, gateway.destination(d)),
+                until: lane.claim_end(now),
                 permit,
-                path: Path::Ingest,
+                path: Claimer::Ingest,
             });
         } else {
             let backlog = !decision.behind;
@@ -539,9 +537,9 @@ async fn commit_once<DB: GatewayDb>(
     for (d, stored) in stored_pending.into_iter().enumerate() {
         if let Some(backlog) = stored {
             if backlog {
-                gateway.handoff(d).stored_pending();
+                gateway.lane(d).handoff().stored_pending();
             }
-            gateway.wake(d);
+            gateway.lane(d).wake();
         }
     }
     let mut answers = answers.into_iter();
@@ -549,13 +547,6 @@ async fn commit_once<DB: GatewayDb>(
         .iter()
         .map(|u| answers.by_ref().take(u.events.len()).collect())
         .collect())
-}
-
-/// When the claim of a delivery to `destination` that ingest makes at `now` (ms) ends: after
-/// the attempt's timeout and the lease margin, as a due query's claim does.
-fn claim_end(now: i64, destination: &crate::config::Destination) -> i64 {
-    let ttl = destination.timeout + crate::dispatch::LEASE_MARGIN;
-    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The version guard of one drop-stale route over its `decisions` (in entity, arrival order),
@@ -655,7 +646,7 @@ async fn hand_off_candidates<DB: GatewayDb>(
             continue;
         }
         let d = gateway.config().routes[decision.route].destination_index;
-        decision.permit = gateway.handoff(d).reserve(gateway.now());
+        decision.permit = gateway.lane(d).handoff().reserve(gateway.now());
     }
     let routes = &gateway.config().routes;
     let keys: Vec<(&str, &str, &str)> = decisions
