@@ -8,8 +8,8 @@ use idem_core::{Name, Timestamp};
 use idem_sql::{Inbox, Store};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::Error;
 use crate::config::{Config, Destination, Route, Source};
+use crate::error::{Error, Task};
 use crate::health::StoreHealth;
 use crate::lanes::Lane;
 use crate::store::{DeliveryState, GatewayDb};
@@ -51,8 +51,9 @@ struct Inner<DB: GatewayDb> {
     health: StoreHealth,
     /// Ingest's and dispatch's write transactions, one at a time on SQLite.
     writer: WriterGate,
-    /// Set when a dispatcher stopped while serving: `/readyz` fails with it.
-    dispatch_failure: OnceLock<Error>,
+    /// Set when a supervised task (a dispatcher, a broker reader, a relay) stopped while
+    /// serving, with why: `/readyz` fails with it.
+    failure: OnceLock<(Task, String)>,
     /// Dispatch's write transactions' pool where it is not the store's (SQLite: see
     /// `store::relaxed`), made on first use.
     relaxed: OnceLock<Option<sqlx::Pool<DB>>>,
@@ -134,7 +135,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 routes_by_source,
                 health: StoreHealth::default(),
                 writer: WriterGate::new(DB::CONCURRENT_COMMITS == 1),
-                dispatch_failure: OnceLock::new(),
+                failure: OnceLock::new(),
                 relaxed: OnceLock::new(),
             }),
         }
@@ -238,24 +239,24 @@ impl<DB: GatewayDb> Gateway<DB> {
             .expect("the semaphore is never closed")
     }
 
-    /// Records that a dispatcher stopped while serving (the first failure wins).
-    pub(crate) fn set_dispatch_failure(&self, destination: &str, reason: String) {
-        self.set_failure(Error::Dispatcher {
-            destination: destination.to_owned(),
-            reason,
-        });
-    }
-
-    /// Records that a task the server runs stopped while serving (the first failure wins):
+    /// Records that `task` stopped while serving, and why (the first failure wins):
     /// `/readyz` fails with it.
-    pub(crate) fn set_failure(&self, failure: Error) {
-        let _ = self.inner.dispatch_failure.set(failure);
+    pub(crate) fn set_failure(&self, task: Task, reason: String) {
+        let _ = self.inner.failure.set((task, reason));
     }
 
-    /// Why a dispatcher (or a broker reader or relay) stopped while serving, if one did: the
-    /// gateway is then not ready.
-    pub(crate) fn dispatch_failure(&self) -> Option<&Error> {
-        self.inner.dispatch_failure.get()
+    /// The task that stopped while serving and why, if one did: the gateway is then not ready.
+    pub(crate) fn stopped_task(&self) -> Option<(&Task, &str)> {
+        (self.inner.failure.get()).map(|(task, reason)| (task, reason.as_str()))
+    }
+
+    /// [`stopped_task`](Self::stopped_task) as the error [`Server`](crate::Server) returns.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        self.stopped_task()
+            .map(|(task, reason)| Error::TaskStopped {
+                task: task.clone(),
+                reason: reason.to_owned(),
+            })
     }
 
     /// Counts deliveries by destination and state, the oldest undelivered event and the failed

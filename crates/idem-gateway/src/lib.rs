@@ -95,31 +95,32 @@
 //! | [`metric_definitions`] | the metrics' names and descriptions |
 //! | [`demo`] | `idem demo` |
 
-mod admin;
-mod body_deadline;
 mod broker;
 mod config;
-pub mod console;
 pub mod demo;
 pub mod destinations;
 pub mod dispatch;
 mod error;
 mod gateway;
 mod health;
+mod http;
 mod ingest;
 mod lanes;
-mod listener;
 pub mod metric_definitions;
 mod model;
 pub mod operations;
-mod problem;
 mod relays;
 mod server;
 mod store;
+mod supervise;
 mod tls;
 pub mod traces;
 mod writer_gate;
 
+pub use crate::http::console;
+pub use crate::http::metrics::prometheus;
+pub use crate::http::problem::{PROBLEM_JSON, Problem};
+pub use crate::http::webhooks::STATUS_HEADER;
 pub use config::{
     Broker, Config, ConfigError, ConsoleSettings, DEFAULT_AMQP_URL, DEFAULT_BODY_READ_TIMEOUT,
     DEFAULT_CONSOLE_SESSION_TTL, DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL,
@@ -132,12 +133,10 @@ pub use config::{
     OutboxRelay, RabbitMqSource, RateLimit, ReadEvent, RelayTarget, Retention, Route, Secret,
     Source, SourceKind, TelemetrySettings,
 };
-pub use error::{Error, ErrorKind, RequestError};
+pub use error::{Error, ErrorKind, RequestError, Task};
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
-pub use ingest::STATUS_HEADER;
 pub use model::fields::ExtractError;
 pub use model::{counts as counters, time};
-pub use problem::{PROBLEM_JSON, Problem};
-pub use server::{Server, prometheus};
+pub use server::Server;
 pub use store::{AttemptOutcome, DatabaseKind, DeliveryState, GatewayDb};
 pub use tls::TlsSettings;

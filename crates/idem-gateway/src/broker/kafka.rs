@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use idem_broker::rskafka::client::Client;
 use idem_broker::{BatchOutcome, KafkaConsumer, KafkaMessage, PartitionBatch, PartitionSink};
 use idem_core::{DedupKey, EventId, Name};

@@ -30,11 +30,11 @@ pub(crate) mod rabbitmq;
 
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use std::fmt;
 use std::sync::Arc;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use idem_broker::{Delivery, Settle, Sink};
 use idem_core::{Backoff, DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;

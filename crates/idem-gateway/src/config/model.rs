@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::HeaderMap;
+use http::HeaderMap;
 use idem_core::{Entity, EventId, Name, Version};
 use idem_http::verify::Verifier;
 

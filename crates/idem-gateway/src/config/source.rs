@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::http::HeaderName;
+use http::HeaderName;
 use idem_core::RetentionPolicy;
 use idem_http::verify::{self, Encoding, Verifier};
 use serde_json_path::JsonPath;

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use idem_core::{Advance, Backoff, DedupKey, Name};
 use idem_sql::{Claim, DeadLetterRecord, ErrorKind, PartitionFence, Proposed};
 use tokio::sync::{Semaphore, mpsc, oneshot};

@@ -4,6 +4,7 @@
 //! store's health.
 
 use crate::Error;
+use crate::error::Task;
 use crate::gateway::Gateway;
 use crate::model::counts::{MINUTE_MS, Metric, Scope};
 use crate::store::GatewayDb;
@@ -195,11 +196,10 @@ impl<DB: GatewayDb> Gateway<DB> {
         let destinations = (config.destinations.iter())
             .map(|d| row(Scope::Destination, d.name.as_str(), &DESTINATION_METRICS))
             .collect();
-        let stopped = match self.dispatch_failure() {
-            Some(Error::Dispatcher {
-                destination,
-                reason,
-            }) => Some((destination.clone(), reason.clone())),
+        let stopped = match self.stopped_task() {
+            Some((Task::Dispatcher { destination }, reason)) => {
+                Some((destination.clone(), reason.to_owned()))
+            }
             _ => None,
         };
         let failing = |(reason, since)| Failing { reason, since };

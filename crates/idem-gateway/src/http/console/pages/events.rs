@@ -8,9 +8,9 @@ use axum::extract::{RawQuery, State as StateOf};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::State;
 use super::super::form::Fields;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::{
     Page, delivery_state, encode, error_page, event_link, state_badge, time,
 };

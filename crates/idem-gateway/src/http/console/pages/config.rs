@@ -6,8 +6,8 @@ use axum::extract::State as StateOf;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::State;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::Page;
 use crate::config::{Config, Retention};
 use crate::store::GatewayDb;

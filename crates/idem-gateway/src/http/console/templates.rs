@@ -6,8 +6,9 @@ use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use super::assets::STYLESHEET;
+use super::csrf;
 use super::session::Session;
-use super::{PREFIX, csrf};
+use super::state::PREFIX;
 use crate::model::time::format_time;
 
 /// The navigation's entries: (path, label).

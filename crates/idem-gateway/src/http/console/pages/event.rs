@@ -9,9 +9,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::State;
 use super::super::form::Fields;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::{
     Page, delivery_state, duration, encode, error_page, message_page, state_badge, time,
 };

@@ -17,9 +17,9 @@ use subtle::ConstantTimeEq;
 use crate::Error;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
+use crate::http::problem::Problem;
 use crate::model::time::parse_time;
 use crate::operations::{RedriveRequest, ReplayRequest};
-use crate::problem::Problem;
 use crate::store::GatewayDb;
 
 /// `/admin/…`, when the configuration has an admin token; otherwise no routes. The token is

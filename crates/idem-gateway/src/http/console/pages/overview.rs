@@ -8,8 +8,8 @@ use maud::{Markup, html};
 use super::super::charts::bars;
 use super::super::overview::{DispatcherHealth, Health, Overview, SeriesRow};
 use super::super::session::Session;
+use super::super::state::{PREFIX, State};
 use super::super::templates::{Page, duration, encode, error_page, time};
-use super::super::{PREFIX, State};
 use crate::model::counts::Metric;
 use crate::store::GatewayDb;
 
