@@ -18,6 +18,7 @@
 mod outcomes;
 pub(crate) mod schedule;
 pub mod send;
+mod transport;
 
 pub use crate::lanes::{LEASE_MARGIN, throttle};
 
@@ -39,6 +40,7 @@ use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, Gateway
 use crate::traces;
 use outcomes::Outcomes;
 use schedule::Next;
+use transport::{AttemptResult, Attempted, Transport};
 
 /// The pause before claiming again after a claim failed or timed out.
 const ERROR_PAUSE: Duration = Duration::from_millis(250);
@@ -55,7 +57,7 @@ pub(crate) async fn run<DB: GatewayDb>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let destination = gateway.destination(index).clone();
-    let endpoint = send::Endpoint::new(client, &destination.url);
+    let transport = Transport::of(&destination, client);
     let bounds = Bounds::new(destination.concurrency);
     let handoff = gateway.lane(index).handoff();
     // At least 1, at most `concurrency`: an idle destination always claims.
@@ -94,7 +96,7 @@ pub(crate) async fn run<DB: GatewayDb>(
             handoff.owe_claim();
         } else {
             let deadline = gateway.config().database_timeout;
-            let started = start_due(&gateway, index, &endpoint, &outcomes, &bounds, &mut tasks);
+            let started = start_due(&gateway, index, &transport, &outcomes, &bounds, &mut tasks);
             let health = gateway.lane(index).health();
             match tokio::time::timeout(deadline, started).await {
                 Ok(Ok(next)) => {
@@ -128,7 +130,7 @@ pub(crate) async fn run<DB: GatewayDb>(
                     metrics::counter!(DISPATCH_CLAIMS_TOTAL, "destination" => destination.name.to_string(), "path" => next.path.label())
                         .increment(1);
                     let claimed = Claimed { delivery: next.delivery, attempt: next.attempt, until: next.until, slot: next.permit.start() };
-                    start(&gateway, index, &endpoint, &outcomes, &bounds, claimed, &mut tasks);
+                    start(&gateway, index, &transport, &outcomes, &bounds, claimed, &mut tasks);
                     continue;
                 }
                 () = tokio::time::sleep_until(next_refresh) => {
@@ -157,7 +159,7 @@ pub(crate) async fn run<DB: GatewayDb>(
             slot: next.permit.start(),
         };
         start(
-            &gateway, index, &endpoint, &outcomes, &bounds, claimed, &mut tasks,
+            &gateway, index, &transport, &outcomes, &bounds, claimed, &mut tasks,
         );
     }
     while tasks.join_next().await.is_some() {}
@@ -250,7 +252,7 @@ struct Claimed {
 async fn start_due<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     index: usize,
-    endpoint: &send::Endpoint,
+    transport: &Transport,
     outcomes: &Outcomes,
     bounds: &Bounds,
     tasks: &mut JoinSet<()>,
@@ -325,7 +327,7 @@ async fn start_due<DB: GatewayDb>(
                 until,
                 slot,
             };
-            start(gateway, index, endpoint, outcomes, bounds, claimed, tasks);
+            start(gateway, index, transport, outcomes, bounds, claimed, tasks);
         }
     }
     metrics::counter!(DISPATCH_CLAIMS_TOTAL, "destination" => name.to_owned(), "path" => "due")
@@ -363,14 +365,14 @@ async fn start_due<DB: GatewayDb>(
 fn start<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     index: usize,
-    endpoint: &send::Endpoint,
+    transport: &Transport,
     outcomes: &Outcomes,
     bounds: &Bounds,
     claimed: Claimed,
     tasks: &mut JoinSet<()>,
 ) {
     let gateway = gateway.clone();
-    let endpoint = endpoint.clone();
+    let transport = transport.clone();
     let outcomes = outcomes.clone();
     let permits = Arc::clone(&bounds.permits);
     tasks.spawn(async move {
@@ -400,7 +402,7 @@ fn start<DB: GatewayDb>(
         send_one(
             &gateway,
             index,
-            &endpoint,
+            &transport,
             &outcomes,
             delivery,
             attempt,
@@ -413,7 +415,7 @@ fn start<DB: GatewayDb>(
 async fn send_one<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     index: usize,
-    endpoint: &send::Endpoint,
+    transport: &Transport,
     outcomes: &Outcomes,
     mut delivery: DueDelivery,
     attempt: i64,
@@ -433,16 +435,10 @@ async fn send_one<DB: GatewayDb>(
     );
     let started_at = gateway.now();
     let clock = Instant::now();
-    let attempted = send::attempt(
-        endpoint,
-        destination,
-        &delivery,
-        attempt,
-        started_at,
-        trace.as_ref(),
-    )
-    .instrument(span.clone())
-    .await;
+    let attempted = transport
+        .attempt(destination, &delivery, attempt, started_at, trace.as_ref())
+        .instrument(span.clone())
+        .await;
     let elapsed = clock.elapsed();
     let now = gateway.now();
     let dead = (
@@ -451,35 +447,36 @@ async fn send_one<DB: GatewayDb>(
         delivery.failures + 1,
         now,
     );
-    let (state, outcome, failures, next_attempt_at) = if attempted.delivered {
-        (
-            DeliveryState::Delivered,
-            AttemptOutcome::Delivered,
-            delivery.failures,
-            now,
-        )
-    } else if !attempted.retryable {
-        dead
-    } else {
-        let jitter = rand::rng().random_range(-1.0..=1.0);
-        match schedule::after_failure(
-            &destination.retry_schedule,
-            delivery.failures,
-            attempted.retry_after,
-            destination.retry_after_cap,
-            jitter,
-        ) {
-            // Bounded, so that no delay (a destination built in code, a saturated jitter)
-            // holds its entity for ever or overflows the clock.
-            Next::Retry(delay) => (
-                DeliveryState::Pending,
-                AttemptOutcome::Retry,
-                delivery.failures + 1,
-                now.saturating_add(delay.min(MAX_DELAY)),
-            ),
-            Next::Dead => dead,
-        }
-    };
+    let (state, outcome, failures, next_attempt_at) =
+        if attempted.result == AttemptResult::Delivered {
+            (
+                DeliveryState::Delivered,
+                AttemptOutcome::Delivered,
+                delivery.failures,
+                now,
+            )
+        } else if attempted.result == AttemptResult::Permanent {
+            dead
+        } else {
+            let jitter = rand::rng().random_range(-1.0..=1.0);
+            match schedule::after_failure(
+                &destination.retry_schedule,
+                delivery.failures,
+                attempted.retry_after,
+                destination.retry_after_cap,
+                jitter,
+            ) {
+                // Bounded, so that no delay (a destination built in code, a saturated jitter)
+                // holds its entity for ever or overflows the clock.
+                Next::Retry(delay) => (
+                    DeliveryState::Pending,
+                    AttemptOutcome::Retry,
+                    delivery.failures + 1,
+                    now.saturating_add(delay.min(MAX_DELAY)),
+                ),
+                Next::Dead => dead,
+            }
+        };
     traces::attempt_ended(&span, attempted.status, outcome.as_str());
     drop(span);
     let row = Finished {
@@ -543,12 +540,7 @@ struct Logged {
     next_attempt_at: i64,
 }
 
-fn log_outcome(
-    destination: &str,
-    delivery: &DueDelivery,
-    row: &Logged,
-    attempted: &send::Attempted,
-) {
+fn log_outcome(destination: &str, delivery: &DueDelivery, row: &Logged, attempted: &Attempted) {
     let status = attempted
         .status
         .map_or_else(|| "none".to_owned(), |s| s.to_string());
@@ -562,7 +554,7 @@ fn log_outcome(
             %status, excerpt = %attempted.excerpt, next_attempt_at = %format_time(row.next_attempt_at),
             "attempt failed; will retry"
         ),
-        AttemptOutcome::Dead if attempted.retryable => tracing::error!(
+        AttemptOutcome::Dead if attempted.result == AttemptResult::Retryable => tracing::error!(
             destination, source = %delivery.source, event_id = %delivery.event_id, attempt = row.attempt,
             %status, excerpt = %attempted.excerpt, "dead letter: every attempt of the schedule failed"
         ),

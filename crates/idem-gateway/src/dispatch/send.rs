@@ -8,6 +8,7 @@ use idem_http::verify::standard_webhooks;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use sha2::{Digest, Sha256};
 
+use super::transport::{AttemptResult, Attempted};
 use crate::config::Destination;
 use crate::model::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;
@@ -33,21 +34,6 @@ pub const EVENT_TYPE: &str = "idem-event-type";
 
 /// The most bytes of a response body kept with an attempt.
 const EXCERPT_BYTES: usize = 256;
-
-/// How an attempt went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Attempted {
-    /// 2xx.
-    pub delivered: bool,
-    /// Whether another attempt could succeed; when not, the delivery is a dead letter at once.
-    pub retryable: bool,
-    /// The HTTP status; `None` when no response came (timeout, refused connection).
-    pub status: Option<u16>,
-    /// The start of the response body, or the transport error.
-    pub excerpt: String,
-    /// What a 429 or 503 asked for in `Retry-After` (whole seconds).
-    pub retry_after: Option<Duration>,
-}
 
 /// The `webhook-id` of `(scope, event id)` at `destination`: `msg_` and 32 hex digits of a
 /// SHA-256, with no `.` (the signed content joins id, timestamp and body with dots), the same on
@@ -122,8 +108,8 @@ fn header_text(text: &str) -> HeaderValue {
     HeaderValue::from_str(&encoded).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
-/// Where a destination's attempts go: its client (its TLS settings) and its URL, parsed once
-/// instead of on every attempt. Cheap to clone.
+/// Where a destination's HTTP attempts go: its client (its TLS settings) and its URL, parsed
+/// once instead of on every attempt. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
     client: reqwest::Client,
@@ -156,13 +142,7 @@ pub(crate) async fn attempt(
     now: Timestamp,
     trace: Option<&TraceHeaders>,
 ) -> Attempted {
-    let unsendable = |excerpt: String| Attempted {
-        delivered: false,
-        retryable: false,
-        status: None,
-        excerpt,
-        retry_after: None,
-    };
+    let unsendable = Attempted::unsendable;
     let url = match endpoint.url.as_ref() {
         Ok(url) => url.clone(),
         Err(e) => return unsendable(e.clone()),
@@ -242,8 +222,7 @@ pub(crate) async fn attempt(
         Ok(response) => response,
         Err(e) => {
             return Attempted {
-                delivered: false,
-                retryable: true,
+                result: AttemptResult::Retryable,
                 status: None,
                 excerpt: transport_error(&e),
                 retry_after: None,
@@ -270,9 +249,15 @@ pub(crate) async fn attempt(
         }
     }
     excerpt.truncate(EXCERPT_BYTES);
+    let result = if status.is_success() {
+        AttemptResult::Delivered
+    } else if retryable(status.as_u16(), destination.retry_4xx) {
+        AttemptResult::Retryable
+    } else {
+        AttemptResult::Permanent
+    };
     Attempted {
-        delivered: status.is_success(),
-        retryable: retryable(status.as_u16(), destination.retry_4xx),
+        result,
         status: Some(status.as_u16()),
         excerpt: String::from_utf8_lossy(&excerpt).into_owned(),
         retry_after,
