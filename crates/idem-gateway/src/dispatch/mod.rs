@@ -30,7 +30,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use idem_core::Timestamp;
+
+use crate::config::Destination;
 use crate::gateway::Gateway;
+use crate::lanes::Lane;
 use crate::metric_definitions::{
     DESTINATION_PAUSED, DISPATCH_CLAIMS_TOTAL, DISPATCH_DURATION_SECONDS,
     DISPATCH_RATE_LIMITED_TOTAL, DISPATCH_TOTAL,
@@ -441,42 +445,8 @@ async fn send_one<DB: GatewayDb>(
         .await;
     let elapsed = clock.elapsed();
     let now = gateway.now();
-    let dead = (
-        DeliveryState::Dead,
-        AttemptOutcome::Dead,
-        delivery.failures + 1,
-        now,
-    );
     let (state, outcome, failures, next_attempt_at) =
-        if attempted.result == AttemptResult::Delivered {
-            (
-                DeliveryState::Delivered,
-                AttemptOutcome::Delivered,
-                delivery.failures,
-                now,
-            )
-        } else if attempted.result == AttemptResult::Permanent {
-            dead
-        } else {
-            let jitter = rand::rng().random_range(-1.0..=1.0);
-            match schedule::after_failure(
-                &destination.retry_schedule,
-                delivery.failures,
-                attempted.retry_after,
-                destination.retry_after_cap,
-                jitter,
-            ) {
-                // Bounded, so that no delay (a destination built in code, a saturated jitter)
-                // holds its entity for ever or overflows the clock.
-                Next::Retry(delay) => (
-                    DeliveryState::Pending,
-                    AttemptOutcome::Retry,
-                    delivery.failures + 1,
-                    now.saturating_add(delay.min(MAX_DELAY)),
-                ),
-                Next::Dead => dead,
-            }
-        };
+        next_state(destination, &delivery, &attempted, now);
     traces::attempt_ended(&span, attempted.status, outcome.as_str());
     drop(span);
     let row = Finished {
@@ -522,14 +492,65 @@ async fn send_one<DB: GatewayDb>(
         .increment(1);
     metrics::histogram!(DISPATCH_DURATION_SECONDS, "destination" => destination.name.to_string())
         .record(elapsed.as_secs_f64());
+    wake_if_needed(gateway.lane(index), &delivery, outcome);
+}
+
+/// Where `delivery` stands after `attempted` ended at `now`: its state, the attempt's
+/// outcome, its failures and when it is next due (a retry on the schedule, with jitter).
+fn next_state(
+    destination: &Destination,
+    delivery: &DueDelivery,
+    attempted: &Attempted,
+    now: Timestamp,
+) -> (DeliveryState, AttemptOutcome, i64, Timestamp) {
+    let dead = (
+        DeliveryState::Dead,
+        AttemptOutcome::Dead,
+        delivery.failures + 1,
+        now,
+    );
+    if attempted.result == AttemptResult::Delivered {
+        (
+            DeliveryState::Delivered,
+            AttemptOutcome::Delivered,
+            delivery.failures,
+            now,
+        )
+    } else if attempted.result == AttemptResult::Permanent {
+        dead
+    } else {
+        let jitter = rand::rng().random_range(-1.0..=1.0);
+        match schedule::after_failure(
+            &destination.retry_schedule,
+            delivery.failures,
+            attempted.retry_after,
+            destination.retry_after_cap,
+            jitter,
+        ) {
+            // Bounded, so that no delay (a destination built in code, a saturated jitter)
+            // holds its entity for ever or overflows the clock.
+            Next::Retry(delay) => (
+                DeliveryState::Pending,
+                AttemptOutcome::Retry,
+                delivery.failures + 1,
+                now.saturating_add(delay.min(MAX_DELAY)),
+            ),
+            Next::Dead => dead,
+        }
+    }
+}
+
+/// Wakes the dispatcher when there is something to claim after an attempt ended with
+/// `outcome`.
+fn wake_if_needed(lane: &Lane, delivery: &DueDelivery, outcome: AttemptOutcome) {
     // The dispatcher claims again when there is something to claim: deliveries stored pending
     // (the freed permit may take one), the next of this entity, or a new due time (a retry).
-    let handoff = gateway.lane(index).handoff();
+    let handoff = lane.handoff();
     let next_of_entity = (delivery.entity.as_deref())
         .is_some_and(|entity| handoff.is_waited_for(&delivery.route, entity));
     let owed = handoff.take_owed_claim();
     if outcome != AttemptOutcome::Delivered || next_of_entity || owed || handoff.backlog() {
-        gateway.lane(index).wake();
+        lane.wake();
     }
 }
 

@@ -171,6 +171,57 @@ pub(crate) async fn attempt(
         Ok(signature) => signature,
         Err(e) => return unsendable(format!("cannot sign: {e}")),
     };
+    let signed = Signed {
+        msg_id: &msg_id,
+        timestamp,
+        signature: &signature,
+    };
+    let headers = match headers_of(delivery, &stored, attempt, &signed, trace) {
+        Ok(headers) => headers,
+        Err(e) => return unsendable(e),
+    };
+
+    let sent = endpoint
+        .client
+        .post(url)
+        .headers(headers)
+        .body(body)
+        .timeout(destination.timeout)
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(e) => {
+            return Attempted {
+                result: AttemptResult::Retryable,
+                status: None,
+                excerpt: transport_error(&e),
+                retry_after: None,
+            };
+        }
+    };
+    answer(response, destination).await
+}
+
+/// The Standard Webhooks signature of one attempt.
+struct Signed<'a> {
+    msg_id: &'a str,
+    timestamp: i64,
+    signature: &'a str,
+}
+
+/// The headers of attempt number `attempt` of `delivery`: its forwarded headers (`stored`),
+/// idem's, the signature's and the trace context's.
+///
+/// # Errors
+/// Why the headers cannot be written (the delivery cannot be sent).
+fn headers_of(
+    delivery: &DueDelivery,
+    stored: &ForwardedHeaders,
+    attempt: i64,
+    signed: &Signed<'_>,
+    trace: Option<&TraceHeaders>,
+) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
     for (name, value) in stored.iter() {
         headers.insert(name.clone(), value.clone());
@@ -182,7 +233,7 @@ pub(crate) async fn attempt(
     // encoded.
     match HeaderValue::from_str(&idempotency_key(&delivery.dedup_key)) {
         Ok(value) => headers.insert(IDEMPOTENCY_KEY, value),
-        Err(e) => return unsendable(format!("cannot write the Idempotency-Key: {e}")),
+        Err(e) => return Err(format!("cannot write the Idempotency-Key: {e}")),
     };
     headers.insert(EVENT_ID, header_text(&delivery.event_id));
     headers.insert(SOURCE, header_text(&delivery.source));
@@ -193,12 +244,15 @@ pub(crate) async fn attempt(
     if delivery.tie {
         headers.insert(VERSION_TIE, HeaderValue::from_static("true"));
     }
-    headers.insert(standard_webhooks::ID_HEADER, header_text(&msg_id));
+    headers.insert(standard_webhooks::ID_HEADER, header_text(signed.msg_id));
     headers.insert(
         standard_webhooks::TIMESTAMP_HEADER,
-        HeaderValue::from(timestamp),
+        HeaderValue::from(signed.timestamp),
     );
-    headers.insert(standard_webhooks::SIGNATURE_HEADER, header_text(&signature));
+    headers.insert(
+        standard_webhooks::SIGNATURE_HEADER,
+        header_text(signed.signature),
+    );
     // Checked when read (visible ASCII), so always valid header values; inserted, so they
     // replace any forwarded header of these names.
     if let Some(trace) = trace {
@@ -209,26 +263,12 @@ pub(crate) async fn attempt(
             headers.insert(TRACESTATE, value);
         }
     }
+    Ok(headers)
+}
 
-    let sent = endpoint
-        .client
-        .post(url)
-        .headers(headers)
-        .body(body)
-        .timeout(destination.timeout)
-        .send()
-        .await;
-    let mut response = match sent {
-        Ok(response) => response,
-        Err(e) => {
-            return Attempted {
-                result: AttemptResult::Retryable,
-                status: None,
-                excerpt: transport_error(&e),
-                retry_after: None,
-            };
-        }
-    };
+/// How an attempt answered with `response` went: its status, result, `Retry-After` and the
+/// start of its body.
+async fn answer(mut response: reqwest::Response, destination: &Destination) -> Attempted {
     let status = response.status();
     let retry_after = if matches!(status.as_u16(), 429 | 503) {
         response
