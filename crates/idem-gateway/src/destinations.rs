@@ -73,7 +73,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                     url: d.url.clone(),
                     paused: paused_at.is_some(),
                     paused_at,
-                    applied: self.lane(index).handoff().throttle().paused(),
+                    applied: self.wiring().lane(index).handoff().throttle().paused(),
                     rate_limit: d.rate_limit.map(|limit| limit.to_string()),
                     concurrency: d.concurrency,
                 }
@@ -93,7 +93,11 @@ impl<DB: GatewayDb> Gateway<DB> {
         let changed = DB::pause(&mut conn, name, self.now().as_millis()).await?;
         let paused_at = DB::paused_since(&mut conn, name).await?;
         if let Some(index) = self.destination_index(name) {
-            self.lane(index).handoff().throttle().set_paused(true);
+            self.wiring()
+                .lane(index)
+                .handoff()
+                .throttle()
+                .set_paused(true);
         }
         Ok(PauseChange {
             destination: name.to_owned(),
@@ -114,8 +118,12 @@ impl<DB: GatewayDb> Gateway<DB> {
         let mut conn = self.store().pool().acquire().await?;
         let changed = DB::resume(&mut conn, name).await?;
         if let Some(index) = self.destination_index(name) {
-            self.lane(index).handoff().throttle().set_paused(false);
-            self.lane(index).wake();
+            self.wiring()
+                .lane(index)
+                .handoff()
+                .throttle()
+                .set_paused(false);
+            self.wiring().lane(index).wake();
         }
         Ok(PauseChange {
             destination: name.to_owned(),

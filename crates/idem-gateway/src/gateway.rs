@@ -1,18 +1,19 @@
 //! The gateway's shared state: configuration, store, and the wiring between ingest and dispatch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwap;
 use idem_core::{Name, Timestamp};
 use idem_sql::{Inbox, Store};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::config::{Config, Destination, Route, Source};
+use crate::config::{Config, Destination, Source};
 use crate::error::{Error, Task};
 use crate::health::StoreHealth;
-use crate::lanes::Lane;
 use crate::store::{DeliveryState, GatewayDb};
+use crate::wiring::Wiring;
 use crate::writer_gate::WriterGate;
 
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
@@ -39,14 +40,10 @@ struct Inner<DB: GatewayDb> {
     config: Config,
     store: Store<DB>,
     inbox: Inbox<DB>,
-    /// One lane per destination (same index): what its dispatcher and ingest's hand-off share.
-    lanes: Vec<Lane>,
+    /// The lanes, sources and routes, behind the one swap point a reload swaps.
+    wiring: ArcSwap<Wiring>,
     /// The pool's connections dispatch may hold at once (see [`Gateway::dispatch_connection`]).
     dispatch_connections: Semaphore,
-    /// Source indices by name: the webhook path is looked up once per request.
-    sources: HashMap<String, usize>,
-    /// For each source (same index), the indices of the routes leaving it.
-    routes_by_source: Vec<Vec<usize>>,
     /// Whether the last ingest commit (or `/readyz` probe) could write.
     health: StoreHealth,
     /// Ingest's and dispatch's write transactions, one at a time on SQLite.
@@ -110,29 +107,14 @@ impl<DB: GatewayDb> Gateway<DB> {
         let dispatch_connections =
             Semaphore::new(dispatch_share(pool_size, DB::CONCURRENT_COMMITS));
         let now = store.now();
-        let lanes = (config.destinations.iter())
-            .map(|destination| Lane::new(destination, now))
-            .collect();
-        let sources = (config.sources.iter().enumerate())
-            .map(|(index, source)| (source.name.to_string(), index))
-            .collect();
-        let routes_by_source = (config.sources.iter())
-            .map(|source| {
-                (config.routes.iter().enumerate())
-                    .filter(|(_, route)| route.source == source.name)
-                    .map(|(index, _)| index)
-                    .collect()
-            })
-            .collect();
+        let wiring = ArcSwap::from_pointee(Wiring::new(&config, now));
         Self {
             inner: Arc::new(Inner {
                 config,
                 store,
                 inbox,
-                lanes,
+                wiring,
                 dispatch_connections,
-                sources,
-                routes_by_source,
                 health: StoreHealth::default(),
                 writer: WriterGate::new(DB::CONCURRENT_COMMITS == 1),
                 failure: OnceLock::new(),
@@ -171,8 +153,9 @@ impl<DB: GatewayDb> Gateway<DB> {
         &self.inner.inbox
     }
 
+    /// The index of the source named `name`, read from the current wiring without a lock.
     pub(crate) fn source_index(&self, name: &str) -> Option<usize> {
-        self.inner.sources.get(name).copied()
+        self.inner.wiring.load().source_index(name)
     }
 
     pub(crate) fn source(&self, index: usize) -> &Source {
@@ -181,13 +164,6 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     pub(crate) fn destination(&self, index: usize) -> &Destination {
         &self.inner.config.destinations[index]
-    }
-
-    /// The routes leaving source `source` (an index), with their indices.
-    pub(crate) fn routes_of(&self, source: usize) -> impl Iterator<Item = (usize, &Route)> + '_ {
-        self.inner.routes_by_source[source]
-            .iter()
-            .map(|&index| (index, &self.inner.config.routes[index]))
     }
 
     /// Whether the store takes writes, as the last commit found it.
@@ -217,14 +193,17 @@ impl<DB: GatewayDb> Gateway<DB> {
         }
     }
 
-    /// Destination `index`'s lane: its wake, hand-off, throttle, health and claim ttl.
-    pub(crate) fn lane(&self, index: usize) -> &Lane {
-        &self.inner.lanes[index]
+    /// The current wiring (lanes, sources, routes): the swap point. Read it once per batch or
+    /// loop iteration, not per event.
+    pub(crate) fn wiring(&self) -> Arc<Wiring> {
+        self.inner.wiring.load_full()
     }
 
-    /// Every destination's lane, in the configuration's order.
-    pub(crate) fn lanes(&self) -> &[Lane] {
-        &self.inner.lanes
+    /// Replaces the wiring; what loaded the old one keeps it until it loads again. The seam of
+    /// a configuration reload (which also starts and stops the tasks of what changed).
+    #[allow(dead_code)] // no reload yet
+    pub(crate) fn rewire(&self, wiring: Wiring) {
+        self.inner.wiring.store(Arc::new(wiring));
     }
 
     /// A turn to use one of the pool's connections for dispatch (a due query, a claim, an

@@ -115,6 +115,7 @@ mod store;
 mod supervise;
 mod tls;
 pub mod traces;
+mod wiring;
 mod writer_gate;
 
 pub use crate::http::console;

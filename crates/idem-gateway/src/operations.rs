@@ -509,7 +509,7 @@ impl<DB: GatewayDb> Gateway<DB> {
     }
 
     fn wake_all(&self) {
-        for lane in self.lanes() {
+        for lane in self.wiring().lanes() {
             lane.wake();
         }
     }

@@ -15,6 +15,7 @@
 //! claimed per second, on both paths ([`throttle`]). Whether a destination's claims and
 //! outcome writes work now is kept in memory for the console's overview (`health`).
 
+mod attempted;
 mod outcomes;
 pub(crate) mod schedule;
 pub mod send;
@@ -42,9 +43,10 @@ use crate::metric_definitions::{
 use crate::model::time::format_time;
 use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
 use crate::traces;
+use attempted::{AttemptResult, Attempted};
 use outcomes::Outcomes;
 use schedule::Next;
-use transport::{AttemptResult, Attempted, Transport};
+use transport::Transport;
 
 /// The pause before claiming again after a claim failed or timed out.
 const ERROR_PAUSE: Duration = Duration::from_millis(250);
@@ -63,26 +65,33 @@ pub(crate) async fn run<DB: GatewayDb>(
     let destination = gateway.destination(index).clone();
     let transport = Transport::of(&destination, client);
     let bounds = Bounds::new(destination.concurrency);
-    let handoff = gateway.lane(index).handoff();
+    let lane = gateway.wiring().lane_arc(index);
+    let handoff = lane.handoff();
     // At least 1, at most `concurrency`: an idle destination always claims.
     let low_water = destination.concurrency.div_ceil(2);
     let mut handed = handoff.open(Arc::clone(&bounds.slots), low_water);
     let poll = gateway.config().poll_interval;
     // A claim lasts LEASE_MARGIN past the attempt's timeout: the time an outcome may wait.
-    let claim_ttl = match gateway.lane(index).claim_ttl() {
+    let claim_ttl = match lane.claim_ttl() {
         Ok(ttl) => ttl,
         Err(e) => {
             tracing::error!(destination = %destination.name, error = %e, "destination timeout too long for a claim; nothing is sent");
             return;
         }
     };
-    let (outcomes, writer) = Outcomes::start(gateway.clone(), index, LEASE_MARGIN, claim_ttl);
+    let (outcomes, writer) = Outcomes::start(
+        gateway.clone(),
+        index,
+        Arc::clone(&lane),
+        LEASE_MARGIN,
+        claim_ttl,
+    );
     let mut tasks = JoinSet::new();
     let throttle = handoff.throttle();
     // Read before the first claim, so that a paused destination sends nothing after a restart;
     // then at least every second, for a pause or resume made through another process.
     let refresh_every = poll.min(throttle::PAUSE_REFRESH);
-    refresh_pause(&gateway, index).await;
+    refresh_pause(&gateway, index, &lane).await;
     let mut next_refresh = tokio::time::Instant::now() + refresh_every;
     loop {
         if *shutdown.borrow() {
@@ -101,7 +110,7 @@ pub(crate) async fn run<DB: GatewayDb>(
         } else {
             let deadline = gateway.config().database_timeout;
             let started = start_due(&gateway, index, &transport, &outcomes, &bounds, &mut tasks);
-            let health = gateway.lane(index).health();
+            let health = lane.health();
             match tokio::time::timeout(deadline, started).await {
                 Ok(Ok(next)) => {
                     health.claimed();
@@ -141,11 +150,11 @@ pub(crate) async fn run<DB: GatewayDb>(
                     next_refresh = tokio::time::Instant::now() + refresh_every;
                     // Only a resume calls for a claim: a refresh must not stand in for the
                     // wake-ups the claims rely on.
-                    if !refresh_pause(&gateway, index).await {
+                    if !refresh_pause(&gateway, index, &lane).await {
                         continue;
                     }
                 }
-                () = gateway.lane(index).waker().notified() => {}
+                () = lane.waker().notified() => {}
                 () = &mut sleep => {}
                 _ = shutdown.changed() => {}
             }
@@ -171,12 +180,12 @@ pub(crate) async fn run<DB: GatewayDb>(
     let _ = writer.await;
 }
 
-/// Reads destination `index`'s pause from the database into its throttle (kept as it was when
+/// Reads destination `index`'s pause from the database into its throttle (on `lane`; kept as it was when
 /// the database does not answer within `database_timeout`); returns whether it was just
 /// resumed.
-async fn refresh_pause<DB: GatewayDb>(gateway: &Gateway<DB>, index: usize) -> bool {
+async fn refresh_pause<DB: GatewayDb>(gateway: &Gateway<DB>, index: usize, lane: &Lane) -> bool {
     let name = gateway.destination(index).name.as_str();
-    let throttle = gateway.lane(index).handoff().throttle();
+    let throttle = lane.handoff().throttle();
     let started = throttle.read_started();
     let read = async {
         let _turn = gateway.dispatch_connection().await;
@@ -263,8 +272,8 @@ async fn start_due<DB: GatewayDb>(
 ) -> Result<Duration, idem_sql::Error> {
     let destination = gateway.destination(index);
     let name = destination.name.as_str();
-    let ttl = gateway.lane(index).claim_ttl()?;
-    let handoff = gateway.lane(index).handoff();
+    let ttl = outcomes.lane().claim_ttl()?;
+    let handoff = outcomes.lane().handoff();
     let throttle = handoff.throttle();
     let slots_free = bounds.slots.available_permits();
     let free = slots_free.min(throttle.available(gateway.now()));
@@ -392,8 +401,8 @@ fn start<DB: GatewayDb>(
                 "claimed delivery waited too long for a free attempt to be sent within its claim; it is sent again once the claim lapses"
             );
             drop(claimed);
-            if gateway.lane(index).handoff().take_owed_claim() {
-                gateway.lane(index).wake();
+            if outcomes.lane().handoff().take_owed_claim() {
+                outcomes.lane().wake();
             }
             return;
         }
@@ -492,7 +501,7 @@ async fn send_one<DB: GatewayDb>(
         .increment(1);
     metrics::histogram!(DISPATCH_DURATION_SECONDS, "destination" => destination.name.to_string())
         .record(elapsed.as_secs_f64());
-    wake_if_needed(gateway.lane(index), &delivery, outcome);
+    wake_if_needed(outcomes.lane(), &delivery, outcome);
 }
 
 /// Where `delivery` stands after `attempted` ended at `now`: its state, the attempt's

@@ -8,7 +8,7 @@ use idem_http::verify::standard_webhooks;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use sha2::{Digest, Sha256};
 
-use super::transport::{AttemptResult, Attempted};
+use super::attempted::{AttemptResult, Attempted};
 use crate::config::Destination;
 use crate::model::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;

@@ -24,6 +24,7 @@ use crate::model::fields::Extracted;
 use crate::model::guard_note;
 use crate::store::{DeliveryState, DueDelivery, GatewayDb, NewDelivery, NewEvent};
 use crate::traces::{self, TraceHeaders};
+use crate::wiring::Wiring;
 
 /// The most requests one transaction commits. A Kafka unit counts as one: there is at most one
 /// in the queue per held partition (the next batch of a partition comes after this one's
@@ -295,12 +296,14 @@ async fn commit_once<DB: GatewayDb>(
     let batch: Vec<&Incoming> = units.iter().flat_map(|u| &u.events).collect();
     let _turn = gateway.writer().ingest().await;
     let now = gateway.now().as_millis();
+    // Read once per batch: a reload swaps it between batches, never within one.
+    let wiring = gateway.wiring();
     let mut tx = gateway.store().begin().await?;
     let mut answers = claim(gateway, &mut tx, &batch).await?;
     let stored = store_events(gateway, &mut tx, &batch, &mut answers).await?;
-    let decisions = decide(gateway, &mut tx, &batch, &answers).await?;
-    let ids = store_deliveries(gateway, &mut tx, &decisions, &stored.rows, now).await?;
-    note_waits(gateway, &decisions);
+    let decisions = decide(gateway, &wiring, &mut tx, &batch, &answers).await?;
+    let ids = store_deliveries(gateway, &wiring, &mut tx, &decisions, &stored.rows, now).await?;
+    note_waits(gateway, &wiring, &decisions);
     let counts = super::count::of_ingest(
         gateway,
         now,
@@ -315,7 +318,7 @@ async fn commit_once<DB: GatewayDb>(
     DB::add_counts(&mut tx, &counts).await?;
     letters_and_offsets(gateway, &mut tx, units).await?;
     tx.commit().await.map_err(idem_sql::Error::from)?;
-    hand_over(gateway, &batch, &stored, decisions, ids, now);
+    hand_over(gateway, &wiring, &batch, &stored, decisions, ids, now);
     let mut answers = answers.into_iter();
     Ok(units
         .iter()
@@ -429,6 +432,7 @@ fn new_event<'a, DB: GatewayDb>(
 /// version guard of each drop-stale route, then which deliveries are handed off.
 async fn decide<DB: GatewayDb>(
     gateway: &Gateway<DB>,
+    wiring: &Wiring,
     tx: &mut sqlx::Transaction<'static, DB>,
     batch: &[&Incoming],
     answers: &[Answer],
@@ -440,7 +444,7 @@ async fn decide<DB: GatewayDb>(
         if answers[i] != Answer::Accepted {
             continue;
         }
-        for (r, route) in gateway.routes_of(incoming.source) {
+        for (r, route) in wiring.routes_of(gateway.config(), incoming.source) {
             if route.matches(incoming.event.event_type.as_deref()) {
                 let entity = incoming.event.entity.as_ref().map(|(e, _)| e.to_string());
                 work.push((r, entity, i));
@@ -479,7 +483,7 @@ async fn decide<DB: GatewayDb>(
         }
         start = end;
     }
-    hand_off_candidates::<DB>(gateway, tx, &mut decisions).await?;
+    hand_off_candidates::<DB>(gateway, wiring, tx, &mut decisions).await?;
     Ok(decisions)
 }
 
@@ -487,6 +491,7 @@ async fn decide<DB: GatewayDb>(
 /// returns their ids, in order.
 async fn store_deliveries<DB: GatewayDb>(
     gateway: &Gateway<DB>,
+    wiring: &Wiring,
     tx: &mut sqlx::Transaction<'static, DB>,
     decisions: &[Decision],
     rows: &[i64],
@@ -496,7 +501,7 @@ async fn store_deliveries<DB: GatewayDb>(
         .iter()
         .map(|decision| {
             let route = &gateway.config().routes[decision.route];
-            let lane = gateway.lane(route.destination_index);
+            let lane = wiring.lane(route.destination_index);
             NewDelivery {
                 event: rows[decision.event],
                 route: route.name.as_str(),
@@ -517,14 +522,14 @@ async fn store_deliveries<DB: GatewayDb>(
 
 /// Notes each delivery stored pending behind its entity. Done before the commit, so that no
 /// due query can claim one of them before it is counted.
-fn note_waits<DB: GatewayDb>(gateway: &Gateway<DB>, decisions: &[Decision]) {
+fn note_waits<DB: GatewayDb>(gateway: &Gateway<DB>, wiring: &Wiring, decisions: &[Decision]) {
     for decision in decisions
         .iter()
         .filter(|d| d.state == DeliveryState::Pending && d.permit.is_none())
     {
         if let Some(entity) = &decision.entity {
             let route = &gateway.config().routes[decision.route];
-            gateway
+            wiring
                 .lane(route.destination_index)
                 .handoff()
                 .wait_for(route.name.as_str(), entity);
@@ -559,6 +564,7 @@ async fn letters_and_offsets<DB: GatewayDb>(
 /// unordered ones, and wakes each destination that had deliveries stored pending.
 fn hand_over<DB: GatewayDb>(
     gateway: &Gateway<DB>,
+    wiring: &Wiring,
     batch: &[&Incoming],
     stored: &StoredEvents,
     decisions: Vec<Decision>,
@@ -602,7 +608,7 @@ fn hand_over<DB: GatewayDb>(
             traceparent: incoming.trace.as_ref().map(|t| t.traceparent.clone()),
             tracestate: incoming.trace.as_ref().and_then(|t| t.tracestate.clone()),
         };
-        let lane = gateway.lane(d);
+        let lane = wiring.lane(d);
         lane.handoff().hand(Handed {
             delivery,
             attempt: 1,
@@ -616,9 +622,9 @@ fn hand_over<DB: GatewayDb>(
     for (d, stored) in stored_pending.into_iter().enumerate() {
         if let Some(backlog) = stored {
             if backlog {
-                gateway.lane(d).handoff().stored_pending();
+                wiring.lane(d).handoff().stored_pending();
             }
-            gateway.lane(d).wake();
+            wiring.lane(d).wake();
         }
     }
 }
@@ -735,6 +741,7 @@ async fn guard_route<DB: GatewayDb>(
 /// entity commit first, so that its deliveries are seen here.
 async fn hand_off_candidates<DB: GatewayDb>(
     gateway: &Gateway<DB>,
+    wiring: &Wiring,
     tx: &mut sqlx::Transaction<'static, DB>,
     decisions: &mut [Decision],
 ) -> Result<(), idem_sql::Error> {
@@ -750,7 +757,7 @@ async fn hand_off_candidates<DB: GatewayDb>(
             continue;
         }
         let d = gateway.config().routes[decision.route].destination_index;
-        decision.permit = gateway.lane(d).handoff().reserve(gateway.now());
+        decision.permit = wiring.lane(d).handoff().reserve(gateway.now());
     }
     let routes = &gateway.config().routes;
     let keys: Vec<(&str, &str, &str)> = decisions

@@ -203,13 +203,14 @@ impl<DB: GatewayDb> Gateway<DB> {
             _ => None,
         };
         let failing = |(reason, since)| Failing { reason, since };
+        let wiring = self.wiring();
         let backlog = (config.destinations.iter().enumerate())
             .map(|(index, d)| {
                 let name = d.name.as_str();
                 let states = open.destinations.get(name).copied().unwrap_or_default();
                 let figure = figures.iter().find(|f| f.destination == name);
                 let retrying = figure.map_or(0, |f| u64::try_from(f.retrying).unwrap_or(0));
-                let health = self.lane(index).health();
+                let health = wiring.lane(index).health();
                 BacklogRow {
                     destination: name.to_owned(),
                     pending: states.pending.saturating_sub(retrying),
