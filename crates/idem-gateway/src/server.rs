@@ -13,7 +13,7 @@ use crate::error::Task;
 use crate::gateway::Gateway;
 use crate::http::listener::{self, Limits};
 use crate::http::{self, metrics::prometheus};
-use crate::ingest::batch::Pending;
+use crate::ingest::unit::Pending;
 use crate::store::GatewayDb;
 use crate::supervise::{self, Supervisor};
 use crate::{Error, broker, dispatch, relays};

@@ -24,7 +24,7 @@ use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::KafkaSource;
 use crate::gateway::INBOX_CONSUMER;
 use crate::ingest::answer::Answer;
-use crate::ingest::batch::{Incoming, OffsetAdvance, Unit};
+use crate::ingest::unit::{Incoming, OffsetAdvance, Unit};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::model::fields::{KAFKA_KEY, KAFKA_MESSAGE_ID, KAFKA_POSITION, KAFKA_TOPIC};
 use crate::store::GatewayDb;

@@ -44,7 +44,7 @@ use crate::Error;
 use crate::config::Broker;
 use crate::gateway::{Gateway, INBOX_CONSUMER};
 use crate::ingest::answer::Answer;
-use crate::ingest::batch::{Incoming, Pending};
+use crate::ingest::unit::{Incoming, Pending};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::model::fields::{
     AMQP_MESSAGE_ID, AMQP_ROUTING_KEY, AMQP_TYPE, NATS_MSG_ID, NATS_SUBJECT,

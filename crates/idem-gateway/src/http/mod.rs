@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use tokio::sync::mpsc;
 
 use crate::gateway::Gateway;
-use crate::ingest::batch::Pending;
+use crate::ingest::unit::Pending;
 use crate::store::GatewayDb;
 use problem::Problem;
 

@@ -4,7 +4,10 @@
 
 pub(crate) mod answer;
 pub(crate) mod batch;
+mod commit;
 mod count;
+mod decide;
+pub(crate) mod unit;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -12,7 +15,7 @@ use crate::gateway::Gateway;
 use crate::store::GatewayDb;
 use crate::traces;
 use answer::Answer;
-use batch::{Incoming, Pending, Unavailable, Unit};
+use unit::{Incoming, Pending, Unavailable, Unit};
 
 /// How long past its deadline a request waits for the batcher before it gives up on its own.
 const QUEUE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
