@@ -1,6 +1,6 @@
-//! `POST /webhooks/{source}`: verify the signature on the raw bytes, read the event, submit it
-//! to ingest's group commit, then answer 200 with `idem-status`, or a problem+json
-//! (docs/design.md C2, C3, C10, C11).
+//! `POST /webhooks/{source}`: read the body within its limits, hand it to ingest (which
+//! verifies the signature on the raw bytes and reads the event), submit it to the group commit,
+//! then answer 200 with `idem-status`, or a problem+json (docs/design.md C2, C3, C10, C11).
 
 use std::time::Instant;
 
@@ -10,17 +10,15 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use idem_core::DedupKey;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::problem::Problem;
-use crate::config::Intake;
 use crate::gateway::Gateway;
 use crate::ingest::answer::Answer;
-use crate::ingest::submit;
-use crate::ingest::unit::{Incoming, Pending, Unavailable};
+use crate::ingest::unit::{Pending, Unavailable};
+use crate::ingest::{Refused, accept, submit};
 use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
 use crate::store::GatewayDb;
 use crate::traces::{self, TraceHeaders};
@@ -188,46 +186,33 @@ async fn ingest<DB: GatewayDb>(
             )
         }
     })?;
-    let now = gateway.now();
-    // C10: the signature is checked on the bytes as received, before anything is parsed or
-    // stored.
-    let Intake::Webhook(verifier) = &source.intake else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown-source",
-            "Unknown source",
-            format!("source {:?} takes no webhooks", source.name.as_str()),
-        ));
-    };
-    verifier.verify(headers, &body, now).map_err(|e| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "bad-signature",
-            "Signature check failed",
-            e.to_string(),
-        )
-        .with_reason(e.reason())
-    })?;
-    let event = source.fields.extract(headers, &body).map_err(|e| {
-        let title = match e.code() {
-            "malformed-json" => "Malformed JSON",
-            "no-event-id" => "No event id",
-            _ => "Bad event field",
-        };
-        Problem::new(StatusCode::BAD_REQUEST, e.code(), title, e.to_string())
-    })?;
-    span.record("idem.event_id", event.event_id.as_str());
-    let key = DedupKey::from_event(&source.dedup_scope, &event.event_id);
-    let event_id = event.event_id.to_string();
-    let incoming = Incoming {
-        source: index,
-        key,
-        event,
-        body,
-        received_at: now.as_millis(),
-        trace,
-        span: span.clone(),
-    };
+    let incoming =
+        accept(source, index, headers, body, gateway.now(), trace, span).map_err(|refused| {
+            match refused {
+                Refused::NoWebhooks => Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "unknown-source",
+                    "Unknown source",
+                    format!("source {:?} takes no webhooks", source.name.as_str()),
+                ),
+                Refused::Signature(e) => Problem::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad-signature",
+                    "Signature check failed",
+                    e.to_string(),
+                )
+                .with_reason(e.reason()),
+                Refused::Event(e) => {
+                    let title = match e.code() {
+                        "malformed-json" => "Malformed JSON",
+                        "no-event-id" => "No event id",
+                        _ => "Bad event field",
+                    };
+                    Problem::new(StatusCode::BAD_REQUEST, e.code(), title, e.to_string())
+                }
+            }
+        })?;
+    let event_id = incoming.event.event_id.to_string();
     let answer = submit(gateway, state.queue.as_ref(), incoming).await;
     let answer = answer.map_err(|Unavailable| {
         Problem::new(
