@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde::Serialize;
 
+use super::text_enum::text_enum;
+
 /// One minute, in ms.
 pub const MINUTE_MS: i64 = 60_000;
 
@@ -46,38 +48,16 @@ pub enum Metric {
     Dead,
 }
 
-impl Metric {
-    /// Every metric, in the order the overview shows them.
-    pub const ALL: [Self; 8] = [
-        Self::Accepted,
-        Self::Duplicate,
-        Self::Stale,
-        Self::Tie,
-        Self::Gap,
-        Self::Delivered,
-        Self::Retried,
-        Self::Dead,
-    ];
-
-    /// The word stored in the table (and its `CHECK` constraint).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Accepted => "accepted",
-            Self::Duplicate => "duplicate",
-            Self::Stale => "stale",
-            Self::Tie => "tie",
-            Self::Gap => "gap",
-            Self::Delivered => "delivered",
-            Self::Retried => "retried",
-            Self::Dead => "dead",
-        }
-    }
-
-    /// The metric stored as `text`; `None` for any other word.
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.as_str() == text)
-    }
-}
+text_enum!(Metric, "metric", [8], {
+    Accepted => "accepted",
+    Duplicate => "duplicate",
+    Stale => "stale",
+    Tie => "tie",
+    Gap => "gap",
+    Delivered => "delivered",
+    Retried => "retried",
+    Dead => "dead",
+});
 
 /// Whether a count is of a source or of a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -89,24 +69,10 @@ pub enum Scope {
     Destination,
 }
 
-impl Scope {
-    /// The word stored in the table.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Source => "source",
-            Self::Destination => "destination",
-        }
-    }
-
-    /// The scope stored as `text`; `None` for any other word.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "source" => Some(Self::Source),
-            "destination" => Some(Self::Destination),
-            _ => None,
-        }
-    }
-}
+text_enum!(Scope, "scope", {
+    Source => "source",
+    Destination => "destination",
+});
 
 /// `(minute, scope, name, metric)`: what one count row is of.
 pub(crate) type CountKey = (i64, Scope, String, Metric);

@@ -1,13 +1,25 @@
 //! `text_enum!`: one declaration gives a text-backed enum its `ALL`, `as_str`, `parse`,
 //! `Display` and sqlx TEXT codec, so that a word stored in the tables is typed in code.
 
-/// `as_str`, `parse`, `Display` and the sqlx encoding (as TEXT) of a text-backed enum.
+/// `ALL`, `as_str`, `parse`, `Display` and the sqlx encoding (as TEXT) of a text-backed enum.
+/// `ALL` is a slice, or with `[N]` after the description an array of the N values.
 macro_rules! text_enum {
     ($ty:ident, $what:literal, { $($variant:ident => $text:literal),+ $(,)? }) => {
         impl $ty {
             /// Every value, in declaration order.
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
-
+        }
+        $crate::model::text_enum::text_enum!(@words $ty, $what, { $($variant => $text),+ });
+    };
+    ($ty:ident, $what:literal, [$n:literal], { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every value, in declaration order.
+            pub const ALL: [Self; $n] = [$(Self::$variant),+];
+        }
+        $crate::model::text_enum::text_enum!(@words $ty, $what, { $($variant => $text),+ });
+    };
+    (@words $ty:ident, $what:literal, { $($variant:ident => $text:literal),+ }) => {
+        impl $ty {
             /// The word stored in the table and shown to operators.
             pub fn as_str(self) -> &'static str {
                 match self {
