@@ -166,3 +166,96 @@ fn panic_message(error: tokio::task::JoinError) -> String {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Config;
+
+    /// A task that runs until its stop turns on.
+    async fn until_stopped(mut stopped: watch::Receiver<bool>) -> Result<(), String> {
+        let _ = stopped.wait_for(|stopped| *stopped).await;
+        Ok(())
+    }
+
+    fn reader(source: &str) -> Task {
+        Task::Reader {
+            source: source.to_owned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_task_stopped_while_the_server_runs_is_no_failure() {
+        let (_dir, store) = idem_testkit::sqlite_store().await;
+        let gateway = Gateway::new(Config::defaults(), store);
+        let (_stop, stopped) = watch::channel(false);
+        let (failed, failure) = watch::channel(false);
+        let supervisor = Supervisor::new(gateway.clone(), stopped, failed);
+        supervisor.start(reader("a"), until_stopped);
+        supervisor.start(reader("b"), until_stopped);
+        tokio::time::timeout(Duration::from_secs(5), supervisor.stop(&reader("a")))
+            .await
+            .expect("the stopped task ends");
+        assert!(gateway.failure().is_none());
+        assert!(!*failure.borrow());
+        // The other one still runs.
+        let running = supervisor.take(|_| true);
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].task, reader("b"));
+        assert!(!running[0].watcher.is_finished());
+    }
+
+    #[tokio::test]
+    async fn a_task_that_ends_early_is_recorded_and_stops_the_server() {
+        let (_dir, store) = idem_testkit::sqlite_store().await;
+        let gateway = Gateway::new(Config::defaults(), store);
+        let (_stop, stopped) = watch::channel(false);
+        let (failed, mut failure) = watch::channel(false);
+        let supervisor = Supervisor::new(gateway.clone(), stopped, failed);
+        supervisor.start(reader("a"), |_| async {
+            Err("the stream was deleted".to_owned())
+        });
+        tokio::time::timeout(Duration::from_secs(5), failure.wait_for(|f| *f))
+            .await
+            .expect("the failure is told")
+            .expect("the sender is kept");
+        assert_eq!(
+            gateway.stopped_task(),
+            Some((&reader("a"), "the stream was deleted"))
+        );
+        assert_eq!(
+            gateway.failure().map(|e| e.to_string()),
+            Some("the reader of source \"a\" stopped (the stream was deleted)".to_owned())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_servers_stop_reaches_every_task_and_a_dispatchers_panic_is_named() {
+        let (_dir, store) = idem_testkit::sqlite_store().await;
+        let gateway = Gateway::new(Config::defaults(), store);
+        let (stop, stopped) = watch::channel(false);
+        let (failed, _failure) = watch::channel(false);
+        let supervisor = Supervisor::new(gateway.clone(), stopped, failed);
+        supervisor.start(reader("a"), until_stopped);
+        let _ = stop.send(true);
+        tokio::time::timeout(Duration::from_secs(5), supervisor.join(|_| true))
+            .await
+            .expect("every task ends on the server's stop");
+        assert!(gateway.failure().is_none());
+
+        let dispatcher = Task::Dispatcher {
+            destination: "app".to_owned(),
+        };
+        supervisor.start(dispatcher.clone(), |_| async { panic!("boom") });
+        supervisor.join(|_| true).await;
+        assert_eq!(
+            gateway.failure().map(|e| e.to_string()),
+            Some(
+                "the dispatcher of destination \"app\" stopped (panicked: boom); its events would never be sent"
+                    .to_owned()
+            )
+        );
+    }
+}
