@@ -20,7 +20,7 @@ use idem_core::{DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;
 use tokio::sync::watch;
 
-use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
+use super::intake::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::KafkaSource;
 use crate::gateway::INBOX_CONSUMER;
 use crate::ingest::answer::Answer;
