@@ -4,7 +4,7 @@
 //! A pause is a row of `idem_gateway_paused_destinations`, so every gateway process on the
 //! database honours it: the process that pauses or resumes applies it at once, the others when
 //! their dispatcher next reads it (at least every second, or every `poll_interval` if shorter;
-//! see [`PAUSE_REFRESH`](crate::dispatch::throttle::PAUSE_REFRESH)). While paused, a
+//! see [`PAUSE_REFRESH`](crate::lanes::throttle::PAUSE_REFRESH)). While paused, a
 //! destination's deliveries stay pending: none is claimed, no attempt is made or counted, none
 //! is dead-lettered, and ingest goes on accepting events. Attempts already started when the
 //! pause is applied finish. On resume they are claimed oldest first, one per entity at a time in
@@ -73,7 +73,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                     url: d.url.clone(),
                     paused: paused_at.is_some(),
                     paused_at,
-                    applied: self.handoff(index).throttle().paused(),
+                    applied: self.wiring().lane(index).handoff().throttle().paused(),
                     rate_limit: d.rate_limit.map(|limit| limit.to_string()),
                     concurrency: d.concurrency,
                 }
@@ -93,7 +93,11 @@ impl<DB: GatewayDb> Gateway<DB> {
         let changed = DB::pause(&mut conn, name, self.now().as_millis()).await?;
         let paused_at = DB::paused_since(&mut conn, name).await?;
         if let Some(index) = self.destination_index(name) {
-            self.handoff(index).throttle().set_paused(true);
+            self.wiring()
+                .lane(index)
+                .handoff()
+                .throttle()
+                .set_paused(true);
         }
         Ok(PauseChange {
             destination: name.to_owned(),
@@ -114,8 +118,12 @@ impl<DB: GatewayDb> Gateway<DB> {
         let mut conn = self.store().pool().acquire().await?;
         let changed = DB::resume(&mut conn, name).await?;
         if let Some(index) = self.destination_index(name) {
-            self.handoff(index).throttle().set_paused(false);
-            self.wake(index);
+            self.wiring()
+                .lane(index)
+                .handoff()
+                .throttle()
+                .set_paused(false);
+            self.wiring().lane(index).wake();
         }
         Ok(PauseChange {
             destination: name.to_owned(),

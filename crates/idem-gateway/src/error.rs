@@ -1,7 +1,7 @@
 //! The gateway's error type.
 
 use crate::config::ConfigError;
-use crate::time::format_time;
+use crate::model::time::{BadTime, bad_time_message, format_time};
 
 /// What can stop the gateway or one of its commands.
 #[derive(Debug, thiserror::Error)]
@@ -21,17 +21,6 @@ pub enum Error {
     /// Applying the gateway's migrations failed.
     #[error("migrating the gateway's tables failed: {0}")]
     Migrate(#[from] idem_sql::sqlx::migrate::MigrateError),
-    /// A destination's dispatcher stopped (it panicked or ended) while the server ran: its
-    /// events would be accepted but never sent, so `/readyz` fails and the server stops.
-    #[error(
-        "the dispatcher of destination {destination:?} stopped ({reason}); its events would never be sent"
-    )]
-    Dispatcher {
-        /// The destination.
-        destination: String,
-        /// The panic message, or why it ended.
-        reason: String,
-    },
     /// A broker source could not start: its server cannot be reached, its stream or queue
     /// does not exist, or its JetStream consumer exists with other settings. The gateway
     /// refuses to start, naming the source and the reason.
@@ -52,13 +41,16 @@ pub enum Error {
         /// What failed, naming the database or target.
         reason: String,
     },
-    /// A broker source's reader or a relay stopped (it panicked) while the server ran: its
-    /// messages would no longer be taken or published, so `/readyz` fails and the server stops.
-    #[error("{task} stopped ({reason})")]
+    /// A task of the running server stopped (it panicked or ended before shutdown): a
+    /// destination's dispatcher (its events would be accepted but never sent), a broker
+    /// source's reader or a relay (its messages would no longer be taken or published). `/readyz`
+    /// fails (problem type `dispatcher-stopped` for a dispatcher, `task-stopped` otherwise) and
+    /// the server stops.
+    #[error("{task} stopped ({reason}){}", task.consequence())]
     TaskStopped {
-        /// `source "orders"` or `relay "orders-out"`.
-        task: String,
-        /// The panic message.
+        /// Which task.
+        task: Task,
+        /// The panic message, or why it ended.
         reason: String,
     },
     /// The trace pipeline ([`Traces`](crate::traces::Traces)) could not start, or could not
@@ -104,7 +96,50 @@ impl Error {
             | Self::Relay { .. }
             | Self::Traces { .. }
             | Self::Io { .. } => ErrorKind::Unavailable,
-            Self::Dispatcher { .. } | Self::TaskStopped { .. } => ErrorKind::Stopped,
+            Self::TaskStopped { .. } => ErrorKind::Stopped,
+        }
+    }
+}
+
+/// A task the server runs and supervises ([`Error::TaskStopped`] names it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Task {
+    /// The dispatcher of a destination.
+    Dispatcher {
+        /// The destination.
+        destination: String,
+    },
+    /// The reader of a broker source (NATS JetStream, RabbitMQ, Kafka).
+    Reader {
+        /// The source.
+        source: String,
+    },
+    /// An outbox relay.
+    Relay {
+        /// The relay.
+        relay: String,
+    },
+}
+
+impl Task {
+    /// What its stop costs, said after the reason.
+    fn consequence(&self) -> &'static str {
+        match self {
+            Self::Dispatcher { .. } => "; its events would never be sent",
+            Self::Reader { .. } | Self::Relay { .. } => "",
+        }
+    }
+}
+
+impl std::fmt::Display for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dispatcher { destination } => {
+                write!(f, "the dispatcher of destination {destination:?}")
+            }
+            Self::Reader { source } => write!(f, "the reader of source {source:?}"),
+            Self::Relay { relay } => write!(f, "relay {relay:?}"),
         }
     }
 }
@@ -155,11 +190,8 @@ pub enum RequestError {
         /// The destination asked for, if any.
         destination: Option<String>,
     },
-    /// A time in none of the forms [`parse_time`](crate::time::parse_time) reads.
-    #[error(
-        "{field} {value:?} is not a time: expected a duration ago such as \"1h\" or \"3d 12h\", \
-         an RFC 3339 timestamp such as \"2026-01-31T12:00:00Z\", or milliseconds since the epoch"
-    )]
+    /// A time in none of the forms [`parse_time`](crate::model::time::parse_time) reads.
+    #[error("{}", bad_time_message(field, value))]
     BadTime {
         /// The field or option (`since`, `--until`, …).
         field: &'static str,
@@ -194,6 +226,18 @@ pub enum RequestError {
         /// The end (now when none was given), in ms since the epoch.
         until: i64,
     },
+}
+
+impl From<BadTime> for RequestError {
+    fn from(BadTime { field, value }: BadTime) -> Self {
+        Self::BadTime { field, value }
+    }
+}
+
+impl From<BadTime> for Error {
+    fn from(e: BadTime) -> Self {
+        Self::Request(e.into())
+    }
 }
 
 impl RequestError {

@@ -1,20 +1,19 @@
 //! The gateway's shared state: configuration, store, and the wiring between ingest and dispatch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwap;
 use idem_core::{Name, Timestamp};
 use idem_sql::{Inbox, Store};
-use tokio::sync::{Notify, Semaphore, SemaphorePermit};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::Error;
-use crate::config::{Config, Destination, Route, Source};
-use crate::dispatch::handoff::Handoff;
-use crate::dispatch::health::DispatchHealth;
-use crate::dispatch::throttle::Throttle;
+use crate::config::{Config, Destination, Source};
+use crate::error::{Error, Task};
 use crate::health::StoreHealth;
 use crate::store::{DeliveryState, GatewayDb};
+use crate::wiring::Wiring;
 use crate::writer_gate::WriterGate;
 
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
@@ -41,24 +40,17 @@ struct Inner<DB: GatewayDb> {
     config: Config,
     store: Store<DB>,
     inbox: Inbox<DB>,
-    /// One per destination (same index): rung when it may have new due work.
-    wake: Vec<Notify>,
-    /// One per destination (same index): fresh deliveries ingest hands to its dispatcher.
-    handoffs: Vec<Handoff>,
-    /// One per destination (same index): whether its claims and outcome writes work now.
-    dispatch_health: Vec<DispatchHealth>,
+    /// The lanes, sources and routes, behind the one swap point a reload swaps.
+    wiring: ArcSwap<Wiring>,
     /// The pool's connections dispatch may hold at once (see [`Gateway::dispatch_connection`]).
     dispatch_connections: Semaphore,
-    /// Source indices by name: the webhook path is looked up once per request.
-    sources: HashMap<String, usize>,
-    /// For each source (same index), the indices of the routes leaving it.
-    routes_by_source: Vec<Vec<usize>>,
     /// Whether the last ingest commit (or `/readyz` probe) could write.
     health: StoreHealth,
     /// Ingest's and dispatch's write transactions, one at a time on SQLite.
     writer: WriterGate,
-    /// Set when a dispatcher stopped while serving: `/readyz` fails with it.
-    dispatch_failure: OnceLock<Error>,
+    /// Set when a supervised task (a dispatcher, a broker reader, a relay) stopped while
+    /// serving, with why: `/readyz` fails with it.
+    failure: OnceLock<(Task, String)>,
     /// Dispatch's write transactions' pool where it is not the store's (SQLite: see
     /// `store::relaxed`), made on first use.
     relaxed: OnceLock<Option<sqlx::Pool<DB>>>,
@@ -111,42 +103,21 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// [`ManualClock`](idem_core::ManualClock) with [`Store::with_clock`] in tests).
     pub fn new(config: Config, store: Store<DB>) -> Self {
         let inbox = store.inbox(&Name::new("consumer", INBOX_CONSUMER).expect("a valid name"));
-        let wake = config.destinations.iter().map(|_| Notify::new()).collect();
-        let dispatch_health = (config.destinations.iter())
-            .map(|_| DispatchHealth::default())
-            .collect();
         let pool_size = usize::try_from(store.pool().options().get_max_connections()).unwrap_or(1);
         let dispatch_connections =
             Semaphore::new(dispatch_share(pool_size, DB::CONCURRENT_COMMITS));
         let now = store.now();
-        let handoffs = (config.destinations.iter())
-            .map(|destination| Handoff::new(Throttle::new(destination.rate_limit, now)))
-            .collect();
-        let sources = (config.sources.iter().enumerate())
-            .map(|(index, source)| (source.name.to_string(), index))
-            .collect();
-        let routes_by_source = (config.sources.iter())
-            .map(|source| {
-                (config.routes.iter().enumerate())
-                    .filter(|(_, route)| route.source == source.name)
-                    .map(|(index, _)| index)
-                    .collect()
-            })
-            .collect();
+        let wiring = ArcSwap::from_pointee(Wiring::new(&config, now));
         Self {
             inner: Arc::new(Inner {
                 config,
                 store,
                 inbox,
-                wake,
-                handoffs,
-                dispatch_health,
+                wiring,
                 dispatch_connections,
-                sources,
-                routes_by_source,
                 health: StoreHealth::default(),
                 writer: WriterGate::new(DB::CONCURRENT_COMMITS == 1),
-                dispatch_failure: OnceLock::new(),
+                failure: OnceLock::new(),
                 relaxed: OnceLock::new(),
             }),
         }
@@ -182,8 +153,9 @@ impl<DB: GatewayDb> Gateway<DB> {
         &self.inner.inbox
     }
 
+    /// The index of the source named `name`, read from the current wiring without a lock.
     pub(crate) fn source_index(&self, name: &str) -> Option<usize> {
-        self.inner.sources.get(name).copied()
+        self.inner.wiring.load().source_index(name)
     }
 
     pub(crate) fn source(&self, index: usize) -> &Source {
@@ -192,13 +164,6 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     pub(crate) fn destination(&self, index: usize) -> &Destination {
         &self.inner.config.destinations[index]
-    }
-
-    /// The routes leaving source `source` (an index), with their indices.
-    pub(crate) fn routes_of(&self, source: usize) -> impl Iterator<Item = (usize, &Route)> + '_ {
-        self.inner.routes_by_source[source]
-            .iter()
-            .map(|&index| (index, &self.inner.config.routes[index]))
     }
 
     /// Whether the store takes writes, as the last commit found it.
@@ -228,19 +193,17 @@ impl<DB: GatewayDb> Gateway<DB> {
         }
     }
 
-    /// Tells destination `index`'s dispatcher that it may have due work.
-    pub(crate) fn wake(&self, index: usize) {
-        self.inner.wake[index].notify_one();
+    /// The current wiring (lanes, sources, routes): the swap point. Read it once per batch or
+    /// loop iteration, not per event.
+    pub(crate) fn wiring(&self) -> Arc<Wiring> {
+        self.inner.wiring.load_full()
     }
 
-    /// Destination `index`'s hand-off from ingest, and its permits.
-    pub(crate) fn handoff(&self, index: usize) -> &Handoff {
-        &self.inner.handoffs[index]
-    }
-
-    /// Whether destination `index`'s claims and outcome writes work now.
-    pub(crate) fn dispatch_health(&self, index: usize) -> &DispatchHealth {
-        &self.inner.dispatch_health[index]
+    /// Replaces the wiring; what loaded the old one keeps it until it loads again. The seam of
+    /// a configuration reload (which also starts and stops the tasks of what changed).
+    #[allow(dead_code)] // no reload yet
+    pub(crate) fn rewire(&self, wiring: Wiring) {
+        self.inner.wiring.store(Arc::new(wiring));
     }
 
     /// A turn to use one of the pool's connections for dispatch (a due query, a claim, an
@@ -255,28 +218,24 @@ impl<DB: GatewayDb> Gateway<DB> {
             .expect("the semaphore is never closed")
     }
 
-    pub(crate) fn waker(&self, index: usize) -> &Notify {
-        &self.inner.wake[index]
-    }
-
-    /// Records that a dispatcher stopped while serving (the first failure wins).
-    pub(crate) fn set_dispatch_failure(&self, destination: &str, reason: String) {
-        self.set_failure(Error::Dispatcher {
-            destination: destination.to_owned(),
-            reason,
-        });
-    }
-
-    /// Records that a task the server runs stopped while serving (the first failure wins):
+    /// Records that `task` stopped while serving, and why (the first failure wins):
     /// `/readyz` fails with it.
-    pub(crate) fn set_failure(&self, failure: Error) {
-        let _ = self.inner.dispatch_failure.set(failure);
+    pub(crate) fn set_failure(&self, task: Task, reason: String) {
+        let _ = self.inner.failure.set((task, reason));
     }
 
-    /// Why a dispatcher (or a broker reader or relay) stopped while serving, if one did: the
-    /// gateway is then not ready.
-    pub(crate) fn dispatch_failure(&self) -> Option<&Error> {
-        self.inner.dispatch_failure.get()
+    /// The task that stopped while serving and why, if one did: the gateway is then not ready.
+    pub(crate) fn stopped_task(&self) -> Option<(&Task, &str)> {
+        (self.inner.failure.get()).map(|(task, reason)| (task, reason.as_str()))
+    }
+
+    /// [`stopped_task`](Self::stopped_task) as the error [`Server`](crate::Server) returns.
+    pub(crate) fn failure(&self) -> Option<Error> {
+        self.stopped_task()
+            .map(|(task, reason)| Error::TaskStopped {
+                task: task.clone(),
+                reason: reason.to_owned(),
+            })
     }
 
     /// Counts deliveries by destination and state, the oldest undelivered event and the failed

@@ -74,55 +74,48 @@
 //!
 //! ## Modules
 //!
-//! | module | holds |
-//! |---|---|
-//! | `config` (private; its types are at the crate root) | the TOML file, checked at start (fail closed) |
-//! | `ingest` (private) | `POST /webhooks/{source}`: verify, read the event, group commit |
-//! | `broker` (private) | NATS JetStream and RabbitMQ sources: the same ingest, ack after commit |
-//! | `relays` (private) | the outbox relays `idem serve` runs |
-//! | `tls` (private; [`TlsSettings`]) | rustls for `https://` destinations and relay targets: roots, `ca_file`, mTLS |
-//! | [`dispatch`] | due deliveries, entity order, leases, retries, dead letters |
-//! | `store` (private; [`GatewayDb`], [`DatabaseKind`]) | the gateway's tables and SQL on SQLite and PostgreSQL |
-//! | [`operations`] | operations on stored events, shared by the CLI and `/admin` |
-//! | [`destinations`] | list, pause and resume destinations, shared by the CLI and `/admin` |
-//! | `admin` (private) | the `/admin` HTTP API |
-//! | [`console`] | the web console at `/console`: sessions, CSRF, pages; [`Gateway::overview`] |
-//! | [`counters`] | per-minute counts written in the ingest and outcome commits |
-//! | [`time`] | times as operators write and read them |
-//! | [`traces`] | the `ingest`, `ingest_batch` and `dispatch` spans, W3C trace context, the OTLP exporter |
-//! | `fields` (private) | where an event's id, type, entity and version are read |
-//! | `guard_note` (private) | what a delivery's note says of the version guard's decision |
-//! | [`metric_definitions`] | the metrics' names and descriptions |
-//! | [`demo`] | `idem demo` |
+//! From the bottom layer up; a module imports only its own layer's modules that the row allows
+//! and lower layers. Ingest and dispatch never import each other: what they share per
+//! destination is its lane.
+//!
+//! | layer | module | holds |
+//! |---|---|---|
+//! | vocabulary | `model` (private; [`counters`], [`time`], [`DeliveryState`], [`ExtractError`]) | delivery states and `text_enum!`, per-minute counts, an event's fields, forwarded headers, the version guard's notes, times; imports nothing else of the crate |
+//! | vocabulary | [`metric_definitions`], `tls` (private; [`TlsSettings`]) | the metrics' names and descriptions; rustls for `https://` destinations and relay targets |
+//! | configuration, storage | `config` (private; its types are at the crate root), `store` (private; [`GatewayDb`], [`DatabaseKind`]) | the TOML file, checked at start (fail closed); the gateway's tables and SQL |
+//! | coordination | `error` ([`Error`], [`Task`]), `lanes` (private), `writer_gate`, `health`, [`traces`] | the error type; one lane per destination (wake, hand-off, throttle, health, claim ttl); the writer turn; the store's health; spans and the OTLP exporter |
+//! | shared state | [`Gateway`], `wiring` (private) | configuration, store and the wiring (lanes, sources, routes) behind one swap point |
+//! | behaviour | `ingest` (private), [`dispatch`], `relays` (private), [`operations`], [`destinations`] | group commit; due deliveries, entity order, leases, retries, dead letters, through one transport seam (HTTP today); the outbox relays; operations shared by the CLI and `/admin` |
+//! | inputs, surfaces | `broker` (private), `http` (private; [`console`], [`Problem`], [`prometheus`]) | NATS JetStream, RabbitMQ and Kafka sources; every axum surface: webhooks, health, metrics, `/admin`, the console |
+//! | assembly | `supervise` (private), [`Server`], [`demo`] | the one supervisor of dispatchers, broker readers and relays; the server; `idem demo` |
 
-mod admin;
-mod body_deadline;
 mod broker;
 mod config;
-pub mod console;
-pub mod counters;
 pub mod demo;
 pub mod destinations;
 pub mod dispatch;
 mod error;
-mod fields;
-mod forwarded;
 mod gateway;
-mod guard_note;
 mod health;
+mod http;
 mod ingest;
-mod listener;
+mod lanes;
 pub mod metric_definitions;
+mod model;
 pub mod operations;
-mod problem;
 mod relays;
 mod server;
 mod store;
-pub mod time;
+mod supervise;
 mod tls;
 pub mod traces;
+mod wiring;
 mod writer_gate;
 
+pub use crate::http::console;
+pub use crate::http::metrics::prometheus;
+pub use crate::http::problem::{PROBLEM_JSON, Problem};
+pub use crate::http::webhooks::STATUS_HEADER;
 pub use config::{
     Broker, Config, ConfigError, ConsoleSettings, DEFAULT_AMQP_URL, DEFAULT_BODY_READ_TIMEOUT,
     DEFAULT_CONSOLE_SESSION_TTL, DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL,
@@ -135,11 +128,10 @@ pub use config::{
     OutboxRelay, RabbitMqSource, RateLimit, ReadEvent, RelayTarget, Retention, Route, Secret,
     Source, SourceKind, TelemetrySettings,
 };
-pub use error::{Error, ErrorKind, RequestError};
-pub use fields::ExtractError;
+pub use error::{Error, ErrorKind, RequestError, Task};
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
-pub use ingest::STATUS_HEADER;
-pub use problem::{PROBLEM_JSON, Problem};
-pub use server::{Server, prometheus};
+pub use model::fields::ExtractError;
+pub use model::{counts as counters, time};
+pub use server::Server;
 pub use store::{AttemptOutcome, DatabaseKind, DeliveryState, GatewayDb};
 pub use tls::TlsSettings;

@@ -124,7 +124,7 @@ pub struct RedriveReport {
     pub older: u64,
 }
 
-/// What to replay. [`parse_time`](crate::time::parse_time) reads times as the command line and `POST /admin/replay`
+/// What to replay. [`parse_time`](crate::model::time::parse_time) reads times as the command line and `POST /admin/replay`
 /// take them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayRequest {
@@ -169,7 +169,7 @@ pub struct GcReport {
     pub events: u64,
     /// Raw bodies past body_retention.
     pub bodies: u64,
-    /// Per-minute count rows older than [`COUNTS_KEPT`](crate::counters::COUNTS_KEPT) (ended
+    /// Per-minute count rows older than [`COUNTS_KEPT`](crate::model::counts::COUNTS_KEPT) (ended
     /// console sessions are deleted too, uncounted).
     pub counts: u64,
 }
@@ -447,7 +447,7 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// Deletes what the retention no longer needs, in small batches (C9): inbox keys and
     /// finished events older than `retention` (never an event still to be sent or a dead
     /// letter, never version-guard rows), and raw bodies older than `body_retention`; and the
-    /// console's count rows older than [`COUNTS_KEPT`](crate::counters::COUNTS_KEPT) and its
+    /// console's count rows older than [`COUNTS_KEPT`](crate::model::counts::COUNTS_KEPT) and its
     /// ended sessions. With
     /// `retention = "forever"` no key, event or row of idem's tables is deleted: only bodies
     /// are dropped.
@@ -464,7 +464,9 @@ impl<DB: GatewayDb> Gateway<DB> {
         {
             let mut conn = self.store().pool().acquire().await?;
             let now = self.now();
-            let before = now.saturating_sub(crate::counters::COUNTS_KEPT).as_millis();
+            let before = now
+                .saturating_sub(crate::model::counts::COUNTS_KEPT)
+                .as_millis();
             report.counts = DB::delete_counts(&mut conn, before).await?;
             DB::delete_expired_sessions(&mut conn, now.as_millis()).await?;
         }
@@ -507,8 +509,8 @@ impl<DB: GatewayDb> Gateway<DB> {
     }
 
     fn wake_all(&self) {
-        for index in 0..self.config().destinations.len() {
-            self.wake(index);
+        for lane in self.wiring().lanes() {
+            lane.wake();
         }
     }
 }

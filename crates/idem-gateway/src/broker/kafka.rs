@@ -12,21 +12,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use idem_broker::rskafka::client::Client;
 use idem_broker::{BatchOutcome, KafkaConsumer, KafkaMessage, PartitionBatch, PartitionSink};
 use idem_core::{DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;
 use tokio::sync::watch;
 
-use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
+use super::intake::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::KafkaSource;
-use crate::fields::{KAFKA_KEY, KAFKA_MESSAGE_ID, KAFKA_POSITION, KAFKA_TOPIC};
 use crate::gateway::INBOX_CONSUMER;
 use crate::ingest::answer::Answer;
-use crate::ingest::batch::{Incoming, OffsetAdvance, Unit};
+use crate::ingest::unit::{Incoming, OffsetAdvance, Unit};
 use crate::metric_definitions::{BROKER_REJECTED_TOTAL, INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::model::fields::{KAFKA_KEY, KAFKA_MESSAGE_ID, KAFKA_POSITION, KAFKA_TOPIC};
 use crate::store::GatewayDb;
 
 /// A connected Kafka source: the cluster answered and has the topic (and its partitions).

@@ -9,7 +9,7 @@ use async_nats::jetstream::{self};
 use idem_broker::{ConsumerErrorKind, JetStreamSource};
 use tokio::sync::watch;
 
-use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
+use super::intake::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::NatsSource;
 use crate::store::GatewayDb;
 

@@ -11,7 +11,7 @@ use lapin::types::FieldTable;
 use lapin::{Channel, Connection, ConnectionProperties};
 use tokio::sync::watch;
 
-use super::{Intake, RECONNECT_DELAY, pause, until_stopped};
+use super::intake::{Intake, RECONNECT_DELAY, pause, until_stopped};
 use crate::config::RabbitMqSource as RabbitMqSettings;
 use crate::store::GatewayDb;
 

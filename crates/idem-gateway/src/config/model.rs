@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::HeaderMap;
+use http::HeaderMap;
 use idem_core::{Entity, EventId, Name, Version};
 use idem_http::verify::Verifier;
 
@@ -13,7 +13,7 @@ use super::kind::SourceKind;
 use super::rate_limit::RateLimit;
 use super::relay::OutboxRelay;
 use super::secret::Secret;
-use crate::fields::{ExtractError, Fields};
+use crate::model::fields::{ExtractError, Fields};
 use crate::tls::TlsSettings;
 
 /// A configured sender.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::http::HeaderName;
+use http::HeaderName;
 use idem_core::{Name, RetentionPolicy};
 use idem_http::verify::{self, Encoding, Verifier};
 use serde_json_path::JsonPath;
@@ -14,7 +14,7 @@ use super::kind::SourceKind;
 use super::model::{Intake, Retention, Source};
 use super::raw::{RawField, RawSource};
 use super::secret::{Secret, SecretLookup};
-use crate::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
+use crate::model::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
 
 /// Builds source `raw`, whose events are kept for `retention`.
 ///

@@ -9,16 +9,18 @@
 //! that falls behind holds the next attempts back); its delivery stays in flight in its row,
 //! holding its entity, until the outcome commits.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idem_core::{Backoff, Ttl};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::handoff::{Handed, Path, Reserved};
-use crate::counters;
 use crate::gateway::Gateway;
-use crate::store::{DeliveryState, DueDelivery, Finished, GatewayDb};
+use crate::lanes::Lane;
+use crate::lanes::handoff::{Claimer, Handed, Reserved};
+use crate::model::counts::{Counts, Metric, Scope};
+use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
 
 /// The most outcomes one transaction writes.
 const MAX_OUTCOMES: usize = 256;
@@ -38,16 +40,19 @@ type Queued = (Finished, oneshot::Sender<Recorded>);
 #[derive(Clone)]
 pub(crate) struct Outcomes {
     queue: mpsc::Sender<Queued>,
+    /// The destination's lane, taken once when the dispatcher started.
+    lane: Arc<Lane>,
 }
 
 impl Outcomes {
-    /// Starts the writer of destination `index` on `gateway`'s database; a batch that fails is
+    /// Starts the writer of destination `index` (whose lane is `lane`) on `gateway`'s database; a batch that fails is
     /// tried again for at most `retry_for` (the time left of the claims), and the next
     /// deliveries it claims are held for `claim_ttl` (as a due query's claims). It ends once
     /// every `Outcomes` is dropped and the queue is written.
     pub(crate) fn start<DB: GatewayDb>(
         gateway: Gateway<DB>,
         index: usize,
+        lane: Arc<Lane>,
         retry_for: Duration,
         claim_ttl: Ttl,
     ) -> (Self, tokio::task::JoinHandle<()>) {
@@ -57,8 +62,13 @@ impl Outcomes {
             retry_for,
             claim_ttl,
         };
-        let task = tokio::spawn(write(gateway, index, receiver, limits));
-        (Self { queue }, task)
+        let task = tokio::spawn(write(gateway, index, Arc::clone(&lane), receiver, limits));
+        (Self { queue, lane }, task)
+    }
+
+    /// The destination's lane.
+    pub(crate) fn lane(&self) -> &Lane {
+        &self.lane
     }
 
     /// Queues `row` (waiting while the queue is full: the writer is behind) and returns what
@@ -97,6 +107,7 @@ struct Limits {
 async fn write<DB: GatewayDb>(
     gateway: Gateway<DB>,
     index: usize,
+    lane: Arc<Lane>,
     mut queue: mpsc::Receiver<Queued>,
     limits: Limits,
 ) {
@@ -123,15 +134,15 @@ async fn write<DB: GatewayDb>(
         // processes cannot deadlock.
         batch.sort_by_key(|(row, _): &Queued| row.delivery);
         let rows: Vec<&Finished> = batch.iter().map(|(row, _)| row).collect();
-        let mut next = Successors::of(&gateway, index, &rows);
+        let mut next = Successors::of(&gateway, &lane, &rows);
         let first_try = Instant::now();
         let mut tries = 1;
-        let health = gateway.dispatch_health(index);
+        let health = lane.health();
         let written = loop {
             let committed = commit(&gateway, index, &rows, &next.keys, limits.claim_ttl);
             let failure = match tokio::time::timeout(deadline, committed).await {
                 Ok(Ok((written, claimed))) => {
-                    next.hand(&gateway, index, claimed);
+                    next.hand(&lane, claimed);
                     health.outcomes_written();
                     break written.into_iter().map(Ok).collect();
                 }
@@ -172,7 +183,7 @@ struct Successors {
 type Claimed = (Vec<(DueDelivery, i64)>, i64);
 
 impl Successors {
-    fn of<DB: GatewayDb>(gateway: &Gateway<DB>, index: usize, rows: &[&Finished]) -> Self {
+    fn of<DB: GatewayDb>(gateway: &Gateway<DB>, lane: &Lane, rows: &[&Finished]) -> Self {
         let mut keys: Vec<(String, String)> = rows
             .iter()
             .filter(|row| row.state != DeliveryState::Pending)
@@ -180,7 +191,7 @@ impl Successors {
             .collect();
         keys.sort_unstable();
         keys.dedup();
-        let handoff = gateway.handoff(index);
+        let handoff = lane.handoff();
         let now = gateway.now();
         let reserved: Vec<Reserved> = keys
             .iter()
@@ -192,8 +203,8 @@ impl Successors {
 
     /// Hands what the commit claimed to the dispatcher, each under one of the reservations
     /// (the others go back).
-    fn hand<DB: GatewayDb>(&mut self, gateway: &Gateway<DB>, index: usize, claimed: Claimed) {
-        let handoff = gateway.handoff(index);
+    fn hand(&mut self, lane: &Lane, claimed: Claimed) {
+        let handoff = lane.handoff();
         let (deliveries, until) = claimed;
         for (delivery, attempt) in deliveries {
             let Some(permit) = self.reserved.pop() else {
@@ -207,7 +218,7 @@ impl Successors {
                 attempt,
                 until,
                 permit,
-                path: Path::Successor,
+                path: Claimer::Successor,
             });
         }
         self.reserved.clear();
@@ -256,7 +267,7 @@ async fn commit<DB: GatewayDb>(
         }
     }
     if !written.is_empty() {
-        let counts = counters::of_outcomes(destination.name.as_str(), rows, &written);
+        let counts = of_outcomes(destination.name.as_str(), rows, &written);
         DB::add_counts(&mut tx, &counts).await?;
     }
     // On PostgreSQL a claim fences holders on other machines, so a commit that claims waits for
@@ -267,4 +278,24 @@ async fn commit<DB: GatewayDb>(
     tx.commit().await?;
     let written = rows.iter().map(|row| is_written(row.delivery)).collect();
     Ok((written, (claimed, until)))
+}
+
+/// The counts of one outcome commit of `destination`: each row of `rows` that was `written`
+/// (delivery ids, ascending), by its outcome, at its time, for the destination and its event's
+/// source.
+fn of_outcomes(destination: &str, rows: &[&Finished], written: &[i64]) -> Counts {
+    let mut counts = Counts::new();
+    for row in rows {
+        if written.binary_search(&row.delivery).is_err() {
+            continue;
+        }
+        let metric = match row.outcome {
+            AttemptOutcome::Delivered => Metric::Delivered,
+            AttemptOutcome::Retry => Metric::Retried,
+            AttemptOutcome::Dead => Metric::Dead,
+        };
+        counts.add(row.now, Scope::Destination, destination, metric);
+        counts.add(row.now, Scope::Source, &row.source, metric);
+    }
+    counts
 }

@@ -8,8 +8,9 @@ use idem_http::verify::standard_webhooks;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use sha2::{Digest, Sha256};
 
+use super::attempted::{AttemptResult, Attempted};
 use crate::config::Destination;
-use crate::forwarded::ForwardedHeaders;
+use crate::model::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;
 use crate::traces::{TRACEPARENT, TRACESTATE, TraceHeaders};
 
@@ -33,21 +34,6 @@ pub const EVENT_TYPE: &str = "idem-event-type";
 
 /// The most bytes of a response body kept with an attempt.
 const EXCERPT_BYTES: usize = 256;
-
-/// How an attempt went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Attempted {
-    /// 2xx.
-    pub delivered: bool,
-    /// Whether another attempt could succeed; when not, the delivery is a dead letter at once.
-    pub retryable: bool,
-    /// The HTTP status; `None` when no response came (timeout, refused connection).
-    pub status: Option<u16>,
-    /// The start of the response body, or the transport error.
-    pub excerpt: String,
-    /// What a 429 or 503 asked for in `Retry-After` (whole seconds).
-    pub retry_after: Option<Duration>,
-}
 
 /// The `webhook-id` of `(scope, event id)` at `destination`: `msg_` and 32 hex digits of a
 /// SHA-256, with no `.` (the signed content joins id, timestamp and body with dots), the same on
@@ -122,8 +108,8 @@ fn header_text(text: &str) -> HeaderValue {
     HeaderValue::from_str(&encoded).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
-/// Where a destination's attempts go: its client (its TLS settings) and its URL, parsed once
-/// instead of on every attempt. Cheap to clone.
+/// Where a destination's HTTP attempts go: its client (its TLS settings) and its URL, parsed
+/// once instead of on every attempt. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
     client: reqwest::Client,
@@ -156,13 +142,7 @@ pub(crate) async fn attempt(
     now: Timestamp,
     trace: Option<&TraceHeaders>,
 ) -> Attempted {
-    let unsendable = |excerpt: String| Attempted {
-        delivered: false,
-        retryable: false,
-        status: None,
-        excerpt,
-        retry_after: None,
-    };
+    let unsendable = Attempted::unsendable;
     let url = match endpoint.url.as_ref() {
         Ok(url) => url.clone(),
         Err(e) => return unsendable(e.clone()),
@@ -191,6 +171,57 @@ pub(crate) async fn attempt(
         Ok(signature) => signature,
         Err(e) => return unsendable(format!("cannot sign: {e}")),
     };
+    let signed = Signed {
+        msg_id: &msg_id,
+        timestamp,
+        signature: &signature,
+    };
+    let headers = match headers_of(delivery, &stored, attempt, &signed, trace) {
+        Ok(headers) => headers,
+        Err(e) => return unsendable(e),
+    };
+
+    let sent = endpoint
+        .client
+        .post(url)
+        .headers(headers)
+        .body(body)
+        .timeout(destination.timeout)
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(e) => {
+            return Attempted {
+                result: AttemptResult::Retryable,
+                status: None,
+                excerpt: transport_error(&e),
+                retry_after: None,
+            };
+        }
+    };
+    answer(response, destination).await
+}
+
+/// The Standard Webhooks signature of one attempt.
+struct Signed<'a> {
+    msg_id: &'a str,
+    timestamp: i64,
+    signature: &'a str,
+}
+
+/// The headers of attempt number `attempt` of `delivery`: its forwarded headers (`stored`),
+/// idem's, the signature's and the trace context's.
+///
+/// # Errors
+/// Why the headers cannot be written (the delivery cannot be sent).
+fn headers_of(
+    delivery: &DueDelivery,
+    stored: &ForwardedHeaders,
+    attempt: i64,
+    signed: &Signed<'_>,
+    trace: Option<&TraceHeaders>,
+) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
     for (name, value) in stored.iter() {
         headers.insert(name.clone(), value.clone());
@@ -202,7 +233,7 @@ pub(crate) async fn attempt(
     // encoded.
     match HeaderValue::from_str(&idempotency_key(&delivery.dedup_key)) {
         Ok(value) => headers.insert(IDEMPOTENCY_KEY, value),
-        Err(e) => return unsendable(format!("cannot write the Idempotency-Key: {e}")),
+        Err(e) => return Err(format!("cannot write the Idempotency-Key: {e}")),
     };
     headers.insert(EVENT_ID, header_text(&delivery.event_id));
     headers.insert(SOURCE, header_text(&delivery.source));
@@ -213,12 +244,15 @@ pub(crate) async fn attempt(
     if delivery.tie {
         headers.insert(VERSION_TIE, HeaderValue::from_static("true"));
     }
-    headers.insert(standard_webhooks::ID_HEADER, header_text(&msg_id));
+    headers.insert(standard_webhooks::ID_HEADER, header_text(signed.msg_id));
     headers.insert(
         standard_webhooks::TIMESTAMP_HEADER,
-        HeaderValue::from(timestamp),
+        HeaderValue::from(signed.timestamp),
     );
-    headers.insert(standard_webhooks::SIGNATURE_HEADER, header_text(&signature));
+    headers.insert(
+        standard_webhooks::SIGNATURE_HEADER,
+        header_text(signed.signature),
+    );
     // Checked when read (visible ASCII), so always valid header values; inserted, so they
     // replace any forwarded header of these names.
     if let Some(trace) = trace {
@@ -229,27 +263,12 @@ pub(crate) async fn attempt(
             headers.insert(TRACESTATE, value);
         }
     }
+    Ok(headers)
+}
 
-    let sent = endpoint
-        .client
-        .post(url)
-        .headers(headers)
-        .body(body)
-        .timeout(destination.timeout)
-        .send()
-        .await;
-    let mut response = match sent {
-        Ok(response) => response,
-        Err(e) => {
-            return Attempted {
-                delivered: false,
-                retryable: true,
-                status: None,
-                excerpt: transport_error(&e),
-                retry_after: None,
-            };
-        }
-    };
+/// How an attempt answered with `response` went: its status, result, `Retry-After` and the
+/// start of its body.
+async fn answer(mut response: reqwest::Response, destination: &Destination) -> Attempted {
     let status = response.status();
     let retry_after = if matches!(status.as_u16(), 429 | 503) {
         response
@@ -270,9 +289,15 @@ pub(crate) async fn attempt(
         }
     }
     excerpt.truncate(EXCERPT_BYTES);
+    let result = if status.is_success() {
+        AttemptResult::Delivered
+    } else if retryable(status.as_u16(), destination.retry_4xx) {
+        AttemptResult::Retryable
+    } else {
+        AttemptResult::Permanent
+    };
     Attempted {
-        delivered: status.is_success(),
-        retryable: retryable(status.as_u16(), destination.retry_4xx),
+        result,
         status: Some(status.as_u16()),
         excerpt: String::from_utf8_lossy(&excerpt).into_owned(),
         retry_after,

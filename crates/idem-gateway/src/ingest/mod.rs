@@ -1,229 +1,72 @@
-//! `POST /webhooks/{source}`: verify the signature on the raw bytes, read the event, claim its
-//! dedup key and store it durably, then answer (docs/design.md C2, C3, C10, C11).
+//! Ingest: verify a webhook on its raw bytes and read its event ([`accept`], C10), then claim
+//! each event's dedup key and store it durably with its deliveries, in group commits, and
+//! answer (docs/design.md C2, C3, C11). Webhooks (`http::webhooks`, which maps what is refused
+//! to problem+json) and broker sources submit here.
 
 pub(crate) mod answer;
 pub(crate) mod batch;
+mod commit;
+mod count;
+mod decide;
+pub(crate) mod unit;
 
-use std::time::Instant;
-
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use idem_core::DedupKey;
-use serde::Serialize;
+use bytes::Bytes;
+use http::HeaderMap;
+use idem_core::{DedupKey, Timestamp};
+use idem_http::verify::VerifyError;
 use tokio::sync::{mpsc, oneshot};
-use tracing::Instrument;
 
-use crate::config::Intake;
+use crate::config::{Intake, Source};
 use crate::gateway::Gateway;
-use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
-use crate::problem::Problem;
+use crate::model::fields::ExtractError;
 use crate::store::GatewayDb;
 use crate::traces::{self, TraceHeaders};
 use answer::Answer;
-use batch::{Incoming, Pending, Unavailable, Unit};
+use unit::{Incoming, Pending, Unavailable, Unit};
 
 /// How long past its deadline a request waits for the batcher before it gives up on its own.
 const QUEUE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The header that tells the sender how its request was taken: `accepted` or `duplicate`.
-pub const STATUS_HEADER: &str = "idem-status";
-
-/// The state the ingest handler runs with.
-pub(crate) struct IngestState<DB: GatewayDb> {
-    pub gateway: Gateway<DB>,
-    /// The group-commit queue; `None` when each request commits on its own.
-    pub queue: Option<mpsc::Sender<Pending>>,
+/// Why a webhook is refused before anything of it is stored.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The source takes no webhooks (it reads a broker).
+    NoWebhooks,
+    /// The signature, or its timestamp, failed the check (C10).
+    Signature(VerifyError),
+    /// The event's id, type, entity or version cannot be read.
+    Event(ExtractError),
 }
 
-impl<DB: GatewayDb> Clone for IngestState<DB> {
-    fn clone(&self) -> Self {
-        Self {
-            gateway: self.gateway.clone(),
-            queue: self.queue.clone(),
-        }
-    }
-}
-
-/// The body of a 200 answer.
-#[derive(Debug, Serialize)]
-struct Accepted<'a> {
-    event_id: &'a str,
-    status: &'static str,
-}
-
-/// Refuses a webhook whose declared `Content-Length` is over `max_body_bytes` at once (413),
-/// before a byte of its body is read: reading stops only at the limit otherwise, or holds the
-/// connection until `body_read_timeout` when the client waits for `100 Continue` or sends less.
-pub(crate) async fn declared_length(
-    State(limit): State<usize>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let declared = request
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Problem::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            "Body too large",
-            format!("the body is larger than the limit of {limit} bytes"),
-        )
-        .into_response();
-    }
-    next.run(request).await
-}
-
-/// The handler of `POST /webhooks/{source}`.
-pub(crate) async fn handle<DB: GatewayDb>(
-    State(state): State<IngestState<DB>>,
-    Path(source): Path<String>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let started = Instant::now();
-    let gateway = &state.gateway;
-    let Some(index) = gateway.source_index(&source) else {
-        return Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown-source",
-            "Unknown source",
-            format!("no source named {source:?} is configured"),
-        )
-        .into_response();
-    };
-    if let Some(broker) = gateway.source(index).broker() {
-        return Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown-source",
-            "Unknown source",
-            format!(
-                "source {source:?} takes its events from {}, not from webhooks",
-                broker.describe()
-            ),
-        )
-        .into_response();
-    }
-    let source = &gateway.source(index).name;
-    let span = traces::ingest_span(source.as_str());
-    let trace = traces::start_ingest(&span, &headers, gateway.source(index).trust_traceparent);
-    let ingested = ingest(&state, index, &headers, body, trace, &span)
-        .instrument(span.clone())
-        .await;
-    let (response, status) = match ingested {
-        Ok((event_id, answer)) => {
-            let status = match answer {
-                Answer::Accepted => "accepted",
-                Answer::Duplicate => "duplicate",
-            };
-            let mut response = Json(Accepted {
-                event_id: &event_id,
-                status,
-            })
-            .into_response();
-            response
-                .headers_mut()
-                .insert(STATUS_HEADER, HeaderValue::from_static(status));
-            (response, status)
-        }
-        Err(problem) => {
-            let status = if problem.status == StatusCode::SERVICE_UNAVAILABLE.as_u16() {
-                "unavailable"
-            } else {
-                tracing::info!(%source, problem = %problem.problem_type, detail = %problem.detail, "delivery rejected");
-                "rejected"
-            };
-            (problem.into_response(), status)
-        }
-    };
-    traces::ingest_answered(&span, response.status().as_u16(), status);
-    metrics::counter!(INGEST_TOTAL, "source" => source.to_string(), "status" => status)
-        .increment(1);
-    metrics::histogram!(INGEST_DURATION_SECONDS, "source" => source.to_string())
-        .record(started.elapsed().as_secs_f64());
-    response
-}
-
-/// Verifies, reads and commits one webhook of source `index`, whose trace context to store is
-/// `trace` and whose `ingest` span is `span`.
-async fn ingest<DB: GatewayDb>(
-    state: &IngestState<DB>,
+/// Verifies a webhook of `source` (index `index`) on its raw `body` as received, before
+/// anything is parsed or stored (C10), then reads its event and dedup key: what the group commit
+/// takes. `now` is its arrival, `trace` the context to store, `span` its `ingest` span (which
+/// gets the event id).
+///
+/// # Errors
+/// [`Refused`]: nothing of it was stored.
+pub(crate) fn accept(
+    source: &Source,
     index: usize,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Bytes,
+    now: Timestamp,
     trace: Option<TraceHeaders>,
     span: &tracing::Span,
-) -> Result<(String, Answer), Problem> {
-    let gateway = &state.gateway;
-    let source = gateway.source(index);
-    let body = body.map_err(|rejection| {
-        if crate::body_deadline::is_body_timeout(&rejection) {
-            Problem::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body-timeout",
-                "Body not received in time",
-                format!(
-                    "the body was not received within body_read_timeout ({:?}); nothing was kept, send it again",
-                    gateway.config().body_read_timeout
-                ),
-            )
-        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body-too-large",
-                "Body too large",
-                format!(
-                    "the body is larger than the limit of {} bytes",
-                    gateway.config().max_body_bytes
-                ),
-            )
-        } else {
-            Problem::new(
-                StatusCode::BAD_REQUEST,
-                "unreadable-body",
-                "Unreadable body",
-                rejection.body_text(),
-            )
-        }
-    })?;
-    let now = gateway.now();
-    // C10: the signature is checked on the bytes as received, before anything is parsed or
-    // stored.
+) -> Result<Incoming, Refused> {
     let Intake::Webhook(verifier) = &source.intake else {
-        return Err(Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown-source",
-            "Unknown source",
-            format!("source {:?} takes no webhooks", source.name.as_str()),
-        ));
+        return Err(Refused::NoWebhooks);
     };
-    verifier.verify(headers, &body, now).map_err(|e| {
-        Problem::new(
-            StatusCode::BAD_REQUEST,
-            "bad-signature",
-            "Signature check failed",
-            e.to_string(),
-        )
-        .with_reason(e.reason())
-    })?;
-    let event = source.fields.extract(headers, &body).map_err(|e| {
-        let title = match e.code() {
-            "malformed-json" => "Malformed JSON",
-            "no-event-id" => "No event id",
-            _ => "Bad event field",
-        };
-        Problem::new(StatusCode::BAD_REQUEST, e.code(), title, e.to_string())
-    })?;
+    verifier
+        .verify(headers, &body, now)
+        .map_err(Refused::Signature)?;
+    let event = source
+        .fields
+        .extract(headers, &body)
+        .map_err(Refused::Event)?;
     span.record("idem.event_id", event.event_id.as_str());
     let key = DedupKey::from_event(&source.dedup_scope, &event.event_id);
-    let event_id = event.event_id.to_string();
-    let incoming = Incoming {
+    Ok(Incoming {
         source: index,
         key,
         event,
@@ -231,20 +74,7 @@ async fn ingest<DB: GatewayDb>(
         received_at: now.as_millis(),
         trace,
         span: span.clone(),
-    };
-    let answer = submit(gateway, state.queue.as_ref(), incoming).await;
-    let answer = answer.map_err(|Unavailable| {
-        Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store-unavailable",
-            "Store unavailable",
-            "the event could not be stored; nothing was kept, send it again",
-        )
-    })?;
-    if answer == Answer::Duplicate {
-        tracing::debug!(source = %source.name, %event_id, "duplicate acknowledged");
-    }
-    Ok((event_id, answer))
+    })
 }
 
 /// Commits `incoming` through the group-commit `queue` (or alone, without one) and returns

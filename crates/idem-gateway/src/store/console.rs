@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use super::rows::StoredEvent;
-use super::state::DeliveryState;
+use crate::model::state::DeliveryState;
 
 /// Where a delivery stands, as the event search filters: the stored state, with `pending`
 /// split into never tried and retrying.
@@ -45,7 +45,7 @@ pub struct EventContent {
     pub dedup_key: String,
     /// `None` once body_retention dropped it.
     pub body: Option<Vec<u8>>,
-    /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON.
+    /// [`ForwardedHeaders`](crate::model::forwarded::ForwardedHeaders) as JSON.
     pub headers: String,
     pub version_secondary: Option<i64>,
 }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::counters::{CountSeries, Counts, Metric, Scope};
+use crate::model::counts::{CountSeries, Counts, Metric, Scope};
 
 /// Adds each count to its row, creating it at the first count of its minute.
 const ADD_COUNTS: &str =

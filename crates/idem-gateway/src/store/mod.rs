@@ -9,19 +9,18 @@ mod pauses;
 mod relaxed;
 mod rows;
 mod sql;
-mod state;
 
 use std::future::Future;
 
 use idem_sql::Backend;
 use sqlx::Pool;
 
+pub use crate::model::state::{AttemptOutcome, DeliveryState};
 pub(crate) use console::{DeliveryRecord, EventContent, EventFilter, StateFilter};
 pub(crate) use rows::{
     DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount, StoredAttempt,
     StoredDelivery, StoredEvent,
 };
-pub use state::{AttemptOutcome, DeliveryState};
 
 /// The gateway's own migrations table, apart from idem's `idem_migrations` and an application's
 /// `_sqlx_migrations`, so each set of migrations is checked against its own history.

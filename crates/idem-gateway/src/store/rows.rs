@@ -1,7 +1,7 @@
 //! The gateway's rows as they cross the SQL boundary: what is written (`New…`, [`Finished`]) and
 //! what is read back (`Stored…`, [`DueDelivery`], [`ReplayCandidate`]), with named fields.
 
-use super::state::{AttemptOutcome, DeliveryState};
+use crate::model::state::{AttemptOutcome, DeliveryState};
 
 /// A new event row.
 #[derive(Debug)]
@@ -17,7 +17,7 @@ pub struct NewEvent<'a> {
     /// The version's secondary value (`version_secondary`), when the event has one.
     pub version_secondary: Option<i64>,
     pub body: &'a [u8],
-    /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON.
+    /// [`ForwardedHeaders`](crate::model::forwarded::ForwardedHeaders) as JSON.
     pub headers: &'a str,
     pub received_at: i64,
     /// The event's W3C trace context (`crate::traces`), when it has one.
@@ -59,7 +59,7 @@ pub struct DueDelivery {
     pub dedup_key: String,
     pub event_type: Option<String>,
     pub body: Option<Vec<u8>>,
-    /// [`ForwardedHeaders`](crate::forwarded::ForwardedHeaders) as JSON, read at send time so
+    /// [`ForwardedHeaders`](crate::model::forwarded::ForwardedHeaders) as JSON, read at send time so
     /// that one unreadable row fails its own attempt, not every due read.
     pub headers: String,
     /// The event's W3C trace context, the parent of each attempt's `dispatch` span.

@@ -2,7 +2,7 @@
 //! Level 1, §3.2 `traceparent` and §3.3 `tracestate`), without OpenTelemetry: with traces off,
 //! a trusted sender's context is still passed on.
 
-use axum::http::HeaderMap;
+use http::HeaderMap;
 
 /// The `traceparent` header: `{version}-{trace id}-{parent id}-{flags}` in lower-case hex.
 pub const TRACEPARENT: &str = "traceparent";
@@ -117,7 +117,7 @@ pub(crate) fn incoming(headers: &HeaderMap) -> Option<(TraceParent, Option<Strin
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
 
     use super::*;
 

@@ -23,7 +23,7 @@ mod export;
 
 use std::str::FromStr;
 
-use axum::http::HeaderMap;
+use http::HeaderMap;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing::Span;
 use tracing::field::Empty;
@@ -224,7 +224,7 @@ fn remote(parent: &TraceParent, tracestate: Option<&str>) -> SpanContext {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
     use tracing_subscriber::EnvFilter;
 
     use super::*;

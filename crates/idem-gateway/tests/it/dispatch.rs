@@ -435,7 +435,13 @@ async fn a_dispatcher_that_panics_fails_readyz_and_stops_the_server() {
     .expect("run_until returns on a dispatcher failure");
     let error = stopped.unwrap_err();
     assert!(
-        matches!(error, idem_gateway::Error::Dispatcher { .. }),
+        matches!(
+            error,
+            idem_gateway::Error::TaskStopped {
+                task: idem_gateway::Task::Dispatcher { .. },
+                ..
+            }
+        ),
         "{error}"
     );
     assert!(

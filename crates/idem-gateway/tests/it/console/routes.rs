@@ -13,7 +13,7 @@ use crate::support::{
 };
 
 /// The console's router, as written.
-const ROUTER: &str = include_str!("../../../src/console/mod.rs");
+const ROUTER: &str = include_str!("../../../src/http/console/mod.rs");
 
 /// The routes the router declares: (path, methods), a path given as a literal or by the
 /// constants `SIGN_IN` and `assets::STYLESHEET`.

@@ -11,10 +11,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::html;
 
-use super::super::State;
 use super::super::csrf;
 use super::super::form::Fields;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::{Page, encode, error_page, event_link, message_page, time};
 use crate::operations::{RedriveReport, RedriveRequest};
 use crate::store::GatewayDb;

@@ -35,19 +35,19 @@ pub(crate) struct Handed {
     pub until: i64,
     pub permit: Reserved,
     /// Who claimed it, for `idem_dispatch_claims_total`.
-    pub path: Path,
+    pub path: Claimer,
 }
 
 /// Who claimed a handed delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Path {
+pub(crate) enum Claimer {
     /// Ingest, in the transaction that stored it.
     Ingest,
     /// The outcome writer, in the commit that ended its entity's previous delivery.
     Successor,
 }
 
-impl Path {
+impl Claimer {
     /// The `path` label of `idem_dispatch_claims_total`.
     pub(crate) fn label(self) -> &'static str {
         match self {

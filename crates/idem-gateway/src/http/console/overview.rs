@@ -4,8 +4,9 @@
 //! store's health.
 
 use crate::Error;
-use crate::counters::{MINUTE_MS, Metric, Scope};
+use crate::error::Task;
 use crate::gateway::Gateway;
+use crate::model::counts::{MINUTE_MS, Metric, Scope};
 use crate::store::GatewayDb;
 
 /// One hour, in ms.
@@ -195,21 +196,21 @@ impl<DB: GatewayDb> Gateway<DB> {
         let destinations = (config.destinations.iter())
             .map(|d| row(Scope::Destination, d.name.as_str(), &DESTINATION_METRICS))
             .collect();
-        let stopped = match self.dispatch_failure() {
-            Some(Error::Dispatcher {
-                destination,
-                reason,
-            }) => Some((destination.clone(), reason.clone())),
+        let stopped = match self.stopped_task() {
+            Some((Task::Dispatcher { destination }, reason)) => {
+                Some((destination.clone(), reason.to_owned()))
+            }
             _ => None,
         };
         let failing = |(reason, since)| Failing { reason, since };
+        let wiring = self.wiring();
         let backlog = (config.destinations.iter().enumerate())
             .map(|(index, d)| {
                 let name = d.name.as_str();
                 let states = open.destinations.get(name).copied().unwrap_or_default();
                 let figure = figures.iter().find(|f| f.destination == name);
                 let retrying = figure.map_or(0, |f| u64::try_from(f.retrying).unwrap_or(0));
-                let health = self.dispatch_health(index);
+                let health = wiring.lane(index).health();
                 BacklogRow {
                     destination: name.to_owned(),
                     pending: states.pending.saturating_sub(retrying),

@@ -10,15 +10,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::State;
 use super::super::csrf;
 use super::super::form::Fields;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::{Page, error_page, message_page, time};
 use crate::gateway::Gateway;
+use crate::model::time::parse_time;
 use crate::operations::{ReplayReport, ReplayRequest};
 use crate::store::GatewayDb;
-use crate::time::parse_time;
 
 const PATH: &str = "/console/replay";
 

@@ -13,10 +13,11 @@ use maud::html;
 use subtle::ConstantTimeEq;
 
 use super::client_address::client_address;
+use super::csrf;
 use super::form::Fields;
 use super::session::{self, COOKIE, Session};
+use super::state::{PREFIX, SIGN_IN, State};
 use super::templates::{self, Page};
-use super::{PREFIX, SIGN_IN, State, csrf};
 use crate::store::GatewayDb;
 
 /// The sign-in cookie's name: it carries the sign-in form's CSRF token.

@@ -8,17 +8,17 @@ use axum::extract::{RawQuery, State as StateOf};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::State;
 use super::super::form::Fields;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::{
     Page, delivery_state, encode, error_page, event_link, state_badge, time,
 };
 use crate::DeliveryState;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
+use crate::model::time::parse_time;
 use crate::store::{DeliveryRecord, EventFilter, GatewayDb, StateFilter, StoredEvent};
-use crate::time::parse_time;
 
 /// Events per page.
 pub(crate) const PAGE_SIZE: usize = 50;

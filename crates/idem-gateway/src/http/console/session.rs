@@ -11,7 +11,7 @@ use cookie::{Cookie, SameSite};
 use rand::Rng;
 use sha2::{Digest, Sha256};
 
-use super::{PREFIX, SIGN_IN};
+use super::state::{PREFIX, SIGN_IN};
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "idem_console";

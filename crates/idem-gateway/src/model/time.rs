@@ -1,7 +1,24 @@
 //! Times as operators write and read them: `--since 2h`, RFC 3339, or milliseconds since the
 //! epoch; shown as RFC 3339 UTC with milliseconds.
 
-use crate::error::RequestError;
+/// A time in none of the forms [`parse_time`] reads. Callers whose errors are a
+/// [`RequestError`](crate::RequestError) turn it into `RequestError::BadTime` with `?`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", bad_time_message(field, value))]
+pub struct BadTime {
+    /// The field or option (`since`, `--until`, …).
+    pub field: &'static str,
+    /// The text given.
+    pub value: String,
+}
+
+/// What [`BadTime`] (and `RequestError::BadTime`) say: the field, the text and the forms read.
+pub(crate) fn bad_time_message(field: &str, value: &str) -> String {
+    format!(
+        "{field} {value:?} is not a time: expected a duration ago such as \"1h\" or \"3d 12h\", \
+         an RFC 3339 timestamp such as \"2026-01-31T12:00:00Z\", or milliseconds since the epoch"
+    )
+}
 
 /// Reads a time as `idem replay --since/--until` and `POST /admin/replay` take it, in ms since
 /// the epoch: a duration before `now` (humantime's syntax: `90s`, `1h`, `3d`, `1h 30m`), an
@@ -10,8 +27,8 @@ use crate::error::RequestError;
 /// error.
 ///
 /// # Errors
-/// [`RequestError::BadTime`] when `text` is none of these.
-pub fn parse_time(field: &'static str, text: &str, now: i64) -> Result<i64, RequestError> {
+/// [`BadTime`] when `text` is none of these.
+pub fn parse_time(field: &'static str, text: &str, now: i64) -> Result<i64, BadTime> {
     let trimmed = text.trim();
     if let Ok(ms) = trimmed.parse::<u64>() {
         return Ok(i64::try_from(ms).unwrap_or(i64::MAX));
@@ -19,7 +36,7 @@ pub fn parse_time(field: &'static str, text: &str, now: i64) -> Result<i64, Requ
     if let Ok(ago) = humantime::parse_duration(trimmed) {
         return Ok(now.saturating_sub(i64::try_from(ago.as_millis()).unwrap_or(i64::MAX)));
     }
-    let bad = || RequestError::BadTime {
+    let bad = || BadTime {
         field,
         value: text.to_owned(),
     };
@@ -101,7 +118,7 @@ mod tests {
         ] {
             assert_eq!(
                 parse_time("--until", bad, now),
-                Err(RequestError::BadTime {
+                Err(BadTime {
                     field: "--until",
                     value: bad.to_owned()
                 }),

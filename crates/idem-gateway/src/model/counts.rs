@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde::Serialize;
 
-use crate::gateway::Gateway;
-use crate::ingest::answer::Answer;
-use crate::store::{AttemptOutcome, Finished, GatewayDb};
+use super::text_enum::text_enum;
 
 /// One minute, in ms.
 pub const MINUTE_MS: i64 = 60_000;
@@ -50,38 +48,16 @@ pub enum Metric {
     Dead,
 }
 
-impl Metric {
-    /// Every metric, in the order the overview shows them.
-    pub const ALL: [Self; 8] = [
-        Self::Accepted,
-        Self::Duplicate,
-        Self::Stale,
-        Self::Tie,
-        Self::Gap,
-        Self::Delivered,
-        Self::Retried,
-        Self::Dead,
-    ];
-
-    /// The word stored in the table (and its `CHECK` constraint).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Accepted => "accepted",
-            Self::Duplicate => "duplicate",
-            Self::Stale => "stale",
-            Self::Tie => "tie",
-            Self::Gap => "gap",
-            Self::Delivered => "delivered",
-            Self::Retried => "retried",
-            Self::Dead => "dead",
-        }
-    }
-
-    /// The metric stored as `text`; `None` for any other word.
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.as_str() == text)
-    }
-}
+text_enum!(Metric, "metric", [8], {
+    Accepted => "accepted",
+    Duplicate => "duplicate",
+    Stale => "stale",
+    Tie => "tie",
+    Gap => "gap",
+    Delivered => "delivered",
+    Retried => "retried",
+    Dead => "dead",
+});
 
 /// Whether a count is of a source or of a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -93,24 +69,10 @@ pub enum Scope {
     Destination,
 }
 
-impl Scope {
-    /// The word stored in the table.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Source => "source",
-            Self::Destination => "destination",
-        }
-    }
-
-    /// The scope stored as `text`; `None` for any other word.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "source" => Some(Self::Source),
-            "destination" => Some(Self::Destination),
-            _ => None,
-        }
-    }
-}
+text_enum!(Scope, "scope", {
+    Source => "source",
+    Destination => "destination",
+});
 
 /// `(minute, scope, name, metric)`: what one count row is of.
 pub(crate) type CountKey = (i64, Scope, String, Metric);
@@ -124,88 +86,22 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn new() -> Self {
+    /// Empty counts, on the next slot (round robin).
+    pub(crate) fn new() -> Self {
         Self {
             slot: NEXT_SLOT.fetch_add(1, Ordering::Relaxed).rem_euclid(SLOTS),
             added: BTreeMap::new(),
         }
     }
 
-    fn add(&mut self, at: i64, scope: Scope, name: &str, metric: Metric) {
+    /// Counts one `metric` of `name` in the minute of `at` (ms).
+    pub(crate) fn add(&mut self, at: i64, scope: Scope, name: &str, metric: Metric) {
         let minute = at - at.rem_euclid(MINUTE_MS);
         *self
             .added
             .entry((minute, scope, name.to_owned(), metric))
             .or_default() += 1;
     }
-}
-
-/// How the version guard judged one delivery at ingest.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Judged {
-    /// The route's index in the configuration.
-    pub route: usize,
-    pub stale: bool,
-    pub tie: bool,
-    pub gap: bool,
-}
-
-/// The counts of one ingest commit at `now` (ms): each answer of `answers` (the source's index
-/// and what it was told) and each delivery of `judged`, counted for the route's source and
-/// destination.
-pub(crate) fn of_ingest<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
-    now: i64,
-    answers: impl IntoIterator<Item = (usize, Answer)>,
-    judged: impl IntoIterator<Item = Judged>,
-) -> Counts {
-    let mut counts = Counts::new();
-    for (source, answer) in answers {
-        let metric = match answer {
-            Answer::Accepted => Metric::Accepted,
-            Answer::Duplicate => Metric::Duplicate,
-        };
-        counts.add(
-            now,
-            Scope::Source,
-            gateway.source(source).name.as_str(),
-            metric,
-        );
-    }
-    for judged in judged {
-        let route = &gateway.config().routes[judged.route];
-        for (on, metric) in [
-            (judged.stale, Metric::Stale),
-            (judged.tie, Metric::Tie),
-            (judged.gap, Metric::Gap),
-        ] {
-            if on {
-                counts.add(now, Scope::Source, route.source.as_str(), metric);
-                counts.add(now, Scope::Destination, route.destination.as_str(), metric);
-            }
-        }
-    }
-    counts
-}
-
-/// The counts of one outcome commit of `destination`: each row of `rows` that was `written`
-/// (delivery ids, ascending), by its outcome, at its time, for the destination and its event's
-/// source.
-pub(crate) fn of_outcomes(destination: &str, rows: &[&Finished], written: &[i64]) -> Counts {
-    let mut counts = Counts::new();
-    for row in rows {
-        if written.binary_search(&row.delivery).is_err() {
-            continue;
-        }
-        let metric = match row.outcome {
-            AttemptOutcome::Delivered => Metric::Delivered,
-            AttemptOutcome::Retry => Metric::Retried,
-            AttemptOutcome::Dead => Metric::Dead,
-        };
-        counts.add(row.now, Scope::Destination, destination, metric);
-        counts.add(row.now, Scope::Source, &row.source, metric);
-    }
-    counts
 }
 
 /// Counts read back: per (scope, name, metric), the count of each minute that has one (minute
@@ -268,8 +164,8 @@ mod tests {
             .collect();
         let check = format!("CHECK (metric IN ({}))", words.join(", "));
         for sql in [
-            include_str!("../migrations/sqlite/0009_console_counts_and_sessions.sql"),
-            include_str!("../migrations/postgres/0009_console_counts_and_sessions.sql"),
+            include_str!("../../migrations/sqlite/0009_console_counts_and_sessions.sql"),
+            include_str!("../../migrations/postgres/0009_console_counts_and_sessions.sql"),
         ] {
             assert!(sql.contains(&check), "{check}");
         }

@@ -6,9 +6,10 @@ use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use super::assets::STYLESHEET;
+use super::csrf;
 use super::session::Session;
-use super::{PREFIX, csrf};
-use crate::time::format_time;
+use super::state::PREFIX;
+use crate::model::time::format_time;
 
 /// The navigation's entries: (path, label).
 const NAV: [(&str, &str); 5] = [

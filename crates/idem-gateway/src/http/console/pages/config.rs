@@ -6,8 +6,8 @@ use axum::extract::State as StateOf;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::State;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::Page;
 use crate::config::{Config, Retention};
 use crate::store::GatewayDb;
@@ -35,6 +35,18 @@ fn redacted(url: &str) -> String {
 }
 
 fn render(config: &Config) -> Markup {
+    html! {
+        p.hint { "As the gateway runs it. Secrets are never shown; URLs are shown without their user and password." }
+        (settings(config))
+        (sources(config))
+        (destinations(config))
+        (routes(config))
+        (relays(config))
+    }
+}
+
+/// The gateway's own settings, one row per key.
+fn settings(config: &Config) -> Markup {
     let retention = match config.retention {
         Retention::Forever => "forever".to_owned(),
         other => other.to_string(),
@@ -79,7 +91,6 @@ fn render(config: &Config) -> Markup {
         ("console_session_ttl", written(config.console.session_ttl)),
     ];
     html! {
-        p.hint { "As the gateway runs it. Secrets are never shown; URLs are shown without their user and password." }
         h2 { "Gateway" }
         table #settings {
             thead { tr { th scope="col" { "key" } th scope="col" { "value" } } }
@@ -89,6 +100,12 @@ fn render(config: &Config) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// One row per source: where it takes its events from.
+fn sources(config: &Config) -> Markup {
+    html! {
         h2 { "Sources" }
         table #sources {
             thead { tr {
@@ -110,6 +127,12 @@ fn render(config: &Config) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// One row per destination, its secret not shown.
+fn destinations(config: &Config) -> Markup {
+    html! {
         h2 { "Destinations" }
         table #destinations {
             thead { tr {
@@ -131,6 +154,12 @@ fn render(config: &Config) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// One row per route.
+fn routes(config: &Config) -> Markup {
+    html! {
         h2 { "Routes" }
         table #routes {
             thead { tr {
@@ -149,6 +178,12 @@ fn render(config: &Config) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// One row per outbox relay, when there is one.
+fn relays(config: &Config) -> Markup {
+    html! {
         @if !config.relays.is_empty() {
             h2 { "Outbox relays" }
             table #relays {

@@ -1,12 +1,12 @@
 //! Reading an event's id, type, entity and version from a delivery's headers and raw body: the
 //! fields a source's configuration sets, which ingest (webhooks) and the broker sources read.
 
-use axum::http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName};
 use idem_core::{Entity, EventId, Name, Version};
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
-use crate::forwarded::{ForwardedError, ForwardedHeaders};
+use crate::model::forwarded::{ForwardedError, ForwardedHeaders};
 
 // Broker message properties, visible to the fields as headers of these names.
 
@@ -519,7 +519,7 @@ impl Fields {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
 
     fn json(path: &str) -> Field {
         Field::Json(JsonPath::parse(path).unwrap(), path.to_owned())

@@ -7,8 +7,9 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::session::{COOKIE, Session, cookie_value, hash, to_sign_in};
+use super::state::State;
 use super::templates::{self, message_page};
-use super::{State, csrf, form};
+use super::{csrf, form};
 use crate::store::GatewayDb;
 
 /// Lets the request through with its [`Session`] when its cookie names a live one and, for a

@@ -9,16 +9,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::State;
 use super::super::form::Fields;
 use super::super::session::Session;
+use super::super::state::State;
 use super::super::templates::{
     Page, delivery_state, duration, encode, error_page, message_page, state_badge, time,
 };
 use crate::DeliveryState;
 use crate::config::{Config, Ordering};
-use crate::forwarded::ForwardedHeaders;
-use crate::guard_note::{self, Note};
+use crate::model::forwarded::ForwardedHeaders;
+use crate::model::guard_note::{self, Note};
 use crate::store::{DeliveryRecord, EventContent, GatewayDb, StoredAttempt, StoredEvent};
 
 /// The largest body shown; past it the page says how much more there is.

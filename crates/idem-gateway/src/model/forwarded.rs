@@ -3,7 +3,7 @@
 //! read back by every attempt. One type writes and reads it, and it refuses what it cannot
 //! carry, so no header is ever dropped without a word.
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// Header names and values, each value visible ASCII text (what HTTP carries as text and JSON
 /// can hold).

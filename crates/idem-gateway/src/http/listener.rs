@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
-use crate::body_deadline::DeadlineBody;
+use crate::http::body_deadline::DeadlineBody;
 
 /// The deadlines of one listener.
 #[derive(Debug, Clone, Copy)]

@@ -2,12 +2,9 @@
 //! migrations' `CHECK` constraints list the same words). Read and written at the SQL boundary
 //! only, so a misspelt state does not compile.
 
-use std::fmt;
-
 use serde::Serialize;
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
-use sqlx::{Database, Decode, Encode, Type};
+
+use super::text_enum::text_enum;
 
 /// The state of one delivery (an event on its way to one destination).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -35,74 +32,6 @@ pub enum AttemptOutcome {
     Retry,
     /// Failed, and it was the last: the delivery is a dead letter (`dead`).
     Dead,
-}
-
-/// `as_str`, `parse`, `Display` and the sqlx encoding (as TEXT) of a text-backed enum.
-macro_rules! text_enum {
-    ($ty:ident, $what:literal, { $($variant:ident => $text:literal),+ $(,)? }) => {
-        impl $ty {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
-
-            /// The word stored in the table and shown to operators.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$variant => $text),+
-                }
-            }
-
-            /// The value stored as `text`, or `None` for any other word.
-            pub fn parse(text: &str) -> Option<Self> {
-                match text {
-                    $($text => Some(Self::$variant),)+
-                    _ => None,
-                }
-            }
-        }
-
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl<DB: Database> Type<DB> for $ty
-        where
-            str: Type<DB>,
-        {
-            fn type_info() -> DB::TypeInfo {
-                <str as Type<DB>>::type_info()
-            }
-
-            fn compatible(ty: &DB::TypeInfo) -> bool {
-                <str as Type<DB>>::compatible(ty)
-            }
-        }
-
-        impl<'q, DB: Database> Encode<'q, DB> for $ty
-        where
-            &'q str: Encode<'q, DB>,
-        {
-            fn encode_by_ref(
-                &self,
-                buf: &mut <DB as Database>::ArgumentBuffer,
-            ) -> Result<IsNull, BoxDynError> {
-                <&'q str as Encode<'q, DB>>::encode(self.as_str(), buf)
-            }
-        }
-
-        impl<'r, DB: Database> Decode<'r, DB> for $ty
-        where
-            &'r str: Decode<'r, DB>,
-        {
-            fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
-                let text = <&'r str as Decode<'r, DB>>::decode(value)?;
-                Self::parse(text).ok_or_else(|| {
-                    format!(concat!("unknown ", $what, " {:?} in the gateway's tables"), text).into()
-                })
-            }
-        }
-    };
 }
 
 text_enum!(DeliveryState, "delivery state", {

@@ -17,10 +17,10 @@ use subtle::ConstantTimeEq;
 use crate::Error;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
+use crate::http::problem::Problem;
+use crate::model::time::parse_time;
 use crate::operations::{RedriveRequest, ReplayRequest};
-use crate::problem::Problem;
 use crate::store::GatewayDb;
-use crate::time::parse_time;
 
 /// `/admin/…`, when the configuration has an admin token; otherwise no routes. The token is
 /// checked before anything else of the request is read.

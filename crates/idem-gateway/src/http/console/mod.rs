@@ -20,6 +20,7 @@ mod pages;
 mod rate_limit;
 mod session;
 mod sign_in;
+mod state;
 mod templates;
 
 use std::sync::Arc;
@@ -36,20 +37,8 @@ pub use overview::{
     SeriesRow,
 };
 pub(crate) use rate_limit::SignInLimiter;
-
-/// The console's path prefix.
-pub const PREFIX: &str = "/console";
-/// The sign-in page, where every request without a session is sent.
-pub const SIGN_IN: &str = "/console/sign-in";
-
-/// What every console handler shares.
-pub(crate) struct Console<DB: GatewayDb> {
-    pub(crate) gateway: Gateway<DB>,
-    pub(crate) limiter: SignInLimiter,
-}
-
-/// Shared state of the console's handlers.
-pub(crate) type State<DB> = Arc<Console<DB>>;
+use state::{Console, State};
+pub use state::{PREFIX, SIGN_IN};
 
 /// `/console/…`, when the configuration has an admin token and the console is enabled;
 /// otherwise no routes.

@@ -8,9 +8,9 @@ use maud::{Markup, html};
 use super::super::charts::bars;
 use super::super::overview::{DispatcherHealth, Health, Overview, SeriesRow};
 use super::super::session::Session;
+use super::super::state::{PREFIX, State};
 use super::super::templates::{Page, duration, encode, error_page, time};
-use super::super::{PREFIX, State};
-use crate::counters::Metric;
+use crate::model::counts::Metric;
 use crate::store::GatewayDb;
 
 /// What each metric is called on the page.

@@ -1,0 +1,229 @@
+//! `POST /webhooks/{source}`: read the body within its limits, hand it to ingest (which
+//! verifies the signature on the raw bytes and reads the event), submit it to the group commit,
+//! then answer 200 with `idem-status`, or a problem+json (docs/design.md C2, C3, C10, C11).
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use super::problem::Problem;
+use crate::gateway::Gateway;
+use crate::ingest::answer::Answer;
+use crate::ingest::unit::{Pending, Unavailable};
+use crate::ingest::{Refused, accept, submit};
+use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::store::GatewayDb;
+use crate::traces::{self, TraceHeaders};
+
+/// The header that tells the sender how its request was taken: `accepted` or `duplicate`.
+pub const STATUS_HEADER: &str = "idem-status";
+
+/// The state the ingest handler runs with.
+pub(crate) struct IngestState<DB: GatewayDb> {
+    pub gateway: Gateway<DB>,
+    /// The group-commit queue; `None` when each request commits on its own.
+    pub queue: Option<mpsc::Sender<Pending>>,
+}
+
+impl<DB: GatewayDb> Clone for IngestState<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            gateway: self.gateway.clone(),
+            queue: self.queue.clone(),
+        }
+    }
+}
+
+/// The body of a 200 answer.
+#[derive(Debug, Serialize)]
+struct Accepted<'a> {
+    event_id: &'a str,
+    status: &'static str,
+}
+
+/// Refuses a webhook whose declared `Content-Length` is over `max_body_bytes` at once (413),
+/// before a byte of its body is read: reading stops only at the limit otherwise, or holds the
+/// connection until `body_read_timeout` when the client waits for `100 Continue` or sends less.
+pub(crate) async fn declared_length(
+    State(limit): State<usize>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Body too large",
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The handler of `POST /webhooks/{source}`.
+pub(crate) async fn handle<DB: GatewayDb>(
+    State(state): State<IngestState<DB>>,
+    Path(source): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let started = Instant::now();
+    let gateway = &state.gateway;
+    let Some(index) = gateway.source_index(&source) else {
+        return Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown-source",
+            "Unknown source",
+            format!("no source named {source:?} is configured"),
+        )
+        .into_response();
+    };
+    if let Some(broker) = gateway.source(index).broker() {
+        return Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown-source",
+            "Unknown source",
+            format!(
+                "source {source:?} takes its events from {}, not from webhooks",
+                broker.describe()
+            ),
+        )
+        .into_response();
+    }
+    let source = &gateway.source(index).name;
+    let span = traces::ingest_span(source.as_str());
+    let trace = traces::start_ingest(&span, &headers, gateway.source(index).trust_traceparent);
+    let ingested = ingest(&state, index, &headers, body, trace, &span)
+        .instrument(span.clone())
+        .await;
+    let (response, status) = match ingested {
+        Ok((event_id, answer)) => {
+            let status = match answer {
+                Answer::Accepted => "accepted",
+                Answer::Duplicate => "duplicate",
+            };
+            let mut response = Json(Accepted {
+                event_id: &event_id,
+                status,
+            })
+            .into_response();
+            response
+                .headers_mut()
+                .insert(STATUS_HEADER, HeaderValue::from_static(status));
+            (response, status)
+        }
+        Err(problem) => {
+            let status = if problem.status == StatusCode::SERVICE_UNAVAILABLE.as_u16() {
+                "unavailable"
+            } else {
+                tracing::info!(%source, problem = %problem.problem_type, detail = %problem.detail, "delivery rejected");
+                "rejected"
+            };
+            (problem.into_response(), status)
+        }
+    };
+    traces::ingest_answered(&span, response.status().as_u16(), status);
+    metrics::counter!(INGEST_TOTAL, "source" => source.to_string(), "status" => status)
+        .increment(1);
+    metrics::histogram!(INGEST_DURATION_SECONDS, "source" => source.to_string())
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Verifies, reads and commits one webhook of source `index`, whose trace context to store is
+/// `trace` and whose `ingest` span is `span`.
+async fn ingest<DB: GatewayDb>(
+    state: &IngestState<DB>,
+    index: usize,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    trace: Option<TraceHeaders>,
+    span: &tracing::Span,
+) -> Result<(String, Answer), Problem> {
+    let gateway = &state.gateway;
+    let source = gateway.source(index);
+    let body = body.map_err(|rejection| {
+        if super::body_deadline::is_body_timeout(&rejection) {
+            Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body-timeout",
+                "Body not received in time",
+                format!(
+                    "the body was not received within body_read_timeout ({:?}); nothing was kept, send it again",
+                    gateway.config().body_read_timeout
+                ),
+            )
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body-too-large",
+                "Body too large",
+                format!(
+                    "the body is larger than the limit of {} bytes",
+                    gateway.config().max_body_bytes
+                ),
+            )
+        } else {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "unreadable-body",
+                "Unreadable body",
+                rejection.body_text(),
+            )
+        }
+    })?;
+    let incoming =
+        accept(source, index, headers, body, gateway.now(), trace, span).map_err(|refused| {
+            match refused {
+                Refused::NoWebhooks => Problem::new(
+                    StatusCode::NOT_FOUND,
+                    "unknown-source",
+                    "Unknown source",
+                    format!("source {:?} takes no webhooks", source.name.as_str()),
+                ),
+                Refused::Signature(e) => Problem::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad-signature",
+                    "Signature check failed",
+                    e.to_string(),
+                )
+                .with_reason(e.reason()),
+                Refused::Event(e) => {
+                    let title = match e.code() {
+                        "malformed-json" => "Malformed JSON",
+                        "no-event-id" => "No event id",
+                        _ => "Bad event field",
+                    };
+                    Problem::new(StatusCode::BAD_REQUEST, e.code(), title, e.to_string())
+                }
+            }
+        })?;
+    let event_id = incoming.event.event_id.to_string();
+    let answer = submit(gateway, state.queue.as_ref(), incoming).await;
+    let answer = answer.map_err(|Unavailable| {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable",
+            "Store unavailable",
+            "the event could not be stored; nothing was kept, send it again",
+        )
+    })?;
+    if answer == Answer::Duplicate {
+        tracing::debug!(source = %source.name, %event_id, "duplicate acknowledged");
+    }
+    Ok((event_id, answer))
+}
