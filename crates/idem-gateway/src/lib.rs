@@ -89,6 +89,9 @@
 //! | inputs, surfaces | `broker` (private), `http` (private; [`console`], [`Problem`], [`prometheus`]) | NATS JetStream, RabbitMQ and Kafka sources; every axum surface: webhooks, health, metrics, `/admin`, the console |
 //! | assembly | `supervise` (private), [`Server`], [`demo`] | the one supervisor of dispatchers, broker readers and relays; the server; `idem demo` |
 
+// Every function fits on a screen or two: 120 lines (clippy.toml), which CI's clippy keeps.
+#![deny(clippy::too_many_lines)]
+
 mod broker;
 mod config;
 pub mod demo;

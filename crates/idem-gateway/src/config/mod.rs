@@ -2,9 +2,6 @@
 //! once at start. Everything that could make a source accept what it should refuse is an error
 //! here, so the gateway fails closed: an unknown kind, a missing secret, a secret of the wrong
 //! shape, a retention shorter than the sender's redelivery horizon (docs/design.md C9).
-// Every function of the configuration fits on a screen (clippy.toml: 120 lines); the crate as a
-// whole denies it once its other long functions are split (issue 25).
-#![deny(clippy::too_many_lines)]
 
 mod broker;
 mod console;
