@@ -21,7 +21,7 @@ use crate::store::GatewayDb;
 pub struct DestinationStatus {
     /// Its name.
     pub name: String,
-    /// Where its events are POSTed.
+    /// Where its events are POSTed, with any user and password replaced by `***`.
     pub url: String,
     /// Whether it is paused (in the database).
     pub paused: bool,
@@ -70,7 +70,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                     .map(|(_, at)| *at);
                 DestinationStatus {
                     name: d.name.to_string(),
-                    url: d.url.clone(),
+                    url: d.display_url(),
                     paused: paused_at.is_some(),
                     paused_at,
                     applied: self.wiring().lane(index).handoff().throttle().paused(),

@@ -47,7 +47,7 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
         outln!(
             "  destination   {} -> {}{extra}",
             destination.name,
-            destination.url
+            destination.display_url()
         )?;
     }
     for route in &config.routes {

@@ -67,7 +67,7 @@ pub(super) fn build(raw: &RawConfig) -> Result<ConsoleSettings, ConfigError> {
             Some(parsed.ok_or_else(|| {
                 ConfigError::BadValue {
                     field: "console_url".into(),
-                    value: text.clone(),
+                    value: idem_sql::redact_url(text),
                     expected:
                         "an http:// or https:// URL with a host and no user or password, such \
                            as \"https://ops.example.com/console\""
@@ -153,7 +153,7 @@ mod tests {
             ),
             (
                 "console_url = \"https://admin:pw@ops.example.com/\"",
-                "console_url = \"https://admin:pw@ops.example.com/\" is not valid",
+                "console_url = \"https://***@ops.example.com/\" is not valid",
             ),
             (
                 "console_session_ttl = \"1m\"",

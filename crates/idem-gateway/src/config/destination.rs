@@ -29,7 +29,7 @@ pub(super) fn build(
         &field_name,
         "url",
         Some(&raw.url),
-        &|| raw.url.clone(),
+        &|| idem_sql::redact_url(&raw.url),
         &tls_keys,
     )?;
     let rate_limit = raw

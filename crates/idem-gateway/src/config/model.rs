@@ -171,6 +171,14 @@ pub struct Destination {
     pub tls: Option<TlsSettings>,
 }
 
+impl Destination {
+    /// [`url`](Self::url) as idem shows it in messages, command output and the admin API: any
+    /// user and password replaced by `***`.
+    pub fn display_url(&self) -> String {
+        idem_sql::redact_url(&self.url)
+    }
+}
+
 /// Which events of a source go to a destination.
 #[derive(Debug, Clone)]
 pub struct Route {

@@ -96,7 +96,7 @@ pub(super) fn build(
 fn url(field: &str, text: &str, base: bool) -> Result<reqwest::Url, ConfigError> {
     let bad = || ConfigError::BadValue {
         field: field.into(),
-        value: text.into(),
+        value: idem_sql::redact_url(text),
         expected: "an http:// URL with a host and no user or password, such as \
                    \"http://127.0.0.1:4318\" (the exporter has no TLS: run the collector on \
                    this host or a private network)"
@@ -208,7 +208,7 @@ mod tests {
             (
                 "[telemetry]\nendpoint = \"http://user:pw@collector:4318\"\n",
                 &[],
-                "telemetry.endpoint = \"http://user:pw@collector:4318\" is not valid",
+                "telemetry.endpoint = \"http://***@collector:4318\" is not valid",
             ),
             (
                 "",

@@ -338,6 +338,25 @@ fn transport_error(e: &reqwest::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn a_transport_error_does_not_show_the_urls_password() {
+        // Port 1 on loopback: nothing listens, so the connection is refused.
+        let client = crate::tls::default_client_builder().build().unwrap();
+        let error = client
+            .post("http://hook:hookpw@127.0.0.1:1/events")
+            .send()
+            .await
+            .unwrap_err();
+        let text = super::transport_error(&error);
+        assert!(text.starts_with("connection failed"), "{text}");
+        // reqwest sends the user and password as an Authorization header and names the URL
+        // without them; the excerpt is stored and shown, so this must hold.
+        assert!(
+            !text.contains("hookpw") && !text.contains("hook:"),
+            "{text}"
+        );
+    }
+
     use super::*;
 
     #[test]

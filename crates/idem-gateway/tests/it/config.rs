@@ -181,6 +181,13 @@ fn bad_shapes_are_named() {
         error(&ftp),
         "destination \"app\" url = \"ftp://example.invalid/events\" is not valid; expected an http:// or https:// URL"
     );
+    // A URL's user and password are never shown, in an error either.
+    let ftp_with_password =
+        EXAMPLE.replace("http://127.0.0.1:3000", "ftp://bob:destpw@example.invalid");
+    assert_eq!(
+        error(&ftp_with_password),
+        "destination \"app\" url = \"ftp://***@example.invalid/events\" is not valid; expected an http:// or https:// URL"
+    );
     let https = EXAMPLE.replace("http://127.0.0.1:3000", "https://example.invalid");
     assert!(Config::from_toml(&https, &env).is_ok());
     let unknown_dest = EXAMPLE.replace("destination = \"app\"", "destination = \"nowhere\"");

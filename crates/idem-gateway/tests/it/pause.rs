@@ -35,7 +35,7 @@ secrets_env = ["STRIPE_SECRET"]
 
 [[destination]]
 name = "{name}"
-url = "http://{}/events"
+url = "http://hook:hookpw@{}/events"
 timeout = "2s"
 retry_schedule = []
 signing_secret_env = "APP_SECRET"
@@ -230,6 +230,12 @@ async fn two_gateways_honour_a_pause_set_through_either() {
     .await;
     assert_eq!(listed[0]["name"], name);
     assert_eq!(listed[0]["paused"], true);
+    // The URL's user and password are not shown.
+    let shown = listed[0]["url"].as_str().unwrap();
+    assert!(
+        shown.starts_with("http://***@127.0.0.1:") && !shown.contains("hookpw"),
+        "{shown}"
+    );
 
     let posted = post_events(&[&a, &b]).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
