@@ -7,6 +7,7 @@ use idem_gateway::operations::RedriveRequest;
 use idem_gateway::time::format_time;
 use idem_gateway::{Gateway, GatewayDb};
 
+use super::printable::printable;
 use crate::cli::DlqCommand;
 
 pub(super) async fn dlq<DB: GatewayDb>(
@@ -30,7 +31,7 @@ pub(super) async fn dlq<DB: GatewayDb>(
                     d.id,
                     d.destination,
                     d.source,
-                    d.event_id,
+                    printable(&d.event_id),
                     d.attempts,
                     format_time(d.updated_at)
                 )?;

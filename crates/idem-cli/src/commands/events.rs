@@ -7,6 +7,7 @@ use idem_gateway::time::format_time;
 use idem_gateway::{Gateway, GatewayDb};
 use serde_json::Value;
 
+use super::printable::printable;
 use crate::cli::EventsCommand;
 
 pub(super) async fn events<DB: GatewayDb>(
@@ -28,9 +29,9 @@ pub(super) async fn events<DB: GatewayDb>(
                     "{:<24} {:<10} {:<32} {:<36} {}",
                     format_time(e.received_at),
                     e.source,
-                    e.event_id,
-                    e.event_type.unwrap_or_default(),
-                    e.entity.unwrap_or_default()
+                    printable(&e.event_id),
+                    printable(&e.event_type.unwrap_or_default()),
+                    printable(&e.entity.unwrap_or_default())
                 )?;
             }
         }

@@ -12,6 +12,7 @@ mod gc;
 mod idem_tables;
 mod lint;
 mod outbox;
+mod printable;
 mod replay;
 mod serve;
 mod verify;
