@@ -265,8 +265,8 @@ pub struct Config {
     pub database_timeout: Duration,
     /// The longest `/readyz` takes to answer (`readyz_timeout`, default 1s, 100ms to 1m).
     pub readyz_timeout: Duration,
-    /// How long shutdown waits for open connections before it cuts them (`shutdown_grace`,
-    /// default 10s, 100ms to 1h).
+    /// How long shutdown waits for open connections, and for attempts in flight to
+    /// destinations, before it cuts them (`shutdown_grace`, default 10s, 100ms to 1h).
     pub shutdown_grace: Duration,
     /// The bearer token of `/admin`, read from the environment variable `admin_token_env`
     /// names; the admin API is off without one.

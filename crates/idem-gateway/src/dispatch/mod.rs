@@ -31,6 +31,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::config::Destination;
 use crate::gateway::Gateway;
 use crate::lanes::Lane;
 use crate::metric_definitions::{DESTINATION_PAUSED, DISPATCH_CLAIMS_TOTAL};
@@ -164,9 +165,26 @@ pub(crate) async fn run<DB: GatewayDb>(
             &gateway, index, &transport, &outcomes, &bounds, claimed, &mut tasks,
         );
     }
-    while tasks.join_next().await.is_some() {}
+    finish_in_flight(&mut tasks, &destination, gateway.config().shutdown_grace).await;
     drop(outcomes);
     let _ = writer.await;
+}
+
+/// Waits up to `grace` (`shutdown_grace`) for the attempts in flight to end and be recorded,
+/// then cuts the rest: a destination's `timeout` may be an hour, and a stop must not wait for
+/// it. A cut attempt's claim lapses as a dead process's would, and the delivery is sent again
+/// after the next start with the same `Idempotency-Key`.
+async fn finish_in_flight(tasks: &mut JoinSet<()>, destination: &Destination, grace: Duration) {
+    let all_ended = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, all_ended).await.is_ok() {
+        return;
+    }
+    tracing::warn!(
+        destination = %destination.name,
+        in_flight = tasks.len(),
+        "attempts still in flight after shutdown_grace are cut; their deliveries are sent again after the next start"
+    );
+    tasks.shutdown().await;
 }
 
 /// Reads destination `index`'s pause from the database into its throttle (on `lane`; kept as it was when

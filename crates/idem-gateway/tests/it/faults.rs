@@ -598,6 +598,55 @@ async fn a_spare_connection_does_not_hold_the_shutdown() {
     );
 }
 
+/// An attempt in flight does not hold the stop past `shutdown_grace`: with a destination that
+/// accepts the connection and never answers (`timeout` 30 s) and `shutdown_grace` 1 s, shutdown
+/// ends in about a second, and the event is still stored for the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_attempt_in_flight_does_not_hold_the_stop_past_the_grace() {
+    let (_dir, store) = crate::support::sqlite(system_clock()).await;
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = silent.accept().await {
+            let _ = accepted_tx.send(());
+            held.push(connection);
+        }
+    });
+    let text = format!(
+        "shutdown_grace = \"1s\"\n{}",
+        config_text(silent_addr, "[\"10ms\"]").replace("timeout = \"2s\"", "timeout = \"30s\"")
+    );
+    let running = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = stripe_event("evt_held", "invoice.paid", "invoice", "in_held", unix_now());
+    assert_eq!(running.post_stripe(&body).await.status, 200);
+    tokio::time::timeout(Duration::from_secs(10), accepted.recv())
+        .await
+        .expect("the attempt reached the destination");
+    let started = Instant::now();
+    // Far below the destination's 30 s timeout, which the stop waited for before.
+    tokio::time::timeout(Duration::from_secs(15), running.server.shutdown())
+        .await
+        .expect("the stop waited for the attempt in flight")
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    let pending = crate::support::count(
+        &running.gateway,
+        "SELECT COUNT(*) FROM idem_gateway_deliveries WHERE state IN ('pending', 'in_flight')",
+    )
+    .await;
+    assert_eq!(
+        pending, 1,
+        "the delivery cut at the stop is kept for the next start"
+    );
+    holder.abort();
+}
+
 /// With `admin_listen` and `metrics_listen`, `/admin` and `/metrics` are served there and no
 /// longer on the public `listen` address (404 problem+json there).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
