@@ -51,6 +51,12 @@ pub const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// Buckets of `idem_ingest_batch_size` (requests per group commit; at most 256 by default).
+pub const BATCH_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
+/// Buckets of `idem_gap_size` (sequence numbers a gap skipped).
+pub const GAP_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 100.0, 1_000.0, 10_000.0];
+
 /// Registers the descriptions and units above (and idem's) with the installed recorder.
 pub fn describe() {
     idem_sql::metric_definitions::describe();

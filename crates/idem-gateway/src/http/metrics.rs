@@ -10,10 +10,11 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use super::problem::Problem;
 use crate::gateway::Gateway;
 use crate::metric_definitions::{
-    self, BACKLOG, DEAD_LETTERS, DISPATCH_DURATION_SECONDS, INGEST_DURATION_SECONDS,
-    LATENCY_BUCKETS, OLDEST_UNDELIVERED_AGE_SECONDS,
+    self, BACKLOG, BATCH_SIZE_BUCKETS, DEAD_LETTERS, DISPATCH_DURATION_SECONDS, GAP_SIZE_BUCKETS,
+    INGEST_BATCH_SIZE, INGEST_DURATION_SECONDS, LATENCY_BUCKETS, OLDEST_UNDELIVERED_AGE_SECONDS,
 };
 use crate::store::GatewayDb;
+use idem_sql::metric_definitions::GAP_SIZE;
 
 /// The process-wide Prometheus recorder, installed on first use. `None` when another recorder
 /// was installed first (an application embedding the gateway); `/metrics` then answers 503.
@@ -21,16 +22,18 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(
-                    Matcher::Full(INGEST_DURATION_SECONDS.into()),
-                    LATENCY_BUCKETS,
-                )
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full(DISPATCH_DURATION_SECONDS.into()),
-                        LATENCY_BUCKETS,
-                    )
+            // Every histogram docs/gateway.md lists has buckets: without them the exporter
+            // renders a summary.
+            let buckets = [
+                (INGEST_DURATION_SECONDS, LATENCY_BUCKETS),
+                (DISPATCH_DURATION_SECONDS, LATENCY_BUCKETS),
+                (INGEST_BATCH_SIZE, BATCH_SIZE_BUCKETS),
+                (GAP_SIZE, GAP_SIZE_BUCKETS),
+            ];
+            let builder = buckets
+                .into_iter()
+                .try_fold(PrometheusBuilder::new(), |builder, (name, buckets)| {
+                    builder.set_buckets_for_metric(Matcher::Full(name.into()), buckets)
                 })
                 .ok()?;
             let handle = builder.install_recorder().ok()?;

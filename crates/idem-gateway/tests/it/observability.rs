@@ -66,5 +66,14 @@ async fn metrics_and_health() {
         text.contains("idem_dispatch_total{destination=\"app\",outcome=\"delivered\"}"),
         "{text}"
     );
+    // The batch size is a histogram, as docs/gateway.md lists it, not a summary.
+    assert!(
+        text.contains("# TYPE idem_ingest_batch_size histogram"),
+        "{text}"
+    );
+    assert!(
+        text.contains("idem_ingest_batch_size_bucket{le=\"1\"}"),
+        "{text}"
+    );
     gw.server.shutdown().await.unwrap();
 }
