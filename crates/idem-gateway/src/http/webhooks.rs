@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -77,11 +77,27 @@ pub(crate) async fn declared_length(
 /// The handler of `POST /webhooks/{source}`.
 pub(crate) async fn handle<DB: GatewayDb>(
     State(state): State<IngestState<DB>>,
-    Path(source): Path<String>,
+    source: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let started = Instant::now();
+    let source = match source {
+        Ok(Path(source)) => source,
+        Err(rejection) => {
+            return Problem::new(
+                rejection.status(),
+                "bad-path",
+                "Bad path",
+                format!(
+                    "the path cannot be read ({}); expected /webhooks/{{source}}, the name \
+                     percent-encoded UTF-8",
+                    rejection.body_text()
+                ),
+            )
+            .into_response();
+        }
+    };
     let gateway = &state.gateway;
     let Some(index) = gateway.source_index(&source) else {
         return Problem::new(

@@ -181,7 +181,7 @@ async fn standard_webhooks_signature_lists() {
     gw.server.shutdown().await.unwrap();
 }
 
-/// Unknown source 404, oversize 413, no id or malformed JSON 400: problem+json naming the
+/// Unknown source 404, unreadable source name 400, oversize 413, no id or malformed JSON 400: problem+json naming the
 /// problem, nothing stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_clear_4xx() {
@@ -191,6 +191,9 @@ async fn bad_input_gets_a_clear_4xx() {
 
     let unknown = gw.post("nope", &[], b"{}").await;
     assert_problem(&unknown, 404, "unknown-source");
+    // A source name that is not percent-encoded UTF-8 is problem+json too.
+    let unreadable = gw.post("%FF", &[], b"{}").await;
+    assert_problem(&unreadable, 400, "bad-path");
 
     let no_id: &[u8] = br#"{"type":"customer.created"}"#;
     let big = format!(r#"{{"id":"evt_big","pad":"{}"}}"#, "x".repeat(2000)).into_bytes();
