@@ -485,13 +485,22 @@ impl Fields {
             .collect();
             return Ok((None, Some(missing.join(" and "))));
         };
-        let (aggregate_type, aggregate_id) = (aggregate_type.clone(), aggregate_id.clone());
-        let entity =
-            Entity::new(aggregate_type, aggregate_id).map_err(|e| ExtractError::BadValue {
-                field: id_field.describe(),
-                found: e.to_string(),
-                expected: "an entity type that is a name and a non-blank entity id",
-            })?;
+        // The error names the field that holds the bad part: the type or the id.
+        let entity = Entity::new(aggregate_type.clone(), aggregate_id.clone()).map_err(|e| {
+            if matches!(e, idem_core::Error::InvalidName { .. }) {
+                ExtractError::BadValue {
+                    field: type_field.map_or_else(|| "the entity type".to_owned(), Field::describe),
+                    found: format!("{aggregate_type:?}"),
+                    expected: "an entity type of 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'",
+                }
+            } else {
+                ExtractError::BadValue {
+                    field: id_field.describe(),
+                    found: format!("{aggregate_id:?}"),
+                    expected: "an entity id that is not blank and at most 255 bytes",
+                }
+            }
+        })?;
         let value = kind.value(version).ok_or_else(|| ExtractError::BadValue {
             field: version_field.describe(),
             found: version.text(),
@@ -578,6 +587,27 @@ mod tests {
         );
         let whole = br#"{"id":"evt_6","type":"x","created":5,"data":{"object":{"id":"pi_1","object":"payment_intent"}}}"#;
         assert_eq!(fields.extract(&headers, whole).unwrap().unordered, None);
+    }
+
+    /// A bad entity type or id is reported on the field that holds it.
+    #[test]
+    fn a_bad_entity_type_or_id_names_its_own_field() {
+        let fields = stripe_fields();
+        let headers = HeaderMap::new();
+        let bad_type =
+            br#"{"id":"evt_7","created":5,"data":{"object":{"id":"ok","object":"a b"}}}"#;
+        assert_eq!(
+            fields.extract(&headers, bad_type).unwrap_err().to_string(),
+            "body field `$.data.object.object` holds \"a b\"; expected an entity type of 1 to 64 \
+             characters of A-Z, a-z, 0-9, '_', '.', '-'"
+        );
+        let blank_id =
+            br#"{"id":"evt_8","created":5,"data":{"object":{"id":"  ","object":"charge"}}}"#;
+        assert_eq!(
+            fields.extract(&headers, blank_id).unwrap_err().to_string(),
+            "body field `$.data.object.id` holds \"  \"; expected an entity id that is not blank \
+             and at most 255 bytes"
+        );
     }
 
     /// Issue 15, item 4: RFC 3339 times as microseconds since the epoch, offsets normalised
