@@ -18,8 +18,10 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file is not valid TOML or has fields of the wrong type or unknown fields.
+    // Not a `source`: the message holds the parser's text already, and a reporter that prints
+    // the chain (anyhow's `{:#}`) would print it twice.
     #[error("configuration is not valid: {}", plain_types(.0))]
-    Toml(#[from] toml::de::Error),
+    Toml(toml::de::Error),
     /// A duration field is not a duration such as `30d`, `5s` or `250ms`.
     #[error(
         "{field} = {value:?} is not a duration; expected for example \"30d\", \"5s\" or \"250ms\""
@@ -233,10 +235,18 @@ pub(super) fn name(what: &'static str, field: &str, value: String) -> Result<Nam
     })
 }
 
+impl From<toml::de::Error> for ConfigError {
+    fn from(error: toml::de::Error) -> Self {
+        Self::Toml(error)
+    }
+}
+
 /// `error`'s text with serde's Rust type names (`expected usize`) said in the configuration's
 /// words.
 fn plain_types(error: &toml::de::Error) -> String {
-    const WORDS: [(&str, &str); 9] = [
+    const WORDS: [(&str, &str); 10] = [
+        // A number beyond every integer type: serde names the type it read it as.
+        (" as i128, expected", ", expected"),
         ("expected usize", "expected a whole number"),
         ("expected u64", "expected a whole number"),
         ("expected u32", "expected a whole number"),

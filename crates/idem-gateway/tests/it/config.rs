@@ -104,6 +104,30 @@ fn error(text: &str) -> String {
     Config::from_toml(text, &env).unwrap_err().to_string()
 }
 
+/// A number of the wrong sign or size is said once, in the configuration's words: the error
+/// carries no source that a reporter would print a second time.
+#[test]
+fn a_bad_number_is_said_once_in_plain_words() {
+    for (value, said) in [
+        ("-5", "invalid value: integer `-5`, expected a whole number"),
+        (
+            "99999999999999999999999",
+            "invalid type: integer `99999999999999999999999`, expected a whole number",
+        ),
+    ] {
+        let text = format!("max_body_bytes = {value}\n{EXAMPLE}");
+        let err = Config::from_toml(&text, &env).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with("configuration is not valid: TOML parse error at line 1"),
+            "{message}"
+        );
+        assert!(message.contains(said), "{message}");
+        assert_eq!(message.matches("TOML parse error").count(), 1, "{message}");
+        assert!(std::error::Error::source(&err).is_none());
+    }
+}
+
 #[test]
 fn unknown_kind_is_refused_naming_it() {
     let text = EXAMPLE.replace("kind = \"stripe\"", "kind = \"strype\"");
