@@ -228,7 +228,19 @@ pub(super) fn duplicate(what: &'static str, name: &Name) -> ConfigError {
 }
 
 /// `value` as the name of field `field` (a `what`: source, route, …), or why it cannot be one.
+///
+/// A name of dots only (`.`, `..`) is refused here although idem's names allow dots: as a path
+/// segment (`/webhooks/..`) HTTP clients remove it, so its endpoint could not be reached.
 pub(super) fn name(what: &'static str, field: &str, value: String) -> Result<Name, ConfigError> {
+    if !value.is_empty() && value.chars().all(|c| c == '.') {
+        return Err(ConfigError::BadValue {
+            field: field.into(),
+            value,
+            expected: "a name that is not only dots ('.' and '..' are path segments HTTP \
+                       clients remove)"
+                .into(),
+        });
+    }
     Name::new(what, value).map_err(|error| ConfigError::BadName {
         field: field.into(),
         error,

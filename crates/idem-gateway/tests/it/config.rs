@@ -128,6 +128,15 @@ fn a_bad_number_is_said_once_in_plain_words() {
     }
 }
 
+/// A source named `..` would have an endpoint (`/webhooks/..`) that HTTP clients rewrite away.
+#[test]
+fn a_name_of_dots_is_refused() {
+    let text = EXAMPLE.replace("name = \"stripe\"", "name = \"..\"");
+    let message = error(&text);
+    assert!(message.contains("\"..\" is not valid"), "{message}");
+    assert!(message.contains("not only dots"), "{message}");
+}
+
 #[test]
 fn unknown_kind_is_refused_naming_it() {
     let text = EXAMPLE.replace("kind = \"stripe\"", "kind = \"strype\"");
