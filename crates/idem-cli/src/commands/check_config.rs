@@ -9,6 +9,12 @@ use idem_sql::redact_url;
 pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
     outln!("configuration is valid")?;
     outln!("  listen        {}", config.listen)?;
+    if let Some(admin) = config.admin_listen {
+        outln!("  admin listen  {admin}")?;
+    }
+    if let Some(metrics) = config.metrics_listen {
+        outln!("  metrics listen {metrics}")?;
+    }
     outln!("  database      {}", redact_url(&config.database_url))?;
     outln!("  retention     {}", config.retention)?;
     for source in &config.sources {
@@ -51,8 +57,14 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
         )?;
     }
     for route in &config.routes {
+        // A route without event_types takes every event of its source.
+        let types = if route.event_types.is_empty() {
+            String::new()
+        } else {
+            format!(", event types {}", route.event_types.join(", "))
+        };
         outln!(
-            "  route         {}: {} -> {} (ordering {})",
+            "  route         {}: {} -> {} (ordering {}{types})",
             route.name,
             route.source,
             route.destination,

@@ -13,8 +13,13 @@ pub(super) async fn serve<DB: GatewayDb>(gateway: Gateway<DB>) -> anyhow::Result
         .with_context(|| format!("binding {listen}"))?;
     let server = Server::start(gateway.clone(), listener).await?;
     let config = gateway.config();
+    // The bound addresses, not the configured ones: a configured port 0 is chosen at bind.
+    let bound =
+        |addr: Option<std::net::SocketAddr>| addr.map_or_else(|| "-".to_owned(), |a| a.to_string());
     tracing::info!(
         listen = %server.local_addr(),
+        admin = %bound(server.admin_addr()),
+        metrics = %bound(server.metrics_addr()),
         sources = config.sources.len(),
         destinations = config.destinations.len(),
         routes = config.routes.len(),

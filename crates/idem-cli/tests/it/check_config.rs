@@ -173,3 +173,68 @@ fn check_config_names_an_unreadable_or_invalid_ca_file() {
         "{stdout}"
     );
 }
+
+/// `idem check-config` shows every setting a reader checks it for: the admin and metrics
+/// addresses, a route's event types, and a destination URL without its user and password.
+#[test]
+fn check_config_shows_listeners_event_types_and_hides_destination_passwords() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        r#"
+admin_token_env = "CHECK_ADMIN_TOKEN"
+admin_listen = "127.0.0.1:9101"
+metrics_listen = "127.0.0.1:9102"
+
+[[source]]
+name = "stripe"
+kind = "stripe"
+secrets_env = ["CHECK_STRIPE_SECRET"]
+
+[[destination]]
+name = "app"
+url = "http://hook:hookpw@127.0.0.1:3000/events"
+signing_secret_env = "CHECK_APP_SECRET"
+
+[[route]]
+source = "stripe"
+destination = "app"
+event_types = ["invoice.paid", "invoice.voided"]
+"#,
+    )
+    .unwrap();
+    let output = std::process::Command::new(IDEM)
+        .args(["--config", path.to_str().unwrap(), "check-config"])
+        .env(
+            "CHECK_ADMIN_TOKEN",
+            "a-long-enough-admin-token-for-the-check",
+        )
+        .env("CHECK_STRIPE_SECRET", "whsec_test_stripe")
+        .env("CHECK_APP_SECRET", "whsec_c2VjcmV0LWZvci10aGUtYXBw")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("  admin listen  127.0.0.1:9101\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  metrics listen 127.0.0.1:9102\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("destination   app -> http://***@127.0.0.1:3000/events"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("event types invoice.paid, invoice.voided)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("hookpw"), "{stdout}");
+}
