@@ -281,7 +281,7 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
     assert_eq!(code, Some(1));
     assert_eq!(
         stderr,
-        "error: admin needs its secret in environment variable OPS_ADMIN_TOKEN, which is not set\n"
+        "error: the admin API (admin_token_env) needs its secret in environment variable OPS_ADMIN_TOKEN, which is not set\n"
     );
 }
 

@@ -128,7 +128,7 @@ pub enum ConfigError {
         if *empty { "set but empty" } else { "not set" }
     )]
     MissingSecret {
-        /// `source "stripe"`, `destination "app"` or `admin`.
+        /// `source "stripe"`, `destination "app"` or `the admin API (admin_token_env)`.
         owner: String,
         /// The variable.
         var: String,
@@ -140,7 +140,7 @@ pub enum ConfigError {
         "{owner} names its secret's environment variable as \"\"; expected the name of a variable, such as STRIPE_SECRET"
     )]
     EmptySecretVariable {
-        /// `source "stripe"`, `destination "app"` or `admin`.
+        /// `source "stripe"`, `destination "app"` or `the admin API (admin_token_env)`.
         owner: String,
     },
     /// A source's secrets do not make a working verifier.

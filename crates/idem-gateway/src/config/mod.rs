@@ -141,7 +141,7 @@ impl Config {
         let admin_token = raw
             .admin_token_env
             .as_deref()
-            .map(|var| secret("admin".into(), var))
+            .map(|var| secret("the admin API (admin_token_env)".into(), var))
             .transpose()?
             // Never an empty token that an empty bearer would match.
             .filter(Secret::is_loaded);

@@ -423,7 +423,7 @@ url_env = "NO_RELAY_URL"
     };
     assert_eq!(
         refused.to_string(),
-        "admin needs its secret in environment variable NO_ADMIN_TOKEN, which is not set"
+        "the admin API (admin_token_env) needs its secret in environment variable NO_ADMIN_TOKEN, which is not set"
     );
 }
 
