@@ -91,6 +91,20 @@ impl VersionKind {
         }
     }
 
+    /// What an integer of this kind must be when [`value`](Self::value) refused one: a time is
+    /// compared in microseconds, which an `i64` holds up to about the year 294,000.
+    fn expected_in_range(self) -> &'static str {
+        match self {
+            Self::Timestamp(TimeUnit::Seconds) => {
+                "integer Unix seconds from -9223372036854 to 9223372036854 (times are compared in microseconds)"
+            }
+            Self::Timestamp(TimeUnit::Millis) => {
+                "integer Unix milliseconds from -9223372036854775 to 9223372036854775 (times are compared in microseconds)"
+            }
+            Self::Sequence | Self::UnixSeconds => self.expected(),
+        }
+    }
+
     /// The value compared, or `None` when `value` is not of this kind (or out of range).
     fn value(self, value: &Scalar<'_>) -> Option<i64> {
         match self {
@@ -504,7 +518,11 @@ impl Fields {
         let value = kind.value(version).ok_or_else(|| ExtractError::BadValue {
             field: version_field.describe(),
             found: version.text(),
-            expected: kind.expected(),
+            expected: if version.integer().is_some() {
+                kind.expected_in_range()
+            } else {
+                kind.expected()
+            },
         })?;
         let mut version = kind.version(value);
         if let Some((field, kind)) = &self.version_secondary {
@@ -587,6 +605,27 @@ mod tests {
         );
         let whole = br#"{"id":"evt_6","type":"x","created":5,"data":{"object":{"id":"pi_1","object":"payment_intent"}}}"#;
         assert_eq!(fields.extract(&headers, whole).unwrap().unordered, None);
+    }
+
+    /// An integer time too large to count in microseconds is said to be out of range, not to be
+    /// of the wrong shape.
+    #[test]
+    fn an_integer_time_out_of_range_is_said_so() {
+        let fields = Fields {
+            version: Some((json("$.v"), VersionKind::Timestamp(TimeUnit::Millis))),
+            ..stripe_fields()
+        };
+        let body =
+            br#"{"id":"evt_9","v":99999999999999999,"data":{"object":{"id":"a","object":"b"}}}"#;
+        let message = fields
+            .extract(&HeaderMap::new(), body)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "body field `$.v` holds 99999999999999999; expected integer Unix milliseconds from \
+             -9223372036854775 to 9223372036854775 (times are compared in microseconds)"
+        );
     }
 
     /// A bad entity type or id is reported on the field that holds it.
