@@ -134,6 +134,17 @@ impl<DB: GatewayDb> Gateway<DB> {
         Ok(())
     }
 
+    /// The file of a database that belongs to one process (SQLite), which `idem serve` locks;
+    /// `None` on PostgreSQL and for SQLite in memory.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the database does not answer.
+    pub(crate) async fn database_file(&self) -> Result<Option<String>, Error> {
+        Ok(DB::database_file(self.inner.store.pool())
+            .await
+            .map_err(idem_sql::Error::from)?)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config

@@ -41,6 +41,42 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// Locks the gateway's SQLite file for this server (`None` on PostgreSQL): a SQLite database
+/// belongs to one gateway process (docs/gateway.md), and a second `idem serve` on it is
+/// refused rather than left to race the first. The lock is `flock`'s, which SQLite's own POSIX
+/// locks do not see, so operator commands, which take none, still read and write the file; the
+/// kernel releases it when the process dies.
+///
+/// # Errors
+/// [`Error::Io`] when another server holds the lock or the file cannot be opened;
+/// [`Error::Store`] when the database does not answer.
+async fn lock_database_file<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+) -> Result<Option<std::fs::File>, Error> {
+    let Some(path) = gateway.database_file().await? else {
+        return Ok(None);
+    };
+    let what = || format!("locking the SQLite database {path} for this idem serve");
+    let file = std::fs::File::open(&path).map_err(|source| Error::Io {
+        what: what(),
+        source,
+    })?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Io {
+            what: what(),
+            source: std::io::Error::other(
+                "another idem serve uses it; a SQLite database belongs to one gateway process \
+                 (stop the other, or give this one its own database_url; PostgreSQL serves several)",
+            ),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(Error::Io {
+            what: what(),
+            source,
+        }),
+    }
+}
+
 /// The extra listeners `admin_listen` and `metrics_listen` give, bound.
 struct OwnListeners {
     admin: Option<TcpListener>,
@@ -65,7 +101,8 @@ impl Server {
     /// [`Error::Config`] ([`ConfigError::MissingSecret`](crate::ConfigError::MissingSecret))
     /// when the configuration was read for an operator command
     /// ([`Config::for_operations`](crate::Config::for_operations)) without some secret;
-    /// [`Error::Io`] when the listener's address cannot be read, or `admin_listen` or
+    /// [`Error::Io`] when another server holds the gateway's SQLite database (a SQLite
+    /// database belongs to one gateway process), when the listener's address cannot be read, or `admin_listen` or
     /// `metrics_listen` cannot be bound, or an HTTP client cannot be built.
     /// [`Error::Broker`] when a broker source cannot connect or find its stream or queue;
     /// [`Error::Relay`] when a relay cannot open its database or connect to its NATS or RabbitMQ
@@ -83,6 +120,7 @@ impl Server {
             what: "reading the listener's address".into(),
             source,
         })?;
+        let database_lock = lock_database_file(&gateway).await?;
         let own = bind_own_listeners(&gateway).await?;
         let local = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
         let (admin_addr, metrics_addr) = (local(&own.admin), local(&own.metrics));
@@ -97,7 +135,11 @@ impl Server {
         let (queue, batcher) = start_batcher(&gateway);
         start_inputs(&supervisor, &gateway, queue.as_ref(), connected);
         let servers = serve(&gateway, listener, own, queue, &stopped);
-        let task = tokio::spawn(drain(gateway, supervisor, servers, batcher));
+        let task = tokio::spawn(async move {
+            // Held until everything is drained: the next server on the file may start then.
+            let _database_lock = database_lock;
+            drain(gateway, supervisor, servers, batcher).await
+        });
         Ok(Self {
             addr,
             admin_addr,

@@ -63,6 +63,9 @@ pub(crate) mod ops {
         fn migrate_gateway(
             pool: &Pool<Self>,
         ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
+        /// The file of a database that belongs to one process (SQLite's main database), or
+        /// `None` (PostgreSQL; SQLite in memory).
+        fn database_file(pool: &Pool<Self>) -> impl Future<Output = Res<Option<String>>> + Send;
         /// Inserts `rows` in multi-row statements of at most [`ROWS_PER_INSERT`]; returns each
         /// row's new id, in `rows`' order, or `None` where its source and event id, or its dedup
         /// key, is already stored. The dedup keys of `rows` must differ.
@@ -210,9 +213,15 @@ pub(crate) mod ops {
 }
 
 macro_rules! gateway_ops {
-    ($db:ty, $migrations:literal, $commits:literal, $locks:literal, $relax:expr) => {
+    ($db:ty, $migrations:literal, $commits:literal, $locks:literal, $relax:expr, $file:expr) => {
         impl ops::Ops for $db {
             const CONCURRENT_COMMITS: usize = $commits;
+
+            async fn database_file(pool: &Pool<Self>) -> Result<Option<String>, sqlx::Error> {
+                let Some(query) = $file else { return Ok(None) };
+                let file: Option<String> = sqlx::query_scalar(query).fetch_optional(pool).await?;
+                Ok(file.filter(|file| !file.is_empty()))
+            }
 
             async fn migrate_gateway(pool: &Pool<Self>) -> Result<(), sqlx::migrate::MigrateError> {
                 let mut migrator = sqlx::migrate!($migrations);
@@ -668,11 +677,19 @@ macro_rules! gateway_ops {
     };
 }
 
-gateway_ops!(sqlx::Sqlite, "migrations/sqlite", 1, false, None);
+gateway_ops!(
+    sqlx::Sqlite,
+    "migrations/sqlite",
+    1,
+    false,
+    None,
+    Some("SELECT file FROM pragma_database_list WHERE name = 'main'")
+);
 gateway_ops!(
     sqlx::Postgres,
     "migrations/postgres",
     4,
     true,
-    Some("SET LOCAL synchronous_commit = off")
+    Some("SET LOCAL synchronous_commit = off"),
+    None::<&'static str>
 );

@@ -598,6 +598,37 @@ async fn a_spare_connection_does_not_hold_the_shutdown() {
     );
 }
 
+/// A SQLite database belongs to one `idem serve`: a second server on the same file is refused,
+/// naming it, while the first runs, and starts once the first has stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_server_on_one_sqlite_file_is_refused_until_the_first_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("idem.db").display());
+    let open = || async {
+        SqliteStore::connect_with_options(&url, PoolOptions::default())
+            .await
+            .unwrap()
+            .with_clock(system_clock())
+    };
+    let app = Downstream::ok().await;
+    let config = || Config::from_toml(&config_text(app.addr, "[\"10ms\"]"), &env).unwrap();
+    let first = Running::start(config(), open().await).await;
+
+    let second = idem_gateway::Gateway::new(config(), open().await);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let refused = idem_gateway::Server::start(second.clone(), listener)
+        .await
+        .expect_err("a second server on the file was started");
+    let message = refused.to_string();
+    assert!(message.contains("idem.db"), "{message}");
+    assert!(message.contains("another idem serve uses it"), "{message}");
+
+    first.server.shutdown().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let started = idem_gateway::Server::start(second, listener).await.unwrap();
+    started.shutdown().await.unwrap();
+}
+
 /// An attempt in flight does not hold the stop past `shutdown_grace`: with a destination that
 /// accepts the connection and never answers (`timeout` 30 s) and `shutdown_grace` 1 s, shutdown
 /// ends in about a second, and the event is still stored for the next start.
