@@ -95,8 +95,9 @@ pub(crate) enum Command {
     ///
     /// Exit codes: 0 = every mode matched the baseline; 1 = a finding (a mode diverged, ran
     /// out of budget or was skipped; with --replay: the sequence diverges); 3 = the run could
-    /// not be done (bad arguments, unreadable events, target unreachable, a failed --reset,
-    /// --state or --restart, --state empty or unstable, the baseline mostly rejected).
+    /// not be done (bad argument values, unreadable events, target unreachable, a failed
+    /// --reset, --state or --restart, --state empty or unstable, the baseline mostly rejected);
+    /// 2 = the command line was refused (a missing or unknown argument).
     Verify(Box<VerifyArgs>),
     /// The effect ledger (`idem_effects`): list, show and resolve effects, such as the parked
     /// and dead ones an operator must reconcile with the provider.
