@@ -140,8 +140,15 @@ impl Target {
     /// root of `webpki-roots`), signing with `signer`; each request times out after 30 s.
     ///
     /// # Errors
+    /// [`VerifyError::BadTarget`] when `url` is not an `http://` or `https://` URL;
     /// [`VerifyError::Client`] when the HTTP client cannot be built.
     pub fn new(url: &str, signer: Signer) -> Result<Self, VerifyError> {
+        let parsed = reqwest::Url::parse(url).ok();
+        if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host()) {
+            return Err(VerifyError::BadTarget {
+                given: url.to_owned(),
+            });
+        }
         // Its own rustls configuration (ring, the Mozilla roots): reqwest then needs no
         // process-wide crypto provider.
         let client = reqwest::Client::builder()
@@ -285,6 +292,18 @@ impl Target {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_that_is_not_an_http_url_is_refused_naming_it() {
+        for bad in ["notaurl", "ftp://host/x", "http://"] {
+            let refused = Target::new(bad, Signer::None).err().unwrap().to_string();
+            assert!(
+                refused.starts_with(&format!("--target {bad:?} is not an http")),
+                "{refused}"
+            );
+        }
+        assert!(Target::new("http://127.0.0.1:3000/hooks", Signer::None).is_ok());
+    }
 
     #[test]
     fn signer_parses_and_hides_secret() {

@@ -39,6 +39,14 @@ pub enum VerifyError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `--target` is not an `http://` or `https://` URL.
+    #[error(
+        "--target {given:?} is not an http:// or https:// URL; expected for example http://127.0.0.1:3000/webhooks"
+    )]
+    BadTarget {
+        /// What was given.
+        given: String,
+    },
     /// A mode name is not known.
     #[error(
         "unknown mode {given:?}: expected duplicate, concurrent, shuffle, lost-ack, crash or replay-later"
