@@ -23,6 +23,9 @@ use idem_sql::sqlx::{self, Pool};
 use crate::load::SECRET;
 use crate::own_runtime::OwnRuntime;
 
+/// The name of the baselines' server threads.
+const THREADS: &str = "bench-baseline";
+
 /// Where the naive recipe keeps its rows.
 pub(crate) enum Recipe {
     /// No store: the ceiling.
@@ -53,7 +56,7 @@ const RECORD: &str = "INSERT INTO ledger (event_id, body) VALUES ($1, $2)";
 
 /// Starts `recipe`'s server on its own runtime; its `url` takes the webhooks.
 pub(crate) fn start(recipe: Recipe) -> OwnRuntime {
-    OwnRuntime::serve("/webhooks/stripe", move || async move {
+    OwnRuntime::serve(THREADS, "/webhooks/stripe", move || async move {
         let db = match recipe {
             Recipe::None => Db::None,
             Recipe::Sqlite(url) => {
@@ -96,18 +99,21 @@ pub(crate) fn start(recipe: Recipe) -> OwnRuntime {
     })
 }
 
-async fn handle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> StatusCode {
-    if app
-        .verifier
-        .verify(&headers, &body, SystemClock.now())
-        .is_err()
-    {
-        return StatusCode::BAD_REQUEST;
-    }
-    let Some(id) = serde_json::from_slice::<serde_json::Value>(&body)
+/// The event id of a webhook whose Stripe signature `verifier` accepts; `None` when the
+/// signature or the body is not valid. The work every baseline does first.
+pub(crate) fn verified_id(
+    verifier: &StripeVerifier,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<String> {
+    verifier.verify(headers, body, SystemClock.now()).ok()?;
+    serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["id"].as_str().map(str::to_owned))
-    else {
+}
+
+async fn handle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    let Some(id) = verified_id(&app.verifier, &headers, &body) else {
         return StatusCode::BAD_REQUEST;
     };
     let stored = match &app.db {

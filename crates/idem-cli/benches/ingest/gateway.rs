@@ -12,7 +12,12 @@ use axum::http::HeaderMap;
 use crate::load::SECRET;
 use crate::own_runtime::OwnRuntime;
 
-const APP_SECRET: &str = "whsec_YmVuY2ggYXBwIHNlY3JldA==";
+/// The secret the application's requests are signed with (`signing_secret_env`).
+pub(crate) const APP_SECRET: &str = "whsec_YmVuY2ggYXBwIHNlY3JldA==";
+/// The name of the application's server threads.
+pub(crate) const APP_THREADS: &str = "bench-app";
+/// The destination's name in the gateway's configuration: part of each `webhook-id`.
+pub(crate) const DESTINATION: &str = "app";
 
 /// A running `idem serve`; SIGTERM on drop.
 pub(crate) struct Serve {
@@ -40,9 +45,9 @@ impl Serve {
         );
         if let Some(app) = app {
             config.push_str(&format!(
-                "[[destination]]\nname = \"app\"\nurl = \"{}\"\n\
+                "[[destination]]\nname = \"{DESTINATION}\"\nurl = \"{}\"\n\
                  signing_secret_env = \"APP_SECRET\"\nconcurrency = 64\n\
-                 [[route]]\nsource = \"stripe\"\ndestination = \"app\"\n",
+                 [[route]]\nsource = \"stripe\"\ndestination = \"{DESTINATION}\"\n",
                 app.url()
             ));
         }
@@ -153,7 +158,7 @@ impl App {
     pub(crate) fn start() -> Self {
         let arrived: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let record = Arc::clone(&arrived);
-        let server = OwnRuntime::serve("/events", move || async move {
+        let server = OwnRuntime::serve(APP_THREADS, "/events", move || async move {
             axum::Router::new().route(
                 "/events",
                 axum::routing::post(move |headers: HeaderMap| {
