@@ -52,39 +52,43 @@ async fn sqlite_opens_once_the_table_is_there() {
 #[tokio::test]
 async fn postgres_opens_once_the_table_is_there() {
     let url = pg_database().await;
-    assert_missing(
-        AnyStore::open_existing(&url, "idem_outbox", one_connection()).await,
-        "idem_outbox",
-    );
-    PgStore::connect(&url)
-        .await
-        .unwrap()
-        .migrate()
-        .await
-        .unwrap();
-    let opened = AnyStore::open_existing(&url, "idem_outbox", one_connection())
-        .await
-        .unwrap();
-    assert_eq!(opened.kind(), DatabaseKind::Postgres);
+    let migrate = async {
+        PgStore::connect(&url)
+            .await
+            .unwrap()
+            .migrate()
+            .await
+            .unwrap()
+    };
+    opens_once_migrated(&url, migrate, DatabaseKind::Postgres).await;
 }
 
 #[tokio::test]
 async fn mysql_opens_once_the_table_is_there() {
     let url = mysql_database().await;
+    let migrate = async {
+        MySqlStore::connect(&url)
+            .await
+            .unwrap()
+            .migrate()
+            .await
+            .unwrap()
+    };
+    opens_once_migrated(&url, migrate, DatabaseKind::MySql).await;
+}
+
+/// The database at `url` is refused for want of `idem_outbox`, then opened as `kind` once
+/// `migrate` (not yet run) has made it.
+async fn opens_once_migrated(url: &str, migrate: impl Future<Output = ()>, kind: DatabaseKind) {
     assert_missing(
-        AnyStore::open_existing(&url, "idem_outbox", one_connection()).await,
+        AnyStore::open_existing(url, "idem_outbox", one_connection()).await,
         "idem_outbox",
     );
-    MySqlStore::connect(&url)
-        .await
-        .unwrap()
-        .migrate()
+    migrate.await;
+    let opened = AnyStore::open_existing(url, "idem_outbox", one_connection())
         .await
         .unwrap();
-    let opened = AnyStore::open_existing(&url, "idem_outbox", one_connection())
-        .await
-        .unwrap();
-    assert_eq!(opened.kind(), DatabaseKind::MySql);
+    assert_eq!(opened.kind(), kind);
 }
 
 #[tokio::test]
