@@ -22,15 +22,29 @@ const CLAIM_CHUNK: usize = 1000;
 /// Opens the SQLite database at `url` if its file exists (it is never created), with the
 /// settings of [`Ops::connect`]: WAL, `synchronous = FULL`, the busy timeout.
 pub(crate) async fn open_existing(url: &str, pool: &PoolOptions) -> Result<Pool<Sqlite>, Error> {
-    let options = SqliteConnectOptions::from_str(url)
+    open_pool(url, connect_options(url, false)?, pool).await
+}
+
+/// The options of every SQLite connection idem opens: WAL, `synchronous = FULL`, the busy
+/// timeout; the file is created when missing only if `create`.
+fn connect_options(url: &str, create: bool) -> Result<SqliteConnectOptions, Error> {
+    Ok(SqliteConnectOptions::from_str(url)
         .map_err(|e| Error::InvalidUrl {
             url: redact(url),
             expected: format!("a valid SQLite URL ({e})"),
         })?
-        .create_if_missing(false)
+        .create_if_missing(create)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(BUSY_TIMEOUT);
+        .busy_timeout(BUSY_TIMEOUT))
+}
+
+/// A pool of `options` at `url`, whose connections are handed out only outside a transaction.
+async fn open_pool(
+    url: &str,
+    options: SqliteConnectOptions,
+    pool: &PoolOptions,
+) -> Result<Pool<Sqlite>, Error> {
     SqlitePoolOptions::new()
         .max_connections(pool.max_connections)
         .acquire_timeout(pool.acquire_timeout)
@@ -65,12 +79,7 @@ impl Ops for Sqlite {
                 "a database file path, sqlite://path/to/idem.db (not in-memory)".into(),
             ));
         }
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| invalid(format!("a valid SQLite URL ({e})")))?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT);
+        let options = connect_options(url, true)?;
         if let Some(dir) = options.get_filename().parent()
             && !dir.as_os_str().is_empty()
             && !dir.is_dir()
@@ -80,16 +89,7 @@ impl Ops for Sqlite {
                 dir.display()
             )));
         }
-        SqlitePoolOptions::new()
-            .max_connections(pool.max_connections)
-            .acquire_timeout(pool.acquire_timeout)
-            .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
-            .connect_with(options)
-            .await
-            .map_err(|source| Error::Connect {
-                url: redact(url),
-                source,
-            })
+        open_pool(url, options, pool).await
     }
 
     async fn migrate(pool: &Pool<Self>) -> Result<(), Error> {
