@@ -12,6 +12,8 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
 
+use crate::printable::printable;
+
 /// Installs [`subscriber`] as the process's.
 pub(crate) fn init(default_filter: &str, traces: Option<&Traces>) {
     subscriber(default_filter, traces).init();
@@ -65,17 +67,7 @@ struct Escaped<'a, 'w>(&'a mut Writer<'w>);
 
 impl fmt::Write for Escaped<'_, '_> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
-        if !text.chars().any(char::is_control) {
-            return self.0.write_str(text);
-        }
-        for c in text.chars() {
-            if c.is_control() {
-                write!(self.0, "{}", c.escape_debug())?;
-            } else {
-                self.0.write_char(c)?;
-            }
-        }
-        Ok(())
+        self.0.write_str(&printable(text))
     }
 }
 

@@ -22,6 +22,7 @@ macro_rules! outln {
 mod cli;
 mod commands;
 mod logging;
+mod printable;
 
 use std::process::ExitCode;
 

@@ -7,8 +7,8 @@ use idem_gateway::operations::RedriveRequest;
 use idem_gateway::time::format_time;
 use idem_gateway::{Gateway, GatewayDb};
 
-use super::printable::printable;
 use crate::cli::DlqCommand;
+use crate::printable::printable;
 
 pub(super) async fn dlq<DB: GatewayDb>(
     gateway: &Gateway<DB>,

@@ -7,8 +7,8 @@ use idem_gateway::time::format_time;
 use idem_gateway::{Gateway, GatewayDb};
 use serde_json::Value;
 
-use super::printable::printable;
 use crate::cli::EventsCommand;
+use crate::printable::printable;
 
 pub(super) async fn events<DB: GatewayDb>(
     gateway: &Gateway<DB>,

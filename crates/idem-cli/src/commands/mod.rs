@@ -12,7 +12,6 @@ mod gc;
 mod idem_tables;
 mod lint;
 mod outbox;
-mod printable;
 mod replay;
 mod serve;
 mod verify;

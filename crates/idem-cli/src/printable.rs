@@ -1,4 +1,5 @@
-//! Text a sender chose (event ids, types, entities), as the operator's terminal is given it.
+//! Text a sender chose (event ids, types, entities), as the operator's terminal and the log
+//! are given it.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -6,7 +7,7 @@ use std::fmt::Write as _;
 /// `text` with each control character escaped (`\n`, `\u{1b}`): a newline would break a table
 /// row, and an escape sequence would reach the terminal (set its title, clear the screen).
 /// Everything else is kept, so that the id shown is the one to type into `idem events show`.
-pub(super) fn printable(text: &str) -> Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     if !text.chars().any(char::is_control) {
         return Cow::Borrowed(text);
     }
