@@ -134,6 +134,7 @@ pub use config::{
 pub use error::{Error, ErrorKind, RequestError, Task};
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
 pub use model::fields::ExtractError;
+pub use model::route_filter::{FilterError, FilterInput, FilterSyntaxError, RouteFilter};
 pub use model::{counts as counters, time};
 pub use server::Server;
 pub use store::{AttemptOutcome, DatabaseKind, DeliveryState, GatewayDb};

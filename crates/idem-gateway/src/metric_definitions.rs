@@ -33,6 +33,12 @@ pub const DEAD_LETTERS: &str = "idem_dead_letters";
 /// Age of the oldest event not yet delivered, in seconds (0 when none waits).
 pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_seconds";
 
+/// Events a route's `filter` did not take (stored, no delivery for that route); label `route`.
+pub const ROUTE_FILTERED_TOTAL: &str = "idem_route_filtered_total";
+/// Evaluations of a route's `filter` that failed on an event (a missing field, mismatched
+/// types), each counted as no match; label `route`.
+pub const ROUTE_FILTER_ERRORS_TOTAL: &str = "idem_route_filter_errors_total";
+
 /// Broker messages that can never be an event (no message id, a body that is not JSON where a
 /// field is read from it, an oversize body), terminated (NATS) or rejected without requeue
 /// (RabbitMQ: its dead-letter exchange gets it, if the queue has one) after a WARN log line;
@@ -69,6 +75,16 @@ pub fn describe() {
         BROKER_REJECTED_TOTAL,
         Unit::Count,
         "Broker messages refused for good (no message id, unreadable), by source and reason."
+    );
+    describe_counter!(
+        ROUTE_FILTERED_TOTAL,
+        Unit::Count,
+        "Events a route's filter did not take, by route (stored, no delivery for that route)."
+    );
+    describe_counter!(
+        ROUTE_FILTER_ERRORS_TOTAL,
+        Unit::Count,
+        "Route filter evaluations that failed on an event (counted as no match), by route."
     );
     describe_histogram!(
         INGEST_DURATION_SECONDS,

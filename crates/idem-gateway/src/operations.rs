@@ -11,6 +11,8 @@ use crate::Error;
 use crate::config::Ordering;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
+use crate::model::forwarded::ForwardedHeaders;
+use crate::model::route_filter::FilterInput;
 use crate::store::{
     AttemptOutcome, DeliveryState, GatewayDb, ReplayCandidate, StoredAttempt, StoredDelivery,
     StoredEvent,
@@ -37,6 +39,8 @@ pub struct EventSummary {
     pub received_at: i64,
     /// Whether the raw body is still kept (body_retention drops it).
     pub body_kept: bool,
+    /// The routes whose `filter` did not take it at ingest: no delivery for them.
+    pub filtered_by: Vec<String>,
 }
 
 /// One delivery of an event to a destination.
@@ -122,6 +126,9 @@ pub struct RedriveReport {
     /// Refused on a drop-stale route (without force): older than the newest event of their
     /// entity that was delivered (or is being sent); they stay dead letters.
     pub older: u64,
+    /// Refused: their route's `filter`, as configured now, does not take the event; they stay
+    /// dead letters.
+    pub filtered: u64,
 }
 
 /// What to replay. [`parse_time`](crate::model::time::parse_time) reads times as the command line and `POST /admin/replay`
@@ -158,6 +165,8 @@ pub struct ReplayReport {
     pub older: u64,
     /// Skipped: the raw body was dropped by body_retention.
     pub no_body: u64,
+    /// Skipped: their route's `filter`, as configured now, does not take the event.
+    pub filtered: u64,
 }
 
 /// What one [`Gateway::gc`] run removed.
@@ -187,6 +196,10 @@ impl From<StoredEvent> for EventSummary {
             version: row.version,
             received_at: row.received_at,
             body_kept: row.body_kept,
+            filtered_by: row
+                .filtered_routes
+                .and_then(|json| serde_json::from_str(&json).ok())
+                .unwrap_or_default(),
         }
     }
 }
@@ -350,6 +363,7 @@ impl<DB: GatewayDb> Gateway<DB> {
             matched: report.matched,
             redriven: report.requeued,
             older: report.older,
+            filtered: report.filtered,
         })
     }
 
@@ -428,6 +442,8 @@ impl<DB: GatewayDb> Gateway<DB> {
                 report.in_progress += 1;
             } else if !row.body_kept {
                 report.no_body += 1;
+            } else if !self.route_takes(&mut *conn, &row).await? {
+                report.filtered += 1;
             } else if drop_stale
                 && !force
                 && (row.state == DeliveryState::Stale || row.is_older_than_delivered())
@@ -442,6 +458,32 @@ impl<DB: GatewayDb> Gateway<DB> {
             self.wake_all();
         }
         Ok(report)
+    }
+
+    /// Whether the route of `row` takes its event under the route's `filter` as configured
+    /// now (true for a route without one, or one no longer configured): replay and redrive
+    /// apply today's filter, not the one the event met at ingest. A failing filter takes
+    /// nothing, as at ingest.
+    async fn route_takes(
+        &self,
+        conn: &mut DB::Connection,
+        row: &ReplayCandidate,
+    ) -> Result<bool, Error> {
+        let Some(filter) = self
+            .config()
+            .routes
+            .iter()
+            .find(|r| r.name.as_str() == row.route)
+            .and_then(|r| r.filter.as_ref())
+        else {
+            return Ok(true);
+        };
+        let Some((body, headers)) = DB::filter_input(&mut *conn, row.id).await? else {
+            return Ok(false);
+        };
+        let headers = ForwardedHeaders::from_json(&headers).unwrap_or_default();
+        let input = FilterInput::new(headers.pairs(), &body, row.event_type.as_deref());
+        Ok(filter.matches(&input).unwrap_or(false))
     }
 
     /// Deletes what the retention no longer needs, in small batches (C9): inbox keys and

@@ -63,8 +63,13 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
         } else {
             format!(", event types {}", route.event_types.join(", "))
         };
+        let filter = route
+            .filter
+            .as_ref()
+            .map(|f| format!(", filter {:?}", f.text()))
+            .unwrap_or_default();
         outln!(
-            "  route         {}: {} -> {} (ordering {}{types})",
+            "  route         {}: {} -> {} (ordering {}{types}{filter})",
             route.name,
             route.source,
             route.destination,

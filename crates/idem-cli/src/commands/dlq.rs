@@ -69,6 +69,12 @@ pub(super) async fn dlq<DB: GatewayDb>(
                     report.older
                 )?;
             }
+            if report.filtered > 0 {
+                outln!(
+                    "{} refused: their route's filter, as configured now, does not take the event; they stay dead letters",
+                    report.filtered
+                )?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -59,7 +59,7 @@ pub(super) async fn replay<DB: GatewayDb>(
     let report = gateway.replay(&request, &progress).await?;
     bar.finish_and_clear();
     outln!(
-        "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body",
+        "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body, {} not taken by their route's filter",
         report.matched,
         report.requeued,
         if request.dry_run {
@@ -74,7 +74,8 @@ pub(super) async fn replay<DB: GatewayDb>(
         } else {
             " (use --force to send them)"
         },
-        report.no_body
+        report.no_body,
+        report.filtered
     )?;
     Ok(ExitCode::SUCCESS)
 }

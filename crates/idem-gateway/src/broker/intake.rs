@@ -200,6 +200,7 @@ impl<DB: GatewayDb> Intake<DB> {
                     // Broker messages are not traced at ingest.
                     trace: None,
                     span: tracing::Span::none(),
+                    filtered: Vec::new(),
                 };
                 match crate::ingest::submit(&self.gateway, self.queue.as_ref(), incoming).await {
                     Ok(Answer::Accepted) => (Verdict::Ack(Answer::Accepted), "accepted"),

@@ -206,6 +206,7 @@ impl<DB: GatewayDb> PartitionSink for KafkaIntake<DB> {
                     // Broker messages are not traced at ingest.
                     trace: None,
                     span: tracing::Span::none(),
+                    filtered: Vec::new(),
                 }),
                 Err((reason, detail)) => {
                     unit.letters

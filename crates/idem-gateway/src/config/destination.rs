@@ -13,6 +13,7 @@ use super::model::{Destination, Ordering, Route, Source, is_type_pattern};
 use super::rate_limit::RateLimit;
 use super::raw::{RawDestination, RawRoute};
 use super::secret::SecretLookup;
+use crate::model::route_filter::RouteFilter;
 
 pub(super) fn build(
     raw: RawDestination,
@@ -151,6 +152,16 @@ pub(super) fn build_route(
             });
         }
     }
+    let filter = raw
+        .filter
+        .map(|text| {
+            RouteFilter::compile(&text).map_err(|source| ConfigError::BadFilter {
+                route: route_name.to_string(),
+                text,
+                source,
+            })
+        })
+        .transpose()?;
     Ok(Route {
         name: route_name,
         source: source.name.clone(),
@@ -158,5 +169,6 @@ pub(super) fn build_route(
         destination_index,
         event_types: raw.event_types,
         ordering,
+        filter,
     })
 }

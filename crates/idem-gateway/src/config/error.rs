@@ -199,6 +199,18 @@ pub enum ConfigError {
         /// The missing name.
         name: String,
     },
+    /// A route's `filter` is not a CEL expression over `body`, `headers` and `type`.
+    #[error(
+        "route {route:?} filter {text:?}: {source}; expected a CEL expression over body, headers and type, such as \"body.data.object.amount >= 100000 && type == 'invoice.paid'\""
+    )]
+    BadFilter {
+        /// The route.
+        route: String,
+        /// The expression as written.
+        text: String,
+        /// Where and why it was refused.
+        source: crate::model::route_filter::FilterSyntaxError,
+    },
 }
 
 /// A [`ConfigError::BadValue`]: `field` = `value` is not in the allowed range `expected`.

@@ -99,6 +99,27 @@ pub(super) fn routes(
     Ok(routes)
 }
 
+/// Keeps with each source's events the headers its routes' filters read by name, so that a
+/// replay's filter sees what ingest's saw (they are forwarded with the event, as the headers
+/// its fields read are). A name that is not a valid header name is never sent, so not kept.
+pub(super) fn keep_filter_headers(sources: &mut [Source], routes: &[Route]) {
+    for route in routes {
+        let Some(filter) = &route.filter else {
+            continue;
+        };
+        let Some(source) = sources.iter_mut().find(|s| s.name == route.source) else {
+            continue;
+        };
+        for name in filter.header_names() {
+            if let Ok(name) = http::HeaderName::from_bytes(name.as_bytes())
+                && !source.fields.kept_headers.contains(&name)
+            {
+                source.fields.kept_headers.push(name);
+            }
+        }
+    }
+}
+
 /// The `[[relay]]` entries; `gateway_database` is the database of a relay without
 /// `database_url`.
 ///

@@ -145,9 +145,10 @@ impl Config {
             .transpose()?
             // Never an empty token that an empty bearer would match.
             .filter(Secret::is_loaded);
-        let sources = lists::sources(raw.sources, settings.retention, &secret)?;
+        let mut sources = lists::sources(raw.sources, settings.retention, &secret)?;
         let destinations = lists::destinations(raw.destinations, &secret)?;
         let routes = lists::routes(raw.routes, &sources, &destinations)?;
+        lists::keep_filter_headers(&mut sources, &routes);
         let relays = lists::relays(raw.relays, &settings.database_url, &secret)?;
         drop(secret); // its borrow of `not_loaded` ends here
         let Settings {

@@ -14,6 +14,7 @@ use super::rate_limit::RateLimit;
 use super::relay::OutboxRelay;
 use super::secret::Secret;
 use crate::model::fields::{ExtractError, Fields};
+use crate::model::route_filter::RouteFilter;
 use crate::tls::TlsSettings;
 
 /// A configured sender.
@@ -195,6 +196,10 @@ pub struct Route {
     pub event_types: Vec<String>,
     /// Staleness handling.
     pub ordering: Ordering,
+    /// The route's `filter`: events of a matching type go this way only when it gives true;
+    /// evaluated once per event at ingest, before the group commit, and again by replay and
+    /// redrive (docs/gateway.md "Route filters"). `None`: every event of a matching type.
+    pub filter: Option<RouteFilter>,
 }
 
 impl Route {

@@ -114,6 +114,7 @@ pub(crate) struct RawRoute {
     #[serde(default)]
     pub event_types: Vec<String>,
     pub ordering: Option<String>,
+    pub filter: Option<String>,
 }
 
 /// `[[relay]]` as written.

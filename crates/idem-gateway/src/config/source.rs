@@ -224,6 +224,7 @@ fn fields(
         entity,
         version,
         version_secondary,
+        kept_headers: Vec::new(),
     })
 }
 

@@ -3,7 +3,7 @@
 //! the deliveries, add the counts, dead letters and Kafka offsets, commit, then hand the claimed
 //! deliveries over to their lanes and wake the dispatchers.
 
-use idem_core::DedupKey;
+use idem_core::{DedupKey, Name};
 use idem_sql::Claim;
 
 use super::answer::Answer;
@@ -12,7 +12,7 @@ use super::unit::{Incoming, OffsetAdvance, Unit};
 use crate::config::Ordering;
 use crate::gateway::Gateway;
 use crate::lanes::handoff::{Claimer, Handed};
-use crate::metric_definitions::DISPATCH_TOTAL;
+use crate::metric_definitions::{DISPATCH_TOTAL, ROUTE_FILTERED_TOTAL};
 use crate::store::{DeliveryState, DueDelivery, GatewayDb, NewDelivery, NewEvent};
 use crate::wiring::Wiring;
 
@@ -49,12 +49,25 @@ pub(super) async fn commit_once<DB: GatewayDb>(
     DB::add_counts(&mut tx, &counts).await?;
     letters_and_offsets(gateway, &mut tx, units).await?;
     tx.commit().await.map_err(idem_sql::Error::from)?;
+    count_filtered(&batch, &answers);
     hand_over(gateway, &wiring, &batch, &stored, decisions, ids, now);
     let mut answers = answers.into_iter();
     Ok(units
         .iter()
         .map(|u| answers.by_ref().take(u.events.len()).collect())
         .collect())
+}
+
+/// Counts, once committed, each route that filtered an event stored by this commit (a
+/// duplicate's filters decided nothing).
+fn count_filtered(batch: &[&Incoming], answers: &[Answer]) {
+    for (incoming, answer) in batch.iter().zip(answers) {
+        if *answer == Answer::Accepted {
+            for route in &incoming.filtered {
+                metrics::counter!(ROUTE_FILTERED_TOTAL, "route" => route.to_string()).increment(1);
+            }
+        }
+    }
 }
 
 /// Claims every event's dedup key in idem's inbox: `Accepted` for a fresh one.
@@ -99,10 +112,14 @@ async fn store_events<DB: GatewayDb>(
         .iter()
         .map(|i| batch[*i].event.headers.to_json())
         .collect();
+    let filtered: Vec<Option<String>> = accepted
+        .iter()
+        .map(|i| filtered_routes(batch[*i]))
+        .collect();
     let new_events: Vec<NewEvent<'_>> = accepted
         .iter()
-        .zip(&headers)
-        .map(|(i, headers)| new_event(gateway, batch[*i], headers))
+        .zip(headers.iter().zip(&filtered))
+        .map(|(i, (headers, filtered))| new_event(gateway, batch[*i], headers, filtered.as_deref()))
         .collect();
     let mut rows = vec![0_i64; batch.len()];
     for (i, row) in accepted
@@ -124,11 +141,22 @@ async fn store_events<DB: GatewayDb>(
     })
 }
 
-/// The event row of `incoming`, with its forwarded `headers` as JSON.
+/// The routes whose filter did not take `incoming`, as the JSON list its row keeps; `None`
+/// when there are none.
+fn filtered_routes(incoming: &Incoming) -> Option<String> {
+    (!incoming.filtered.is_empty()).then(|| {
+        let names: Vec<&str> = incoming.filtered.iter().map(Name::as_str).collect();
+        serde_json::Value::from(names).to_string()
+    })
+}
+
+/// The event row of `incoming`, with its forwarded `headers` and the routes that `filtered`
+/// it as JSON.
 fn new_event<'a, DB: GatewayDb>(
     gateway: &'a Gateway<DB>,
     incoming: &'a Incoming,
     headers: &'a str,
+    filtered: Option<&'a str>,
 ) -> NewEvent<'a> {
     let event = &incoming.event;
     let (aggregate_type, aggregate_id, version) = match &event.entity {
@@ -156,6 +184,7 @@ fn new_event<'a, DB: GatewayDb>(
             .trace
             .as_ref()
             .and_then(|t| t.tracestate.as_deref()),
+        filtered_routes: filtered,
     }
 }
 

@@ -56,7 +56,9 @@ pub(super) async fn decide<DB: GatewayDb>(
             continue;
         }
         for (r, route) in wiring.routes_of(gateway.config(), incoming.source) {
-            if route.matches(incoming.event.event_type.as_deref()) {
+            if route.matches(incoming.event.event_type.as_deref())
+                && !incoming.filtered.contains(&route.name)
+            {
                 let entity = incoming.event.entity.as_ref().map(|(e, _)| e.to_string());
                 work.push((r, entity, i));
             }

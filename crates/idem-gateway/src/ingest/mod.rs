@@ -8,6 +8,7 @@ pub(crate) mod batch;
 mod commit;
 mod count;
 mod decide;
+mod filter;
 pub(crate) mod unit;
 
 use bytes::Bytes;
@@ -74,6 +75,7 @@ pub(crate) fn accept(
         received_at: now.as_millis(),
         trace,
         span: span.clone(),
+        filtered: Vec::new(),
     })
 }
 
@@ -101,8 +103,9 @@ pub(crate) async fn submit<DB: GatewayDb>(
 pub(crate) async fn submit_unit<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     queue: Option<&mpsc::Sender<Pending>>,
-    unit: Unit,
+    mut unit: Unit,
 ) -> Result<Vec<Answer>, Unavailable> {
+    filter::apply(gateway, &mut unit);
     // The request's own deadline, from its arrival: a batch ahead of it that waits on the
     // database does not hold it past `database_timeout`.
     let timeout = gateway.config().database_timeout;

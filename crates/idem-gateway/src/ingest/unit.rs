@@ -25,6 +25,9 @@ pub(crate) struct Incoming {
     /// The request's `ingest` span, linked to the span of the commit it is in (disabled for
     /// broker messages and with traces off).
     pub span: tracing::Span,
+    /// The routes its type matches whose `filter` does not take it (`ingest::filter`): no
+    /// delivery for them, and recorded on the event.
+    pub filtered: Vec<Name>,
 }
 
 /// A Kafka partition's stored offset moved from `from` to `to` (compare-and-set, fenced by the

@@ -218,6 +218,9 @@ pub(crate) struct Fields {
     /// `version_secondary`: the value that breaks a tie of equal versions (idem-core's
     /// `Version::secondary`).
     pub version_secondary: Option<(Field, VersionKind)>,
+    /// More headers kept and forwarded with the event: those its routes' filters read by name,
+    /// so that a replay's filter sees what ingest's saw.
+    pub kept_headers: Vec<HeaderName>,
 }
 
 /// What [`Fields::entity_and_version`] read: the entity and version when the event has both,
@@ -450,6 +453,11 @@ impl Fields {
         let mut names = Vec::new();
         self.all().for_each(|f| f.header_names(&mut names));
         let content_type = HeaderName::from_static("content-type");
+        for kept in &self.kept_headers {
+            if !names.contains(&kept) && *kept != content_type {
+                names.push(kept);
+            }
+        }
         let forwarded =
             ForwardedHeaders::collect(headers, std::iter::once(&content_type).chain(names))
                 .map_err(|e| match e {
@@ -562,6 +570,7 @@ mod tests {
             )),
             version: Some((json("$.created"), VersionKind::UnixSeconds)),
             version_secondary: None,
+            kept_headers: Vec::new(),
         }
     }
 
@@ -738,6 +747,7 @@ mod tests {
             entity: None,
             version: None,
             version_secondary: None,
+            kept_headers: Vec::new(),
         };
         let mut headers = HeaderMap::new();
         headers.insert("x-shopify-webhook-id", HeaderValue::from_static("w-1"));

@@ -43,6 +43,14 @@ impl ForwardedHeaders {
         Ok(Self(kept))
     }
 
+    /// Each header's name and value, in order.
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        // `collect` and `from_json` keep only values that are text.
+        self.0
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap_or_default()))
+    }
+
     /// The headers as stored: a JSON list of `[name, value]` pairs.
     pub(crate) fn to_json(&self) -> String {
         let pairs = self.0.iter().map(|(name, value)| {

@@ -23,6 +23,7 @@ fn stripe_event(id: &str, received_at: i64) -> NewEvent<'_> {
         received_at,
         traceparent: None,
         tracestate: None,
+        filtered_routes: None,
     }
 }
 

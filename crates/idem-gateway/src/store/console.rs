@@ -83,7 +83,7 @@ pub struct DestinationFigures {
 }
 
 const EVENT_COLUMNS: &str = "SELECT e.id, e.source, e.event_id, e.event_type, e.aggregate_type, \
-     e.aggregate_id, e.version, e.received_at, e.body IS NOT NULL AS body_kept \
+     e.aggregate_id, e.version, e.received_at, e.body IS NOT NULL AS body_kept, e.filtered_routes \
      FROM idem_gateway_events e WHERE 1 = 1";
 
 const EVENT_CONTENT: &str = "SELECT dedup_key, body, headers, version_secondary \

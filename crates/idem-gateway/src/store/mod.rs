@@ -192,6 +192,12 @@ pub(crate) mod ops {
         ) -> impl Future<Output = Res<bool>> + Send;
         /// Deletes up to `limit` finished events received before `cutoff`, with their
         /// deliveries and attempts; returns how many events.
+        /// The raw body and stored headers (JSON) of delivery `delivery`'s event; `None` when
+        /// the body was dropped or the delivery is gone.
+        fn filter_input(
+            conn: &mut Self::Connection,
+            delivery: i64,
+        ) -> impl Future<Output = Res<Option<(Vec<u8>, String)>>> + Send;
         fn collect_events(
             conn: &mut Self::Connection,
             cutoff: i64,
@@ -250,7 +256,8 @@ macro_rules! gateway_ops {
                             .push_bind(row.dedup_key)
                             .push_bind(row.version_secondary)
                             .push_bind(row.traceparent)
-                            .push_bind(row.tracestate);
+                            .push_bind(row.tracestate)
+                            .push_bind(row.filtered_routes);
                     });
                     query.push(sql::INSERT_EVENTS_END);
                     let inserted: Vec<(i64, String)> =
@@ -612,6 +619,16 @@ macro_rules! gateway_ops {
                     .execute(&mut *conn)
                     .await?;
                 Ok(done.rows_affected() == 1)
+            }
+
+            async fn filter_input(
+                conn: &mut Self::Connection,
+                delivery: i64,
+            ) -> Result<Option<(Vec<u8>, String)>, sqlx::Error> {
+                sqlx::query_as(sql::FILTER_INPUT)
+                    .bind(delivery)
+                    .fetch_optional(&mut *conn)
+                    .await
             }
 
             async fn collect_events(

@@ -23,6 +23,8 @@ pub struct NewEvent<'a> {
     /// The event's W3C trace context (`crate::traces`), when it has one.
     pub traceparent: Option<&'a str>,
     pub tracestate: Option<&'a str>,
+    /// The routes whose `filter` did not take it, as a JSON list of names; `None` for none.
+    pub filtered_routes: Option<&'a str>,
 }
 
 /// A new delivery row.
@@ -103,6 +105,8 @@ pub struct StoredEvent {
     pub received_at: i64,
     /// Whether the raw body is still kept (body_retention drops it).
     pub body_kept: bool,
+    /// The routes whose `filter` did not take it, as a JSON list of names; `None` for none.
+    pub filtered_routes: Option<String>,
 }
 
 /// A delivery row as listed, with its event's source, id and type.

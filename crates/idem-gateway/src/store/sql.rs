@@ -5,7 +5,7 @@
 /// New events, one `VALUES` row each, followed by [`INSERT_EVENTS_END`].
 pub(crate) const INSERT_EVENTS: &str = "INSERT INTO idem_gateway_events \
      (source, event_id, event_type, aggregate_type, aggregate_id, version, body, headers, received_at, \
-      dedup_key, version_secondary, traceparent, tracestate) ";
+      dedup_key, version_secondary, traceparent, tracestate, filtered_routes) ";
 
 /// Nothing is inserted for an event one of whose source and event id, or dedup key, is stored
 /// (an event kept after its inbox key was collected, from any source of its scope); the others'
@@ -157,12 +157,12 @@ pub(crate) const COUNT_FAILED_ATTEMPTS: &str =
 
 /// Events, newest first; `$1` = source or '' for every source, `$2` = at most.
 pub(crate) const LIST_EVENTS: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
-     aggregate_id, version, received_at, body IS NOT NULL AS body_kept \
+     aggregate_id, version, received_at, body IS NOT NULL AS body_kept, filtered_routes \
      FROM idem_gateway_events WHERE ($1 = '' OR source = $1) \
      ORDER BY received_at DESC, id DESC LIMIT $2";
 
 pub(crate) const FIND_EVENT: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
-     aggregate_id, version, received_at, body IS NOT NULL AS body_kept \
+     aggregate_id, version, received_at, body IS NOT NULL AS body_kept, filtered_routes \
      FROM idem_gateway_events WHERE source = $1 AND event_id = $2";
 
 pub(crate) const DELIVERIES_OF: &str = "SELECT d.id, d.route, d.destination, d.state, d.tie, \
@@ -215,6 +215,10 @@ pub(crate) const REPLAY_CANDIDATES: &str = candidates!(
     "WHERE e.source = $1 AND e.received_at >= $2 AND e.received_at < $3 \
      ORDER BY e.received_at, d.id"
 );
+
+/// The body and stored headers of delivery $1's event, for its route's filter.
+pub(crate) const FILTER_INPUT: &str = "SELECT e.body, e.headers FROM idem_gateway_deliveries d \
+     JOIN idem_gateway_events e ON e.id = d.event WHERE d.id = $1 AND e.body IS NOT NULL";
 
 /// Makes a finished delivery ($1) due again at $2 with a fresh schedule: a new attempt of the
 /// same event, under the same Idempotency-Key (redrive and replay alike).

@@ -14,6 +14,7 @@ mod console;
 mod demo;
 mod dispatch;
 mod faults;
+mod filters;
 mod handoff;
 mod ingest;
 mod interop;

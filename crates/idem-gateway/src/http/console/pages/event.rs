@@ -128,8 +128,26 @@ fn render(config: &Config, story: &Story) -> Markup {
             }
         }
         h2 { "Deliveries" }
+        @let filtered: Vec<String> = event
+            .filtered_routes
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default();
         @if story.deliveries.is_empty() {
             p { "No route takes this event: it was stored and is sent nowhere." }
+        }
+        @if !filtered.is_empty() {
+            ul #filtered {
+                @for route in &filtered {
+                    li {
+                        "Filtered by route " strong { (route) } ": its filter did not take the event, so it has no delivery there"
+                        @if let Some(filter) = config.routes.iter().find(|r| r.name.as_str() == route).and_then(|r| r.filter.as_ref()) {
+                            " (filter now: " code { (filter.text()) } ")"
+                        }
+                        "."
+                    }
+                }
+            }
         }
         @for (delivery, attempts) in &story.deliveries {
             (delivery_section(config, event, delivery, attempts))

@@ -184,6 +184,7 @@ fn confirm(
                         @if request.force { " (sent: forced)" } @else { " (skipped)" }
                     } td.num #older { (report.older) } }
                     tr { th scope="row" { "bodies dropped by body_retention (skipped)" } td.num #no-body { (report.no_body) } }
+                    tr { th scope="row" { "not taken by their route's filter as configured now (skipped)" } td.num #filtered { (report.filtered) } }
                 }
             }
             form method="post" action=(PATH) {
