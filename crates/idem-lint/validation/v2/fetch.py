@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Downloads the files of the validation set v2 at their recorded commits.
+
+    python3 crates/idem-lint/validation/v2/fetch.py HALF DIR      # HALF: train or test
+
+Writes each case's file and the files it calls into (`also`) to DIR/<owner>+<name>/<path>, so
+that a repository's files sit together as in the repository (call following needs the helper
+beside the handler). Fetch only the train half while tuning rules: the test half is for the
+one final run. Needs git and network access to the host (IDEM_LINT_GIT_BASE, default
+https://github.com); each repository is cloned once, without checkout, under DIR/.repos.
+"""
+import os
+import subprocess
+import sys
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("train", "test"):
+        sys.exit("usage: fetch.py train|test DIR")
+    half, out = sys.argv[1], sys.argv[2]
+    base = os.environ.get("IDEM_LINT_GIT_BASE", "https://github.com")
+    with open(os.path.join(HERE, "cases.toml"), "rb") as f:
+        cases = [c for c in tomllib.load(f)["case"] if c["half"] == half]
+    wanted = sorted({(c["repo"], c["commit"], p) for c in cases for p in [c["path"], *c.get("also", [])]})
+    os.makedirs(os.path.join(out, ".repos"), exist_ok=True)
+    for repo, commit, path in wanted:
+        local = repo.replace("/", "+")
+        clone = os.path.join(out, ".repos", local)
+        if not os.path.isdir(clone):
+            subprocess.run(["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout",
+                            f"{base}/{repo}.git", clone], check=True)
+        have = subprocess.run(["git", "-C", clone, "cat-file", "-e", f"{commit}^{{commit}}"],
+                              capture_output=True).returncode == 0
+        if not have:
+            subprocess.run(["git", "-C", clone, "fetch", "--quiet", "origin", commit], check=True)
+        blob = subprocess.run(["git", "-C", clone, "show", f"{commit}:{path}"], capture_output=True)
+        if blob.returncode != 0:
+            print(f"missing: {repo} {commit[:12]} {path}", file=sys.stderr)
+            continue
+        target = os.path.join(out, local, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(blob.stdout)
+        print(os.path.join(local, path))
+
+
+if __name__ == "__main__":
+    main()
