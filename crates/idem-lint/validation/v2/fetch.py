@@ -6,8 +6,10 @@
 Writes each case's file and the files it calls into (`also`) to DIR/<owner>+<name>/<path>, so
 that a repository's files sit together as in the repository (call following needs the helper
 beside the handler). Fetch only the train half while tuning rules: the test half is for the
-one final run. Needs git and network access to the host (IDEM_LINT_GIT_BASE, default
-https://github.com); each repository is cloned once, without checkout, under DIR/.repos.
+one final run. Needs git and either network access to the host (IDEM_LINT_GIT_BASE, default
+https://github.com; each repository is cloned once, bare, under DIR/.repos) or
+IDEM_LINT_MIRROR: a folder of bare snapshots laid out as `<owner>+<name>/repo` (as the
+workplace's `fetch` tool leaves them under /work/.mirror), read in place.
 """
 import os
 import subprocess
@@ -22,6 +24,7 @@ def main():
         sys.exit("usage: fetch.py train|test DIR")
     half, out = sys.argv[1], sys.argv[2]
     base = os.environ.get("IDEM_LINT_GIT_BASE", "https://github.com")
+    mirror = os.environ.get("IDEM_LINT_MIRROR")
     with open(os.path.join(HERE, "cases.toml"), "rb") as f:
         cases = [c for c in tomllib.load(f)["case"] if c["half"] == half]
     wanted = sorted({(c["repo"], c["commit"], p) for c in cases for p in [c["path"], *c.get("also", [])]})
@@ -29,14 +32,16 @@ def main():
     for repo, commit, path in wanted:
         local = repo.replace("/", "+")
         clone = os.path.join(out, ".repos", local)
-        if not os.path.isdir(clone):
-            subprocess.run(["git", "clone", "--quiet", "--filter=blob:none", "--no-checkout",
+        if mirror:
+            clone = os.path.join(mirror, local, "repo")
+        elif not os.path.isdir(clone):
+            subprocess.run(["git", "clone", "--quiet", "--bare", "--filter=blob:none",
                             f"{base}/{repo}.git", clone], check=True)
-        have = subprocess.run(["git", "-C", clone, "cat-file", "-e", f"{commit}^{{commit}}"],
+        have = subprocess.run(["git", "--git-dir", clone, "cat-file", "-e", f"{commit}^{{commit}}"],
                               capture_output=True).returncode == 0
         if not have:
-            subprocess.run(["git", "-C", clone, "fetch", "--quiet", "origin", commit], check=True)
-        blob = subprocess.run(["git", "-C", clone, "show", f"{commit}:{path}"], capture_output=True)
+            subprocess.run(["git", "--git-dir", clone, "fetch", "--quiet", "origin", commit], check=True)
+        blob = subprocess.run(["git", "--git-dir", clone, "show", f"{commit}:{path}"], capture_output=True)
         if blob.returncode != 0:
             print(f"missing: {repo} {commit[:12]} {path}", file=sys.stderr)
             continue
