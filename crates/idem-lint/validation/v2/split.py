@@ -2,6 +2,11 @@
 """Splits the labelled cases into a train and a test half, by repository.
 
     python3 crates/idem-lint/validation/v2/split.py cases.toml [more.toml …] > split.toml
+    python3 crates/idem-lint/validation/v2/split.py --keep cases.toml new.toml > split.toml
+
+With --keep, the cases of the kept file (already split) keep their half, and only the
+repositories of the new files are assigned, counting the kept test positives: cases added
+later never move a repository the rules were tuned on into the test half, or back.
 
 A repository is never in both halves. Repositories are taken in a fixed pseudo-random order
 (sha256 of the name) and each goes to the test half while it brings a positive of a check whose
@@ -24,7 +29,8 @@ def load(paths):
     return cases
 
 
-def split(cases):
+def split(cases, kept=None):
+    kept = kept or {}
     by_repo = collections.defaultdict(list)
     for case in cases:
         by_repo[case["repo"]].append(case)
@@ -41,10 +47,13 @@ def split(cases):
         for q in queues:
             if q:
                 order.append(q.pop(0))
-    test_pos = collections.Counter()
-    test_cases = 0
-    half = {}
+    test_pos = collections.Counter(
+        c["check"] for c in cases if c["positive"] and kept.get(c["repo"]) == "test")
+    test_cases = sum(1 for c in cases if kept.get(c["repo"]) == "test")
+    half = dict(kept)
     for repo in order:
+        if repo in kept:
+            continue
         brings = collections.Counter(c["check"] for c in by_repo[repo] if c["positive"])
         needed = any(test_pos[check] < aim[check] for check in brings)
         if needed and test_cases + len(by_repo[repo]) <= len(cases) // 2:
@@ -72,8 +81,20 @@ KEYS = ["half", "repo", "commit", "path", "language", "check", "lines", "positiv
 
 
 def main():
-    cases = load(sys.argv[1:])
-    half = split(cases)
+    args = sys.argv[1:]
+    kept = {}
+    if args[:1] == ["--keep"]:
+        with open(args[1], "rb") as f:
+            old = tomllib.load(f)["case"]
+        kept = {c["repo"]: c["half"] for c in old}
+        for c in old:
+            c.pop("half")
+        cases = old + load(args[2:])
+        if any(c["repo"] in kept for c in load(args[2:])):
+            sys.exit("a new case is in a repository already split")
+    else:
+        cases = load(args)
+    half = split(cases, kept)
     for case in cases:
         case["half"] = half[case["repo"]]
     cases.sort(key=lambda c: (c["half"], c["repo"], c["path"], c["lines"], c["check"]))
