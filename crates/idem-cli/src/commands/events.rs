@@ -37,6 +37,14 @@ pub(super) async fn events<DB: GatewayDb>(
         }
         EventsCommand::Show { source, event_id } => {
             let Some(detail) = gateway.show_event(&source, &event_id).await? else {
+                let config = gateway.config();
+                if config.source(&source).is_none() {
+                    let known: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
+                    bail!(
+                        "source {source:?} is not in the configuration; its sources are: {}",
+                        known.join(", ")
+                    );
+                }
                 bail!("no event {event_id:?} of source {source:?} is stored");
             };
             let mut shown = serde_json::to_value(&detail)?;

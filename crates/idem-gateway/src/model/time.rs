@@ -22,7 +22,8 @@ pub(crate) fn bad_time_message(field: &str, value: &str) -> String {
 
 /// Reads a time as `idem replay --since/--until` and `POST /admin/replay` take it, in ms since
 /// the epoch: a duration before `now` (humantime's syntax: `90s`, `1h`, `3d`, `1h 30m`), an
-/// RFC 3339 timestamp (`2026-01-31T12:00:00Z`, `2026-01-31T12:00:00.250+00:00`), or a whole
+/// RFC 3339 timestamp with any offset (`2026-01-31T12:00:00Z`, `2026-01-31T14:00:00.250+02:00`),
+/// or a whole
 /// number of milliseconds since the epoch (`1769860800000`). `field` names the input in the
 /// error.
 ///
@@ -40,11 +41,12 @@ pub fn parse_time(field: &'static str, text: &str, now: i64) -> Result<i64, BadT
         field,
         value: text.to_owned(),
     };
-    let time = humantime::parse_rfc3339_weak(trimmed).map_err(|_| bad())?;
-    let since_epoch = time
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|_| bad())?;
-    Ok(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+    // Any UTC offset (`+02:00`), as the version fields read times; humantime's reader takes
+    // only `Z` and `+00:00`.
+    let micros = super::fields::rfc3339_micros(trimmed)
+        .filter(|m| *m >= 0)
+        .ok_or_else(bad)?;
+    Ok(micros / 1000)
 }
 
 /// `t` (ms since the epoch) as RFC 3339 UTC with milliseconds, for listings and logs
@@ -58,6 +60,18 @@ pub fn format_time(t: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_with_any_offset() {
+        let utc = parse_time("since", "2026-01-31T12:00:00Z", 0).unwrap();
+        assert_eq!(utc, 1_769_860_800_000);
+        assert_eq!(parse_time("since", "2026-01-31T14:00:00+02:00", 0), Ok(utc));
+        assert_eq!(
+            parse_time("since", "2026-01-31T07:30:00.250-04:30", 0),
+            Ok(utc + 250)
+        );
+        assert!(parse_time("since", "2026-01-31T12:00:00+25:00", 0).is_err());
+    }
     use std::time::Duration;
 
     /// The last millisecond RFC 3339 can write: 9999-12-31T23:59:59.999Z.
