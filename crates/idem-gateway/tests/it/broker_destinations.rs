@@ -248,6 +248,86 @@ async fn two_nats_destinations_on_one_stream_both_receive_every_event() {
     let _ = context.delete_stream(&stream).await;
 }
 
+/// The machinery around the seam works unchanged for a broker destination: with its stream
+/// deleted while serving, each publish fails naming the reason, is retried on the schedule and
+/// becomes a dead letter; with the stream back and the destination paused, a redrive publishes
+/// nothing until it is resumed; then each event is published under the same id as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_stream_makes_dead_letters_that_a_redrive_publishes_after_a_pause() {
+    let (context, stream, subject) = nats_stream().await;
+    let keys = format!("kind = \"nats\"\nsubject = \"{subject}.x\"");
+    let text = config_text(&destination("bus", &keys, "none"));
+    let (_dir, store) = sqlite(system_clock()).await;
+    let running = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    context
+        .delete_stream(&stream)
+        .await
+        .expect("delete the stream");
+    let events: Vec<_> = (0..3).map(|e| event("dl", e, 0)).collect();
+    post_all(&running, &events).await;
+    running.settle().await;
+    let counts = running.gateway.stats().await.unwrap().destinations["bus"];
+    assert_eq!((counts.dead, counts.delivered), (3, 0));
+    // 3 attempts each (the first and the schedule's two retries), each naming why.
+    let failed = count(
+        &running.gateway,
+        "SELECT COUNT(*) FROM idem_gateway_attempts WHERE outcome IN ('retry', 'dead') AND status IS NULL AND excerpt LIKE 'publish ack for %: no stream found for given subject'",
+    )
+    .await;
+    assert_eq!(failed, 9);
+
+    context
+        .create_stream(jetstream::stream::Config {
+            name: stream.clone(),
+            subjects: vec![format!("{subject}.>")],
+            ..Default::default()
+        })
+        .await
+        .expect("create the stream again");
+    running.gateway.pause("bus").await.unwrap();
+    let redriven = running
+        .gateway
+        .redrive(&idem_gateway::operations::RedriveRequest {
+            destination: Some("bus".into()),
+            deliveries: Vec::new(),
+            force: false,
+            dry_run: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(redriven.redriven, 3);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = context
+        .get_stream(&stream)
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .state
+        .messages;
+    assert_eq!(held, 0, "nothing is published while paused");
+    running.gateway.resume("bus").await.unwrap();
+    running.settle().await;
+    let messages = stored(&context, &stream, 3).await;
+    assert_eq!(messages.len(), 3);
+    for (id, body) in &events {
+        let expected = webhook_id("stripe", id, "bus");
+        let message = messages
+            .iter()
+            .find(|m| m.headers.get("Nats-Msg-Id") == Some(&expected))
+            .unwrap_or_else(|| panic!("{id} not published as {expected}"));
+        assert_eq!(&message.body, body);
+        // Attempts go on counting: the fourth.
+        assert_eq!(
+            message.headers.get("Idem-Attempt").map(String::as_str),
+            Some("4")
+        );
+    }
+    running.server.shutdown().await.unwrap();
+    let _ = context.delete_stream(&stream).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // RabbitMQ
 
@@ -408,7 +488,8 @@ async fn rabbitmq_destination_publishes_with_message_ids_and_refusals_become_dea
 /// 4 entities × 6 events, each entity's sent in version order, to a topic of 3 partitions: each
 /// record is keyed by its entity (`invoice:in_{e}`), lands in the partition Kafka's default
 /// partitioner gives that key, carries its `webhook-id` in `idem-message-id`, and one entity's
-/// records are in version order in their partition.
+/// records are in version order in their partition; an event without an entity is keyed by its
+/// event id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kafka_destination_keeps_each_entity_in_one_partition_in_version_order() {
     let addr = kafka_addr();
@@ -433,7 +514,17 @@ async fn kafka_destination_keeps_each_entity_in_one_partition_in_version_order()
             all.push(event("k", e, i));
         }
     }
+    // An event without an entity is keyed by its event id.
+    let plain = (
+        "evt_k_plain".to_owned(),
+        format!(
+            r#"{{"id":"evt_k_plain","object":"event","type":"ping","created":{}}}"#,
+            unix_now()
+        )
+        .into_bytes(),
+    );
     post_all(&running, &all).await;
+    post_all(&running, std::slice::from_ref(&plain)).await;
     running.settle().await;
 
     // (partition, offset, key, message id, body) of every record.
@@ -443,28 +534,41 @@ async fn kafka_destination_keeps_each_entity_in_one_partition_in_version_order()
             .partition_client(&topic, p, UnknownTopicHandling::Retry)
             .await
             .unwrap();
-        let (read, _) = partition
-            .fetch_records(0, 1..10_000_000, 1_000)
-            .await
-            .unwrap();
-        for r in read {
-            let id = r
-                .record
-                .headers
-                .get(MESSAGE_ID_HEADER)
-                .cloned()
-                .expect("idem-message-id");
-            records.push((
-                p,
-                r.offset,
-                String::from_utf8(r.record.key.expect("a key")).unwrap(),
-                String::from_utf8(id).unwrap(),
-                r.record.value.unwrap_or_default(),
-            ));
+        // Every record up to the high watermark: a fetch may return only the first batches.
+        let mut next = 0;
+        loop {
+            let (read, high_watermark) = partition
+                .fetch_records(next, 1..10_000_000, 1_000)
+                .await
+                .unwrap();
+            for r in read {
+                let id = r
+                    .record
+                    .headers
+                    .get(MESSAGE_ID_HEADER)
+                    .cloned()
+                    .expect("idem-message-id");
+                next = r.offset + 1;
+                records.push((
+                    p,
+                    r.offset,
+                    String::from_utf8(r.record.key.expect("a key")).unwrap(),
+                    String::from_utf8(id).unwrap(),
+                    r.record.value.unwrap_or_default(),
+                ));
+            }
+            if next >= high_watermark {
+                break;
+            }
         }
     }
-    assert_eq!(records.len(), entities * per_entity, "each event once");
+    assert_eq!(records.len(), entities * per_entity + 1, "each event once");
     records.sort_by_key(|r| (r.0, r.1));
+    let unkeyed: Vec<_> = records.iter().filter(|r| r.2 == "evt_k_plain").collect();
+    assert_eq!(unkeyed.len(), 1);
+    assert_eq!(unkeyed[0].0, partition_for_key(b"evt_k_plain", 3));
+    assert_eq!(unkeyed[0].3, webhook_id("stripe", "evt_k_plain", "log"));
+    assert_eq!(unkeyed[0].4, plain.1);
     for e in 0..entities {
         let key = format!("invoice:in_{e}");
         let mine: Vec<_> = records.iter().filter(|r| r.2 == key).collect();
