@@ -8,6 +8,7 @@
 //! start, naming the key.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
@@ -591,6 +592,164 @@ async fn kafka_destination_keeps_each_entity_in_one_partition_in_version_order()
         assert_eq!(read, bodies, "entity {e}: the bodies unchanged");
     }
     running.server.shutdown().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reconnecting
+
+/// A TCP proxy in front of a broker whose connections a test can drop, as a network failure
+/// would; it goes on accepting new ones.
+struct DropProxy {
+    addr: std::net::SocketAddr,
+    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    accept: tokio::task::AbortHandle,
+}
+
+impl DropProxy {
+    async fn start(upstream: &'static str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let registry = Arc::clone(&connections);
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let conn = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                registry.lock().unwrap().push(conn.abort_handle());
+            }
+        });
+        Self {
+            addr,
+            connections,
+            accept: accept.abort_handle(),
+        }
+    }
+
+    /// Closes every connection made so far.
+    fn drop_connections(&self) {
+        for conn in self.connections.lock().unwrap().drain(..) {
+            conn.abort();
+        }
+    }
+}
+
+impl Drop for DropProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.drop_connections();
+    }
+}
+
+/// A NATS and a RabbitMQ destination reached through proxies whose connections are dropped
+/// between two bursts of events: each client connects again on its own (no restart) and every
+/// event of both bursts is published, under its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn broker_destinations_connect_again_after_a_dropped_connection() {
+    let (context, stream, subject) = nats_stream().await;
+    let (channel, exchange, queue) = rabbit_exchange(Some("#")).await;
+    let nats_proxy = DropProxy::start("127.0.0.1:4222").await;
+    let amqp_proxy = DropProxy::start("127.0.0.1:5672").await;
+    let schedule = vec!["\"100ms\""; 30].join(", ");
+    let keys = |kind: &str, rest: String| {
+        format!("kind = \"{kind}\"\nretry_schedule = [{schedule}]\n{rest}")
+    };
+    let mut text = config_text("");
+    for (name, kind, rest) in [
+        (
+            "bus",
+            "nats",
+            format!(
+                "url = \"nats://{}\"\nsubject = \"{subject}.x\"",
+                nats_proxy.addr
+            ),
+        ),
+        (
+            "rabbit",
+            "rabbitmq",
+            format!(
+                "url = \"amqp://guest:guest@{}/%2f\"\nexchange = \"{exchange}\"",
+                amqp_proxy.addr
+            ),
+        ),
+    ] {
+        text.push_str(&format!(
+            "\n[[destination]]\nname = \"{name}\"\ntimeout = \"2s\"\n{}\n\n[[route]]\nsource = \"stripe\"\ndestination = \"{name}\"\nordering = \"none\"\n",
+            keys(kind, rest)
+        ));
+    }
+    let (_dir, store) = sqlite(system_clock()).await;
+    let running = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let first: Vec<_> = (0..3).map(|e| event("re", e, 0)).collect();
+    post_all(&running, &first).await;
+    running.settle().await;
+    nats_proxy.drop_connections();
+    amqp_proxy.drop_connections();
+    let second: Vec<_> = (3..6).map(|e| event("re", e, 0)).collect();
+    post_all(&running, &second).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let counts = running.gateway.stats().await.unwrap().destinations;
+        if counts.values().map(|c| c.delivered).sum::<u64>() == 12 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not all delivered again: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let all: Vec<_> = first.iter().chain(&second).collect();
+
+    let messages = stored(&context, &stream, 6).await;
+    let ids: BTreeSet<String> = messages
+        .iter()
+        .map(|m| m.headers["Nats-Msg-Id"].clone())
+        .collect();
+    let expected = |destination: &str| -> BTreeSet<String> {
+        all.iter()
+            .map(|(id, _)| webhook_id("stripe", id, destination))
+            .collect()
+    };
+    assert_eq!(messages.len(), 6);
+    assert_eq!(ids, expected("bus"));
+
+    // RabbitMQ does not deduplicate: a publish cut with its connection may come twice, under
+    // one id; every event comes.
+    let mut consumer = channel
+        .basic_consume(
+            queue.as_str().into(),
+            "reconnect".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut rabbit_ids = BTreeSet::new();
+    while let Ok(Some(Ok(delivery))) =
+        tokio::time::timeout(Duration::from_millis(500), consumer.next()).await
+    {
+        delivery.ack(BasicAckOptions::default()).await.unwrap();
+        rabbit_ids.insert(
+            delivery
+                .properties
+                .message_id()
+                .clone()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(rabbit_ids, expected("rabbit"));
+    running.server.shutdown().await.unwrap();
+    let _ = context.delete_stream(&stream).await;
+    let _ = channel
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = channel
+        .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+        .await;
 }
 
 // ---------------------------------------------------------------------------------------------
