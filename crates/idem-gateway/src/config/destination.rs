@@ -1,8 +1,5 @@
 //! Building a `[[destination]]` and a `[[route]]`.
 
-use idem_core::Name;
-use idem_http::verify;
-
 use super::defaults::{
     DEFAULT_CONCURRENCY, DEFAULT_RETRY_AFTER_CAP, DEFAULT_TIMEOUT, MAX_CONCURRENCY,
     MAX_RETRY_DELAY, MAX_TIMEOUT, MIN_TIMEOUT, default_retry_schedule,
@@ -14,7 +11,7 @@ use super::http_target::{self, TimeoutBounds, TlsKeys};
 use super::model::{Destination, Ordering, Route, Source, is_type_pattern};
 use super::rate_limit::RateLimit;
 use super::raw::{RawDestination, RawRoute};
-use super::secret::{Secret, SecretLookup};
+use super::secret::SecretLookup;
 
 pub(super) fn build(
     raw: RawDestination,
@@ -74,7 +71,7 @@ pub(super) fn build(
         Some(text) => retry_delay("retry_after_cap", text)?,
         None => DEFAULT_RETRY_AFTER_CAP,
     };
-    let signing_secret = signing_secret(
+    let signing_secret = destination_target::signing_secret(
         &dest_name,
         &target,
         raw.signing_secret_env.as_deref(),
@@ -101,39 +98,6 @@ pub(super) fn build(
         rate_limit,
         tls,
     })
-}
-
-/// The secret an HTTP destination signs with (`signing_secret_env`, required), checked at start
-/// rather than at the first delivery (unless it was not loaded, for an operator command); an
-/// empty one for a broker destination, which signs nothing.
-fn signing_secret(
-    dest_name: &Name,
-    target: &DestinationTarget,
-    var: Option<&str>,
-    secret: &SecretLookup<'_>,
-) -> Result<Secret, ConfigError> {
-    let field = format!("destination {:?} signing_secret_env", dest_name.as_str());
-    if target.is_broker() {
-        return Ok(Secret::new(String::new()));
-    }
-    let Some(var) = var else {
-        return Err(ConfigError::BadValue {
-            field,
-            value: String::new(),
-            expected: "the environment variable holding the Standard Webhooks secret (whsec_…) forwarded requests are signed with, such as \"APP_WEBHOOK_SECRET\"".into(),
-        });
-    };
-    let signing_secret = secret(format!("destination {:?}", dest_name.as_str()), var)?;
-    if signing_secret.is_loaded() {
-        verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
-            |error| ConfigError::BadValue {
-                field,
-                value: var.to_owned(),
-                expected: format!("a variable holding a Standard Webhooks secret: {error}"),
-            },
-        )?;
-    }
-    Ok(signing_secret)
 }
 
 pub(super) fn build_route(

@@ -5,11 +5,14 @@
 //! The checks here need no connection, so `idem check-config` makes them; `idem serve` also
 //! connects at start and refuses a stream, exchange or topic that does not exist.
 
+use idem_core::Name;
+use idem_http::verify;
 use idem_sql::redact_url as redact;
 
 use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, bootstrap_brokers};
 use super::error::ConfigError;
 use super::raw::RawDestination;
+use super::secret::{Secret, SecretLookup};
 
 /// The longest AMQP exchange name and routing key, in bytes (AMQP short strings).
 const AMQP_SHORT_STRING: usize = 255;
@@ -364,4 +367,37 @@ fn refuse_foreign_keys(
         }),
         None => Ok(()),
     }
+}
+
+/// The secret an HTTP destination signs with (`signing_secret_env`, required), checked at start
+/// rather than at the first delivery (unless it was not loaded, for an operator command); an
+/// empty one for a broker destination, which signs nothing.
+pub(super) fn signing_secret(
+    dest_name: &Name,
+    target: &DestinationTarget,
+    var: Option<&str>,
+    secret: &SecretLookup<'_>,
+) -> Result<Secret, ConfigError> {
+    let field = format!("destination {:?} signing_secret_env", dest_name.as_str());
+    if target.is_broker() {
+        return Ok(Secret::new(String::new()));
+    }
+    let Some(var) = var else {
+        return Err(ConfigError::BadValue {
+            field,
+            value: String::new(),
+            expected: "the environment variable holding the Standard Webhooks secret (whsec_…) forwarded requests are signed with, such as \"APP_WEBHOOK_SECRET\"".into(),
+        });
+    };
+    let signing_secret = secret(format!("destination {:?}", dest_name.as_str()), var)?;
+    if signing_secret.is_loaded() {
+        verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
+            |error| ConfigError::BadValue {
+                field,
+                value: var.to_owned(),
+                expected: format!("a variable holding a Standard Webhooks secret: {error}"),
+            },
+        )?;
+    }
+    Ok(signing_secret)
 }
