@@ -9,7 +9,7 @@ use idem_core::Name;
 use idem_http::verify;
 use idem_sql::redact_url as redact;
 
-use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, bootstrap_brokers};
+use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, bootstrap_brokers, legal_topic};
 use super::error::ConfigError;
 use super::raw::RawDestination;
 use super::secret::{Secret, SecretLookup};
@@ -209,21 +209,15 @@ fn server_url(
     Ok(url)
 }
 
-/// Checks that `subject` is a literal NATS subject: dot-separated tokens, none empty, no
-/// whitespace or control character, no wildcard (a publish to `orders.>` is no message to
-/// every `orders` subject).
+/// Checks that `subject` is a literal NATS subject, as idem-broker's publisher does before it
+/// sends: a publish to `orders.>` is no message to every `orders` subject.
 fn literal_subject(subject: &str, field: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
-    let literal = !subject
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '*' | '>'))
-        && !subject.split('.').any(str::is_empty);
-    if literal {
-        return Ok(());
-    }
-    Err(ConfigError::BadValue {
+    idem_broker::literal_subject(subject).map_err(|why| ConfigError::BadValue {
         field: field("subject"),
         value: subject.to_owned(),
-        expected: "a literal NATS subject such as \"orders.events\": dot-separated tokens, no spaces, no wildcard ('*' or '>')".into(),
+        expected: format!(
+            "a literal NATS subject such as \"orders.events\": dot-separated tokens, no spaces, no wildcard ({why})"
+        ),
     })
 }
 
@@ -250,14 +244,7 @@ fn kafka(
         }
     })?;
     let topic = raw.topic.clone().unwrap_or_default();
-    let legal = !topic.is_empty()
-        && topic.len() <= idem_broker::MAX_TOPIC_BYTES
-        && topic != "."
-        && topic != ".."
-        && topic
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !legal {
+    if !legal_topic(&topic) {
         return Err(ConfigError::BadValue {
             field: field("topic"),
             value: topic,
