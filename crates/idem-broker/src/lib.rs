@@ -203,7 +203,7 @@ pub use http_publisher::{
 };
 pub use metric_definitions::{RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL, describe_relay_metrics};
 #[cfg(feature = "nats")]
-pub use nats_publisher::JetStreamPublisher;
+pub use nats_publisher::{JetStreamPublisher, literal_subject};
 pub use publisher::{PublishOutcome, Publisher, PublisherError, PublisherErrorKind};
 #[cfg(feature = "rabbitmq")]
 pub use rabbitmq_publisher::RabbitMqPublisher;

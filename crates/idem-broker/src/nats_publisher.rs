@@ -72,8 +72,12 @@ impl JetStreamPublisher {
     }
 }
 
-/// Checks that `subject` is a literal NATS subject to publish to (see [`JetStreamPublisher`]).
-fn literal_subject(subject: &str) -> Result<(), String> {
+/// Checks that `subject` is a literal NATS subject to publish to (see [`JetStreamPublisher`]):
+/// dot-separated tokens, none empty, no whitespace or control character, no wildcard.
+///
+/// # Errors
+/// What is wrong with it, naming it.
+pub fn literal_subject(subject: &str) -> Result<(), String> {
     let refuse = |why: &str| Err(format!("subject {subject:?} cannot be published to: {why}"));
     if subject.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return refuse("it has whitespace or a control character");

@@ -108,6 +108,24 @@ impl RabbitMqPublisher {
     }
 }
 
+impl RabbitMqPublisher {
+    /// Closes the connection (and its channel) with a normal close: for a publisher that is
+    /// done, at shutdown. A publisher made with [`connect`](Self::connect) would open it again
+    /// at its next batch.
+    ///
+    /// # Errors
+    /// [`PublisherError::Amqp`] when the close cannot be sent (the connection is gone already).
+    pub async fn close(&self) -> Result<(), PublisherError> {
+        let link = self.link.lock().await;
+        if link.connection.status().connected() {
+            link.connection
+                .close(200, ShortString::from("closing"))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
 /// A new channel on `connection`, in confirm mode.
 async fn open_confirm_channel(connection: &Connection) -> Result<Channel, PublisherError> {
     let channel = connection.create_channel().await?;

@@ -21,8 +21,14 @@ use crate::store::GatewayDb;
 pub struct DestinationStatus {
     /// Its name.
     pub name: String,
-    /// Where its events are POSTed, with any user and password replaced by `***`.
+    /// Where its events are POSTed, with any user and password replaced by `***`; for a broker
+    /// destination, its server (or Kafka's bootstrap brokers).
     pub url: String,
+    /// `http`, `nats`, `rabbitmq` or `kafka`.
+    pub kind: String,
+    /// Where its events go, as [`Destination::describe_target`](crate::Destination::describe_target)
+    /// says: the URL for HTTP, else the kind, server and subject, exchange or topic.
+    pub target: String,
     /// Whether it is paused (in the database).
     pub paused: bool,
     /// Since when, in ms since the epoch; `None` while it runs.
@@ -71,6 +77,8 @@ impl<DB: GatewayDb> Gateway<DB> {
                 DestinationStatus {
                     name: d.name.to_string(),
                     url: d.display_url(),
+                    kind: d.target.kind().to_owned(),
+                    target: d.describe_target(),
                     paused: paused_at.is_some(),
                     paused_at,
                     applied: self.wiring().lane(index).handoff().throttle().paused(),

@@ -41,6 +41,16 @@ pub enum Error {
         /// What failed, naming the database or target.
         reason: String,
     },
+    /// A broker destination could not start: its server cannot be reached, or no stream takes
+    /// its subject, or its exchange or topic does not exist. The gateway refuses to start,
+    /// naming the destination and the reason (an HTTP destination is not contacted at start).
+    #[error("destination {destination:?}: {reason}")]
+    Destination {
+        /// The destination.
+        destination: String,
+        /// What failed, naming the server, subject, exchange or topic.
+        reason: String,
+    },
     /// A task of the running server stopped (it panicked or ended before shutdown): a
     /// destination's dispatcher (its events would be accepted but never sent), a broker
     /// source's reader or a relay (its messages would no longer be taken or published). `/readyz`
@@ -94,6 +104,7 @@ impl Error {
             Self::Store(_)
             | Self::Broker { .. }
             | Self::Relay { .. }
+            | Self::Destination { .. }
             | Self::Traces { .. }
             | Self::Io { .. } => ErrorKind::Unavailable,
             Self::TaskStopped { .. } => ErrorKind::Stopped,

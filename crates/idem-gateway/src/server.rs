@@ -106,8 +106,9 @@ impl Server {
     /// `metrics_listen` cannot be bound, or an HTTP client cannot be built.
     /// [`Error::Broker`] when a broker source cannot connect or find its stream or queue;
     /// [`Error::Relay`] when a relay cannot open its database or connect to its NATS or RabbitMQ
-    /// target (an HTTP target is first reached by the first publish); nothing was started in
-    /// either case.
+    /// target (an HTTP target is first reached by the first publish);
+    /// [`Error::Destination`] when a broker destination cannot connect or find its stream,
+    /// exchange or topic; nothing was started in any of these cases.
     pub async fn start<DB: GatewayDb>(
         gateway: Gateway<DB>,
         listener: TcpListener,
@@ -127,11 +128,11 @@ impl Server {
         // Installed before the first request, so that no count is lost.
         prometheus();
         let connected = connect_inputs(&gateway).await?;
-        let clients = http_clients(&gateway)?;
+        let transports = connect_destinations(&gateway, http_clients(&gateway)?).await?;
         let (stop, stopped) = watch::channel(false);
         let (failed, failure) = watch::channel(false);
         let supervisor = Supervisor::new(gateway.clone(), stopped.clone(), failed);
-        start_dispatchers(&supervisor, &gateway, clients);
+        start_dispatchers(&supervisor, &gateway, transports);
         let (queue, batcher) = start_batcher(&gateway);
         start_inputs(&supervisor, &gateway, queue.as_ref(), connected);
         let servers = serve(&gateway, listener, own, queue, &stopped);
@@ -273,19 +274,42 @@ fn http_clients<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<Vec<reqwest::Cli
     Ok(clients)
 }
 
-/// Starts one supervised dispatcher per destination, with its client.
+/// The transport of each destination, over its HTTP client (`clients`, by index): broker
+/// destinations connect here, before anything starts, so that an unreachable server or a
+/// missing stream, exchange or topic stops the gateway at once, naming the destination.
+///
+/// # Errors
+/// [`Error::Destination`].
+async fn connect_destinations<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    clients: Vec<reqwest::Client>,
+) -> Result<Vec<dispatch::Transport>, Error> {
+    let mut transports = Vec::with_capacity(clients.len());
+    for (destination, client) in gateway.config().destinations.iter().zip(clients) {
+        let transport = dispatch::Transport::connect(destination, client)
+            .await
+            .map_err(|reason| Error::Destination {
+                destination: destination.name.to_string(),
+                reason,
+            })?;
+        transports.push(transport);
+    }
+    Ok(transports)
+}
+
+/// Starts one supervised dispatcher per destination, with its transport.
 fn start_dispatchers<DB: GatewayDb>(
     supervisor: &Supervisor<DB>,
     gateway: &Gateway<DB>,
-    clients: Vec<reqwest::Client>,
+    transports: Vec<dispatch::Transport>,
 ) {
-    for (index, client) in clients.into_iter().enumerate() {
+    for (index, transport) in transports.into_iter().enumerate() {
         let task = Task::Dispatcher {
             destination: gateway.destination(index).name.to_string(),
         };
         let gateway = gateway.clone();
         supervisor.start(task, move |stopped| async move {
-            dispatch::run(gateway, index, client, stopped).await;
+            dispatch::run(gateway, index, transport, stopped).await;
             Ok(())
         });
     }

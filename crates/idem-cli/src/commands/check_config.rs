@@ -53,7 +53,7 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
         outln!(
             "  destination   {} -> {}{extra}",
             destination.name,
-            destination.display_url()
+            destination.describe_target()
         )?;
     }
     for route in &config.routes {

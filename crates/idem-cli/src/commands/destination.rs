@@ -16,7 +16,7 @@ pub(super) async fn destination<DB: GatewayDb>(
     match command {
         DestinationCommand::List => {
             outln!(
-                "{:<16} {:<8} {:<12} {:>11}  url",
+                "{:<16} {:<8} {:<12} {:>11}  target",
                 "destination",
                 "state",
                 "rate limit",
@@ -34,7 +34,7 @@ pub(super) async fn destination<DB: GatewayDb>(
                     state,
                     d.rate_limit.as_deref().unwrap_or("none"),
                     d.concurrency,
-                    d.url
+                    d.target
                 )?;
             }
         }

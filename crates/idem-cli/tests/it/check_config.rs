@@ -238,3 +238,55 @@ event_types = ["invoice.paid", "invoice.voided"]
     );
     assert!(!stdout.contains("hookpw"), "{stdout}");
 }
+
+/// Issue 30: `idem check-config` shows a broker destination's kind, server (without its
+/// password) and subject, exchange or topic, and reaches no broker: the servers here do not
+/// exist.
+#[test]
+fn check_config_shows_broker_destinations_without_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        r#"
+[[destination]]
+name = "bus"
+kind = "nats"
+url = "nats://user:hunter2@127.0.0.1:1"
+subject = "billing.events"
+
+[[destination]]
+name = "audit"
+kind = "rabbitmq"
+url = "amqp://guest:s3cret@127.0.0.1:1/%2f"
+exchange = "events"
+
+[[destination]]
+name = "log"
+kind = "kafka"
+bootstrap = "127.0.0.1:1,127.0.0.1:2"
+topic = "billing-events"
+"#,
+    )
+    .unwrap();
+    let output = std::process::Command::new(IDEM)
+        .args(["--config", path.to_str().unwrap(), "check-config"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "destination   bus -> nats nats://***@127.0.0.1:1 subject billing.events\n",
+        "destination   audit -> rabbitmq amqp://***@127.0.0.1:1/%2f exchange events (routing key: the event type)\n",
+        "destination   log -> kafka 127.0.0.1:1,127.0.0.1:2 topic billing-events\n",
+    ] {
+        assert!(stdout.contains(line), "{line}\n{stdout}");
+    }
+    for secret in ["hunter2", "s3cret"] {
+        assert!(!stdout.contains(secret), "{stdout}");
+    }
+}

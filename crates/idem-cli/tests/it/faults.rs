@@ -29,7 +29,7 @@ const KILLS: usize = 10;
 const SEED: u64 = 0x1de5_0013;
 
 /// Event `i` of entity `e`: its id, and a `created` that grows with `i` (the entity's version).
-fn event(e: usize, i: usize, base: i64) -> (String, Vec<u8>) {
+pub(crate) fn event(e: usize, i: usize, base: i64) -> (String, Vec<u8>) {
     let id = format!("evt_k{e}_{i}");
     let body = format!(
         r#"{{"id":"{id}","object":"event","type":"invoice.updated","created":{},"data":{{"object":{{"id":"in_{e}","object":"invoice"}}}}}}"#,
@@ -55,7 +55,11 @@ async fn send(client: &reqwest::Client, base: &str, body: &[u8]) -> u16 {
 }
 
 /// Sends until 2xx, as Stripe does (a refused connection or a 503 is tried again).
-async fn send_until_accepted(client: &reqwest::Client, base: &str, body: &[u8]) -> usize {
+pub(crate) async fn send_until_accepted(
+    client: &reqwest::Client,
+    base: &str,
+    body: &[u8],
+) -> usize {
     let mut tries = 0;
     loop {
         tries += 1;

@@ -7,6 +7,7 @@ mod check_config;
 mod demo_console;
 mod faults;
 mod gateway_ops;
+mod nats_destination;
 mod operator_cli;
 mod relays;
 mod serve_process;

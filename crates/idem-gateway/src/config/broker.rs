@@ -478,14 +478,7 @@ fn kafka(raw: &RawSource, field_name: &dyn Fn(&str) -> String) -> Result<KafkaSo
         Some(topic) => topic.clone(),
         None => String::new(),
     };
-    let legal = !topic.is_empty()
-        && topic.len() <= idem_broker::MAX_TOPIC_BYTES
-        && topic != "."
-        && topic != ".."
-        && topic
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if !legal {
+    if !legal_topic(&topic) {
         return Err(ConfigError::BadValue {
             field: field_name("topic"),
             value: topic,
@@ -529,6 +522,19 @@ fn kafka(raw: &RawSource, field_name: &dyn Fn(&str) -> String) -> Result<KafkaSo
         partitions,
         redelivery_horizon: redelivery_horizon(raw, field_name)?,
     })
+}
+
+/// Whether `topic` is a legal Kafka topic name within idem's bound: 1 to
+/// [`MAX_TOPIC_BYTES`](idem_broker::MAX_TOPIC_BYTES) of `a-z A-Z 0-9 . _ -`, neither `.` nor
+/// `..` (a Kafka source's `topic` and a Kafka destination's).
+pub(super) fn legal_topic(topic: &str) -> bool {
+    !topic.is_empty()
+        && topic.len() <= idem_broker::MAX_TOPIC_BYTES
+        && topic != "."
+        && topic != ".."
+        && topic
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// Checks a `brokers` list (`field` names it): at least one `host:port`, the port a number.

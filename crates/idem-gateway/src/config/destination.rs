@@ -1,11 +1,10 @@
 //! Building a `[[destination]]` and a `[[route]]`.
 
-use idem_http::verify;
-
 use super::defaults::{
     DEFAULT_CONCURRENCY, DEFAULT_RETRY_AFTER_CAP, DEFAULT_TIMEOUT, MAX_CONCURRENCY,
     MAX_RETRY_DELAY, MAX_TIMEOUT, MIN_TIMEOUT, default_retry_schedule,
 };
+use super::destination_target::{self, DestinationTarget};
 use super::duration;
 use super::error::{ConfigError, name, number_out_of_range, out_of_range};
 use super::http_target::{self, TimeoutBounds, TlsKeys};
@@ -19,20 +18,24 @@ pub(super) fn build(
     raw: RawDestination,
     secret: &SecretLookup<'_>,
 ) -> Result<Destination, ConfigError> {
-    let dest_name = name("destination", "destination.name", raw.name)?;
+    let dest_name = name("destination", "destination.name", raw.name.clone())?;
     let field_name = |field: &str| format!("destination {:?} {field}", dest_name.as_str());
+    // The kind's keys first: a broker destination has no URL to check as HTTP, and no TLS files.
+    let (target, url) = destination_target::build(&raw, &field_name)?;
     let tls_keys = TlsKeys {
         ca_file: raw.ca_file,
         client_cert_file: raw.client_cert_file,
         client_key_file: raw.client_key_file,
     };
-    http_target::check_url(
-        &field_name,
-        "url",
-        Some(&raw.url),
-        &|| idem_sql::redact_url(&raw.url),
-        &tls_keys,
-    )?;
+    if target == DestinationTarget::Http {
+        http_target::check_url(
+            &field_name,
+            "url",
+            Some(&url),
+            &|| idem_sql::redact_url(&url),
+            &tls_keys,
+        )?;
+    }
     let rate_limit = raw
         .rate_limit
         .as_deref()
@@ -69,21 +72,12 @@ pub(super) fn build(
         Some(text) => retry_delay("retry_after_cap", text)?,
         None => DEFAULT_RETRY_AFTER_CAP,
     };
-    let signing_secret = secret(
-        format!("destination {:?}", dest_name.as_str()),
-        &raw.signing_secret_env,
+    let signing_secret = destination_target::signing_secret(
+        &dest_name,
+        &target,
+        raw.signing_secret_env.as_deref(),
+        secret,
     )?;
-    // Fail at start, not at the first delivery, when the secret cannot sign (unless it was not
-    // loaded, for an operator command).
-    if signing_secret.is_loaded() {
-        verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
-            |error| ConfigError::BadValue {
-                field: field_name("signing_secret_env"),
-                value: raw.signing_secret_env.clone(),
-                expected: format!("a variable holding a Standard Webhooks secret: {error}"),
-            },
-        )?;
-    }
     let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
     if !(1..=MAX_CONCURRENCY).contains(&concurrency) {
         return Err(number_out_of_range(
@@ -94,7 +88,8 @@ pub(super) fn build(
     }
     Ok(Destination {
         name: dest_name,
-        url: raw.url,
+        target,
+        url,
         timeout,
         retry_schedule,
         retry_after_cap,

@@ -8,6 +8,7 @@ mod console;
 mod database;
 mod defaults;
 mod destination;
+mod destination_target;
 mod duration;
 mod error;
 mod http_target;
@@ -39,6 +40,7 @@ pub use defaults::{
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_READYZ_TIMEOUT,
     DEFAULT_RETENTION, DEFAULT_SHUTDOWN_GRACE,
 };
+pub use destination_target::DestinationTarget;
 pub use error::ConfigError;
 pub use kind::{DEFAULT_KAFKA_REDELIVERY_HORIZON, SourceKind};
 pub use model::{Config, Destination, Ordering, ReadEvent, Retention, Route, Source};

@@ -9,6 +9,7 @@ use idem_core::{Entity, EventId, Name, Version};
 use idem_http::verify::Verifier;
 
 use super::broker::Broker;
+use super::destination_target::DestinationTarget;
 use super::kind::SourceKind;
 use super::rate_limit::RateLimit;
 use super::relay::OutboxRelay;
@@ -146,7 +147,10 @@ impl Ordering {
 pub struct Destination {
     /// Its name.
     pub name: Name,
-    /// Where events are POSTed: `http://` or `https://`.
+    /// What its events are forwarded to (`kind`, default `http`, and the keys of that kind).
+    pub target: DestinationTarget,
+    /// Where events are POSTed, `http://` or `https://`; for a broker destination, the server
+    /// (`nats://`, `amqp://`) or the Kafka bootstrap brokers joined by `,`.
     pub url: String,
     /// How long one attempt may take, connection included (default 10s; 100ms to 1h).
     pub timeout: Duration,
@@ -159,7 +163,8 @@ pub struct Destination {
     /// it only 408, 409, 425 and 429 are: any other 4xx says the request itself is refused, so
     /// the delivery is a dead letter after that one attempt.
     pub retry_4xx: bool,
-    /// The `whsec_` secret forwarded requests are signed with (Standard Webhooks v1).
+    /// The `whsec_` secret forwarded requests are signed with (Standard Webhooks v1); empty for
+    /// a broker destination, which signs nothing.
     pub signing_secret: Secret,
     /// At most this many deliveries in flight at once (default 8; 1 to 1024).
     pub concurrency: usize,
@@ -177,6 +182,23 @@ impl Destination {
     /// user and password replaced by `***`.
     pub fn display_url(&self) -> String {
         idem_sql::redact_url(&self.url)
+    }
+
+    /// Where its events go, as `idem check-config` and `idem destination list` show it: the
+    /// URL for HTTP (redacted as [`display_url`](Self::display_url)); for a broker, the kind, the
+    /// server and the subject, exchange or topic (`nats nats://127.0.0.1:4222 subject
+    /// orders.events`).
+    pub fn describe_target(&self) -> String {
+        if self.target.is_broker() {
+            format!(
+                "{} {} {}",
+                self.target.kind(),
+                self.display_url(),
+                self.target.describe()
+            )
+        } else {
+            self.display_url()
+        }
     }
 }
 

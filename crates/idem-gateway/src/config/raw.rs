@@ -91,17 +91,25 @@ pub(crate) struct RawField {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDestination {
     pub name: String,
-    pub url: String,
+    /// `http` (the default), `nats`, `rabbitmq` or `kafka`.
+    pub kind: Option<String>,
+    pub url: Option<String>,
     pub timeout: Option<String>,
     pub retry_schedule: Option<Vec<String>>,
     pub retry_after_cap: Option<String>,
     pub retry_4xx: Option<bool>,
-    pub signing_secret_env: String,
+    pub signing_secret_env: Option<String>,
     pub concurrency: Option<usize>,
     pub rate_limit: Option<String>,
     pub ca_file: Option<String>,
     pub client_cert_file: Option<String>,
     pub client_key_file: Option<String>,
+    // Broker destinations (`kind = "nats"`, `"rabbitmq"` or `"kafka"`).
+    pub subject: Option<String>,
+    pub exchange: Option<String>,
+    pub routing_key: Option<String>,
+    pub bootstrap: Option<String>,
+    pub topic: Option<String>,
 }
 
 /// `[[route]]`.

@@ -18,7 +18,11 @@
 mod attempt;
 mod attempted;
 mod claim;
+mod kafka;
+mod message;
+mod nats;
 mod outcomes;
+mod rabbitmq;
 pub(crate) mod schedule;
 pub mod send;
 mod transport;
@@ -39,21 +43,31 @@ use crate::store::GatewayDb;
 use attempt::{Bounds, Claimed, start};
 use claim::start_due;
 use outcomes::Outcomes;
-use transport::Transport;
+pub(crate) use transport::Transport;
 
 /// The pause before claiming again after a claim failed or timed out.
 const ERROR_PAUSE: Duration = Duration::from_millis(250);
 
-/// Runs destination `index`'s dispatcher until `shutdown` turns true, then waits for the
-/// attempts in flight to finish and be recorded.
+/// Runs destination `index`'s dispatcher over `transport` (see [`Transport::connect`]) until
+/// `shutdown` turns true, then waits for the attempts in flight to finish and be recorded, and
+/// closes the transport's connection.
 pub(crate) async fn run<DB: GatewayDb>(
     gateway: Gateway<DB>,
     index: usize,
-    client: reqwest::Client,
+    transport: Transport,
+    shutdown: watch::Receiver<bool>,
+) {
+    dispatch(gateway, index, &transport, shutdown).await;
+    transport.close().await;
+}
+
+async fn dispatch<DB: GatewayDb>(
+    gateway: Gateway<DB>,
+    index: usize,
+    transport: &Transport,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let destination = gateway.destination(index).clone();
-    let transport = Transport::of(&destination, client);
     let bounds = Bounds::new(destination.concurrency);
     let lane = gateway.wiring().lane_arc(index);
     let handoff = lane.handoff();
@@ -99,7 +113,7 @@ pub(crate) async fn run<DB: GatewayDb>(
             handoff.owe_claim();
         } else {
             let deadline = gateway.config().database_timeout;
-            let started = start_due(&gateway, index, &transport, &outcomes, &bounds, &mut tasks);
+            let started = start_due(&gateway, index, transport, &outcomes, &bounds, &mut tasks);
             let health = lane.health();
             match tokio::time::timeout(deadline, started).await {
                 Ok(Ok(next)) => {
@@ -133,7 +147,7 @@ pub(crate) async fn run<DB: GatewayDb>(
                     metrics::counter!(DISPATCH_CLAIMS_TOTAL, "destination" => destination.name.to_string(), "path" => next.path.label())
                         .increment(1);
                     let claimed = Claimed { delivery: next.delivery, attempt: next.attempt, until: next.until, slot: next.permit.start() };
-                    start(&gateway, index, &transport, &outcomes, &bounds, claimed, &mut tasks);
+                    start(&gateway, index, transport, &outcomes, &bounds, claimed, &mut tasks);
                     continue;
                 }
                 () = tokio::time::sleep_until(next_refresh) => {
@@ -162,7 +176,7 @@ pub(crate) async fn run<DB: GatewayDb>(
             slot: next.permit.start(),
         };
         start(
-            &gateway, index, &transport, &outcomes, &bounds, claimed, &mut tasks,
+            &gateway, index, transport, &outcomes, &bounds, claimed, &mut tasks,
         );
     }
     finish_in_flight(&mut tasks, &destination, gateway.config().shutdown_grace).await;

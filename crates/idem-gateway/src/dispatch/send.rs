@@ -48,6 +48,18 @@ pub fn webhook_id(scope: &str, event_id: &str, destination: &str) -> String {
     format!("msg_{}", hex::encode(&digest[..16]))
 }
 
+/// The `webhook-id` of `delivery` at `destination` ([`webhook_id`] of its dedup scope, event id
+/// and the destination's name): the message id of every attempt, HTTP or broker.
+pub(crate) fn delivery_webhook_id(delivery: &DueDelivery, destination: &Destination) -> String {
+    // The key is `{scope}:{event id}` and a scope holds no `:`; a key of another form (none is
+    // stored) keys by the source's name.
+    let scope = delivery
+        .dedup_key
+        .split_once(':')
+        .map_or(delivery.source.as_str(), |(scope, _)| scope);
+    webhook_id(scope, &delivery.event_id, destination.name.as_str())
+}
+
 /// The delay-seconds form of `Retry-After` (RFC 9110 §10.2.3: a non-negative decimal integer);
 /// a number too large for 64 bits is the longest wait (capped later by `retry_after_cap`), not
 /// ignored. The HTTP-date form is not read.
@@ -154,13 +166,7 @@ pub(crate) async fn attempt(
         Ok(stored) => stored,
         Err(e) => return unsendable(e.to_string()),
     };
-    // The key is `{scope}:{event id}` and a scope holds no `:`; a key of another form (none is
-    // stored) keys by the source's name.
-    let scope = delivery
-        .dedup_key
-        .split_once(':')
-        .map_or(delivery.source.as_str(), |(scope, _)| scope);
-    let msg_id = webhook_id(scope, &delivery.event_id, destination.name.as_str());
+    let msg_id = delivery_webhook_id(delivery, destination);
     let timestamp = now.as_millis().div_euclid(1000);
     let signature = match standard_webhooks::sign(
         destination.signing_secret.expose(),
@@ -222,6 +228,31 @@ fn headers_of(
     signed: &Signed<'_>,
     trace: Option<&TraceHeaders>,
 ) -> Result<HeaderMap, String> {
+    let mut headers = unsigned_headers(delivery, stored, attempt, trace)?;
+    headers.insert(standard_webhooks::ID_HEADER, header_text(signed.msg_id));
+    headers.insert(
+        standard_webhooks::TIMESTAMP_HEADER,
+        HeaderValue::from(signed.timestamp),
+    );
+    headers.insert(
+        standard_webhooks::SIGNATURE_HEADER,
+        header_text(signed.signature),
+    );
+    Ok(headers)
+}
+
+/// The headers of attempt number `attempt` of `delivery` but the signature's: its forwarded
+/// headers (`stored`), `Content-Type`, idem's (`Idempotency-Key`, `Idem-*`) and the trace
+/// context's. A broker destination sends these as message headers.
+///
+/// # Errors
+/// Why the headers cannot be written (the delivery cannot be sent).
+pub(crate) fn unsigned_headers(
+    delivery: &DueDelivery,
+    stored: &ForwardedHeaders,
+    attempt: i64,
+    trace: Option<&TraceHeaders>,
+) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
     for (name, value) in stored.iter() {
         headers.insert(name.clone(), value.clone());
@@ -244,15 +275,6 @@ fn headers_of(
     if delivery.tie {
         headers.insert(VERSION_TIE, HeaderValue::from_static("true"));
     }
-    headers.insert(standard_webhooks::ID_HEADER, header_text(signed.msg_id));
-    headers.insert(
-        standard_webhooks::TIMESTAMP_HEADER,
-        HeaderValue::from(signed.timestamp),
-    );
-    headers.insert(
-        standard_webhooks::SIGNATURE_HEADER,
-        header_text(signed.signature),
-    );
     // Checked when read (visible ASCII), so always valid header values; inserted, so they
     // replace any forwarded header of these names.
     if let Some(trace) = trace {

@@ -173,7 +173,7 @@ fn retention_forever_zero_and_the_required_signing_secret() {
     let unsigned = BASE.replace("signing_secret_env = \"APP_SECRET\"\n", "");
     let message = error(&unsigned);
     assert!(
-        message.contains("missing field `signing_secret_env`"),
+        message.contains("destination \"app\" signing_secret_env is missing or empty; expected the environment variable"),
         "{message}"
     );
 }

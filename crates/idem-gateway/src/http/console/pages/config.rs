@@ -144,7 +144,7 @@ fn destinations(config: &Config) -> Markup {
                 @for d in &config.destinations {
                     tr {
                         th scope="row" { (d.name) }
-                        td { (redacted(&d.url)) }
+                        td { (d.describe_target()) }
                         td { (written(d.timeout)) }
                         td { (d.retry_schedule.iter().map(|s| written(*s)).collect::<Vec<_>>().join(", ")) }
                         td.num { (d.concurrency) }
