@@ -29,10 +29,12 @@ pub(crate) struct Serve {
 }
 
 impl Serve {
-    /// Starts it on `database_url`, with a route to `app` when given, and waits until it answers.
+    /// Starts it on `database_url`, with a route to `app` when given (with `filter` when
+    /// given), and waits until it answers.
     pub(crate) async fn start(
         database_url: &str,
         app: Option<&App>,
+        filter: Option<&str>,
         dir: &std::path::Path,
     ) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -50,6 +52,9 @@ impl Serve {
                  [[route]]\nsource = \"stripe\"\ndestination = \"{DESTINATION}\"\n",
                 app.url()
             ));
+            if let Some(filter) = filter {
+                config.push_str(&format!("filter = {filter:?}\n"));
+            }
         }
         let path = dir.join(format!("bench-{port}.toml"));
         std::fs::write(&path, config).expect("write the configuration");

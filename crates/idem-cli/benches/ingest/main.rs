@@ -10,7 +10,8 @@
 //! - **ingest-only**: `idem serve` without a route, 64 closed-loop connections, unique events
 //!   over 1,000 entities in version order, then 30 % duplicates;
 //! - **forwarding**: the same load with one route to a local application answering 200 at
-//!   once (`concurrency = 64`): ingest rate and p99 with forwarding on;
+//!   once (`concurrency = 64`): ingest rate and p99 with forwarding on; and again with a route
+//!   `filter` that takes every event (issue 30: ingest with it >= 0.9x without);
 //! - **sustainable end-to-end rate**: open loop, the offered rate stepped up as a share of the
 //!   storeless forwarder's rate; the highest step at which every event arrives and the p99 from
 //!   its 200 to its arrival is at most 1 s;
@@ -64,6 +65,11 @@ use report::row;
 /// Shares of the storeless forwarder's rate offered in the open-loop steps, in order: fine
 /// steps low down, where today's gateway is, up past the targets (0.25x and 0.4x).
 const STEPS: [f64; 9] = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6];
+/// The route filter of the filtered forwarding run: true for every bench event, so the run
+/// forwards what the unfiltered one does plus one CEL evaluation per event (issue 30: ingest
+/// with it >= 0.9x without).
+const FILTER: &str =
+    "type.startsWith('customer.') && body.data.object.email.endsWith('@example.com')";
 /// The delivery deadline of the sustainable rate: p99 from 200 to arrival.
 const DELIVERY_P99: Duration = Duration::from_secs(1);
 /// The longest wait for a forwarding run's backlog to drain.
@@ -107,6 +113,8 @@ struct StoreFigures {
     /// CPU per ingested event over the ingest-only run (unique events).
     ingest_cpu: PerEvent,
     forwarding: Measured,
+    /// The same run with [`FILTER`] on the route (it takes every event).
+    filtered_forwarding: Measured,
     /// Deliveries per second of the closed-loop forwarding run, backlog drained.
     forwarded: f64,
     /// CPU per forwarded event over the closed-loop forwarding run, backlog drained.
@@ -136,7 +144,12 @@ async fn run() {
         None
     } else {
         let url = |name: &str| format!("sqlite://{}", dir.path().join(name).display());
-        let urls = [url("ingest.db"), url("forward.db"), url("open.db")];
+        let urls = [
+            url("ingest.db"),
+            url("forward.db"),
+            url("open.db"),
+            url("filter.db"),
+        ];
         Some(gateway_runs("SQLite", &urls, secs, step_secs, forwarder_rate, dir.path()).await)
     };
     let postgres = if pg_admin.is_empty() {
@@ -146,6 +159,7 @@ async fn run() {
             fresh_pg(&pg_admin, "ingest").await,
             fresh_pg(&pg_admin, "forward").await,
             fresh_pg(&pg_admin, "open").await,
+            fresh_pg(&pg_admin, "filter").await,
         ];
         let figures = gateway_runs(
             "PostgreSQL",
@@ -211,17 +225,17 @@ async fn measure_baselines(pg_admin: &str, secs: u64, dir: &std::path::Path) -> 
 
 /// The gateway's runs on one store: ingest-only (unique, then 30 % duplicates) on
 /// `urls[0]`, forwarding closed-loop on `urls[1]`, the open-loop steps (shares of
-/// `forwarder_rate`) on `urls[2]`.
+/// `forwarder_rate`) on `urls[2]`, forwarding closed-loop with a route filter on `urls[3]`.
 async fn gateway_runs(
     store: &str,
-    urls: &[String; 3],
+    urls: &[String; 4],
     secs: u64,
     step_secs: u64,
     forwarder_rate: f64,
     dir: &std::path::Path,
 ) -> StoreFigures {
     let (ingest, ingest_cpu) = {
-        let serve = Serve::start(&urls[0], None, dir).await;
+        let serve = Serve::start(&urls[0], None, None, dir).await;
         let cpu = Snapshot::take(Server::Gateway(serve.pid()), serve.database());
         let unique = load::closed_loop(&serve.url, &run_id("i"), secs, 0.0).await;
         row(&format!("idem serve, {store}, ingest-only"), &unique);
@@ -235,14 +249,16 @@ async fn gateway_runs(
         (unique, per_event)
     };
     let app = App::start();
-    let closed = closed_forwarding(store, &urls[1], &app, secs, dir).await;
-    let serve = Serve::start(&urls[2], Some(&app), dir).await;
+    let closed = closed_forwarding(store, &urls[1], &app, None, secs, dir).await;
+    let filtered = closed_forwarding(store, &urls[3], &app, Some(FILTER), secs, dir).await;
+    let serve = Serve::start(&urls[2], Some(&app), None, dir).await;
     let (sustainable, open_peak) =
         open_steps(store, &serve, &urls[2], &app, forwarder_rate, step_secs).await;
     StoreFigures {
         ingest,
         ingest_cpu,
         forwarding: closed.measured,
+        filtered_forwarding: filtered.measured,
         forwarded: closed.rate,
         forward_cpu: closed.cpu,
         sustainable,
@@ -267,17 +283,19 @@ async fn closed_forwarding(
     store: &str,
     url: &str,
     app: &App,
+    filter: Option<&str>,
     secs: u64,
     dir: &std::path::Path,
 ) -> ClosedForwarding {
-    let serve = Serve::start(url, Some(app), dir).await;
+    let serve = Serve::start(url, Some(app), filter, dir).await;
     let gateway = Server::Gateway(serve.pid());
     let recording = perf::start(store, serve.pid()).await;
     let cpu = Snapshot::take(gateway, serve.database());
     let started = Instant::now();
     let measured = load::closed_loop(&serve.url, &run_id("f"), secs, 0.0).await;
+    let with = if filter.is_some() { " + filter" } else { "" };
     row(
-        &format!("idem serve, {store}, forwarding (ingest)"),
+        &format!("idem serve, {store}, forwarding{with} (ingest)"),
         &measured,
     );
     let stale = stale_events(url).await.len() as u64;

@@ -67,6 +67,10 @@ pub(crate) fn summary(
 /// `store`'s forwarding ratios; `end_to_end` is the target of end to end / forwarder.
 fn forwarding(store: &str, f: &StoreFigures, forwarder: f64, end_to_end: f64) {
     println!(
+        "  {store:<10} ingest with a route filter / without {:>6.2}x  [>= 0.9]",
+        ratio(f.filtered_forwarding.rate, f.forwarding.rate)
+    );
+    println!(
         "  {store:<10} end to end / forwarder     {:>6.2}x  [>= {end_to_end}]  ({:.0} of {forwarder:.0} events/s held)",
         ratio(f.sustainable, forwarder),
         f.sustainable,
