@@ -63,7 +63,12 @@ impl Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run the gateway until SIGTERM or Ctrl-C, then drain and exit 0.
-    Serve,
+    Serve {
+        /// Refuse to start when the configuration has warnings (a source no route leaves, an
+        /// event_types pattern matching none of its sender's known types).
+        #[arg(long)]
+        strict: bool,
+    },
     /// Run the whole pipeline on the shipped payloads, with no set-up, and check the result
     /// (on its own SQLite database in a temporary directory: it takes no --config).
     Demo {
@@ -73,8 +78,13 @@ pub(crate) enum Command {
         console: bool,
     },
     /// Check the configuration (secrets, retention against redelivery horizons) and exit,
-    /// without opening the database.
-    CheckConfig,
+    /// without opening the database; warnings (a source no route leaves, an event_types
+    /// pattern matching none of its sender's known types) are printed.
+    CheckConfig {
+        /// Exit 1 when there are warnings.
+        #[arg(long)]
+        strict: bool,
+    },
     /// Stored events.
     #[command(subcommand)]
     Events(EventsCommand),
@@ -324,6 +334,10 @@ pub(crate) enum EventsCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Only events no route took (stored, sent nowhere): `idem replay --backfill` sends
+        /// them once a route takes them.
+        #[arg(long)]
+        unrouted: bool,
     },
     /// One event with its deliveries and every attempt.
     Show {
@@ -407,4 +421,9 @@ pub(crate) struct ReplayArgs {
     /// On drop-stale routes, also send events older than their entity's newest.
     #[arg(long)]
     pub force: bool,
+    /// Instead of sending existing deliveries again, give the stored events of the range a
+    /// delivery on each route of today's configuration that takes them and has none of them
+    /// (a route added or fixed after they arrived), through the version guard as a new event's.
+    #[arg(long, conflicts_with = "force")]
+    pub backfill: bool,
 }

@@ -33,6 +33,9 @@ pub const DEAD_LETTERS: &str = "idem_dead_letters";
 /// Age of the oldest event not yet delivered, in seconds (0 when none waits).
 pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_seconds";
 
+/// Events stored that no route took (no route leaves the source, none matches the event's
+/// type, or every matching route's filter said no): sent nowhere; label `source`.
+pub const INGEST_UNROUTED_TOTAL: &str = "idem_ingest_unrouted_total";
 /// Events a route's `filter` did not take (stored, no delivery for that route); label `route`.
 pub const ROUTE_FILTERED_TOTAL: &str = "idem_route_filtered_total";
 /// Evaluations of a route's `filter` that failed on an event (a missing field, mismatched
@@ -75,6 +78,11 @@ pub fn describe() {
         BROKER_REJECTED_TOTAL,
         Unit::Count,
         "Broker messages refused for good (no message id, unreadable), by source and reason."
+    );
+    describe_counter!(
+        INGEST_UNROUTED_TOTAL,
+        Unit::Count,
+        "Events stored that no route took (sent nowhere), by source."
     );
     describe_counter!(
         ROUTE_FILTERED_TOTAL,

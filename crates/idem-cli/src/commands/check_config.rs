@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use idem_gateway::Config;
 use idem_sql::redact_url;
 
-pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
+/// Shows `config`; with `strict`, exits 1 when it has warnings.
+pub(super) fn check_config(config: &Config, strict: bool) -> anyhow::Result<ExitCode> {
     outln!("configuration is valid")?;
     outln!("  listen        {}", config.listen)?;
     if let Some(admin) = config.admin_listen {
@@ -96,6 +97,17 @@ pub(super) fn check_config(config: &Config) -> anyhow::Result<ExitCode> {
             telemetry.sample_ratio
         )?,
         None => outln!("  traces        off")?,
+    }
+    let warnings = config.warnings();
+    for warning in &warnings {
+        outln!("warning: {warning}")?;
+    }
+    if strict && !warnings.is_empty() {
+        outln!(
+            "refused (--strict): {} warning(s); fix them or run without --strict",
+            warnings.len()
+        )?;
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }

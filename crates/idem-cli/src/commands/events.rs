@@ -15,8 +15,18 @@ pub(super) async fn events<DB: GatewayDb>(
     command: EventsCommand,
 ) -> anyhow::Result<ExitCode> {
     match command {
-        EventsCommand::List { source, limit } => {
-            let events = gateway.list_events(source.as_deref(), limit).await?;
+        EventsCommand::List {
+            source,
+            limit,
+            unrouted,
+        } => {
+            let events = if unrouted {
+                gateway
+                    .list_unrouted_events(source.as_deref(), limit)
+                    .await?
+            } else {
+                gateway.list_events(source.as_deref(), limit).await?
+            };
             outln!(
                 "{:<24} {:<10} {:<32} {:<36} entity",
                 "received",

@@ -32,7 +32,7 @@ use crate::cli::{Cli, Command, DestinationCommand, DlqCommand, EventsCommand, Re
 
 /// The commands that work on the gateway's own database.
 enum OnGateway {
-    Serve,
+    Serve { strict: bool },
     Events(EventsCommand),
     Dlq(DlqCommand),
     Destination(DestinationCommand),
@@ -44,7 +44,7 @@ enum OnGateway {
 pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let log_filter = cli.log_filter();
     // `idem serve` installs its subscriber once its configuration says whether traces are on.
-    if !matches!(cli.command, Command::Serve) {
+    if !matches!(cli.command, Command::Serve { .. }) {
         crate::logging::init(log_filter, None);
     }
     // idem's own tables, usually in the application's database: with --database the
@@ -97,15 +97,17 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         // check-config checks the file alone, secrets included: it opens no database and
         // creates no file.
-        Command::CheckConfig => return check_config::check_config(&load(&cli.config, true)?),
-        Command::Serve => OnGateway::Serve,
+        Command::CheckConfig { strict } => {
+            return check_config::check_config(&load(&cli.config, true)?, strict);
+        }
+        Command::Serve { strict } => OnGateway::Serve { strict },
         Command::Events(command) => OnGateway::Events(command),
         Command::Dlq(command) => OnGateway::Dlq(command),
         Command::Destination(command) => OnGateway::Destination(command),
         Command::Replay(args) => OnGateway::Replay(args),
         Command::Gc => OnGateway::Gc,
     };
-    let serve = matches!(on_gateway, OnGateway::Serve);
+    let serve = matches!(on_gateway, OnGateway::Serve { .. });
     // Only `idem serve` verifies, signs and authenticates: the operator commands run without
     // the secrets in their environment.
     let config = load(&cli.config, serve)?;
@@ -208,7 +210,7 @@ async fn on_store<DB: GatewayDb>(
 ) -> anyhow::Result<ExitCode> {
     let gateway = Gateway::new(config, store);
     match command {
-        OnGateway::Serve => serve::serve(gateway).await,
+        OnGateway::Serve { strict } => serve::serve(gateway, strict).await,
         OnGateway::Events(command) => events::events(&gateway, command).await,
         OnGateway::Dlq(command) => dlq::dlq(&gateway, command).await,
         OnGateway::Destination(command) => destination::destination(&gateway, command).await,

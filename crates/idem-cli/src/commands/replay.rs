@@ -1,5 +1,6 @@
 //! `idem replay --source S --since T [--until T] [--type T] [--dry-run] [--force]`: send a source's events of
-//! a time range again (new attempts of the same events, under the same Idempotency-Key).
+//! a time range again (new attempts of the same events, under the same Idempotency-Key);
+//! with `--backfill`, give them deliveries on the routes that have none of them.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -42,6 +43,9 @@ pub(super) async fn replay<DB: GatewayDb>(
         dry_run: args.dry_run,
         force: args.force,
     };
+    if args.backfill {
+        return backfill(gateway, &request).await;
+    }
     // A bar only on a terminal: logs and pipes get the summary line alone.
     let bar = if std::io::stderr().is_terminal() {
         ProgressBar::new(0)
@@ -76,6 +80,35 @@ pub(super) async fn replay<DB: GatewayDb>(
         },
         report.no_body,
         report.filtered
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--backfill`: deliveries for today's routes for the range's stored events that have none.
+async fn backfill<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    request: &ReplayRequest,
+) -> anyhow::Result<ExitCode> {
+    let r = gateway.backfill(request).await?;
+    outln!(
+        "{} events matched: {} {} ({} new deliveries{}), {} already have a delivery on every route that takes them, {} without a stored body, {} unreadable with today's fields, {} not taken by a route's filter",
+        r.matched,
+        r.events,
+        if request.dry_run {
+            "would get deliveries"
+        } else {
+            "got deliveries"
+        },
+        r.created,
+        if request.dry_run {
+            String::new()
+        } else {
+            format!(", {} of them stale: recorded, not sent", r.stale)
+        },
+        r.covered,
+        r.no_body,
+        r.unreadable,
+        r.filtered
     )?;
     Ok(ExitCode::SUCCESS)
 }

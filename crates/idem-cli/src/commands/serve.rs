@@ -5,7 +5,20 @@ use std::process::ExitCode;
 use anyhow::Context;
 use idem_gateway::{Gateway, GatewayDb, Server};
 
-pub(super) async fn serve<DB: GatewayDb>(gateway: Gateway<DB>) -> anyhow::Result<ExitCode> {
+pub(super) async fn serve<DB: GatewayDb>(
+    gateway: Gateway<DB>,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
+    let warnings = gateway.config().warnings();
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    if strict && !warnings.is_empty() {
+        anyhow::bail!(
+            "refused (--strict): the configuration has {} warning(s), logged above",
+            warnings.len()
+        );
+    }
     gateway.migrate().await?;
     let listen = gateway.config().listen;
     let listener = tokio::net::TcpListener::bind(listen)

@@ -290,3 +290,71 @@ topic = "billing-events"
         assert!(!stdout.contains(secret), "{stdout}");
     }
 }
+
+/// `idem check-config` prints the warnings of a configuration that would lose events silently
+/// (a source no route leaves, an `event_types` typo) and passes; with `--strict` it exits 1.
+#[test]
+fn check_config_warns_about_unrouted_events_and_strict_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idem.toml");
+    std::fs::write(
+        &path,
+        r#"
+[[source]]
+name = "github"
+kind = "github"
+secrets_env = ["GH_SECRET"]
+
+[[source]]
+name = "orphan"
+kind = "github"
+secrets_env = ["GH_SECRET"]
+
+[[destination]]
+name = "app"
+url = "http://127.0.0.1:9/events"
+signing_secret_env = "APP_SECRET"
+
+[[route]]
+source = "github"
+destination = "app"
+event_types = ["pull-request"]
+"#,
+    )
+    .unwrap();
+    let check = |strict: bool| {
+        let mut command = std::process::Command::new(IDEM);
+        command
+            .args(["--config", path.to_str().unwrap(), "check-config"])
+            .env("GH_SECRET", "s")
+            .env("APP_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+        if strict {
+            command.arg("--strict");
+        }
+        command.output().unwrap()
+    };
+    let output = check(false);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let warnings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{stdout}");
+    assert!(
+        warnings[0].contains("source \"orphan\" has no route"),
+        "{stdout}"
+    );
+    assert!(
+        warnings[1].contains("route \"github.app\" event_types \"pull-request\"")
+            && warnings[1].contains("did you mean pull_request"),
+        "{stdout}"
+    );
+    let output = check(true);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("refused (--strict): 2 warning(s)"),
+        "{stdout}"
+    );
+}

@@ -24,6 +24,7 @@ mod secret;
 mod settings;
 mod source;
 mod telemetry;
+mod warnings;
 
 use std::path::Path;
 
@@ -55,6 +56,7 @@ pub use telemetry::{
     DEFAULT_SERVICE_NAME, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     OTEL_SDK_DISABLED, OTEL_SERVICE_NAME, TelemetrySettings,
 };
+pub use warnings::{ConfigWarning, known_event_types};
 
 impl Config {
     /// The built-in defaults: [`DEFAULT_LISTEN`], [`DEFAULT_DATABASE_URL`],

@@ -261,11 +261,11 @@ const DEFAULT_LIMIT: u32 = 100;
 struct EventsQuery {
     source: Option<String>,
     limit: Option<u32>,
+    unrouted: Option<bool>,
 }
 
 impl Expected for EventsQuery {
-    const EXPECTED: &'static str =
-        "optional `source` (a source name) and `limit` (a whole number, default 100)";
+    const EXPECTED: &'static str = "optional `source` (a source name), `limit` (a whole number, default 100) and `unrouted` (true: only events no route took)";
 }
 
 /// Query of `GET /admin/dlq`.
@@ -316,13 +316,15 @@ struct ReplayBody {
     dry_run: bool,
     #[serde(default)]
     force: bool,
+    #[serde(default)]
+    backfill: bool,
 }
 
 impl Expected for ReplayBody {
     const EXPECTED: &'static str = "a JSON object with \"source\" (a configured source's name), \
         \"since\" and optional \"until\" (each a duration ago such as \"1h\", an RFC 3339 \
         timestamp, or milliseconds since the epoch), optional \"event_type\" (a type, or a \
-        prefix ending in *), optional \"dry_run\" and \"force\" \
+        prefix ending in *), optional \"dry_run\", \"force\" and \"backfill\" \
         (booleans), such as {\"source\": \"stripe\", \"since\": \"1h\", \"dry_run\": true}";
 }
 
@@ -375,14 +377,15 @@ async fn list_events<DB: GatewayDb>(
     State(gateway): State<Gateway<DB>>,
     Params(query): Params<EventsQuery>,
 ) -> Response {
-    answer(
-        gateway
-            .list_events(
-                query.source.as_deref(),
-                query.limit.unwrap_or(DEFAULT_LIMIT),
-            )
-            .await,
-    )
+    let (source, limit) = (
+        query.source.as_deref(),
+        query.limit.unwrap_or(DEFAULT_LIMIT),
+    );
+    answer(if query.unrouted == Some(true) {
+        gateway.list_unrouted_events(source, limit).await
+    } else {
+        gateway.list_events(source, limit).await
+    })
 }
 
 async fn show_event<DB: GatewayDb>(
@@ -437,7 +440,9 @@ async fn replay<DB: GatewayDb>(
     State(gateway): State<Gateway<DB>>,
     Body(body): Body<ReplayBody>,
 ) -> Response {
+    let backfill = body.backfill;
     match body.resolve(gateway.now().as_millis()) {
+        Ok(request) if backfill => answer(gateway.backfill(&request).await),
         Ok(request) => answer(gateway.replay(&request, &|_, _| {}).await),
         Err(e) => refused(&e),
     }

@@ -12,7 +12,7 @@ use super::unit::{Incoming, OffsetAdvance, Unit};
 use crate::config::Ordering;
 use crate::gateway::Gateway;
 use crate::lanes::handoff::{Claimer, Handed};
-use crate::metric_definitions::{DISPATCH_TOTAL, ROUTE_FILTERED_TOTAL};
+use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_UNROUTED_TOTAL, ROUTE_FILTERED_TOTAL};
 use crate::store::{DeliveryState, DueDelivery, GatewayDb, NewDelivery, NewEvent};
 use crate::wiring::Wiring;
 
@@ -48,8 +48,10 @@ pub(super) async fn commit_once<DB: GatewayDb>(
     );
     DB::add_counts(&mut tx, &counts).await?;
     letters_and_offsets(gateway, &mut tx, units).await?;
+    let mut routed = vec![false; batch.len()];
+    decisions.iter().for_each(|d| routed[d.event] = true);
     tx.commit().await.map_err(idem_sql::Error::from)?;
-    count_filtered(&batch, &answers);
+    count_filtered_and_unrouted(gateway, &batch, &answers, &routed);
     hand_over(gateway, &wiring, &batch, &stored, decisions, ids, now);
     let mut answers = answers.into_iter();
     Ok(units
@@ -58,14 +60,25 @@ pub(super) async fn commit_once<DB: GatewayDb>(
         .collect())
 }
 
-/// Counts, once committed, each route that filtered an event stored by this commit (a
-/// duplicate's filters decided nothing).
-fn count_filtered(batch: &[&Incoming], answers: &[Answer]) {
-    for (incoming, answer) in batch.iter().zip(answers) {
-        if *answer == Answer::Accepted {
-            for route in &incoming.filtered {
-                metrics::counter!(ROUTE_FILTERED_TOTAL, "route" => route.to_string()).increment(1);
-            }
+/// Counts, once committed, each route that filtered an event stored by this commit, and each
+/// such event no route took (`routed[i]`: event `i` got a delivery). A duplicate decided
+/// nothing.
+fn count_filtered_and_unrouted<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    batch: &[&Incoming],
+    answers: &[Answer],
+    routed: &[bool],
+) {
+    for ((incoming, answer), routed) in batch.iter().zip(answers).zip(routed) {
+        if *answer != Answer::Accepted {
+            continue;
+        }
+        for route in &incoming.filtered {
+            metrics::counter!(ROUTE_FILTERED_TOTAL, "route" => route.to_string()).increment(1);
+        }
+        if !routed {
+            let source = gateway.source(incoming.source).name.to_string();
+            metrics::counter!(INGEST_UNROUTED_TOTAL, "source" => source).increment(1);
         }
     }
 }
@@ -88,13 +101,13 @@ async fn claim<DB: GatewayDb>(
 }
 
 /// The events stored by one batch.
-struct StoredEvents {
+pub(super) struct StoredEvents {
     /// The indices (in the batch) of the accepted events.
-    accepted: Vec<usize>,
+    pub(super) accepted: Vec<usize>,
     /// Their forwarded headers as JSON, in the order of `accepted`.
-    headers: Vec<String>,
+    pub(super) headers: Vec<String>,
     /// Per event of the batch, its row id (0 for one not stored).
-    rows: Vec<i64>,
+    pub(super) rows: Vec<i64>,
 }
 
 /// Stores the accepted events of `batch`; one whose row was kept from before (a dead letter
@@ -190,7 +203,7 @@ fn new_event<'a, DB: GatewayDb>(
 
 /// Stores one delivery per decision (a handed-off one claimed until its lane's claim end);
 /// returns their ids, in order.
-async fn store_deliveries<DB: GatewayDb>(
+pub(super) async fn store_deliveries<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     wiring: &Wiring,
     tx: &mut sqlx::Transaction<'static, DB>,
@@ -223,7 +236,11 @@ async fn store_deliveries<DB: GatewayDb>(
 
 /// Notes each delivery stored pending behind its entity. Done before the commit, so that no
 /// due query can claim one of them before it is counted.
-fn note_waits<DB: GatewayDb>(gateway: &Gateway<DB>, wiring: &Wiring, decisions: &[Decision]) {
+pub(super) fn note_waits<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    wiring: &Wiring,
+    decisions: &[Decision],
+) {
     for decision in decisions
         .iter()
         .filter(|d| d.state == DeliveryState::Pending && d.permit.is_none())
@@ -263,7 +280,7 @@ async fn letters_and_offsets<DB: GatewayDb>(
 
 /// After the commit: hands each claimed delivery to its dispatcher, logs the stale and the
 /// unordered ones, and wakes each destination that had deliveries stored pending.
-fn hand_over<DB: GatewayDb>(
+pub(super) fn hand_over<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     wiring: &Wiring,
     batch: &[&Incoming],

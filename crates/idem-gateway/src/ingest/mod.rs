@@ -4,6 +4,7 @@
 //! to problem+json) and broker sources submit here.
 
 pub(crate) mod answer;
+pub(crate) mod backfill;
 pub(crate) mod batch;
 mod commit;
 mod count;

@@ -18,8 +18,8 @@ use sqlx::Pool;
 pub use crate::model::state::{AttemptOutcome, DeliveryState};
 pub(crate) use console::{DeliveryRecord, EventContent, EventFilter, StateFilter};
 pub(crate) use rows::{
-    DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount, StoredAttempt,
-    StoredDelivery, StoredEvent,
+    BackfillRow, DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount,
+    StoredAttempt, StoredDelivery, StoredEvent,
 };
 
 /// The gateway's own migrations table, apart from idem's `idem_migrations` and an application's
@@ -150,6 +150,27 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
         ) -> impl Future<Output = Res<i64>> + Send;
         fn list_events(
+            conn: &mut Self::Connection,
+            source: &str,
+            limit: i64,
+        ) -> impl Future<Output = Res<Vec<StoredEvent>>> + Send;
+        /// Source `source`'s events received in [`since`, `until`), in arrival order, as
+        /// backfill reads them again.
+        fn backfill_candidates(
+            conn: &mut Self::Connection,
+            source: &str,
+            since: i64,
+            until: i64,
+        ) -> impl Future<Output = Res<Vec<BackfillRow>>> + Send;
+        /// (event row, route) of every delivery of those events.
+        fn delivered_routes(
+            conn: &mut Self::Connection,
+            source: &str,
+            since: i64,
+            until: i64,
+        ) -> impl Future<Output = Res<Vec<(i64, String)>>> + Send;
+        /// The newest `limit` events with no delivery, of `source` ('' for every source).
+        fn list_unrouted(
             conn: &mut Self::Connection,
             source: &str,
             limit: i64,
@@ -523,6 +544,46 @@ macro_rules! gateway_ops {
                 limit: i64,
             ) -> Result<Vec<StoredEvent>, sqlx::Error> {
                 sqlx::query_as(sql::LIST_EVENTS)
+                    .bind(source)
+                    .bind(limit)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn backfill_candidates(
+                conn: &mut Self::Connection,
+                source: &str,
+                since: i64,
+                until: i64,
+            ) -> Result<Vec<BackfillRow>, sqlx::Error> {
+                sqlx::query_as(sql::BACKFILL_CANDIDATES)
+                    .bind(source)
+                    .bind(since)
+                    .bind(until)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn delivered_routes(
+                conn: &mut Self::Connection,
+                source: &str,
+                since: i64,
+                until: i64,
+            ) -> Result<Vec<(i64, String)>, sqlx::Error> {
+                sqlx::query_as(sql::DELIVERED_ROUTES)
+                    .bind(source)
+                    .bind(since)
+                    .bind(until)
+                    .fetch_all(&mut *conn)
+                    .await
+            }
+
+            async fn list_unrouted(
+                conn: &mut Self::Connection,
+                source: &str,
+                limit: i64,
+            ) -> Result<Vec<StoredEvent>, sqlx::Error> {
+                sqlx::query_as(sql::LIST_UNROUTED)
                     .bind(source)
                     .bind(limit)
                     .fetch_all(&mut *conn)

@@ -92,6 +92,20 @@ pub struct Finished {
     pub now: i64,
 }
 
+/// A stored event as `idem replay --backfill` reads it again.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct BackfillRow {
+    pub id: i64,
+    pub dedup_key: String,
+    /// As stored, for replay's event-type filter.
+    pub event_type: Option<String>,
+    /// `None` once body_retention dropped it.
+    pub body: Option<Vec<u8>>,
+    /// [`ForwardedHeaders`](crate::model::forwarded::ForwardedHeaders) as JSON.
+    pub headers: String,
+    pub received_at: i64,
+}
+
 /// An event row as listed.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct StoredEvent {

@@ -292,6 +292,8 @@ filter = "body.ref.startsWith('refs/tags/')"
         "idem_route_filtered_total{route=\"gh-pushes\"} 2",
         "idem_route_filtered_total{route=\"gh-refs\"} 1",
         "idem_route_filter_errors_total{route=\"gh-refs\"} 1",
+        // d-3 got no delivery at all.
+        "idem_ingest_unrouted_total{source=\"gh-filters\"} 1",
     ] {
         assert!(metrics.lines().any(|l| l == line), "missing {line:?}");
     }

@@ -27,3 +27,4 @@ mod relays;
 mod scenarios;
 mod tls;
 mod traces;
+mod unrouted;

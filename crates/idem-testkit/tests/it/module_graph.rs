@@ -120,7 +120,8 @@ const GATEWAY_LAYERS: [&[Row]; 7] = [
         row("ingest", 4, &[]),
         row("dispatch", 4, &[]),
         row("relays", 4, &[]),
-        row("operations", 4, &[]),
+        // Backfill decides and stores new deliveries as ingest does.
+        row("operations", 4, &["ingest"]),
         row("destinations", 4, &[]),
     ],
     // L5: inputs and surfaces (axum only in http/): L0–L3 and the behaviour each calls.

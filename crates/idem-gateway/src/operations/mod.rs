@@ -7,6 +7,9 @@ use std::time::Duration;
 use idem_core::RetentionPolicy;
 use serde::Serialize;
 
+mod backfill;
+pub use backfill::BackfillReport;
+
 use crate::Error;
 use crate::config::Ordering;
 use crate::error::RequestError;
@@ -281,6 +284,25 @@ impl<DB: GatewayDb> Gateway<DB> {
         Ok(rows.into_iter().map(EventSummary::from).collect())
     }
 
+    /// The newest `limit` events, of `source` or of every source, that no route took: stored,
+    /// with no delivery (no route leaves the source, none matches the type, or every
+    /// matching route's filter said no). `idem replay --backfill` gives them deliveries.
+    ///
+    /// # Errors
+    /// As [`list_events`](Self::list_events).
+    pub async fn list_unrouted_events(
+        &self,
+        source: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<EventSummary>, Error> {
+        if let Some(name) = source {
+            self.known_source(name)?;
+        }
+        let mut conn = self.store().pool().acquire().await?;
+        let rows = DB::list_unrouted(&mut conn, source.unwrap_or(""), i64::from(limit)).await?;
+        Ok(rows.into_iter().map(EventSummary::from).collect())
+    }
+
     /// The event `event_id` of `source` with its deliveries and attempts; `None` when unknown.
     ///
     /// # Errors
@@ -385,6 +407,20 @@ impl<DB: GatewayDb> Gateway<DB> {
         request: &ReplayRequest,
         progress: &(dyn Fn(u64, u64) + Send + Sync),
     ) -> Result<ReplayReport, Error> {
+        let until = self.replay_range(request)?;
+        let mut conn = self.store().pool().acquire().await?;
+        let mut rows =
+            DB::replay_candidates(&mut conn, &request.source, request.since, until).await?;
+        if let Some(pattern) = &request.event_type {
+            rows.retain(|row| crate::config::type_matches(pattern, row.event_type.as_deref()));
+        }
+        self.requeue(&mut conn, rows, request.force, request.dry_run, progress)
+            .await
+    }
+
+    /// Checks `request`'s source, event type and range as replay and backfill take them;
+    /// returns the range's end (exclusive): `until`, or just after now.
+    fn replay_range(&self, request: &ReplayRequest) -> Result<i64, Error> {
         self.known_source(&request.source)?;
         if let Some(pattern) = request
             .event_type
@@ -406,14 +442,7 @@ impl<DB: GatewayDb> Gateway<DB> {
             }
             .into());
         }
-        let mut conn = self.store().pool().acquire().await?;
-        let mut rows =
-            DB::replay_candidates(&mut conn, &request.source, request.since, until).await?;
-        if let Some(pattern) = &request.event_type {
-            rows.retain(|row| crate::config::type_matches(pattern, row.event_type.as_deref()));
-        }
-        self.requeue(&mut conn, rows, request.force, request.dry_run, progress)
-            .await
+        Ok(until)
     }
 
     /// The one path of redrive and replay: makes each finished delivery of `rows` due again
