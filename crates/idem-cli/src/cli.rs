@@ -346,6 +346,21 @@ pub(crate) enum EventsCommand {
         /// The event id.
         event_id: String,
     },
+    /// Send one stored event again (new attempts, same Idempotency-Key), by replay's order
+    /// rules: what a provider's own "resend" cannot do (its copy is a duplicate, not forwarded).
+    Resend {
+        /// The source.
+        source: String,
+        /// The event id.
+        event_id: String,
+        /// On drop-stale routes, send it even when stale or older than its entity's newest
+        /// delivered event.
+        #[arg(long)]
+        force: bool,
+        /// Count what would be sent; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// `idem dlq …`

@@ -45,6 +45,35 @@ pub(super) async fn events<DB: GatewayDb>(
                 )?;
             }
         }
+        EventsCommand::Resend {
+            source,
+            event_id,
+            force,
+            dry_run,
+        } => {
+            let Some(r) = gateway.resend(&source, &event_id, force, dry_run).await? else {
+                bail!("no event {event_id:?} of source {source:?} is stored");
+            };
+            outln!(
+                "{} deliveries: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body, {} not taken by their route's filter",
+                r.matched,
+                r.requeued,
+                if dry_run {
+                    "would be sent again"
+                } else {
+                    "sent again (a running idem serve sends them now)"
+                },
+                r.in_progress,
+                r.older,
+                if force {
+                    ""
+                } else {
+                    " (use --force to send them)"
+                },
+                r.no_body,
+                r.filtered
+            )?;
+        }
         EventsCommand::Show { source, event_id } => {
             let Some(detail) = gateway.show_event(&source, &event_id).await? else {
                 let config = gateway.config();

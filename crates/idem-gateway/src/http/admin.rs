@@ -31,6 +31,10 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
     Router::new()
         .route("/admin/events", get(list_events::<DB>))
         .route("/admin/events/{source}/{event_id}", get(show_event::<DB>))
+        .route(
+            "/admin/events/{source}/{event_id}/resend",
+            post(resend::<DB>),
+        )
         .route("/admin/dlq", get(dead_letters::<DB>))
         .route("/admin/dlq/redrive", post(redrive::<DB>))
         .route("/admin/replay", post(replay::<DB>))
@@ -394,6 +398,41 @@ async fn show_event<DB: GatewayDb>(
 ) -> Response {
     match gateway.show_event(&source, &event_id).await {
         Ok(Some(detail)) => Json(detail).into_response(),
+        Ok(None) => Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown-event",
+            "Unknown event",
+            format!("no event {event_id:?} of source {source:?} is stored"),
+        )
+        .into_response(),
+        Err(e) => answer::<()>(Err(e)),
+    }
+}
+
+/// Query of `POST /admin/events/{source}/{event_id}/resend`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResendQuery {
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+impl Expected for ResendQuery {
+    const EXPECTED: &'static str = "optional `force` and `dry_run` (true or false)";
+}
+
+async fn resend<DB: GatewayDb>(
+    State(gateway): State<Gateway<DB>>,
+    EventPath(source, event_id): EventPath,
+    Params(query): Params<ResendQuery>,
+) -> Response {
+    match gateway
+        .resend(&source, &event_id, query.force, query.dry_run)
+        .await
+    {
+        Ok(Some(report)) => Json(report).into_response(),
         Ok(None) => Problem::new(
             StatusCode::NOT_FOUND,
             "unknown-event",

@@ -418,6 +418,35 @@ impl<DB: GatewayDb> Gateway<DB> {
             .await
     }
 
+    /// Sends one stored event again: each of its finished deliveries becomes due again under
+    /// the same `Idempotency-Key`, by replay's rules (one still pending or in flight is left
+    /// alone; on a `drop-stale` route a stale event, or one older than its entity's newest
+    /// delivered, is refused unless `force`; a route's filter as configured now applies).
+    /// `Ok(None)` when no such event is stored. What a provider's own "resend" button cannot
+    /// do: its copy is a duplicate, answered 200 and not forwarded.
+    ///
+    /// # Errors
+    /// [`Error::Request`] ([`RequestError::UnknownSource`]) when `source` is not configured;
+    /// [`Error::Store`].
+    pub async fn resend(
+        &self,
+        source: &str,
+        event_id: &str,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<Option<ReplayReport>, Error> {
+        self.known_source(source)?;
+        let mut conn = self.store().pool().acquire().await?;
+        if DB::find_event(&mut conn, source, event_id).await?.is_none() {
+            return Ok(None);
+        }
+        let rows = DB::resend_candidates(&mut conn, source, event_id).await?;
+        let report = self
+            .requeue(&mut conn, rows, force, dry_run, &|_, _| {})
+            .await?;
+        Ok(Some(report))
+    }
+
     /// Checks `request`'s source, event type and range as replay and backfill take them;
     /// returns the range's end (exclusive): `until`, or just after now.
     fn replay_range(&self, request: &ReplayRequest) -> Result<i64, Error> {

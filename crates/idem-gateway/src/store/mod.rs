@@ -206,6 +206,12 @@ pub(crate) mod ops {
             since: i64,
             until: i64,
         ) -> impl Future<Output = Res<Vec<ReplayCandidate>>> + Send;
+        /// The deliveries of one event, for a resend.
+        fn resend_candidates(
+            conn: &mut Self::Connection,
+            source: &str,
+            event_id: &str,
+        ) -> impl Future<Output = Res<Vec<ReplayCandidate>>> + Send;
         fn requeue(
             conn: &mut Self::Connection,
             delivery: i64,
@@ -653,6 +659,18 @@ macro_rules! gateway_ops {
                 }
                 query.push(sql::REDRIVE_ORDER);
                 query.build_query_as().fetch_all(&mut *conn).await
+            }
+
+            async fn resend_candidates(
+                conn: &mut Self::Connection,
+                source: &str,
+                event_id: &str,
+            ) -> Result<Vec<ReplayCandidate>, sqlx::Error> {
+                sqlx::query_as(sql::RESEND_CANDIDATES)
+                    .bind(source)
+                    .bind(event_id)
+                    .fetch_all(&mut *conn)
+                    .await
             }
 
             async fn replay_candidates(

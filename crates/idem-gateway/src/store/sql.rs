@@ -238,6 +238,10 @@ pub(crate) const REPLAY_CANDIDATES: &str = candidates!(
 pub(crate) const FILTER_INPUT: &str = "SELECT e.body, e.headers FROM idem_gateway_deliveries d \
      JOIN idem_gateway_events e ON e.id = d.event WHERE d.id = $1 AND e.body IS NOT NULL";
 
+/// The deliveries of source $1's event $2, for a resend.
+pub(crate) const RESEND_CANDIDATES: &str =
+    candidates!("WHERE e.source = $1 AND e.event_id = $2 ORDER BY d.id");
+
 /// Makes a finished delivery ($1) due again at $2 with a fresh schedule: a new attempt of the
 /// same event, under the same Idempotency-Key (redrive and replay alike).
 pub(crate) const REQUEUE: &str = "UPDATE idem_gateway_deliveries \

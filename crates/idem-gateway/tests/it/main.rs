@@ -24,6 +24,7 @@ mod observability;
 mod pause;
 mod rate_limit;
 mod relays;
+mod resend;
 mod scenarios;
 mod tls;
 mod traces;

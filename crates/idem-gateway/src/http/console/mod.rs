@@ -55,6 +55,7 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
         .route("/console", get(pages::overview::page::<DB>))
         .route("/console/events", get(pages::events::page::<DB>))
         .route("/console/event", get(pages::event::page::<DB>))
+        .route("/console/event/resend", post(pages::resend::resend::<DB>))
         .route(
             "/console/dead-letters",
             get(pages::dead_letters::page::<DB>),

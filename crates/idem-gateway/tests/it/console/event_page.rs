@@ -89,3 +89,44 @@ async fn the_guards_decision_is_told_as_stored<DB: GatewayDb>(store: Store<DB>) 
 }
 
 both_stores!(the_guards_decision_is_told_as_stored);
+
+/// The event page's "Resend" form sends the event's delivery again (same Idempotency-Key); a
+/// form without the session's CSRF token is refused and sends nothing.
+async fn the_resend_button_sends_the_event_again<DB: GatewayDb>(store: Store<DB>) {
+    let downstream = Downstream::ok().await;
+    let gw = Running::start(config(&downstream, "integer"), store).await;
+    post_seq(&gw, "seq_r", "1").await;
+    gw.settle().await;
+    assert_eq!(downstream.with_key("seq:seq_r").len(), 1);
+    let mut client = Client::new(&gw.url);
+    let csrf = client.sign_in().await;
+    let page = client.get("/console/event?source=seq&id=seq_r").await;
+    let form = fragment(&page.html, "id=\"resend\"", "</form>");
+    assert!(form.contains("action=\"/console/event/resend\""), "{form}");
+    let forged = client
+        .post(
+            "/console/event/resend",
+            &[("csrf", "forged"), ("source", "seq"), ("id", "seq_r")],
+        )
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.html);
+    let done = client
+        .post(
+            "/console/event/resend",
+            &[("csrf", &csrf), ("source", "seq"), ("id", "seq_r")],
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.html);
+    assert!(
+        text_of(fragment(&done.html, "id=\"resent\"", "</p>"))
+            .starts_with("1 of 1 deliveries sent again"),
+        "{}",
+        done.html
+    );
+    gw.settle().await;
+    let sent = downstream.with_key("seq:seq_r");
+    assert_eq!(sent.len(), 2);
+    gw.server.shutdown().await.unwrap();
+}
+
+both_stores!(the_resend_button_sends_the_event_again);

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
+use super::super::csrf;
 use super::super::form::Fields;
 use super::super::session::Session;
 use super::super::state::State;
@@ -97,11 +98,11 @@ pub(crate) async fn page<DB: GatewayDb>(
     let title = format!("Event {}", story.event.event_id);
     Page::new(&title)
         .of(&session, "/console/events")
-        .render(render(gateway.config(), &story))
+        .render(render(gateway.config(), &story, &session))
         .into_response()
 }
 
-fn render(config: &Config, story: &Story) -> Markup {
+fn render(config: &Config, story: &Story, session: &Session) -> Markup {
     let event = &story.event;
     let entity = match (&event.aggregate_type, &event.aggregate_id) {
         (Some(t), Some(id)) => Some(format!("{t}:{id}")),
@@ -128,6 +129,15 @@ fn render(config: &Config, story: &Story) -> Markup {
             }
         }
         h2 { "Deliveries" }
+        @if !story.deliveries.is_empty() {
+            form.inline #resend method="post" action="/console/event/resend" {
+                input type="hidden" name=(csrf::FIELD) value=(session.csrf);
+                input type="hidden" name="source" value=(event.source);
+                input type="hidden" name="id" value=(event.event_id);
+                button type="submit" { "Resend" }
+                " its finished deliveries under the same Idempotency-Key (an older event of its entity is refused; a provider's own resend is a duplicate and not forwarded)."
+            }
+        }
         @let filtered: Vec<String> = event
             .filtered_routes
             .as_deref()

@@ -6,3 +6,4 @@ pub(crate) mod event;
 pub(crate) mod events;
 pub(crate) mod overview;
 pub(crate) mod replay;
+pub(crate) mod resend;
