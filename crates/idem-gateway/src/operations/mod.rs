@@ -11,7 +11,6 @@ mod backfill;
 pub use backfill::BackfillReport;
 
 use crate::Error;
-use crate::config::Ordering;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
 use crate::model::forwarded::ForwardedHeaders;
@@ -491,11 +490,10 @@ impl<DB: GatewayDb> Gateway<DB> {
             ..ReplayReport::default()
         };
         for (done, row) in rows.into_iter().enumerate() {
-            let drop_stale = self
-                .config()
-                .routes
-                .iter()
-                .any(|r| r.name.as_str() == row.route && r.ordering == Ordering::DropStale);
+            // From the stored delivery, not from the configuration the command runs with (which
+            // may lack the route or its destination): a delivery records its entity's version
+            // exactly when its route kept entity order as it was stored.
+            let drop_stale = row.version.is_some();
             if row.state.is_open() {
                 report.in_progress += 1;
             } else if !row.body_kept {

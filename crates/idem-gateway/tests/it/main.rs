@@ -21,6 +21,7 @@ mod ingest;
 mod interop;
 mod kafka;
 mod observability;
+mod order_rules;
 mod pause;
 mod rate_limit;
 mod relays;
