@@ -107,12 +107,14 @@ impl<DB: GatewayDb> Gateway<DB> {
                 .throttle()
                 .set_paused(true);
         }
-        Ok(PauseChange {
+        let change = PauseChange {
             destination: name.to_owned(),
             paused: true,
             paused_at,
             changed,
-        })
+        };
+        crate::audit::done("pause", false, &change);
+        Ok(change)
     }
 
     /// Resumes destination `name` for every gateway process on the database; its waiting
@@ -133,12 +135,14 @@ impl<DB: GatewayDb> Gateway<DB> {
                 .set_paused(false);
             self.wiring().lane(index).wake();
         }
-        Ok(PauseChange {
+        let change = PauseChange {
             destination: name.to_owned(),
             paused: false,
             paused_at: None,
             changed,
-        })
+        };
+        crate::audit::done("resume", false, &change);
+        Ok(change)
     }
 
     fn destination_index(&self, name: &str) -> Option<usize> {

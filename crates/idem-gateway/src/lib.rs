@@ -92,6 +92,7 @@
 // Every function fits on a screen or two: 120 lines (clippy.toml), which CI's clippy keeps.
 #![deny(clippy::too_many_lines)]
 
+mod audit;
 mod broker;
 mod config;
 pub mod demo;
@@ -126,8 +127,8 @@ pub use config::{
     DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_READYZ_TIMEOUT,
     DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS,
     DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT, DEFAULT_RETENTION, DEFAULT_SERVICE_NAME,
-    DEFAULT_SHUTDOWN_GRACE, Destination, DestinationTarget, KafkaSource, NatsSource,
-    OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SDK_DISABLED,
+    DEFAULT_SHUTDOWN_GRACE, Destination, DestinationTarget, KafkaSource, MIN_ADMIN_TOKEN_CHARS,
+    NatsSource, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SDK_DISABLED,
     OTEL_SERVICE_NAME, Ordering, OutboxRelay, RabbitMqSource, RateLimit, ReadEvent, RelayTarget,
     Retention, Route, Secret, Source, SourceKind, TelemetrySettings, known_event_types,
 };

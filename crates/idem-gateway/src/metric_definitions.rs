@@ -33,6 +33,12 @@ pub const DEAD_LETTERS: &str = "idem_dead_letters";
 /// Age of the oldest event not yet delivered, in seconds (0 when none waits).
 pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_seconds";
 
+/// Admin API requests refused for a wrong or missing bearer token (401, or 429 once the
+/// client sent too many).
+pub const ADMIN_UNAUTHORIZED_TOTAL: &str = "idem_admin_unauthorized_total";
+/// Operator actions done (redrive, replay, backfill, resend, gc, pause, resume), from the
+/// admin API, the console or the `idem` command; label `action`.
+pub const ADMIN_ACTIONS_TOTAL: &str = "idem_admin_actions_total";
 /// Events stored that no route took (no route leaves the source, none matches the event's
 /// type, or every matching route's filter said no): sent nowhere; label `source`.
 pub const INGEST_UNROUTED_TOTAL: &str = "idem_ingest_unrouted_total";
@@ -78,6 +84,16 @@ pub fn describe() {
         BROKER_REJECTED_TOTAL,
         Unit::Count,
         "Broker messages refused for good (no message id, unreadable), by source and reason."
+    );
+    describe_counter!(
+        ADMIN_UNAUTHORIZED_TOTAL,
+        Unit::Count,
+        "Admin API requests refused for a wrong or missing token."
+    );
+    describe_counter!(
+        ADMIN_ACTIONS_TOTAL,
+        Unit::Count,
+        "Operator actions done, by action."
     );
     describe_counter!(
         INGEST_UNROUTED_TOTAL,

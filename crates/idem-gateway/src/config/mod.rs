@@ -149,6 +149,11 @@ impl Config {
             .transpose()?
             // Never an empty token that an empty bearer would match.
             .filter(Secret::is_loaded);
+        check_admin_token(
+            admin_token.as_ref(),
+            raw.admin_token_env.as_deref(),
+            settings.admin_listen.unwrap_or(settings.listen),
+        )?;
         let mut sources = lists::sources(raw.sources, settings.retention, &secret)?;
         let destinations = lists::destinations(raw.destinations, &secret)?;
         let routes = lists::routes(raw.routes, &sources, &destinations)?;
@@ -203,5 +208,37 @@ fn read(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.display().to_string(),
         source,
+    })
+}
+
+/// The shortest admin token accepted when the admin API listens beyond loopback: 32
+/// characters (`idem demo` makes 16 random bytes in hex), as guessable tokens on a reachable
+/// port are what a limit on wrong tokens only slows down.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+
+/// Refuses a short admin token (fewer than [`MIN_ADMIN_TOKEN_CHARS`]) when `/admin` listens on
+/// `admin` and that is not a loopback address.
+fn check_admin_token(
+    token: Option<&Secret>,
+    var: Option<&str>,
+    admin: std::net::SocketAddr,
+) -> Result<(), ConfigError> {
+    let Some(token) = token else {
+        return Ok(());
+    };
+    let chars = token.expose().chars().count();
+    if chars >= MIN_ADMIN_TOKEN_CHARS || admin.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(ConfigError::BadValue {
+        field: "admin_token_env".into(),
+        value: format!(
+            "{} (a token of {chars} characters)",
+            var.unwrap_or_default()
+        ),
+        expected: format!(
+            "a token of at least {MIN_ADMIN_TOKEN_CHARS} characters, as /admin listens on {admin}, \
+             beyond loopback (for example `openssl rand -hex 16`); or admin_listen on 127.0.0.1"
+        ),
     })
 }

@@ -1,19 +1,22 @@
 //! The `/admin` HTTP API (bearer token) over the [operations](crate::operations) on stored
 //! events; its endpoints are listed in docs/gateway.md ("The admin API").
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::Router;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::{self, DeserializeOwned};
 use serde::{Deserialize, Deserializer, Serialize};
-use subtle::ConstantTimeEq;
 
+use super::admin_guard::{Guard, require_token};
+use super::console::SignInLimiter;
 use crate::Error;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
@@ -46,59 +49,13 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
             post(resume::<DB>),
         )
         .route_layer(middleware::from_fn_with_state(
-            gateway.clone(),
+            Arc::new(Guard {
+                gateway: gateway.clone(),
+                wrong: SignInLimiter::default(),
+            }),
             require_token::<DB>,
         ))
         .with_state(gateway)
-}
-
-async fn require_token<DB: GatewayDb>(
-    State(gateway): State<Gateway<DB>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if authorized(&gateway, request.headers()) {
-        next.run(request).await
-    } else {
-        unauthorized()
-    }
-}
-
-/// Whether the request carries `Authorization: Bearer <admin token>` (compared in constant
-/// time).
-fn authorized<DB: GatewayDb>(gateway: &Gateway<DB>, headers: &HeaderMap) -> bool {
-    let expected = gateway
-        .config()
-        .admin_token
-        .as_ref()
-        .map(|t| t.expose().as_bytes());
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        // The scheme is case-insensitive (RFC 9110 §11.1): `bearer`, `BEARER` too.
-        .and_then(|v| {
-            let (scheme, token) = v.split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim_start())
-        })
-        .map(str::as_bytes);
-    matches!((expected, given), (Some(e), Some(g)) if bool::from(e.ct_eq(g)))
-}
-
-fn unauthorized() -> Response {
-    let mut response = Problem::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "Unauthorized",
-        "the admin API needs `Authorization: Bearer <admin token>`, the token being the value \
-         of the environment variable that admin_token_env names",
-    )
-    .into_response();
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
 }
 
 fn answer<T: Serialize>(result: Result<T, Error>) -> Response {

@@ -3,6 +3,7 @@
 //! by the server's assembly and by the demo only.
 
 pub(crate) mod admin;
+mod admin_guard;
 pub(crate) mod body_deadline;
 pub mod console;
 mod health;

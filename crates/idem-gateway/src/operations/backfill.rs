@@ -102,6 +102,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         if report.created > 0 && !request.dry_run {
             self.wake_all();
         }
+        crate::audit::done("backfill", request.dry_run, &report);
         Ok(report)
     }
 

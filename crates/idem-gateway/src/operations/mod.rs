@@ -380,12 +380,14 @@ impl<DB: GatewayDb> Gateway<DB> {
         let report = self
             .requeue(&mut conn, rows, request.force, request.dry_run, &|_, _| {})
             .await?;
-        Ok(RedriveReport {
+        let report = RedriveReport {
             matched: report.matched,
             redriven: report.requeued,
             older: report.older,
             filtered: report.filtered,
-        })
+        };
+        crate::audit::done("redrive", request.dry_run, &report);
+        Ok(report)
     }
 
     /// Replays the deliveries of `request.source`'s events received in the range (of
@@ -413,8 +415,11 @@ impl<DB: GatewayDb> Gateway<DB> {
         if let Some(pattern) = &request.event_type {
             rows.retain(|row| crate::config::type_matches(pattern, row.event_type.as_deref()));
         }
-        self.requeue(&mut conn, rows, request.force, request.dry_run, progress)
-            .await
+        let report = self
+            .requeue(&mut conn, rows, request.force, request.dry_run, progress)
+            .await?;
+        crate::audit::done("replay", request.dry_run, &report);
+        Ok(report)
     }
 
     /// Sends one stored event again: each of its finished deliveries becomes due again under
@@ -443,6 +448,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         let report = self
             .requeue(&mut conn, rows, force, dry_run, &|_, _| {})
             .await?;
+        crate::audit::done("resend", dry_run, &report);
         Ok(Some(report))
     }
 
@@ -579,6 +585,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 }
             }
         }
+        crate::audit::done("gc", false, &report);
         Ok(report)
     }
 

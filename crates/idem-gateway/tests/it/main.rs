@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod admin_access;
 mod broker_destinations;
 mod brokers;
 mod cluster;

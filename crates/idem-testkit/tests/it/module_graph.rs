@@ -108,6 +108,7 @@ const GATEWAY_LAYERS: [&[Row]; 7] = [
     // L2: the error type (only the values its variants carry) and in-memory coordination.
     &[
         row("error", 0, &["model", "config"]),
+        row("audit", 0, &["metric_definitions"]),
         row("lanes", 2, &["error"]),
         row("writer_gate", 2, &["error"]),
         row("health", 2, &["error"]),

@@ -32,11 +32,12 @@ use axum::routing::{get, post};
 
 use crate::gateway::Gateway;
 use crate::store::GatewayDb;
+pub(crate) use client_address::client_address;
 pub use overview::{
     BacklogRow, DESTINATION_METRICS, DispatcherHealth, Failing, Health, Overview, SOURCE_METRICS,
     SeriesRow,
 };
-pub(crate) use rate_limit::SignInLimiter;
+pub(crate) use rate_limit::{MAX_FAILURES, SignInLimiter, WINDOW_MS};
 use state::{Console, State};
 pub use state::{PREFIX, SIGN_IN};
 

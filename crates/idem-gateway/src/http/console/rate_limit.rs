@@ -1,6 +1,8 @@
-//! Wrong admin tokens at sign-in, limited per client address: after [`MAX_FAILURES`] wrong
-//! tokens within [`WINDOW_MS`], that address's sign-ins are refused (even with the right
-//! token, or guessing would simply go on) until the oldest of them is older than the window.
+//! Wrong admin tokens, limited per client address: after [`MAX_FAILURES`] wrong tokens within
+//! [`WINDOW_MS`], that address's sign-ins are refused (even with the right token, or guessing
+//! would simply go on) until the oldest of them is older than the window; the admin API
+//! (`http::admin_guard`) counts its wrong bearer tokens the same way but never refuses the
+//! right one.
 //! Times come from the gateway's clock, so tests move them with a `ManualClock`.
 
 use std::collections::{HashMap, VecDeque};
