@@ -137,6 +137,6 @@ pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
 pub use model::fields::ExtractError;
 pub use model::route_filter::{FilterError, FilterInput, FilterSyntaxError, RouteFilter};
 pub use model::{counts as counters, time};
-pub use server::Server;
+pub use server::{Server, USER_AGENT};
 pub use store::{AttemptOutcome, DatabaseKind, DeliveryState, GatewayDb};
 pub use tls::TlsSettings;

@@ -242,6 +242,9 @@ async fn connect_inputs<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<Connecte
     })
 }
 
+/// The `User-Agent` of every request to a destination: `idem/` and the version.
+pub const USER_AGENT: &str = concat!("idem/", env!("CARGO_PKG_VERSION"));
+
 /// One HTTP client per destination: one client (one connection pool) shared by the
 /// destinations without TLS settings, one of its own for each destination with them.
 ///
@@ -249,10 +252,13 @@ async fn connect_inputs<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<Connecte
 /// [`Error::Io`] when a client cannot be built.
 fn http_clients<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<Vec<reqwest::Client>, Error> {
     let build = |what: String, builder: reqwest::ClientBuilder| {
-        builder.build().map_err(|e| Error::Io {
-            what,
-            source: std::io::Error::other(e),
-        })
+        builder
+            .user_agent(USER_AGENT)
+            .build()
+            .map_err(|e| Error::Io {
+                what,
+                source: std::io::Error::other(e),
+            })
     };
     let shared = build(
         "building the HTTP client".into(),

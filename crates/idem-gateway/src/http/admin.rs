@@ -215,6 +215,23 @@ impl<S: Send + Sync> FromRequestParts<S> for DestinationPath {
 
 /// The `limit` of the list endpoints when none is given.
 const DEFAULT_LIMIT: u32 = 100;
+/// The largest `limit` the list endpoints take: a list is one answer, held in memory.
+pub(crate) const MAX_LIMIT: u32 = 1000;
+
+/// `limit` as given (at most [`MAX_LIMIT`]) or [`DEFAULT_LIMIT`]; a larger one is refused.
+fn limit(given: Option<u32>) -> Result<u32, Response> {
+    match given {
+        Some(n) if n > MAX_LIMIT => Err(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-limit",
+            "Limit too large",
+            format!("limit={n} is more than {MAX_LIMIT}; expected a whole number from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})"),
+        )
+        .into_response()),
+        Some(n) => Ok(n),
+        None => Ok(DEFAULT_LIMIT),
+    }
+}
 
 /// Query of `GET /admin/events`.
 #[derive(Debug, Deserialize)]
@@ -226,7 +243,7 @@ struct EventsQuery {
 }
 
 impl Expected for EventsQuery {
-    const EXPECTED: &'static str = "optional `source` (a source name), `limit` (a whole number, default 100) and `unrouted` (true: only events no route took)";
+    const EXPECTED: &'static str = "optional `source` (a source name), `limit` (a whole number up to 1000, default 100) and `unrouted` (true: only events no route took)";
 }
 
 /// Query of `GET /admin/dlq`.
@@ -238,8 +255,7 @@ struct DlqQuery {
 }
 
 impl Expected for DlqQuery {
-    const EXPECTED: &'static str =
-        "optional `destination` (a destination name) and `limit` (a whole number, default 100)";
+    const EXPECTED: &'static str = "optional `destination` (a destination name) and `limit` (a whole number up to 1000, default 100)";
 }
 
 /// Body of `POST /admin/dlq/redrive`.
@@ -338,10 +354,11 @@ async fn list_events<DB: GatewayDb>(
     State(gateway): State<Gateway<DB>>,
     Params(query): Params<EventsQuery>,
 ) -> Response {
-    let (source, limit) = (
-        query.source.as_deref(),
-        query.limit.unwrap_or(DEFAULT_LIMIT),
-    );
+    let limit = match limit(query.limit) {
+        Ok(limit) => limit,
+        Err(refused) => return refused,
+    };
+    let source = query.source.as_deref();
     answer(if query.unrouted == Some(true) {
         gateway.list_unrouted_events(source, limit).await
     } else {
@@ -409,7 +426,10 @@ async fn dead_letters<DB: GatewayDb>(
         gateway
             .dead_letters(
                 query.destination.as_deref(),
-                query.limit.unwrap_or(DEFAULT_LIMIT),
+                match limit(query.limit) {
+                    Ok(limit) => limit,
+                    Err(refused) => return refused,
+                },
             )
             .await,
     )

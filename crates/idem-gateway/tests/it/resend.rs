@@ -48,6 +48,11 @@ async fn resend_one_event<DB: GatewayDb + AppDb>(store: Store<DB>) {
     assert_eq!(received.len(), 3);
     assert_eq!(received[2].header("idem-event-id"), Some("evt_sub_2"));
     assert_eq!(
+        received[2].header("user-agent"),
+        Some(idem_gateway::USER_AGENT)
+    );
+    assert!(idem_gateway::USER_AGENT.starts_with("idem/"));
+    assert_eq!(
         received[2].header("idempotency-key"),
         received[1].header("idempotency-key")
     );
@@ -89,6 +94,15 @@ async fn resend_one_event<DB: GatewayDb + AppDb>(store: Store<DB>) {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+    // Admin lists are bounded.
+    let too_many = gw
+        .client
+        .get(format!("{}/admin/events?limit=100000000", gw.url))
+        .bearer_auth("admin-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_many.status(), 400);
     assert!(
         gw.gateway
             .resend("stripe", "evt_nope", false, false)
