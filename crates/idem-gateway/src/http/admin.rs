@@ -219,15 +219,15 @@ const DEFAULT_LIMIT: u32 = 100;
 pub(crate) const MAX_LIMIT: u32 = 1000;
 
 /// `limit` as given (at most [`MAX_LIMIT`]) or [`DEFAULT_LIMIT`]; a larger one is refused.
-fn limit(given: Option<u32>) -> Result<u32, Response> {
+fn limit(given: Option<u32>) -> Result<u32, Box<Response>> {
     match given {
-        Some(n) if n > MAX_LIMIT => Err(Problem::new(
+        Some(n) if n > MAX_LIMIT => Err(Box::new(Problem::new(
             StatusCode::BAD_REQUEST,
             "bad-limit",
             "Limit too large",
             format!("limit={n} is more than {MAX_LIMIT}; expected a whole number from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})"),
         )
-        .into_response()),
+        .into_response())),
         Some(n) => Ok(n),
         None => Ok(DEFAULT_LIMIT),
     }
@@ -356,7 +356,7 @@ async fn list_events<DB: GatewayDb>(
 ) -> Response {
     let limit = match limit(query.limit) {
         Ok(limit) => limit,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let source = query.source.as_deref();
     answer(if query.unrouted == Some(true) {
@@ -428,7 +428,7 @@ async fn dead_letters<DB: GatewayDb>(
                 query.destination.as_deref(),
                 match limit(query.limit) {
                     Ok(limit) => limit,
-                    Err(refused) => return refused,
+                    Err(refused) => return *refused,
                 },
             )
             .await,
