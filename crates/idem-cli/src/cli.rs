@@ -338,6 +338,9 @@ pub(crate) enum EventsCommand {
         /// them once a route takes them.
         #[arg(long)]
         unrouted: bool,
+        /// Print them as a JSON array (times in RFC 3339 UTC), for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// One event with its deliveries and every attempt.
     Show {
@@ -374,6 +377,9 @@ pub(crate) enum DlqCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Print them as a JSON array (times in RFC 3339 UTC), for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// Make dead letters due again with a fresh retry schedule.
     Redrive {
@@ -398,7 +404,11 @@ pub(crate) enum DlqCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum DestinationCommand {
     /// The configured destinations, with whether each is paused and its rate limit.
-    List,
+    List {
+        /// Print them as a JSON array (times in RFC 3339 UTC), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Pause a destination: no gateway process on the database claims its deliveries until it
     /// is resumed (a running `idem serve` notices within a second, or its poll_interval if
     /// shorter); ingest goes on accepting events.

@@ -14,7 +14,10 @@ pub(super) async fn destination<DB: GatewayDb>(
     command: DestinationCommand,
 ) -> anyhow::Result<ExitCode> {
     match command {
-        DestinationCommand::List => {
+        DestinationCommand::List { json: true } => {
+            super::json_out::print(&gateway.destinations().await?)?;
+        }
+        DestinationCommand::List { json: false } => {
             outln!(
                 "{:<16} {:<8} {:<12} {:>11}  target",
                 "destination",

@@ -15,8 +15,16 @@ pub(super) async fn dlq<DB: GatewayDb>(
     command: DlqCommand,
 ) -> anyhow::Result<ExitCode> {
     match command {
-        DlqCommand::List { destination, limit } => {
+        DlqCommand::List {
+            destination,
+            limit,
+            json,
+        } => {
             let dead = gateway.dead_letters(destination.as_deref(), limit).await?;
+            if json {
+                super::json_out::print(&dead)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             outln!(
                 "{:>6} {:<12} {:<10} {:<32} {:>8}  since",
                 "id",

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use anyhow::bail;
 use idem_gateway::time::format_time;
 use idem_gateway::{Gateway, GatewayDb};
-use serde_json::Value;
 
 use crate::cli::EventsCommand;
 use crate::printable::printable;
@@ -19,6 +18,7 @@ pub(super) async fn events<DB: GatewayDb>(
             source,
             limit,
             unrouted,
+            json,
         } => {
             let events = if unrouted {
                 gateway
@@ -27,6 +27,10 @@ pub(super) async fn events<DB: GatewayDb>(
             } else {
                 gateway.list_events(source.as_deref(), limit).await?
             };
+            if json {
+                super::json_out::print(&events)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             outln!(
                 "{:<24} {:<10} {:<32} {:<36} entity",
                 "received",
@@ -86,27 +90,8 @@ pub(super) async fn events<DB: GatewayDb>(
                 }
                 bail!("no event {event_id:?} of source {source:?} is stored");
             };
-            let mut shown = serde_json::to_value(&detail)?;
-            rfc3339_times(&mut shown);
-            outln!("{}", serde_json::to_string_pretty(&shown)?)?;
+            super::json_out::print(&detail)?;
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes every time of `value` (a `…_at` field: ms since the epoch, as `/admin` answers) as
-/// RFC 3339 UTC with milliseconds, as the listings show times.
-fn rfc3339_times(value: &mut Value) {
-    match value {
-        Value::Object(fields) => {
-            for (name, field) in fields.iter_mut() {
-                match field.as_i64() {
-                    Some(ms) if name.ends_with("_at") => *field = Value::from(format_time(ms)),
-                    _ => rfc3339_times(field),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(rfc3339_times),
-        _ => {}
-    }
 }

@@ -10,6 +10,7 @@ mod effects;
 mod events;
 mod gc;
 mod idem_tables;
+mod json_out;
 mod lint;
 mod outbox;
 mod replay;

@@ -165,6 +165,30 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
     let (code, stdout, stderr) = idem(&path, &["dlq", "list"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("evt_ops_created"), "{stdout}");
+    // `--json`: the same rows for scripts, times in RFC 3339.
+    let (code, stdout, stderr) = idem(&path, &["events", "list", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let listed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["evt_ops_succeeded", "evt_ops_created"],
+        "newest first"
+    );
+    assert!(listed[0]["received_at"].as_str().unwrap().ends_with('Z'));
+    let (code, stdout, stderr) = idem(&path, &["dlq", "list", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let dead_json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(dead_json[0]["event_id"], "evt_ops_created");
+    let (code, stdout, stderr) = idem(&path, &["destination", "list", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let destinations: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(destinations.as_array().unwrap().len(), 1, "{stdout}");
 
     // `events show`: every time RFC 3339 UTC with milliseconds, as the listings show them.
     let (code, stdout, stderr) = idem(&path, &["events", "show", "stripe", "evt_ops_created"]);
