@@ -146,7 +146,7 @@ const SCHEMES: &str = {
 #[cfg(feature = "sqlite")]
 fn missing_file(error: Error, table: &'static str) -> Error {
     match error {
-        Error::Connect { url, source } if is_missing_table(&source) => {
+        Error::Connect { url, source, .. } if is_missing_table(&source) => {
             Error::MissingTable { url, table }
         }
         other => other,

@@ -31,13 +31,16 @@ pub enum Error {
         expected: String,
     },
     /// The first connection to the database failed (refused, unknown host, authentication, …).
-    #[error("cannot connect to {url}: {source}")]
+    #[error("cannot connect to {url}: {source}{hint}")]
     Connect {
         /// The URL, with any password replaced by `***`.
         url: String,
         /// The driver's error.
         #[source]
         source: sqlx::Error,
+        /// What to do, when the cause is a common one (`; …`), else empty: see
+        /// [`connect_hint`].
+        hint: String,
     },
     /// A database opened with [`AnyStore::open_existing`](crate::AnyStore::open_existing) has
     /// no `table` (for SQLite: no file at the URL's path, which is never created there): the
@@ -320,5 +323,29 @@ fn classify_mysql(number: u16) -> ErrorKind {
         1020 | 1205 | 1213 | 3572 => ErrorKind::Conflict,
         1040 | 1053 | 1927 | 4031 => ErrorKind::Unavailable,
         _ => ErrorKind::Database,
+    }
+}
+
+/// What to do about a failed first connection to a PostgreSQL or MySQL database at `url` (its
+/// password already hidden), for [`Error::Connect`]'s message: `; …`, or empty. A missing
+/// database names the statement that makes it; an answer that is not the database's protocol,
+/// or none at all, says to check the host and port.
+pub(crate) fn connect_hint(source: &sqlx::Error, url: &str) -> String {
+    let database = url
+        .rsplit('/')
+        .next()
+        .and_then(|tail| tail.split('?').next())
+        .filter(|name| !name.is_empty() && !name.contains('@'));
+    match source {
+        sqlx::Error::Database(e)
+            if matches!(e.code().as_deref(), Some("3D000") | Some("1049")) =>
+        {
+            let name = database.unwrap_or("<database>");
+            format!("; the database does not exist: create it first (`CREATE DATABASE {name};`), then start again")
+        }
+        sqlx::Error::Protocol(_) | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
+            "; is a database server listening at that host and port? (something else answered, or nothing did)".into()
+        }
+        _ => String::new(),
     }
 }

@@ -28,6 +28,7 @@ impl Ops for Postgres {
         })?;
         let connect_error = |source| Error::Connect {
             url: redact(url),
+            hint: crate::error::connect_hint(&source, &redact(url)),
             source,
         };
         // One direct connection first: the pool retries a refused connection until its acquire

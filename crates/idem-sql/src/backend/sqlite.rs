@@ -54,6 +54,7 @@ async fn open_pool(
         .map_err(|source| Error::Connect {
             url: redact(url),
             source,
+            hint: String::new(),
         })
 }
 

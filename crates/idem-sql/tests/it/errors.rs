@@ -94,3 +94,31 @@ async fn refused_mysql_connection_is_reported_with_its_cause() {
         other => panic!("expected Error::Connect, got {other:?}"),
     }
 }
+
+/// A database that does not exist on a reachable PostgreSQL server: the message names the
+/// statement that makes it; a port where no PostgreSQL answers says to check host and port.
+#[tokio::test]
+async fn a_missing_postgres_database_says_how_to_make_it() {
+    let server = idem_testkit::pg_database().await;
+    let base = server.rsplit_once('/').unwrap().0;
+    let missing = format!("{base}/idem_no_such_database_{}", std::process::id());
+    match PgStore::connect(&missing).await {
+        Err(e @ Error::Connect { .. }) => {
+            let text = e.to_string();
+            let name = missing.rsplit('/').next().unwrap();
+            assert!(
+                text.contains(&format!("create it first (`CREATE DATABASE {name};`)")),
+                "{text}"
+            );
+        }
+        other => panic!("expected Error::Connect, got {other:?}"),
+    }
+    match PgStore::connect("postgres://postgres@127.0.0.1:1/x").await {
+        Err(e) => assert!(
+            e.to_string()
+                .contains("is a database server listening at that host and port?"),
+            "{e}"
+        ),
+        Ok(_) => panic!("port 1 answered"),
+    }
+}

@@ -33,6 +33,7 @@ pub(super) async fn connect(url: &str, pool: &PoolOptions) -> Result<Pool<MySql>
     }
     let connect_error = |source| Error::Connect {
         url: redact(url),
+        hint: crate::error::connect_hint(&source, &redact(url)),
         source,
     };
     // One direct connection first: the pool retries a refused connection until its acquire
