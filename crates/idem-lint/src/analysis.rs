@@ -262,6 +262,16 @@ impl<'a> FnFacts<'a> {
 
     fn classify(&self, call: &Call) -> Act {
         let m = call.method();
+        // go-redis: `rdb.Exists(ctx, key).Result()` is the inner command.
+        if let Some(inner) = &call.receiver
+            && matches!(
+                m.as_str(),
+                "result" | "val" | "err" | "int64" | "int" | "bool" | "bytes" | "uint64"
+            )
+            && call.args.is_empty()
+        {
+            return self.classify(inner);
+        }
         let recv = self.receiver_words(call);
         let recv_text = recv.join(".");
         // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
@@ -302,9 +312,11 @@ impl<'a> FnFacts<'a> {
     }
 
     fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
+        // go-redis takes the context first: `rdb.Get(ctx, key)`.
         let key = call
             .args
-            .first()
+            .iter()
+            .find(|a| !is_context(a))
             .map(|k| match k {
                 Expr::Path(p) if p.len() == 1 => self
                     .values
@@ -495,7 +507,11 @@ impl<'a> FnFacts<'a> {
             "date", "fs", "path", "os", "strings", "errors", "fmt", "router", "app", "schema", "z",
             "yup", "joi", "response", "reply", "w", "c", "ctx", "r", "req", "request",
         ];
-        let ormish = !recv.is_empty() && !recv.iter().any(|r| NOT_ORM.contains(&r.as_str()));
+        // A one-letter root with more after it is a Go receiver (`c.db.Create`), not gin's `c`.
+        let ormish = !recv.is_empty()
+            && !recv.iter().enumerate().any(|(i, r)| {
+                NOT_ORM.contains(&r.as_str()) && !(i == 0 && r.len() == 1 && recv.len() > 1)
+            });
         if !ormish {
             return Act::Other;
         }
@@ -1037,6 +1053,15 @@ fn provider_client(call: &Call) -> bool {
             .any(|s| PROVIDERS.iter().any(|p| norm(s).starts_with(p)))
 }
 
+/// A Go context argument (`ctx`, `r.Context()`, `context.Background()`).
+fn is_context(e: &Expr) -> bool {
+    match e {
+        Expr::Path(p) => p.len() == 1 && matches!(p[0].as_str(), "ctx" | "context" | "c"),
+        Expr::Call(c) => matches!(c.method().as_str(), "context" | "background" | "todo"),
+        _ => false,
+    }
+}
+
 fn root_of(target: &str) -> String {
     target
         .split(['.', '['])
@@ -1049,6 +1074,10 @@ fn root_of(target: &str) -> String {
 fn key_shape(e: &Expr) -> String {
     match e {
         Expr::Path(p) => p.join("."),
+        Expr::Binary { op, left, right } if op == "+" => {
+            let part = |x: &Expr| x.string_text().unwrap_or_else(|| "?".into());
+            part(left) + &part(right)
+        }
         other => other.string_text().unwrap_or_default(),
     }
 }

@@ -117,6 +117,17 @@ pub(crate) struct Op {
     pub(crate) conds: Vec<usize>,
     /// The transaction opened lexically around it (a transaction callback or `with` block).
     pub(crate) lexical_tx: Option<u32>,
+    /// Where the operation is written when it was inlined from a helper (call following).
+    pub(crate) origin: Option<std::sync::Arc<Origin>>,
+}
+
+/// Where an inlined operation is written: the helper's file, its position there and the
+/// helper's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub(crate) path: std::sync::Arc<std::path::Path>,
+    pub(crate) pos: Pos,
+    pub(crate) helper: String,
 }
 
 /// How a function is reached.

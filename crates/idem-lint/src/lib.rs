@@ -57,6 +57,7 @@
 //! revision. Each rule's page is `docs/rules/RULE_ID.md` in this crate.
 
 mod analysis;
+mod calls;
 mod checks;
 mod config;
 mod diff;
@@ -76,7 +77,7 @@ mod words;
 pub use config::Config;
 pub use diff::ChangedLines;
 pub use error::{LintError, LintErrorKind};
-pub use finding::{Confidence, Finding};
+pub use finding::{Confidence, Finding, HelperSite};
 pub use output::{to_json, to_sarif, to_text};
 pub use rule::RuleId;
 pub use scan::{Linter, MAX_FILE_BYTES, Report, Skipped};

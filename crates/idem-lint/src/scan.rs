@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::calls::CallIndex;
 use crate::checks;
 use crate::config::Config;
 use crate::diff::ChangedLines;
 use crate::error::LintError;
-use crate::finding::{Confidence, Finding};
+use crate::finding::{Confidence, Finding, HelperSite};
 use crate::handlers::classify_module;
 use crate::ir::Module;
 use crate::lang::{self, Language};
@@ -140,10 +141,12 @@ impl Linter {
     fn keep(&self, f: &Finding) -> bool {
         self.rules.as_ref().is_none_or(|r| r.contains(&f.rule))
             && self.config.applies(f.rule, &f.path)
-            && self
-                .changed
-                .as_ref()
-                .is_none_or(|c| c.contains(&f.path, f.line))
+            && self.changed.as_ref().is_none_or(|c| {
+                c.contains(&f.path, f.line)
+                    || f.helper
+                        .as_ref()
+                        .is_some_and(|h| c.contains(&h.path, h.line))
+            })
     }
 
     /// Lints one source text as if it were the file `path` (its extension picks the
@@ -155,7 +158,10 @@ impl Linter {
             Loaded::Source(parsed) => {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
-                Ok(self.check(&parsed, &schema))
+                let index = CallIndex::new([(parsed.path.as_path(), &parsed.module)]);
+                let mut findings = self.check(&parsed, &schema, &index, 0);
+                drop_helper_duplicates(&mut findings);
+                Ok(findings)
             }
             Loaded::Skip(s) => Err(s),
             Loaded::Schema(_) | Loaded::Nothing => Err(Skipped {
@@ -165,19 +171,50 @@ impl Linter {
         }
     }
 
-    fn check(&self, parsed: &Parsed, schema: &Schema) -> Vec<Finding> {
-        let hits = checks::run(&parsed.module, schema, parsed.lang.implicit_transactions());
+    fn check(
+        &self,
+        parsed: &Parsed,
+        schema: &Schema,
+        index: &CallIndex<'_>,
+        file: usize,
+    ) -> Vec<Finding> {
+        let expand = |f: &crate::ir::Function| index.expand(file, f);
+        let hits = checks::run(
+            &parsed.module,
+            schema,
+            parsed.lang.implicit_transactions(),
+            &expand,
+        );
         let hits = suppress::apply(hits, &parsed.allows);
         let mut out: Vec<Finding> = hits
             .into_iter()
-            .map(|h| Finding {
-                rule: h.rule,
-                path: parsed.path.clone(),
-                line: h.pos.line,
-                column: h.pos.column,
-                message: h.message,
-                fix: h.rule.fix().to_string(),
-                confidence: h.confidence,
+            .map(|h| {
+                let helper = h.origin.map(|o| HelperSite {
+                    name: o.helper.clone(),
+                    path: o.path.to_path_buf(),
+                    line: o.pos.line,
+                    column: o.pos.column,
+                });
+                let message = match &helper {
+                    Some(s) => format!(
+                        "{} (in {}() at {}:{})",
+                        h.message,
+                        s.name,
+                        s.path.display(),
+                        s.line
+                    ),
+                    None => h.message,
+                };
+                Finding {
+                    rule: h.rule,
+                    path: parsed.path.clone(),
+                    line: h.pos.line,
+                    column: h.pos.column,
+                    message,
+                    fix: h.rule.fix().to_string(),
+                    confidence: h.confidence,
+                    helper,
+                }
             })
             .filter(|f| self.keep(f))
             .collect();
@@ -243,10 +280,12 @@ impl Linter {
             }
         }
         report.files_linted = parsed.len();
+        let index = CallIndex::new(parsed.iter().map(|p| (p.path.as_path(), &p.module)));
         let check = || {
             parsed
                 .par_iter()
-                .map(|p| self.check(p, &schema))
+                .enumerate()
+                .map(|(i, p)| self.check(p, &schema, &index, i))
                 .collect::<Vec<Vec<Finding>>>()
         };
         let findings = match &pool {
@@ -254,11 +293,25 @@ impl Linter {
             Err(_) => check(),
         };
         report.findings = findings.into_iter().flatten().collect();
+        drop_helper_duplicates(&mut report.findings);
         report.findings.sort_by(|a, b| {
             (&a.path, a.line, a.column, a.rule).cmp(&(&b.path, b.line, b.column, b.rule))
         });
         Ok(report)
     }
+}
+
+/// A helper's own finding that a handler's finding already reports at the helper's line is
+/// the same defect: one finding, at the handler's line and the helper's.
+fn drop_helper_duplicates(findings: &mut Vec<Finding>) {
+    let seen: std::collections::HashSet<(RuleId, PathBuf, u32)> = findings
+        .iter()
+        .filter_map(|f| f.helper.as_ref().map(|h| (f.rule, h.path.clone(), h.line)))
+        .collect();
+    if seen.is_empty() {
+        return;
+    }
+    findings.retain(|f| f.helper.is_some() || !seen.contains(&(f.rule, f.path.clone(), f.line)));
 }
 
 /// Test code under a scanned folder (`tests/`, `__tests__/`, `*_test.go`, `*.test.ts`,

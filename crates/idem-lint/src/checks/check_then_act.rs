@@ -56,11 +56,16 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         return;
     }
     let ops = &facts.func.ops;
+    // A Redis check in front of a database effect is REL_TTL_MARKER's finding.
+    let ttl_marker = super::ttl_marker::applies(facts);
     for (j, act) in facts.acts.iter().enumerate() {
         let Some(written) = unguarded_insert(facts, act) else {
             continue;
         };
         let redis = matches!(act, Act::RedisWrite { .. });
+        if redis && ttl_marker {
+            continue;
+        }
         let read = (0..j).rev().find(|&i| {
             read_target(&facts.acts[i]).is_some_and(|t| same_target(t, written))
                 && redis == matches!(facts.acts[i], Act::RedisRead { .. })
@@ -77,6 +82,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::RelCheckThenAct,
             pos: ops[j].pos,
+            origin: ops[j].origin.clone(),
             message: format!(
                 "{} on line {} then {} with no unique key, lock or conflict clause: two concurrent copies both insert",
                 describe(&facts.acts[i]),

@@ -20,20 +20,21 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if outbox {
         return;
     }
-    let Some(w) = facts
-        .acts
-        .iter()
-        .position(|a| a.is_db_write() || matches!(a, Act::Commit))
-    else {
+    let Some(w) = facts.acts.iter().enumerate().position(|(k, a)| {
+        a.is_db_write() || matches!(a, Act::Commit) && !super::open_tx::producer_callback(facts, k)
+    }) else {
         return;
     };
+    // A publish inside the open transaction is ARC_PUBLISH_IN_TX's finding.
+    let in_tx = super::publish_in_tx::publishes_in_tx(facts);
     for (i, act) in facts.acts.iter().enumerate() {
-        if !matches!(act, Act::Publish | Act::HttpCreate) {
+        if !matches!(act, Act::Publish | Act::HttpCreate) || in_tx.contains(&i) {
             continue;
         }
         out.push(Hit {
             rule: RuleId::ArcDualWrite,
             pos: facts.func.ops[i].pos,
+            origin: facts.func.ops[i].origin.clone(),
             message: format!(
                 "{} {} beside the database write ({}) on line {}, with no outbox",
                 super::call_name(facts, i),

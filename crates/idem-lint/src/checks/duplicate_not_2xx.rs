@@ -157,6 +157,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::RelDuplicateNot2xx,
             pos: op.pos,
+            origin: op.origin.clone(),
             message: format!("a duplicate delivery is {what}: the sender will retry it"),
             confidence: if by_message || by_catch || in_duplicate_branch(facts, i) {
                 Confidence::High

@@ -54,6 +54,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::OrdLastWriteWins,
             pos: facts.func.ops[i].pos,
+            origin: facts.func.ops[i].origin.clone(),
             message: format!(
                 "{} writes the event's {column} without comparing it with the stored {column}: an older event overwrites a newer state",
                 describe(act)

@@ -144,11 +144,21 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
     }
+    // A marker in Redis in front of a database effect is REL_TTL_MARKER's finding.
+    let ttl_marker = super::ttl_marker::applies(facts);
+    // A Redis claim in front of a database claim only saves work: the database decides.
+    let db_claim = facts
+        .acts
+        .iter()
+        .any(|a| is_marker(a) && !matches!(a, Act::RedisWrite { .. }));
     for (m, act) in facts.acts.iter().enumerate() {
         if !is_marker(act) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
+        if redis && (ttl_marker || db_claim) {
+            continue;
+        }
         // The effect after the marker if any (the usual claim-then-apply), else before it.
         let outside = |e: usize| {
             e != m
@@ -173,6 +183,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::RelMarkerOutsideTx,
             pos: facts.func.ops[m].pos,
+            origin: facts.func.ops[m].origin.clone(),
             message: format!(
                 "processed marker ({}) is committed {where_} the side effect {effect_name} on line {}",
                 describe(act),

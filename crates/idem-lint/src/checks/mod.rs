@@ -1,19 +1,26 @@
-//! The nine checks. Each reads the [`FnFacts`] of one function and reports [`Hit`]s; the
+//! The twelve checks. Each reads the [`FnFacts`] of one function and reports [`Hit`]s; the
 //! engine adds the file, the fix and the suppressions.
 
+mod ack_before_commit;
 mod check_then_act;
 mod dual_write;
 mod duplicate_not_2xx;
 mod key_volatile;
 mod last_write_wins;
 mod marker_outside_tx;
+mod open_tx;
+mod publish_in_tx;
 mod relative_update;
 mod sig_parsed_body;
+mod ttl_marker;
 mod unconditional_insert;
+
+use std::sync::Arc;
 
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
-use crate::ir::{Module, OpKind, Pos};
+use crate::handlers::is_entry;
+use crate::ir::{Function, Module, OpKind, Origin, Pos};
 use crate::rule::RuleId;
 use crate::schema::Schema;
 use crate::sql::SqlStmt;
@@ -26,6 +33,8 @@ pub(crate) struct Hit {
     pub(crate) pos: Pos,
     pub(crate) message: String,
     pub(crate) confidence: Confidence,
+    /// Where the write is when it happens in a helper the handler calls.
+    pub(crate) origin: Option<Arc<Origin>>,
 }
 
 /// What a check may need about the whole file.
@@ -36,13 +45,21 @@ pub(crate) struct FileFacts {
     pub(crate) parsed_body: bool,
 }
 
-/// Runs every check over a lowered file.
-pub(crate) fn run(module: &Module, schema: &Schema, implicit_tx: bool) -> Vec<Hit> {
+/// Runs every check over a lowered file. `expand` gives a handler with the helpers it calls
+/// inlined (call following), or `None` when it calls none.
+pub(crate) fn run(
+    module: &Module,
+    schema: &Schema,
+    implicit_tx: bool,
+    expand: &dyn Fn(&Function) -> Option<Function>,
+) -> Vec<Hit> {
     let file = FileFacts {
         parsed_body: parsed_body(module),
     };
     let mut hits = Vec::new();
     for func in &module.functions {
+        let expanded = if is_entry(func) { expand(func) } else { None };
+        let func = expanded.as_ref().unwrap_or(func);
         let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
         key_volatile::check(&facts, &mut hits);
         check_then_act::check(&facts, &mut hits);
@@ -53,6 +70,9 @@ pub(crate) fn run(module: &Module, schema: &Schema, implicit_tx: bool) -> Vec<Hi
         duplicate_not_2xx::check(&facts, &mut hits);
         sig_parsed_body::check(&facts, &file, &mut hits);
         last_write_wins::check(&facts, &mut hits);
+        ack_before_commit::check(&facts, &mut hits);
+        publish_in_tx::check(&facts, &mut hits);
+        ttl_marker::check(&facts, &mut hits);
     }
     hits.sort_by_key(|h| (h.pos, h.rule));
     hits.dedup_by_key(|h| (h.pos.line, h.rule));

@@ -53,6 +53,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::DatUnconditionalInsert,
             pos: facts.func.ops[i].pos,
+            origin: facts.func.ops[i].origin.clone(),
             message: format!(
                 "{} from the event has no conflict clause and no unique key a duplicate would hit",
                 describe(act)

@@ -161,6 +161,7 @@ impl<'s> Builder<'s> {
             pos,
             conds: frame.conds.clone(),
             lexical_tx: frame.tx.last().copied(),
+            origin: None,
         });
     }
 
