@@ -150,6 +150,15 @@ impl<'a> FnFacts<'a> {
                     if facts.mentions_tainted(value) {
                         facts.tainted.extend(targets.iter().map(|t| root_of(t)));
                     }
+                    // An alias of a local (`const row = order`) holds the local's value.
+                    let value = match value {
+                        Expr::Path(p) if p.len() == 1 => facts
+                            .values
+                            .get(&p[0])
+                            .cloned()
+                            .unwrap_or_else(|| value.clone()),
+                        other => other.clone(),
+                    };
                     for t in targets {
                         if matches!(value, Expr::Str(_) | Expr::Template(_)) {
                             facts.strings.insert(t.clone(), value.clone());
@@ -904,6 +913,9 @@ impl<'a> FnFacts<'a> {
     /// The model an argument is an instance of: `Order(…)`, `new Order(…)`, `&Order{…}`, or
     /// a variable holding one (`var inv Invoice`).
     fn model_of(&self, arg: &Expr) -> Option<String> {
+        if is_context(arg) {
+            return None;
+        }
         let resolved = match arg {
             Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
             other => other,
@@ -934,7 +946,7 @@ impl<'a> FnFacts<'a> {
             other => other,
         };
         match resolved {
-            Expr::Object { fields, .. } => Some(fields.iter().map(|(k, _)| k.clone()).collect()),
+            Expr::Object { fields, .. } => Some(self.field_names(fields)),
             Expr::Call(c) if !c.kwargs.is_empty() => {
                 Some(c.kwargs.iter().map(|(k, _)| k.clone()).collect())
             }
@@ -946,6 +958,24 @@ impl<'a> FnFacts<'a> {
             }),
             _ => None,
         }
+    }
+
+    /// The keys of an object literal, a spread of a local object (`{ ...row, id }`) read
+    /// through.
+    fn field_names(&self, fields: &[(String, Expr)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, v) in fields {
+            match (k.as_str(), v) {
+                ("...", Expr::Path(p)) if p.len() == 1 => {
+                    if let Some(Expr::Object { fields: inner, .. }) = self.values.get(&p[0]) {
+                        out.extend(inner.iter().map(|(k, _)| k.clone()));
+                    }
+                }
+                ("...", _) => {}
+                _ => out.push(k.clone()),
+            }
+        }
+        out
     }
 
     /// Gives each op its transaction: a lexical one (callback, `with` block), an explicit

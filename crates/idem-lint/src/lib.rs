@@ -66,6 +66,7 @@ mod finding;
 mod handlers;
 mod ir;
 mod lang;
+mod mongoose;
 mod output;
 mod rule;
 mod scan;

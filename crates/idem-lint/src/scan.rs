@@ -431,6 +431,8 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
     for text in ddl {
         module.unique_keys.extend(sql::unique_keys(&text));
     }
+    let mongoose = crate::mongoose::unique_keys(&module);
+    module.unique_keys.extend(mongoose);
     classify_module(&mut module, path);
     let allows = suppress::allows(root, source);
     Loaded::Source(Box::new(Parsed {

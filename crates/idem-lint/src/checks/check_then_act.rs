@@ -62,6 +62,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let Some(written) = unguarded_insert(facts, act) else {
             continue;
         };
+        if super::conflict_handled(facts, j) {
+            continue;
+        }
         let redis = matches!(act, Act::RedisWrite { .. });
         if redis && ttl_marker {
             continue;

@@ -148,7 +148,7 @@ pub(crate) fn in_duplicate_branch(facts: &FnFacts<'_>, i: usize) -> bool {
 pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
     let tx = facts.tx[i];
     facts.acts.iter().enumerate().any(|(k, act)| {
-        (k < i && (is_marker(act) || is_marker_read(act)))
+        (k < i && (is_marker(act) || is_marker_read(act) || unique_claim(facts, act)))
             || (tx.is_some() && facts.tx[k] == tx && is_marker(act))
     }) || in_duplicate_branch(facts, i)
         || facts.func.ops[i].conds.iter().any(|&c| {
@@ -158,6 +158,25 @@ pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
                 .iter()
                 .any(|w| norm(w).contains("processed") || norm(w).contains("duplicate"))
         })
+}
+
+/// A plain insert into a table whose declared unique key its columns fill: a duplicate fails
+/// there and never reaches what follows (an insert used as the claim).
+fn unique_claim(facts: &FnFacts<'_>, act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Insert {
+            table,
+            columns,
+            conflict_clause: false,
+            ..
+        }) => facts.schema.knows(table) && facts.schema.covers(table, Some(columns)),
+        Act::OrmCreate {
+            target,
+            columns: Some(columns),
+            safe: false,
+        } => facts.schema.knows(target) && facts.schema.covers(target, Some(columns)),
+        _ => false,
+    }
 }
 
 /// Whether the function looked up a row by the event's data before op `i` and op `i` runs in
@@ -179,6 +198,42 @@ pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
                     !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_))
                 }))
     })
+}
+
+/// Words of an error that a unique key raised: the database refereed the insert.
+const UNIQUE_VIOLATION: &[&str] = &[
+    "23505",
+    "p2002",
+    "uniqueviolation",
+    "integrityerror",
+    "erdupentry",
+    "uniqueconstraint",
+    "duplicatekey",
+    "duplicatedkey",
+    "11000",
+];
+
+/// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,
+/// `catch (e) { if (e.code === "P2002") … }`, `errors.Is(err, gorm.ErrDuplicatedKey)`): the
+/// insert hits a unique key the linter cannot see, and the database referees a duplicate.
+pub(crate) fn conflict_handled(facts: &FnFacts<'_>, i: usize) -> bool {
+    let handled: Vec<usize> = facts
+        .func
+        .conds
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            c.test
+                .words()
+                .iter()
+                .any(|w| UNIQUE_VIOLATION.iter().any(|u| norm(w).contains(u)))
+        })
+        .map(|(k, _)| k)
+        .collect();
+    !handled.is_empty()
+        && facts.func.ops[i + 1..]
+            .iter()
+            .any(|o| o.conds.iter().any(|c| handled.contains(c)))
 }
 
 /// A short description of an act for messages.

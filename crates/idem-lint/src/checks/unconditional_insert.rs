@@ -36,6 +36,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             || is_log_table(table)
             || facts.schema.covers(table, columns)
             || guarded(facts, i)
+            || super::conflict_handled(facts, i)
             || read_before(facts, i, table)
         {
             continue;

@@ -133,7 +133,10 @@ fn a_write_in_a_helper_is_a_related_location() {
     let results = log["runs"][0]["results"].as_array().expect("results");
     assert_eq!(results.len(), 1, "one defect, one finding: {results:#?}");
     let r = &results[0];
-    assert_eq!(r["locations"][0]["physicalLocation"]["region"]["startLine"], 15);
+    assert_eq!(
+        r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        15
+    );
     let related = &r["relatedLocations"][0]["physicalLocation"];
     assert_eq!(related["artifactLocation"]["uri"], "clicks.py");
     assert_eq!(related["region"]["startLine"], 11);

@@ -17,6 +17,8 @@ use std::sync::Arc;
 use crate::ir::{Call, Function, Module, Op, OpKind, Origin, Pos};
 use crate::lang::MODULE;
 
+mod rename;
+
 /// How many helper levels below a handler are followed.
 pub(crate) const MAX_DEPTH: usize = 3;
 
@@ -97,6 +99,8 @@ struct Site {
     pos: Option<Pos>,
     /// The helper's file and name; `None` for the handler's own operations.
     helper: Option<(usize, String)>,
+    /// The helper's locals renamed for this call (empty for the handler's own operations).
+    names: HashMap<String, String>,
 }
 
 /// The state of one expansion.
@@ -157,6 +161,7 @@ impl<'a> CallIndex<'a> {
             tx_offset: 0,
             pos: None,
             helper: None,
+            names: HashMap::new(),
         };
         self.copy(&mut ex, file, func, &top, 0);
         (ex.inlined > 0).then_some(ex.func)
@@ -176,10 +181,12 @@ impl<'a> CallIndex<'a> {
                 .map(|t| t.wrapping_add(site.tx_offset))
                 .or(site.tx);
             let pos = site.pos.unwrap_or(op.pos);
-            if let OpKind::Call(call) = &op.kind
+            let mut kind = op.kind.clone();
+            rename::op(&mut kind, &site.names);
+            if let (OpKind::Call(original), OpKind::Call(call)) = (&op.kind, &kind)
                 && depth < MAX_DEPTH
                 && ex.inlined < MAX_INLINED
-                && let Some(target) = self.resolve(file, call)
+                && let Some(target) = self.resolve(file, original)
                 && !ex.stack.contains(&target)
             {
                 ex.inlined += 1;
@@ -197,7 +204,7 @@ impl<'a> CallIndex<'a> {
                 (None, None) => None,
             };
             ex.func.ops.push(Op {
-                kind: op.kind.clone(),
+                kind,
                 pos,
                 conds,
                 lexical_tx: tx,
@@ -219,6 +226,7 @@ impl<'a> CallIndex<'a> {
         pos: Pos,
         depth: usize,
     ) {
+        let names = rename::locals(callee, ex.inlined);
         for (i, param) in callee.params.iter().enumerate() {
             let value = call
                 .kwargs
@@ -227,9 +235,10 @@ impl<'a> CallIndex<'a> {
                 .map(|(_, v)| v)
                 .or_else(|| call.args.get(i));
             if let Some(value) = value {
+                let target = names.get(param).cloned().unwrap_or_else(|| param.clone());
                 ex.func.ops.push(Op {
                     kind: OpKind::Assign {
-                        targets: vec![param.clone()],
+                        targets: vec![target],
                         op: None,
                         value: value.clone(),
                     },
@@ -247,8 +256,13 @@ impl<'a> CallIndex<'a> {
             tx_offset: TX_BASE.wrapping_add(ex.inlined.wrapping_mul(TX_BLOCK)),
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
+            names,
         };
-        ex.func.conds.extend(callee.conds.iter().cloned());
+        ex.func.conds.extend(callee.conds.iter().map(|c| {
+            let mut c = c.clone();
+            rename::cond(&mut c, &site.names);
+            c
+        }));
         ex.stack.push(target);
         self.copy(ex, target.0, callee, &site, depth + 1);
         ex.stack.pop();
