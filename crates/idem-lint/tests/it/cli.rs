@@ -304,6 +304,43 @@ fn diff_reports_only_changed_lines() {
     );
 }
 
+/// `--diff main` on a branch: the branch's commits, its uncommitted edits and its new files
+/// count; a commit that landed on `main` after the branch started does not (three dots: with
+/// two, the line `main` removed from `shared.js` would look added by the branch).
+#[test]
+fn diff_is_the_pull_request_since_the_merge_base() {
+    let d = tempfile::tempdir().expect("tmp");
+    git(d.path(), &["init", "-q", "-b", "main"]);
+    write(d.path(), "withdraw.js", RELATIVE);
+    write(d.path(), "shared.js", RELATIVE);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "base"]);
+    git(d.path(), &["checkout", "-q", "-b", "feature"]);
+    write(d.path(), "signup.js", INSERT);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "feature"]);
+    git(d.path(), &["checkout", "-q", "main"]);
+    let fixed = RELATIVE.replace("balance = balance - $1", "balance = $1");
+    write(d.path(), "shared.js", &fixed);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "landed on main"]);
+    git(d.path(), &["checkout", "-q", "feature"]);
+    let edited = RELATIVE.replace(
+        "[event.amount, event.account]);\n}",
+        "[event.amount, event.account]);\n  await pool.query(\"UPDATE accounts SET fees = fees + $1 WHERE id = $2\", [event.fee, event.account]);\n}",
+    );
+    write(d.path(), "withdraw.js", &edited);
+    write(d.path(), "untracked.js", RELATIVE);
+    let o = run(d.path(), &["--diff", "main"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t} {}", err(&o));
+    assert!(t.contains("signup.js:5:"), "the branch's commit: {t}");
+    assert!(t.contains("withdraw.js:6:"), "an uncommitted edit: {t}");
+    assert!(!t.contains("withdraw.js:5:"), "an unchanged line: {t}");
+    assert!(t.contains("untracked.js:5:"), "an untracked file: {t}");
+    assert!(!t.contains("shared.js"), "main's own commit: {t}");
+}
+
 #[test]
 fn help_calls_it_idem_lint() {
     let d = tempfile::tempdir().expect("tmp");
