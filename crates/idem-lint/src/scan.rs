@@ -86,7 +86,7 @@ fn unlintable(text: &[u8]) -> Option<&'static str> {
         return Some("binary");
     }
     let Ok(s) = std::str::from_utf8(text) else {
-        return Some("binary (not UTF-8)");
+        return Some("not UTF-8 text");
     };
     let first: String = s
         .lines()
@@ -238,7 +238,12 @@ impl Linter {
             }
             for entry in ignore::WalkBuilder::new(p).build() {
                 let Ok(entry) = entry else { continue };
-                if entry.file_type().is_some_and(|t| t.is_file()) {
+                // A symlink is read as the file it names; one that loops or dangles is
+                // skipped with the reason when its file is read.
+                if entry
+                    .file_type()
+                    .is_some_and(|t| t.is_file() || t.is_symlink() && !entry.path().is_dir())
+                {
                     let path = entry.into_path();
                     let below = path.strip_prefix(p).unwrap_or(&path);
                     if wanted(&path) && !is_test_path(below) && !self.config.excludes(&path) {
@@ -394,7 +399,7 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
         return skip(why.to_string());
     }
     let Ok(source) = std::str::from_utf8(bytes) else {
-        return skip("binary (not UTF-8)".into());
+        return skip("not UTF-8 text".into());
     };
     let mut parser = tree_sitter::Parser::new();
     if parser.set_language(&lang.grammar(path)).is_err() {
