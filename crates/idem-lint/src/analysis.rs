@@ -590,6 +590,24 @@ impl<'a> FnFacts<'a> {
             if m.starts_with("findoneandupdate") || m.starts_with("findbyidandupdate") {
                 return self.orm_update(call, target());
             }
+            // Prisma `upsert({ update: { credits: { increment: n } } })`: on the update branch a
+            // redelivery applies the increment again.
+            if m.starts_with("upsert")
+                && let Some(update) = call.option("update")
+                && let Act::OrmUpdate {
+                    sets,
+                    relative: true,
+                    ordered,
+                    ..
+                } = self.orm_update_data(update, target())
+            {
+                return Act::OrmUpdate {
+                    target: target(),
+                    sets,
+                    relative: true,
+                    ordered,
+                };
+            }
             return Act::OrmCreate {
                 target: target(),
                 columns: self.columns_of(call),
@@ -689,6 +707,19 @@ impl<'a> FnFacts<'a> {
             return Act::OrmRead { target: target() };
         }
         Act::Other
+    }
+
+    /// An update whose data is `data` alone (the `update` branch of an upsert).
+    fn orm_update_data(&self, data: &Expr, target: String) -> Act {
+        let call = Call {
+            callee: vec!["update".into()],
+            receiver: None,
+            args: Vec::new(),
+            kwargs: vec![("data".into(), data.clone())],
+            is_new: false,
+            pos: crate::ir::Pos::default(),
+        };
+        self.orm_update(&call, target)
     }
 
     fn orm_update(&self, call: &Call, target: String) -> Act {

@@ -147,10 +147,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     // A marker in Redis in front of a database effect is REL_TTL_MARKER's finding.
     let ttl_marker = super::ttl_marker::applies(facts);
     // A Redis claim in front of a database claim only saves work: the database decides.
-    let db_claim = facts
-        .acts
-        .iter()
-        .any(|a| is_marker(a) && !matches!(a, Act::RedisWrite { .. }));
+    let db_claim = super::ttl_marker::database_claim(facts);
     for (m, act) in facts.acts.iter().enumerate() {
         if !is_marker(act) {
             continue;

@@ -107,11 +107,7 @@ fn find(facts: &FnFacts<'_>) -> Option<Found> {
         return None;
     }
     // The database claims the event itself: the cache in front only saves work.
-    if facts
-        .acts
-        .iter()
-        .any(|a| is_marker(a) && !matches!(a, Act::RedisWrite { .. }))
-    {
+    if database_claim(facts) {
         return None;
     }
     let n = facts.acts.len();
@@ -127,6 +123,33 @@ fn find(facts: &FnFacts<'_>) -> Option<Found> {
             effect,
             what,
         })
+    })
+}
+
+/// Whether the function claims the event in the database in a way a duplicate cannot pass: a
+/// dedup-table insert with a conflict clause, a get-or-create, or one a declared unique key
+/// referees.
+pub(crate) fn database_claim(facts: &FnFacts<'_>) -> bool {
+    facts.acts.iter().any(|a| {
+        is_marker(a)
+            && match a {
+                Act::Sql(SqlStmt::Insert {
+                    table,
+                    columns,
+                    conflict_clause,
+                    ..
+                }) => *conflict_clause || facts.schema.covers(table, Some(columns)),
+                Act::OrmCreate {
+                    target,
+                    columns,
+                    safe,
+                } => {
+                    *safe
+                        || facts.schema.knows(target)
+                            && facts.schema.covers(target, columns.as_deref())
+                }
+                _ => false,
+            }
     })
 }
 
