@@ -253,7 +253,7 @@ impl<'a> FnFacts<'a> {
 
     /// The receiver's words plus the name of what its root variable was made by
     /// (`r = redis.Redis()` makes `r.get` a Redis call).
-    fn receiver_words(&self, call: &Call) -> Vec<String> {
+    pub(crate) fn receiver_words(&self, call: &Call) -> Vec<String> {
         let mut recv = call.receiver_words();
         let root = call.callee.first().map(String::as_str).unwrap_or("");
         let root = if root == "self" || root == "this" {
@@ -417,7 +417,11 @@ impl<'a> FnFacts<'a> {
                 has_any(recv, &["kafka", "broker", "bus", "client", "producer"])
                     && !has_any(recv, &["socket", "io"])
             }
-            "add" | "enqueue" | "enqueue_call" => has_any(recv, &["queue"]),
+            "add" => has_any(recv, &["queue"]),
+            // Job queues: asynq `client.Enqueue(task)`, rq `q.enqueue(f)`, Bull `queue.add`.
+            "enqueue" | "enqueuecontext" | "enqueue_call" | "enqueue_in" | "enqueue_at" => {
+                !recv.is_empty()
+            }
             "delay" | "apply_async" | "send_task" => !recv.is_empty(),
             _ => false,
         }

@@ -285,9 +285,14 @@ impl Call {
         self.callee[..n].iter().map(|s| s.to_lowercase()).collect()
     }
 
-    /// The callee as written, dotted.
+    /// The callee as written, dotted (an inlined helper's renamed local, `reader'1`, shows as
+    /// written: `reader`).
     pub(crate) fn name(&self) -> String {
-        self.callee.join(".")
+        self.callee
+            .iter()
+            .map(|s| s.split('\'').next().unwrap_or(s))
+            .collect::<Vec<_>>()
+            .join(".")
     }
 
     /// A keyword argument or, for JavaScript, a field of an object argument.

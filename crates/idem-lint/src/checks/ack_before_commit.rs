@@ -88,6 +88,12 @@ fn auto_ack(call: &Call) -> Option<&'static str> {
     {
         return Some("acknowledges on receipt (autoAck true)");
     }
+    // segmentio/kafka-go: ReadMessage commits the offset as it reads (with a consumer group).
+    if m == "readmessage" && call.callee.len() > 1 {
+        return Some(
+            "commits the offset as it reads the message (kafka-go ReadMessage; FetchMessage then CommitMessages after the effect does not)",
+        );
+    }
     if m == "acknone" || call.callee.iter().any(|s| s == "AckNone") {
         return Some("acknowledges nothing (AckNone)");
     }
@@ -120,7 +126,12 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     "{}() {what}: a crash while handling loses the message",
                     call.name()
                 ),
-                confidence: Confidence::High,
+                // Whether the reader has a consumer group is not seen: medium.
+                confidence: if what.contains("ReadMessage") {
+                    Confidence::Medium
+                } else {
+                    Confidence::High
+                },
             });
         }
     }

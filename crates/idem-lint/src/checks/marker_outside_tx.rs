@@ -69,6 +69,11 @@ const NOT_EFFECTS: &[&str] = &[
     "resolve",
     "reject",
     "emit",
+    "wrap",
+    "wrapf",
+    "withfield",
+    "withfields",
+    "withmessage",
 ];
 
 /// Whether op `i` is a side effect of handling the event.
@@ -129,10 +134,20 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
             call.callee.first().map(String::as_str),
             Some("this" | "self")
         )
-        || call
-            .receiver_words()
-            .iter()
-            .any(|r| has_any(r, &["service", "handler", "processor", "usecase", "app"]));
+        || facts.receiver_words(call).iter().any(|r| {
+            has_any(
+                r,
+                &[
+                    "service",
+                    "handler",
+                    "processor",
+                    "usecase",
+                    "app",
+                    "repository",
+                    "repo",
+                ],
+            )
+        });
     local
         && call.args.iter().any(|a| {
             facts.mentions_tainted(a)

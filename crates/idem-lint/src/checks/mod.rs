@@ -113,14 +113,29 @@ fn parsed_body(module: &Module) -> bool {
 /// `SET NX` / `SADD` on a key naming processed events.
 pub(crate) fn is_marker(act: &Act) -> bool {
     match act {
-        Act::Sql(SqlStmt::Insert { table, .. }) => is_marker_table(table),
-        Act::OrmCreate { target, .. } => is_marker_table(target),
+        Act::Sql(SqlStmt::Insert {
+            table,
+            conflict_clause,
+            ..
+        }) => is_marker_table(table) || *conflict_clause && is_event_log_table(table),
+        Act::OrmCreate { target, safe, .. } => {
+            is_marker_table(target) || *safe && is_event_log_table(target)
+        }
         Act::RedisWrite { key, nx } => {
             let n = norm(key);
             !n.contains("lock") && (*nx || is_marker_table(key) || n.contains("seen"))
         }
         _ => false,
     }
+}
+
+/// A table of received events or messages (`payment_events`, `stripe_messages`): an insert
+/// into it that ignores conflicts records that the event arrived, a claim by another name.
+fn is_event_log_table(table: &str) -> bool {
+    let key = crate::words::table_key(table);
+    ["event", "message", "notification", "delivery"]
+        .iter()
+        .any(|w| key.ends_with(w))
 }
 
 /// Whether the act reads a dedup table or key.
