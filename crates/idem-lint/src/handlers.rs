@@ -244,7 +244,12 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
     {
         return HandlerKind::Event;
     }
-    let http_verb = matches!(f.name.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    // Next.js route exports; Django class-based views (`def post(self, request)`,
+    // `def form_valid(self, form)`).
+    let http_verb = matches!(f.name.as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
+        || matches!(f.name.as_str(), "post" | "put" | "patch")
+            && f.params.first().is_some_and(|p| p == "request")
+        || f.name == "form_valid" && path.extension().is_some_and(|e| e == "py");
     let route = words_in(&regs, ROUTE_REGISTRATION)
         || words_in(&types, ROUTE_TYPES)
         || http_verb

@@ -40,6 +40,7 @@ pub(crate) fn is_key_name(name: &str) -> bool {
             "idempotencyid",
             "idempotencytoken",
             "idempotentkey",
+            "idempotencekey",
             "dedupkey",
             "dedupekey",
             "dedupid",

@@ -163,7 +163,11 @@ pub(crate) fn in_duplicate_branch(facts: &FnFacts<'_>, i: usize) -> bool {
 pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
     let tx = facts.tx[i];
     facts.acts.iter().enumerate().any(|(k, act)| {
-        (k < i && (is_marker(act) || is_marker_read(act) || unique_claim(facts, act)))
+        (k < i
+            && (is_marker(act)
+                || is_marker_read(act)
+                || unique_claim(facts, act)
+                || decided_claim(facts, k, i)))
             || (tx.is_some() && facts.tx[k] == tx && is_marker(act))
     }) || in_duplicate_branch(facts, i)
         || facts.func.ops[i].conds.iter().any(|&c| {
@@ -173,6 +177,23 @@ pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
                 .iter()
                 .any(|w| norm(w).contains("processed") || norm(w).contains("duplicate"))
         })
+}
+
+/// A conflict-ignoring insert or get-or-create at `k` whose outcome returns early before `i`
+/// (`_, created = Op.objects.get_or_create(…)`, `if not created: return`): a claim by any name.
+fn decided_claim(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
+    let claims = matches!(
+        facts.acts[k],
+        Act::OrmCreate { safe: true, .. }
+            | Act::Sql(SqlStmt::Insert {
+                conflict_clause: true,
+                ..
+            })
+    );
+    claims
+        && facts.func.ops[k + 1..i]
+            .iter()
+            .any(|o| !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_)))
 }
 
 /// A plain insert into a table whose declared unique key its columns fill: a duplicate fails
@@ -200,18 +221,51 @@ fn unique_claim(facts: &FnFacts<'_>, act: &Act) -> bool {
 pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
     let ops = &facts.func.ops;
     (0..i).any(|k| {
+        let OpKind::Call(read) = &ops[k].kind else {
+            return false;
+        };
         let keyed_read = matches!(
             facts.acts[k],
             Act::OrmRead { .. } | Act::Sql(SqlStmt::Select { filtered: true, .. })
-        ) && match &ops[k].kind {
-            OpKind::Call(c) => c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)),
-            _ => false,
+        ) && read.arg_exprs().iter().any(|e| facts.mentions_tainted(e));
+        if !keyed_read {
+            return false;
+        }
+        // What the look-up's result is kept in.
+        let kept: Vec<String> = ops[k + 1..i]
+            .iter()
+            .find_map(|o| match &o.kind {
+                OpKind::Assign {
+                    targets,
+                    value: crate::ir::Expr::Call(c),
+                    ..
+                } if c.pos == read.pos => Some(targets.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        // A condition about the look-up: it tests the result, or makes the look-up itself.
+        let about = |c: usize| {
+            let test = &facts.func.conds[c].test;
+            let mut yes = false;
+            test.walk(&mut |e| match e {
+                crate::ir::Expr::Path(p) => {
+                    yes |= p.first().is_some_and(|r| kept.iter().any(|t| t == r))
+                }
+                crate::ir::Expr::Call(c) => yes |= c.pos == read.pos,
+                _ => {}
+            });
+            yes
         };
-        keyed_read
-            && (ops[i].conds.len() > ops[k].conds.len()
-                || ops[k + 1..i].iter().any(|o| {
-                    !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_))
-                }))
+        let new_conds = |o: &crate::ir::Op| {
+            o.conds
+                .iter()
+                .filter(|c| !ops[k].conds.contains(c))
+                .any(|&c| about(c))
+        };
+        new_conds(&ops[i])
+            || ops[k + 1..i]
+                .iter()
+                .any(|o| matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_)) && new_conds(o))
     })
 }
 
