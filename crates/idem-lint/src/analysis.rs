@@ -50,6 +50,27 @@ pub(crate) enum Act {
 }
 
 impl Act {
+    /// Names its table or key as written: an inlined helper's renamed local (`Receipt'2`, see
+    /// `calls`) loses its suffix.
+    fn drop_renames(&mut self) {
+        let strip = |s: &mut String| {
+            if let Some(at) = s.find('\'') {
+                let tail = &s[at + 1..];
+                let digits = tail.chars().take_while(char::is_ascii_digit).count();
+                if digits > 0 {
+                    s.replace_range(at..at + 1 + digits, "");
+                }
+            }
+        };
+        match self {
+            Act::OrmCreate { target, .. }
+            | Act::OrmUpdate { target, .. }
+            | Act::OrmRead { target } => strip(target),
+            Act::RedisRead { key } | Act::RedisWrite { key, .. } => strip(key),
+            _ => {}
+        }
+    }
+
     /// A write to a database (SQL or ORM).
     pub(crate) fn is_db_write(&self) -> bool {
         match self {
@@ -140,7 +161,9 @@ impl<'a> FnFacts<'a> {
             let act = match &op.kind {
                 OpKind::Call(call) => {
                     facts.taint_decoded(call);
-                    facts.classify(call)
+                    let mut act = facts.classify(call);
+                    act.drop_renames();
+                    act
                 }
                 OpKind::Assign {
                     targets,

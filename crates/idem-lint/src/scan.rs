@@ -195,15 +195,16 @@ impl Linter {
                     line: o.pos.line,
                     column: o.pos.column,
                 });
+                let h_message = without_renames(&h.message);
                 let message = match &helper {
                     Some(s) => format!(
                         "{} (in {}() at {}:{})",
-                        h.message,
+                        h_message,
                         s.name,
                         s.path.display(),
                         s.line
                     ),
-                    None => h.message,
+                    None => h_message,
                 };
                 Finding {
                     rule: h.rule,
@@ -304,6 +305,24 @@ impl Linter {
         });
         Ok(report)
     }
+}
+
+/// A message without the suffix call following gives an inlined helper's locals (`key'3`).
+fn without_renames(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    let mut prev_ident = false;
+    while let Some(c) = chars.next() {
+        if c == '\'' && prev_ident && chars.peek().is_some_and(char::is_ascii_digit) {
+            while chars.peek().is_some_and(char::is_ascii_digit) {
+                chars.next();
+            }
+            continue;
+        }
+        prev_ident = c.is_alphanumeric() || c == '_';
+        out.push(c);
+    }
+    out
 }
 
 /// A helper's own finding that a handler's finding already reports at the helper's line is

@@ -190,10 +190,7 @@ fn decided_claim(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
                 ..
             })
     );
-    claims
-        && facts.func.ops[k + 1..i]
-            .iter()
-            .any(|o| !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_)))
+    claims && decided_by(facts, k, i)
 }
 
 /// A plain insert into a table whose declared unique key its columns fill: a duplicate fails
@@ -218,6 +215,50 @@ fn unique_claim(facts: &FnFacts<'_>, act: &Act) -> bool {
 /// Whether the function looked up a row by the event's data before op `i` and op `i` runs in
 /// a branch (or after an early return) that the look-up decided: the event was checked first.
 /// A race between two copies remains, and `REL_CHECK_THEN_ACT` reports it where it inserts.
+/// Whether op `i` runs only on a path a condition about op `k`'s result decided: `i` is under
+/// such a condition, or an early return or throw under one lies between them.
+fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
+    let ops = &facts.func.ops;
+    let OpKind::Call(read) = &ops[k].kind else {
+        return false;
+    };
+    // What the look-up's result is kept in.
+    let kept: Vec<String> = ops[k + 1..i]
+        .iter()
+        .find_map(|o| match &o.kind {
+            OpKind::Assign {
+                targets,
+                value: crate::ir::Expr::Call(c),
+                ..
+            } if c.pos == read.pos => Some(targets.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    // A condition about the look-up: it tests the result, or makes the look-up itself.
+    let about = |c: usize| {
+        let test = &facts.func.conds[c].test;
+        let mut yes = false;
+        test.walk(&mut |e| match e {
+            crate::ir::Expr::Path(p) => {
+                yes |= p.first().is_some_and(|r| kept.iter().any(|t| t == r))
+            }
+            crate::ir::Expr::Call(c) => yes |= c.pos == read.pos,
+            _ => {}
+        });
+        yes
+    };
+    let new_conds = |o: &crate::ir::Op| {
+        o.conds
+            .iter()
+            .filter(|c| !ops[k].conds.contains(c))
+            .any(|&c| about(c))
+    };
+    new_conds(&ops[i])
+        || ops[k + 1..i]
+            .iter()
+            .any(|o| matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_)) && new_conds(o))
+}
+
 pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
     let ops = &facts.func.ops;
     (0..i).any(|k| {
@@ -231,41 +272,7 @@ pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
         if !keyed_read {
             return false;
         }
-        // What the look-up's result is kept in.
-        let kept: Vec<String> = ops[k + 1..i]
-            .iter()
-            .find_map(|o| match &o.kind {
-                OpKind::Assign {
-                    targets,
-                    value: crate::ir::Expr::Call(c),
-                    ..
-                } if c.pos == read.pos => Some(targets.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        // A condition about the look-up: it tests the result, or makes the look-up itself.
-        let about = |c: usize| {
-            let test = &facts.func.conds[c].test;
-            let mut yes = false;
-            test.walk(&mut |e| match e {
-                crate::ir::Expr::Path(p) => {
-                    yes |= p.first().is_some_and(|r| kept.iter().any(|t| t == r))
-                }
-                crate::ir::Expr::Call(c) => yes |= c.pos == read.pos,
-                _ => {}
-            });
-            yes
-        };
-        let new_conds = |o: &crate::ir::Op| {
-            o.conds
-                .iter()
-                .filter(|c| !ops[k].conds.contains(c))
-                .any(|&c| about(c))
-        };
-        new_conds(&ops[i])
-            || ops[k + 1..i]
-                .iter()
-                .any(|o| matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_)) && new_conds(o))
+        decided_by(facts, k, i)
     })
 }
 
