@@ -1198,14 +1198,18 @@ pub(crate) fn expr_compares_order(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| match x {
         Expr::Binary { op, left, right } if matches!(op.as_str(), "<" | "<=" | ">" | ">=") => {
-            let names = |e: &Expr| e.words().iter().any(|w| crate::words::is_order_column(w));
+            let names = |e: &Expr| {
+                e.words().iter().any(|w| {
+                    crate::words::is_order_column(w) || crate::words::is_event_time_column(w)
+                })
+            };
             if names(left) || names(right) {
                 found = true;
             }
         }
         Expr::Object { fields, .. } => {
             for (k, v) in fields {
-                if crate::words::is_order_column(k)
+                if (crate::words::is_order_column(k) || crate::words::is_event_time_column(k))
                     && let Expr::Object { fields: inner, .. } = v
                     && inner
                         .iter()
