@@ -957,7 +957,14 @@ impl<'a> FnFacts<'a> {
                 other => Some(other.clone()),
             }
         };
-        match call.args.first() {
+        // `order.save({ session })`: Mongoose save options, not a row.
+        let options = |e: &Expr| {
+            matches!(e, Expr::Object { fields, .. } if fields.iter().all(|(k, _)| matches!(
+                k.as_str(),
+                "session" | "transaction" | "validateBeforeSave" | "timestamps" | "w" | "j"
+            )))
+        };
+        match call.args.first().filter(|a| !options(a)) {
             Some(arg) => resolve(arg).is_some_and(|v| built(&v)),
             None => call
                 .callee

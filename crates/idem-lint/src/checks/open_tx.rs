@@ -48,6 +48,29 @@ pub(crate) fn open_transaction(facts: &FnFacts<'_>) -> Vec<bool> {
                 let root = c.callee.first().cloned().unwrap_or_default();
                 vars.retain(|v| *v != root);
             }
+            // Mongo/Mongoose sessions: `session.startTransaction()` … `commitTransaction()`.
+            (OpKind::Call(c), _)
+                if c.callee.len() > 1
+                    && matches!(
+                        c.method().as_str(),
+                        "starttransaction" | "start_transaction" | "begintransaction"
+                    )
+                    && !c.receiver_words().iter().any(|w| has_any(w, PRODUCERS)) =>
+            {
+                vars.extend(c.callee.first().cloned());
+            }
+            (OpKind::Call(c), _)
+                if matches!(
+                    c.method().as_str(),
+                    "committransaction"
+                        | "aborttransaction"
+                        | "commit_transaction"
+                        | "abort_transaction"
+                ) =>
+            {
+                let root = c.callee.first().cloned().unwrap_or_default();
+                vars.retain(|v| *v != root);
+            }
             (
                 OpKind::Assign {
                     targets,
