@@ -6,8 +6,8 @@
 //! committed apart from the effect, an INSERT with no unique key, an increment with no event
 //! ledger, a publish beside a database write. This crate parses TypeScript/TSX, JavaScript,
 //! Python and Go with tree-sitter (SQL strings with `sqlparser`), reads the unique keys of
-//! the migrations and models in the tree, and reports nine checks with stable ids
-//! ([`RuleId`]). The `idem-lint` binary is the `idem lint` command.
+//! the migrations and models in the tree, follows calls into the helpers a handler calls,
+//! and reports twelve checks with stable ids ([`RuleId`]). The `idem-lint` binary is the `idem lint` command.
 //!
 //! # Lint a source text
 //!
