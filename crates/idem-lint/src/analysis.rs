@@ -284,10 +284,21 @@ impl<'a> FnFacts<'a> {
         } else {
             root
         };
-        if call.callee.len() > 1
-            && let Some(Expr::Call(made)) = self.values.get(root)
-        {
-            recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+        if call.callee.len() > 1 {
+            match self.values.get(root) {
+                Some(Expr::Call(made)) => {
+                    recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+                }
+                // A parameter of an inlined helper bound to the caller's variable
+                // (`userDelegate` given `prismaUserDelegate`): the caller's name says more.
+                Some(Expr::Path(alias)) if alias.len() == 1 => {
+                    recv.push(alias[0].to_lowercase());
+                    if let Some(Expr::Call(made)) = self.values.get(&alias[0]) {
+                        recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+                    }
+                }
+                _ => {}
+            }
         }
         recv
     }

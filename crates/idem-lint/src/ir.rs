@@ -146,6 +146,10 @@ pub(crate) enum HandlerKind {
 pub(crate) struct Function {
     pub(crate) name: String,
     pub(crate) params: Vec<String>,
+    /// For each parameter name, the argument position it takes and whether it is a field of
+    /// that argument (`function f({ id, amount }, db)`: `id` and `amount` are fields of
+    /// argument 0, `db` is argument 1). Empty when each name is its own position.
+    pub(crate) param_slots: Vec<(usize, bool)>,
     /// The parameters' type annotations as written (Go types, Python annotations).
     pub(crate) param_types: Vec<String>,
     /// Route paths, decorators or the registering call's path (`app.post`, `consumer.run`).
@@ -160,6 +164,7 @@ impl Function {
         Function {
             name,
             params: Vec::new(),
+            param_slots: Vec::new(),
             param_types: Vec::new(),
             registrations: Vec::new(),
             ops: Vec::new(),

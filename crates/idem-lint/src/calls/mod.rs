@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::ir::{Call, Function, Module, Op, OpKind, Origin, Pos};
+use crate::ir::{Call, Expr, Function, Module, Op, OpKind, Origin, Pos};
 use crate::lang::MODULE;
 
 mod rename;
@@ -228,19 +228,28 @@ impl<'a> CallIndex<'a> {
     ) {
         let names = rename::locals(callee, ex.inlined);
         for (i, param) in callee.params.iter().enumerate() {
+            let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
             let value = call
                 .kwargs
                 .iter()
                 .find(|(k, _)| k == param)
-                .map(|(_, v)| v)
-                .or_else(|| call.args.get(i));
+                .map(|(_, v)| v.clone())
+                .or_else(|| {
+                    let arg = call.args.get(position)?;
+                    match (field, arg) {
+                        (false, _) => Some(arg.clone()),
+                        // A field the object literal does not give is undefined.
+                        (true, Expr::Object { .. }) => arg.field(param).cloned(),
+                        (true, _) => Some(Expr::member(Some(arg.clone()), param.clone())),
+                    }
+                });
             if let Some(value) = value {
                 let target = names.get(param).cloned().unwrap_or_else(|| param.clone());
                 ex.func.ops.push(Op {
                     kind: OpKind::Assign {
                         targets: vec![target],
                         op: None,
-                        value: value.clone(),
+                        value,
                     },
                     pos,
                     conds: conds.clone(),
