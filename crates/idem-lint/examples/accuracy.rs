@@ -46,7 +46,7 @@ fn fixtures() -> anyhow::Result<()> {
             report
                 .findings
                 .iter()
-                .map(|f| (f.rule, f.path.clone(), f.line)),
+                .flat_map(|f| f.locations().map(|(p, l)| (f.rule, p.to_path_buf(), l))),
         );
         for p in score::sources(&unit) {
             expected.extend(score::expected_in(&p, &std::fs::read_to_string(&p)?));

@@ -119,8 +119,9 @@ fn main() -> anyhow::Result<()> {
         let rule = case.check.parse::<RuleId>().ok();
         let flagged = findings[&local].iter().any(|f| {
             Some(f.rule) == rule
-                && f.path == file
-                && (case.lines[0]..=case.lines[1]).contains(&f.line)
+                && f.locations().any(|(path, line)| {
+                    path == file && (case.lines[0]..=case.lines[1]).contains(&line)
+                })
         });
         by_check
             .entry(&case.check)

@@ -50,6 +50,27 @@ pub(crate) enum Act {
 }
 
 impl Act {
+    /// Names its table or key as written: an inlined helper's renamed local (`Receipt'2`, see
+    /// `calls`) loses its suffix.
+    fn drop_renames(&mut self) {
+        let strip = |s: &mut String| {
+            if let Some(at) = s.find('\'') {
+                let tail = &s[at + 1..];
+                let digits = tail.chars().take_while(char::is_ascii_digit).count();
+                if digits > 0 {
+                    s.replace_range(at..at + 1 + digits, "");
+                }
+            }
+        };
+        match self {
+            Act::OrmCreate { target, .. }
+            | Act::OrmUpdate { target, .. }
+            | Act::OrmRead { target } => strip(target),
+            Act::RedisRead { key } | Act::RedisWrite { key, .. } => strip(key),
+            _ => {}
+        }
+    }
+
     /// A write to a database (SQL or ORM).
     pub(crate) fn is_db_write(&self) -> bool {
         match self {
@@ -140,7 +161,9 @@ impl<'a> FnFacts<'a> {
             let act = match &op.kind {
                 OpKind::Call(call) => {
                     facts.taint_decoded(call);
-                    facts.classify(call)
+                    let mut act = facts.classify(call);
+                    act.drop_renames();
+                    act
                 }
                 OpKind::Assign {
                     targets,
@@ -150,6 +173,15 @@ impl<'a> FnFacts<'a> {
                     if facts.mentions_tainted(value) {
                         facts.tainted.extend(targets.iter().map(|t| root_of(t)));
                     }
+                    // An alias of a local (`const row = order`) holds the local's value.
+                    let value = match value {
+                        Expr::Path(p) if p.len() == 1 => facts
+                            .values
+                            .get(&p[0])
+                            .cloned()
+                            .unwrap_or_else(|| value.clone()),
+                        other => other.clone(),
+                    };
                     for t in targets {
                         if matches!(value, Expr::Str(_) | Expr::Template(_)) {
                             facts.strings.insert(t.clone(), value.clone());
@@ -244,7 +276,7 @@ impl<'a> FnFacts<'a> {
 
     /// The receiver's words plus the name of what its root variable was made by
     /// (`r = redis.Redis()` makes `r.get` a Redis call).
-    fn receiver_words(&self, call: &Call) -> Vec<String> {
+    pub(crate) fn receiver_words(&self, call: &Call) -> Vec<String> {
         let mut recv = call.receiver_words();
         let root = call.callee.first().map(String::as_str).unwrap_or("");
         let root = if root == "self" || root == "this" {
@@ -252,16 +284,37 @@ impl<'a> FnFacts<'a> {
         } else {
             root
         };
-        if call.callee.len() > 1
-            && let Some(Expr::Call(made)) = self.values.get(root)
-        {
-            recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+        if call.callee.len() > 1 {
+            match self.values.get(root) {
+                Some(Expr::Call(made)) => {
+                    recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+                }
+                // A parameter of an inlined helper bound to the caller's variable
+                // (`userDelegate` given `prismaUserDelegate`): the caller's name says more.
+                Some(Expr::Path(alias)) if alias.len() == 1 => {
+                    recv.push(alias[0].to_lowercase());
+                    if let Some(Expr::Call(made)) = self.values.get(&alias[0]) {
+                        recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
+                    }
+                }
+                _ => {}
+            }
         }
         recv
     }
 
     fn classify(&self, call: &Call) -> Act {
         let m = call.method();
+        // go-redis: `rdb.Exists(ctx, key).Result()` is the inner command.
+        if let Some(inner) = &call.receiver
+            && matches!(
+                m.as_str(),
+                "result" | "val" | "err" | "int64" | "int" | "bool" | "bytes" | "uint64"
+            )
+            && call.args.is_empty()
+        {
+            return self.classify(inner);
+        }
         let recv = self.receiver_words(call);
         let recv_text = recv.join(".");
         // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
@@ -302,9 +355,11 @@ impl<'a> FnFacts<'a> {
     }
 
     fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
+        // go-redis takes the context first: `rdb.Get(ctx, key)`.
         let key = call
             .args
-            .first()
+            .iter()
+            .find(|a| !is_context(a))
             .map(|k| match k {
                 Expr::Path(p) if p.len() == 1 => self
                     .values
@@ -396,7 +451,11 @@ impl<'a> FnFacts<'a> {
                 has_any(recv, &["kafka", "broker", "bus", "client", "producer"])
                     && !has_any(recv, &["socket", "io"])
             }
-            "add" | "enqueue" | "enqueue_call" => has_any(recv, &["queue"]),
+            "add" => has_any(recv, &["queue"]),
+            // Job queues: asynq `client.Enqueue(task)`, rq `q.enqueue(f)`, Bull `queue.add`.
+            "enqueue" | "enqueuecontext" | "enqueue_call" | "enqueue_in" | "enqueue_at" => {
+                !recv.is_empty()
+            }
             "delay" | "apply_async" | "send_task" => !recv.is_empty(),
             _ => false,
         }
@@ -495,7 +554,11 @@ impl<'a> FnFacts<'a> {
             "date", "fs", "path", "os", "strings", "errors", "fmt", "router", "app", "schema", "z",
             "yup", "joi", "response", "reply", "w", "c", "ctx", "r", "req", "request",
         ];
-        let ormish = !recv.is_empty() && !recv.iter().any(|r| NOT_ORM.contains(&r.as_str()));
+        // A one-letter root with more after it is a Go receiver (`c.db.Create`), not gin's `c`.
+        let ormish = !recv.is_empty()
+            && !recv.iter().enumerate().any(|(i, r)| {
+                NOT_ORM.contains(&r.as_str()) && !(i == 0 && r.len() == 1 && recv.len() > 1)
+            });
         if !ormish {
             return Act::Other;
         }
@@ -564,6 +627,24 @@ impl<'a> FnFacts<'a> {
             // findOneAndUpdate with upsert is a safe create; without, it is an update.
             if m.starts_with("findoneandupdate") || m.starts_with("findbyidandupdate") {
                 return self.orm_update(call, target());
+            }
+            // Prisma `upsert({ update: { credits: { increment: n } } })`: on the update branch a
+            // redelivery applies the increment again.
+            if m.starts_with("upsert")
+                && let Some(update) = call.option("update")
+                && let Act::OrmUpdate {
+                    sets,
+                    relative: true,
+                    ordered,
+                    ..
+                } = self.orm_update_data(update, target())
+            {
+                return Act::OrmUpdate {
+                    target: target(),
+                    sets,
+                    relative: true,
+                    ordered,
+                };
             }
             return Act::OrmCreate {
                 target: target(),
@@ -664,6 +745,19 @@ impl<'a> FnFacts<'a> {
             return Act::OrmRead { target: target() };
         }
         Act::Other
+    }
+
+    /// An update whose data is `data` alone (the `update` branch of an upsert).
+    fn orm_update_data(&self, data: &Expr, target: String) -> Act {
+        let call = Call {
+            callee: vec!["update".into()],
+            receiver: None,
+            args: Vec::new(),
+            kwargs: vec![("data".into(), data.clone())],
+            is_new: false,
+            pos: crate::ir::Pos::default(),
+        };
+        self.orm_update(&call, target)
     }
 
     fn orm_update(&self, call: &Call, target: String) -> Act {
@@ -874,7 +968,14 @@ impl<'a> FnFacts<'a> {
                 other => Some(other.clone()),
             }
         };
-        match call.args.first() {
+        // `order.save({ session })`: Mongoose save options, not a row.
+        let options = |e: &Expr| {
+            matches!(e, Expr::Object { fields, .. } if fields.iter().all(|(k, _)| matches!(
+                k.as_str(),
+                "session" | "transaction" | "validateBeforeSave" | "timestamps" | "w" | "j"
+            )))
+        };
+        match call.args.first().filter(|a| !options(a)) {
             Some(arg) => resolve(arg).is_some_and(|v| built(&v)),
             None => call
                 .callee
@@ -888,6 +989,9 @@ impl<'a> FnFacts<'a> {
     /// The model an argument is an instance of: `Order(…)`, `new Order(…)`, `&Order{…}`, or
     /// a variable holding one (`var inv Invoice`).
     fn model_of(&self, arg: &Expr) -> Option<String> {
+        if is_context(arg) {
+            return None;
+        }
         let resolved = match arg {
             Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
             other => other,
@@ -918,7 +1022,7 @@ impl<'a> FnFacts<'a> {
             other => other,
         };
         match resolved {
-            Expr::Object { fields, .. } => Some(fields.iter().map(|(k, _)| k.clone()).collect()),
+            Expr::Object { fields, .. } => Some(self.field_names(fields)),
             Expr::Call(c) if !c.kwargs.is_empty() => {
                 Some(c.kwargs.iter().map(|(k, _)| k.clone()).collect())
             }
@@ -930,6 +1034,24 @@ impl<'a> FnFacts<'a> {
             }),
             _ => None,
         }
+    }
+
+    /// The keys of an object literal, a spread of a local object (`{ ...row, id }`) read
+    /// through.
+    fn field_names(&self, fields: &[(String, Expr)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, v) in fields {
+            match (k.as_str(), v) {
+                ("...", Expr::Path(p)) if p.len() == 1 => {
+                    if let Some(Expr::Object { fields: inner, .. }) = self.values.get(&p[0]) {
+                        out.extend(inner.iter().map(|(k, _)| k.clone()));
+                    }
+                }
+                ("...", _) => {}
+                _ => out.push(k.clone()),
+            }
+        }
+        out
     }
 
     /// Gives each op its transaction: a lexical one (callback, `with` block), an explicit
@@ -1037,6 +1159,15 @@ fn provider_client(call: &Call) -> bool {
             .any(|s| PROVIDERS.iter().any(|p| norm(s).starts_with(p)))
 }
 
+/// A Go context argument (`ctx`, `r.Context()`, `context.Background()`).
+fn is_context(e: &Expr) -> bool {
+    match e {
+        Expr::Path(p) => p.len() == 1 && matches!(p[0].as_str(), "ctx" | "context" | "c"),
+        Expr::Call(c) => matches!(c.method().as_str(), "context" | "background" | "todo"),
+        _ => false,
+    }
+}
+
 fn root_of(target: &str) -> String {
     target
         .split(['.', '['])
@@ -1049,6 +1180,10 @@ fn root_of(target: &str) -> String {
 fn key_shape(e: &Expr) -> String {
     match e {
         Expr::Path(p) => p.join("."),
+        Expr::Binary { op, left, right } if op == "+" => {
+            let part = |x: &Expr| x.string_text().unwrap_or_else(|| "?".into());
+            part(left) + &part(right)
+        }
         other => other.string_text().unwrap_or_default(),
     }
 }
@@ -1081,14 +1216,18 @@ pub(crate) fn expr_compares_order(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| match x {
         Expr::Binary { op, left, right } if matches!(op.as_str(), "<" | "<=" | ">" | ">=") => {
-            let names = |e: &Expr| e.words().iter().any(|w| crate::words::is_order_column(w));
+            let names = |e: &Expr| {
+                e.words().iter().any(|w| {
+                    crate::words::is_order_column(w) || crate::words::is_event_time_column(w)
+                })
+            };
             if names(left) || names(right) {
                 found = true;
             }
         }
         Expr::Object { fields, .. } => {
             for (k, v) in fields {
-                if crate::words::is_order_column(k)
+                if (crate::words::is_order_column(k) || crate::words::is_event_time_column(k))
                     && let Expr::Object { fields: inner, .. } = v
                     && inner
                         .iter()

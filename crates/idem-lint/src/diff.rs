@@ -1,6 +1,11 @@
-//! Pull-request mode: the lines changed since a git revision, from `git diff --unified=0`
-//! (hunk headers `@@ -a,b +c,d @@` give the new lines c..c+d) plus every line of untracked
-//! files, which are new too.
+//! Pull-request mode: the lines a pull request changes against its base branch. As GitHub
+//! shows a pull request (three dots, `BASE...HEAD`), the changes are taken since the merge base
+//! of `BASE` and `HEAD`, so commits that landed on the base branch meanwhile are not the pull
+//! request's: `git diff --unified=0 $(git merge-base BASE HEAD)` against the working tree, which
+//! adds uncommitted changes (staged or not) to the committed ones (hunk headers `@@ -a,b +c,d @@`
+//! give the new lines c..c+d), plus every line of untracked files, which are new too. The
+//! merge base must be in the clone: a shallow clone needs the base branch's history down to it
+//! (`fetch-depth: 0` in `actions/checkout`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,12 +41,46 @@ fn git(dir: &Path, base: &str, args: &[&str]) -> Result<String, LintError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The merge base of `base` and `HEAD`, or an error that says what to fetch.
+fn merge_base(dir: &Path, base: &str) -> Result<String, LintError> {
+    git(
+        dir,
+        base,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{base}^{{commit}}"),
+        ],
+    )
+    .map_err(|e| match e {
+        LintError::Git { dir, .. } => LintError::Git {
+            base: base.to_string(),
+            dir,
+            reason: format!("unknown revision {base}"),
+        },
+        other => other,
+    })?;
+    match git(dir, base, &["merge-base", base, "HEAD"]) {
+        Ok(out) => Ok(out.trim().to_string()),
+        Err(LintError::Git { dir, .. }) => Err(LintError::Git {
+            base: base.to_string(),
+            dir,
+            reason: format!(
+                "{base} and HEAD have no merge base in this clone; a shallow clone must fetch the history down to it (actions/checkout: fetch-depth: 0)"
+            ),
+        }),
+        Err(other) => Err(other),
+    }
+}
+
 impl ChangedLines {
     /// Runs git in `dir` (any folder of the repository) against revision `base`. Fails with
     /// [`LintError::Git`] when git is missing, `dir` is not in a repository or `base` is not
     /// a revision.
     pub fn since(dir: &Path, base: &str) -> Result<ChangedLines, LintError> {
         let top = PathBuf::from(git(dir, base, &["rev-parse", "--show-toplevel"])?.trim());
+        let merge_base = merge_base(dir, base)?;
         let diff = git(
             dir,
             base,
@@ -51,7 +90,7 @@ impl ChangedLines {
                 "--no-color",
                 "--no-ext-diff",
                 "--no-renames",
-                base,
+                &merge_base,
                 "--",
             ],
         )?;

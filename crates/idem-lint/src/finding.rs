@@ -43,4 +43,28 @@ pub struct Finding {
     pub fix: String,
     /// High or medium.
     pub confidence: Confidence,
+    /// When the write happens in a helper the handler calls: where, in the helper. The finding
+    /// is at the handler's line and here too (`--diff` keeps it when either line changed).
+    pub helper: Option<HelperSite>,
+}
+
+impl Finding {
+    /// Where the finding is: its file and line, then the helper's when the write is in one.
+    pub fn locations(&self) -> impl Iterator<Item = (&std::path::Path, u32)> {
+        std::iter::once((self.path.as_path(), self.line))
+            .chain(self.helper.as_ref().map(|h| (h.path.as_path(), h.line)))
+    }
+}
+
+/// The second location of a finding whose write is in a helper.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HelperSite {
+    /// The helper's name as defined.
+    pub name: String,
+    /// The helper's file.
+    pub path: PathBuf,
+    /// Line, from 1.
+    pub line: u32,
+    /// Column, from 1, in characters.
+    pub column: u32,
 }

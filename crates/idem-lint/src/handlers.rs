@@ -183,6 +183,40 @@ fn module_consumer(f: &mut Function) -> bool {
     found
 }
 
+/// Methods that read the next message from a broker client in a loop.
+const READS_MESSAGE: &[&str] = &[
+    "readmessage",
+    "fetchmessage",
+    "poll",
+    "receive_messages",
+    "receivemessage",
+    "receive",
+];
+
+/// A function that reads messages from a broker client itself (`m, err :=
+/// reader.ReadMessage(ctx)`, `msg = consumer.poll(1.0)`): the variables read are its events.
+fn loop_consumer(f: &mut Function) -> bool {
+    let mut events = Vec::new();
+    for op in &f.ops {
+        if let OpKind::Assign {
+            targets,
+            value: Expr::Call(c),
+            ..
+        } = &op.kind
+            && c.callee.len() > 1
+            && READS_MESSAGE.contains(&c.method().as_str())
+            && c.receiver_words()
+                .iter()
+                .any(|w| has_any(w, &["reader", "consumer", "kafka", "queue", "sqs", "sub"]))
+        {
+            events.extend(targets.first().cloned());
+        }
+    }
+    let found = !events.is_empty();
+    f.params.extend(events);
+    found
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
@@ -199,12 +233,23 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
         || (["handle", "process", "on", "apply", "sync"]
             .iter()
             .any(|p| name.starts_with(p))
-            && f.params.iter().any(|p| param_is_event(p)))
+            && (f.params.iter().any(|p| param_is_event(p))
+                || f.param_types.iter().any(|t| {
+                    has_any(
+                        t,
+                        &["event", "notification", "webhook", "message", "delivery"],
+                    )
+                })))
         || name == "consumeclaim"
     {
         return HandlerKind::Event;
     }
-    let http_verb = matches!(f.name.as_str(), "POST" | "PUT" | "PATCH" | "DELETE");
+    // Next.js route exports; Django class-based views (`def post(self, request)`,
+    // `def form_valid(self, form)`).
+    let http_verb = matches!(f.name.as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
+        || matches!(f.name.as_str(), "post" | "put" | "patch")
+            && f.params.first().is_some_and(|p| p == "request")
+        || f.name == "form_valid" && path.extension().is_some_and(|e| e == "py");
     let route = words_in(&regs, ROUTE_REGISTRATION)
         || words_in(&types, ROUTE_TYPES)
         || http_verb
@@ -267,6 +312,8 @@ pub(crate) fn classify_module(module: &mut Module, path: &Path) {
             } else {
                 HandlerKind::Other
             }
+        } else if loop_consumer(f) {
+            HandlerKind::Event
         } else {
             classify(f, path)
         };

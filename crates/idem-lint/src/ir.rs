@@ -117,6 +117,17 @@ pub(crate) struct Op {
     pub(crate) conds: Vec<usize>,
     /// The transaction opened lexically around it (a transaction callback or `with` block).
     pub(crate) lexical_tx: Option<u32>,
+    /// Where the operation is written when it was inlined from a helper (call following).
+    pub(crate) origin: Option<std::sync::Arc<Origin>>,
+}
+
+/// Where an inlined operation is written: the helper's file, its position there and the
+/// helper's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub(crate) path: std::sync::Arc<std::path::Path>,
+    pub(crate) pos: Pos,
+    pub(crate) helper: String,
 }
 
 /// How a function is reached.
@@ -135,6 +146,10 @@ pub(crate) enum HandlerKind {
 pub(crate) struct Function {
     pub(crate) name: String,
     pub(crate) params: Vec<String>,
+    /// For each parameter name, the argument position it takes and whether it is a field of
+    /// that argument (`function f({ id, amount }, db)`: `id` and `amount` are fields of
+    /// argument 0, `db` is argument 1). Empty when each name is its own position.
+    pub(crate) param_slots: Vec<(usize, bool)>,
     /// The parameters' type annotations as written (Go types, Python annotations).
     pub(crate) param_types: Vec<String>,
     /// Route paths, decorators or the registering call's path (`app.post`, `consumer.run`).
@@ -149,6 +164,7 @@ impl Function {
         Function {
             name,
             params: Vec::new(),
+            param_slots: Vec::new(),
             param_types: Vec::new(),
             registrations: Vec::new(),
             ops: Vec::new(),
@@ -274,9 +290,14 @@ impl Call {
         self.callee[..n].iter().map(|s| s.to_lowercase()).collect()
     }
 
-    /// The callee as written, dotted.
+    /// The callee as written, dotted (an inlined helper's renamed local, `reader'1`, shows as
+    /// written: `reader`).
     pub(crate) fn name(&self) -> String {
-        self.callee.join(".")
+        self.callee
+            .iter()
+            .map(|s| s.split('\'').next().unwrap_or(s))
+            .collect::<Vec<_>>()
+            .join(".")
     }
 
     /// A keyword argument or, for JavaScript, a field of an object argument.

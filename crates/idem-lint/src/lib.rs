@@ -6,8 +6,8 @@
 //! committed apart from the effect, an INSERT with no unique key, an increment with no event
 //! ledger, a publish beside a database write. This crate parses TypeScript/TSX, JavaScript,
 //! Python and Go with tree-sitter (SQL strings with `sqlparser`), reads the unique keys of
-//! the migrations and models in the tree, and reports nine checks with stable ids
-//! ([`RuleId`]). The `idem-lint` binary is the `idem lint` command.
+//! the migrations and models in the tree, follows calls into the helpers a handler calls,
+//! and reports twelve checks with stable ids ([`RuleId`]). The `idem-lint` binary is the `idem lint` command.
 //!
 //! # Lint a source text
 //!
@@ -57,6 +57,7 @@
 //! revision. Each rule's page is `docs/rules/RULE_ID.md` in this crate.
 
 mod analysis;
+mod calls;
 mod checks;
 mod config;
 mod diff;
@@ -65,6 +66,7 @@ mod finding;
 mod handlers;
 mod ir;
 mod lang;
+mod mongoose;
 mod output;
 mod rule;
 mod scan;
@@ -76,7 +78,7 @@ mod words;
 pub use config::Config;
 pub use diff::ChangedLines;
 pub use error::{LintError, LintErrorKind};
-pub use finding::{Confidence, Finding};
+pub use finding::{Confidence, Finding, HelperSite};
 pub use output::{to_json, to_sarif, to_text};
 pub use rule::RuleId;
 pub use scan::{Linter, MAX_FILE_BYTES, Report, Skipped};

@@ -28,13 +28,19 @@ pub enum RuleId {
     SecSigParsedBody,
     /// State overwritten from an event with no version comparison.
     OrdLastWriteWins,
+    /// The delivery acknowledged (ack, offset commit, 2xx) before the effect commits.
+    RelAckBeforeCommit,
+    /// A broker publish or outbound creating call inside an open database transaction.
+    ArcPublishInTx,
+    /// The dedup marker kept in another system than the effect (Redis with a TTL, memory).
+    RelTtlMarker,
     /// An `idem-lint: allow` comment without a reason.
     LintAllowWithoutReason,
 }
 
 impl RuleId {
     /// Every rule, in report order.
-    pub const ALL: [RuleId; 10] = [
+    pub const ALL: [RuleId; 13] = [
         RuleId::RelKeyVolatile,
         RuleId::RelCheckThenAct,
         RuleId::RelMarkerOutsideTx,
@@ -44,6 +50,9 @@ impl RuleId {
         RuleId::RelDuplicateNot2xx,
         RuleId::SecSigParsedBody,
         RuleId::OrdLastWriteWins,
+        RuleId::RelAckBeforeCommit,
+        RuleId::ArcPublishInTx,
+        RuleId::RelTtlMarker,
         RuleId::LintAllowWithoutReason,
     ];
 
@@ -59,6 +68,9 @@ impl RuleId {
             RuleId::RelDuplicateNot2xx => "REL_DUPLICATE_NOT_2XX",
             RuleId::SecSigParsedBody => "SEC_SIG_PARSED_BODY",
             RuleId::OrdLastWriteWins => "ORD_LAST_WRITE_WINS",
+            RuleId::RelAckBeforeCommit => "REL_ACK_BEFORE_COMMIT",
+            RuleId::ArcPublishInTx => "ARC_PUBLISH_IN_TX",
+            RuleId::RelTtlMarker => "REL_TTL_MARKER",
             RuleId::LintAllowWithoutReason => "LINT_ALLOW_WITHOUT_REASON",
         }
     }
@@ -90,6 +102,15 @@ impl RuleId {
             }
             RuleId::OrdLastWriteWins => {
                 "state overwritten from an event with no comparison of version or time against what is stored"
+            }
+            RuleId::RelAckBeforeCommit => {
+                "delivery acknowledged (broker ack, offset commit, 2xx) before the effect's transaction commits"
+            }
+            RuleId::ArcPublishInTx => {
+                "broker publish or outbound creating call made inside an open database transaction"
+            }
+            RuleId::RelTtlMarker => {
+                "dedup marker kept in another system than the effect (a cache key with a TTL, an in-memory set)"
             }
             RuleId::LintAllowWithoutReason => "idem-lint: allow comment without a reason",
         }
@@ -124,6 +145,15 @@ impl RuleId {
             }
             RuleId::OrdLastWriteWins => {
                 "add WHERE version < $new (or compare updated_at/sequence) so an older event cannot overwrite a newer state"
+            }
+            RuleId::RelAckBeforeCommit => {
+                "acknowledge, commit the offset or answer 2xx only after the transaction holding the effect has committed"
+            }
+            RuleId::ArcPublishInTx => {
+                "write the message to an outbox table in the transaction, or publish from an after-commit hook"
+            }
+            RuleId::RelTtlMarker => {
+                "claim the event id by a unique key in the effect's own database and transaction; keep the cache only to save work"
             }
             RuleId::LintAllowWithoutReason => {
                 "write why the finding is allowed after the rule id: idem-lint: allow RULE_ID reason"

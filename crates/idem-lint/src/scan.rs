@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::calls::CallIndex;
 use crate::checks;
 use crate::config::Config;
 use crate::diff::ChangedLines;
 use crate::error::LintError;
-use crate::finding::{Confidence, Finding};
+use crate::finding::{Confidence, Finding, HelperSite};
 use crate::handlers::classify_module;
 use crate::ir::Module;
 use crate::lang::{self, Language};
@@ -85,7 +86,7 @@ fn unlintable(text: &[u8]) -> Option<&'static str> {
         return Some("binary");
     }
     let Ok(s) = std::str::from_utf8(text) else {
-        return Some("binary (not UTF-8)");
+        return Some("not UTF-8 text");
     };
     let first: String = s
         .lines()
@@ -140,10 +141,12 @@ impl Linter {
     fn keep(&self, f: &Finding) -> bool {
         self.rules.as_ref().is_none_or(|r| r.contains(&f.rule))
             && self.config.applies(f.rule, &f.path)
-            && self
-                .changed
-                .as_ref()
-                .is_none_or(|c| c.contains(&f.path, f.line))
+            && self.changed.as_ref().is_none_or(|c| {
+                c.contains(&f.path, f.line)
+                    || f.helper
+                        .as_ref()
+                        .is_some_and(|h| c.contains(&h.path, h.line))
+            })
     }
 
     /// Lints one source text as if it were the file `path` (its extension picks the
@@ -155,7 +158,10 @@ impl Linter {
             Loaded::Source(parsed) => {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
-                Ok(self.check(&parsed, &schema))
+                let index = CallIndex::new([(parsed.path.as_path(), &parsed.module)]);
+                let mut findings = self.check(&parsed, &schema, &index, 0);
+                drop_helper_duplicates(&mut findings);
+                Ok(findings)
             }
             Loaded::Skip(s) => Err(s),
             Loaded::Schema(_) | Loaded::Nothing => Err(Skipped {
@@ -165,19 +171,51 @@ impl Linter {
         }
     }
 
-    fn check(&self, parsed: &Parsed, schema: &Schema) -> Vec<Finding> {
-        let hits = checks::run(&parsed.module, schema, parsed.lang.implicit_transactions());
+    fn check(
+        &self,
+        parsed: &Parsed,
+        schema: &Schema,
+        index: &CallIndex<'_>,
+        file: usize,
+    ) -> Vec<Finding> {
+        let expand = |f: &crate::ir::Function| index.expand(file, f);
+        let hits = checks::run(
+            &parsed.module,
+            schema,
+            parsed.lang.implicit_transactions(),
+            &expand,
+        );
         let hits = suppress::apply(hits, &parsed.allows);
         let mut out: Vec<Finding> = hits
             .into_iter()
-            .map(|h| Finding {
-                rule: h.rule,
-                path: parsed.path.clone(),
-                line: h.pos.line,
-                column: h.pos.column,
-                message: h.message,
-                fix: h.rule.fix().to_string(),
-                confidence: h.confidence,
+            .map(|h| {
+                let helper = h.origin.map(|o| HelperSite {
+                    name: o.helper.clone(),
+                    path: o.path.to_path_buf(),
+                    line: o.pos.line,
+                    column: o.pos.column,
+                });
+                let h_message = without_renames(&h.message);
+                let message = match &helper {
+                    Some(s) => format!(
+                        "{} (in {}() at {}:{})",
+                        h_message,
+                        s.name,
+                        s.path.display(),
+                        s.line
+                    ),
+                    None => h_message,
+                };
+                Finding {
+                    rule: h.rule,
+                    path: parsed.path.clone(),
+                    line: h.pos.line,
+                    column: h.pos.column,
+                    message,
+                    fix: h.rule.fix().to_string(),
+                    confidence: h.confidence,
+                    helper,
+                }
             })
             .filter(|f| self.keep(f))
             .collect();
@@ -201,7 +239,12 @@ impl Linter {
             }
             for entry in ignore::WalkBuilder::new(p).build() {
                 let Ok(entry) = entry else { continue };
-                if entry.file_type().is_some_and(|t| t.is_file()) {
+                // A symlink is read as the file it names; one that loops or dangles is
+                // skipped with the reason when its file is read.
+                if entry
+                    .file_type()
+                    .is_some_and(|t| t.is_file() || t.is_symlink() && !entry.path().is_dir())
+                {
                     let path = entry.into_path();
                     let below = path.strip_prefix(p).unwrap_or(&path);
                     if wanted(&path) && !is_test_path(below) && !self.config.excludes(&path) {
@@ -243,10 +286,12 @@ impl Linter {
             }
         }
         report.files_linted = parsed.len();
+        let index = CallIndex::new(parsed.iter().map(|p| (p.path.as_path(), &p.module)));
         let check = || {
             parsed
                 .par_iter()
-                .map(|p| self.check(p, &schema))
+                .enumerate()
+                .map(|(i, p)| self.check(p, &schema, &index, i))
                 .collect::<Vec<Vec<Finding>>>()
         };
         let findings = match &pool {
@@ -254,11 +299,43 @@ impl Linter {
             Err(_) => check(),
         };
         report.findings = findings.into_iter().flatten().collect();
+        drop_helper_duplicates(&mut report.findings);
         report.findings.sort_by(|a, b| {
             (&a.path, a.line, a.column, a.rule).cmp(&(&b.path, b.line, b.column, b.rule))
         });
         Ok(report)
     }
+}
+
+/// A message without the suffix call following gives an inlined helper's locals (`key'3`).
+fn without_renames(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    let mut prev_ident = false;
+    while let Some(c) = chars.next() {
+        if c == '\'' && prev_ident && chars.peek().is_some_and(char::is_ascii_digit) {
+            while chars.peek().is_some_and(char::is_ascii_digit) {
+                chars.next();
+            }
+            continue;
+        }
+        prev_ident = c.is_alphanumeric() || c == '_';
+        out.push(c);
+    }
+    out
+}
+
+/// A helper's own finding that a handler's finding already reports at the helper's line is
+/// the same defect: one finding, at the handler's line and the helper's.
+fn drop_helper_duplicates(findings: &mut Vec<Finding>) {
+    let seen: std::collections::HashSet<(RuleId, PathBuf, u32)> = findings
+        .iter()
+        .filter_map(|f| f.helper.as_ref().map(|h| (f.rule, h.path.clone(), h.line)))
+        .collect();
+    if seen.is_empty() {
+        return;
+    }
+    findings.retain(|f| f.helper.is_some() || !seen.contains(&(f.rule, f.path.clone(), f.line)));
 }
 
 /// Test code under a scanned folder (`tests/`, `__tests__/`, `*_test.go`, `*.test.ts`,
@@ -341,7 +418,7 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
         return skip(why.to_string());
     }
     let Ok(source) = std::str::from_utf8(bytes) else {
-        return skip("binary (not UTF-8)".into());
+        return skip("not UTF-8 text".into());
     };
     let mut parser = tree_sitter::Parser::new();
     if parser.set_language(&lang.grammar(path)).is_err() {
@@ -378,6 +455,8 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
     for text in ddl {
         module.unique_keys.extend(sql::unique_keys(&text));
     }
+    let mongoose = crate::mongoose::unique_keys(&module);
+    module.unique_keys.extend(mongoose);
     classify_module(&mut module, path);
     let allows = suppress::allows(root, source);
     Loaded::Source(Box::new(Parsed {

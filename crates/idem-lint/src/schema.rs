@@ -48,6 +48,33 @@ impl Schema {
             _ => keys.iter().any(|k| k.as_slice() != ["id"]),
         }
     }
+
+    /// Whether a unique key the insert's `columns` fill also contains one of the columns a
+    /// look-up filtered by (`filter`): the key that answers "does it exist?" referees the race.
+    /// With no filter known, as [`covers`](Self::covers).
+    pub(crate) fn covers_lookup(
+        &self,
+        table: &str,
+        columns: Option<&[String]>,
+        filter: &[String],
+    ) -> bool {
+        if filter.is_empty() {
+            return self.covers(table, columns);
+        }
+        let filter: Vec<String> = filter.iter().map(|c| norm(c)).collect();
+        let Some(keys) = self.tables.get(&table_key(table)) else {
+            return filter.iter().any(|c| c == "id");
+        };
+        let cols: Vec<String> = columns
+            .unwrap_or_default()
+            .iter()
+            .map(|c| norm(c))
+            .collect();
+        keys.iter().any(|k| {
+            k.iter().any(|c| filter.contains(c))
+                && k.iter().all(|c| cols.contains(c) || filter.contains(c))
+        })
+    }
 }
 
 /// Unique keys of a Prisma schema file.

@@ -91,6 +91,7 @@ pub(crate) fn apply(hits: Vec<Hit>, allows: &[Allow]) -> Vec<Hit> {
                 "`idem-lint: allow` ({named}) gives no reason, so it suppresses nothing"
             ),
             confidence: Confidence::High,
+            origin: None,
         });
     }
     kept

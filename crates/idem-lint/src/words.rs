@@ -40,6 +40,7 @@ pub(crate) fn is_key_name(name: &str) -> bool {
             "idempotencyid",
             "idempotencytoken",
             "idempotentkey",
+            "idempotencekey",
             "dedupkey",
             "dedupekey",
             "dedupid",
@@ -106,6 +107,17 @@ pub(crate) fn is_order_column(name: &str) -> bool {
     ]
     .iter()
     .any(|p| n == *p || n.ends_with(p) || n.starts_with(p))
+}
+
+/// Columns holding a time an event carries (`endsAt`, `renews_at`, `current_period_end`,
+/// `datePaid`): written from the event, they order its versions as much as `updated_at`.
+pub(crate) fn is_event_time_column(name: &str) -> bool {
+    let n = norm(name);
+    let at = name.ends_with("At") || name.ends_with("_at");
+    (at && !matches!(n.as_str(), "createdat" | "deletedat" | "lastloginat"))
+        || n.starts_with("date") && n.len() > 4
+        || n.contains("periodend")
+        || n.contains("periodstart")
 }
 
 /// Words that say a condition or a message is about a duplicate delivery.

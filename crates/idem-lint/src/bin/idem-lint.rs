@@ -31,7 +31,8 @@ enum Level {
 struct Args {
     /// Files and folders to scan (folders respect .gitignore). Default: the current folder.
     paths: Vec<PathBuf>,
-    /// Report only findings on lines changed since this git revision (pull-request mode).
+    /// Report only findings on lines a pull request against BASE changes: since the merge base
+    /// of BASE and HEAD (three dots), with uncommitted and untracked changes.
     #[arg(long, value_name = "BASE")]
     diff: Option<String>,
     /// Output format: text, json or sarif (SARIF 2.1.0, for GitHub code scanning).

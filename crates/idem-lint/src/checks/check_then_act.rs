@@ -7,7 +7,7 @@ use super::{Hit, describe};
 use crate::analysis::{Act, FnFacts, same_target};
 use crate::finding::Confidence;
 use crate::handlers::{is_entry, is_event};
-use crate::ir::OpKind;
+use crate::ir::{Expr, OpKind};
 use crate::rule::RuleId;
 use crate::sql::SqlStmt;
 use crate::words::{is_marker_table, norm};
@@ -25,30 +25,60 @@ fn read_target(act: &Act) -> Option<&str> {
     }
 }
 
-/// An insert that a second copy would also make, with its table and columns.
-fn unguarded_insert<'a>(facts: &'a FnFacts<'_>, act: &'a Act) -> Option<&'a str> {
+/// An insert that a second copy would also make: its table and columns (when written out).
+fn plain_insert(act: &Act) -> Option<(&str, Option<&[String]>)> {
     match act {
         Act::Sql(SqlStmt::Insert {
             table,
             columns,
             conflict_clause: false,
             ..
-        }) => (!facts.schema.covers(table, Some(columns))).then_some(table.as_str()),
+        }) => Some((table.as_str(), Some(columns.as_slice()))),
         Act::OrmCreate {
             target,
             columns,
             safe: false,
-        } => (!facts.schema.covers(target, columns.as_deref())).then_some(target.as_str()),
+        } => Some((target.as_str(), columns.as_deref())),
         // A Redis key is a claim only when it names one (`processed:…`, `seen:…`); cache-aside
         // (`get`, compute, `set`) is no check-then-act.
         Act::RedisWrite { key, nx: false }
             if (is_marker_table(key) || norm(key).contains("seen"))
                 && !norm(key).contains("cache") =>
         {
-            Some(key.as_str())
+            Some((key.as_str(), None))
         }
         _ => None,
     }
+}
+
+/// The columns a look-up filters by: Prisma/Sequelize `where: { … }`, Mongo's first object,
+/// Django and SQLAlchemy keywords (`filter(event_id=…)`, `filter_by(…)`), along the chain.
+fn lookup_columns(facts: &FnFacts<'_>, i: usize) -> Vec<String> {
+    let OpKind::Call(call) = &facts.func.ops[i].kind else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut c = Some(call);
+    while let Some(call) = c {
+        out.extend(
+            call.kwargs
+                .iter()
+                .map(|(k, _)| k.split("__").next().unwrap_or(k).to_string()),
+        );
+        let object = call
+            .option("where")
+            .or_else(|| call.args.iter().find(|a| matches!(a, Expr::Object { .. })));
+        if let Some(Expr::Object { fields, .. }) = object {
+            out.extend(
+                fields
+                    .iter()
+                    .filter(|(k, _)| k != "...")
+                    .map(|(k, _)| k.clone()),
+            );
+        }
+        c = call.receiver.as_deref();
+    }
+    out
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
@@ -56,16 +86,31 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         return;
     }
     let ops = &facts.func.ops;
+    // A Redis check in front of a database effect is REL_TTL_MARKER's finding.
+    let ttl_marker = super::ttl_marker::applies(facts);
     for (j, act) in facts.acts.iter().enumerate() {
-        let Some(written) = unguarded_insert(facts, act) else {
+        let Some((written, columns)) = plain_insert(act) else {
             continue;
         };
+        if super::conflict_handled(facts, j) {
+            continue;
+        }
         let redis = matches!(act, Act::RedisWrite { .. });
+        if redis && ttl_marker {
+            continue;
+        }
         let read = (0..j).rev().find(|&i| {
             read_target(&facts.acts[i]).is_some_and(|t| same_target(t, written))
                 && redis == matches!(facts.acts[i], Act::RedisRead { .. })
         });
         let Some(i) = read else { continue };
+        if !redis
+            && facts
+                .schema
+                .covers_lookup(written, columns, &lookup_columns(facts, i))
+        {
+            continue;
+        }
         // The look-up decides: the insert is in a branch, or a branch returned early.
         let decided = !ops[j].conds.is_empty()
             || ops[i + 1..j].iter().any(|o| {
@@ -77,6 +122,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::RelCheckThenAct,
             pos: ops[j].pos,
+            origin: ops[j].origin.clone(),
             message: format!(
                 "{} on line {} then {} with no unique key, lock or conflict clause: two concurrent copies both insert",
                 describe(&facts.acts[i]),

@@ -6,8 +6,42 @@ use super::{Hit, describe};
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_entry;
+use crate::ir::{Expr, OpKind};
 use crate::rule::RuleId;
-use crate::words::is_outbox_table;
+use crate::words::{is_outbox_table, norm};
+
+/// Statuses of a row that records an outgoing call before it is made.
+const PENDING: &[&str] = &["pending", "queued", "sending", "processing", "scheduled"];
+
+/// Whether a database write before op `i` records the outgoing call as pending (an effect
+/// ledger row, `status: "pending"`), so a crash leaves a row to retry from.
+fn ledger_row_before(facts: &FnFacts<'_>, i: usize) -> bool {
+    (0..i).any(|k| {
+        if !facts.acts[k].is_db_write() {
+            return false;
+        }
+        let OpKind::Call(call) = &facts.func.ops[k].kind else {
+            return false;
+        };
+        call.args.iter().any(|a| {
+            let value = match a {
+                Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).unwrap_or(a),
+                other => other,
+            };
+            let mut pending = false;
+            value.walk(&mut |e| {
+                if let Expr::Object { fields, .. } = e {
+                    pending |= fields.iter().any(|(k, v)| {
+                        matches!(norm(k).as_str(), "status" | "state")
+                            && v.string_text()
+                                .is_some_and(|s| PENDING.contains(&s.to_lowercase().as_str()))
+                    });
+                }
+            });
+            pending
+        })
+    })
+}
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_entry(facts.func) {
@@ -20,20 +54,24 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if outbox {
         return;
     }
-    let Some(w) = facts
-        .acts
-        .iter()
-        .position(|a| a.is_db_write() || matches!(a, Act::Commit))
-    else {
+    let Some(w) = facts.acts.iter().enumerate().position(|(k, a)| {
+        a.is_db_write() || matches!(a, Act::Commit) && !super::open_tx::producer_callback(facts, k)
+    }) else {
         return;
     };
+    // A publish inside the open transaction is ARC_PUBLISH_IN_TX's finding.
+    let in_tx = super::publish_in_tx::publishes_in_tx(facts);
     for (i, act) in facts.acts.iter().enumerate() {
-        if !matches!(act, Act::Publish | Act::HttpCreate) {
+        if !matches!(act, Act::Publish | Act::HttpCreate)
+            || in_tx.contains(&i)
+            || ledger_row_before(facts, i)
+        {
             continue;
         }
         out.push(Hit {
             rule: RuleId::ArcDualWrite,
             pos: facts.func.ops[i].pos,
+            origin: facts.func.ops[i].origin.clone(),
             message: format!(
                 "{} {} beside the database write ({}) on line {}, with no outbox",
                 super::call_name(facts, i),

@@ -154,9 +154,25 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         if !(by_message || by_claim || by_catch || in_duplicate_branch(facts, i)) {
             continue;
         }
+        // `except IntegrityError: if <it was this event>: return …; raise`: the duplicate was
+        // answered above, the re-raise is for other conflicts.
+        let rethrow = matches!(&op.kind, OpKind::Throw(None))
+            || matches!(&op.kind, OpKind::Throw(Some(Expr::Path(p))) if p.len() == 1);
+        if by_catch
+            && !by_message
+            && rethrow
+            && facts.func.ops[..i].iter().any(|o| {
+                matches!(o.kind, OpKind::Return(_))
+                    && o.conds.len() > op.conds.len()
+                    && o.conds.starts_with(&op.conds)
+            })
+        {
+            continue;
+        }
         out.push(Hit {
             rule: RuleId::RelDuplicateNot2xx,
             pos: op.pos,
+            origin: op.origin.clone(),
             message: format!("a duplicate delivery is {what}: the sender will retry it"),
             confidence: if by_message || by_catch || in_duplicate_branch(facts, i) {
                 Confidence::High

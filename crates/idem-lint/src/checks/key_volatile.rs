@@ -7,7 +7,7 @@ use super::Hit;
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::{is_entry, is_event};
-use crate::ir::{Expr, OpKind, Pos};
+use crate::ir::{Expr, Op, OpKind, Pos};
 use crate::rule::RuleId;
 use crate::words::{is_key_name, norm};
 
@@ -207,23 +207,30 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) && !is_entry(facts.func) {
         return;
     }
-    let mut report = |pos: Pos, key: &str, (what, strong, at): (String, bool, Option<Pos>)| {
-        // Point at the volatile call when it is on the statement's line or below.
-        let pos = at.filter(|p| p.line >= pos.line).unwrap_or(pos);
-        let confidence = if strong {
-            Confidence::High
-        } else {
-            Confidence::Medium
+    let mut report =
+        |op: &Op, pos: Pos, key: &str, (what, strong, at): (String, bool, Option<Pos>)| {
+            // Point at the volatile call when it is on the statement's line or below (in the
+            // handler: an inlined helper's positions are the helper's).
+            let pos = if op.origin.is_some() {
+                op.pos
+            } else {
+                at.filter(|p| p.line >= pos.line).unwrap_or(pos)
+            };
+            let confidence = if strong {
+                Confidence::High
+            } else {
+                Confidence::Medium
+            };
+            out.push(Hit {
+                rule: RuleId::RelKeyVolatile,
+                pos,
+                origin: op.origin.clone(),
+                message: format!(
+                    "key `{key}` is built from {what}, which differs on every delivery of one event"
+                ),
+                confidence,
+            });
         };
-        out.push(Hit {
-            rule: RuleId::RelKeyVolatile,
-            pos,
-            message: format!(
-                "key `{key}` is built from {what}, which differs on every delivery of one event"
-            ),
-            confidence,
-        });
-    };
     for (i, op) in facts.func.ops.iter().enumerate() {
         match &op.kind {
             OpKind::Assign { targets, value, .. } => {
@@ -232,7 +239,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     .find(|t| is_key_name(t.rsplit('.').next().unwrap_or(t)))
                     && let Some(found) = volatile(facts, value, 0)
                 {
-                    report(op.pos, t, found);
+                    report(op, op.pos, t, found);
                 }
             }
             OpKind::Call(call) => {
@@ -259,7 +266,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                         && !matches!(v, Expr::Path(p) if p.len() == 1 && is_key_name(&p[0]))
                         && let Some(found) = volatile(facts, v, 0)
                     {
-                        report(call.pos, &k, found);
+                        report(op, call.pos, &k, found);
                     }
                 }
                 // A dedup claim (`SET key NX`) whose key is volatile.
@@ -269,7 +276,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     if let Some(k) = call.args.first().filter(|_| !named)
                         && let Some(found) = volatile(facts, k, 0)
                     {
-                        report(call.pos, "SET NX key", found);
+                        report(op, call.pos, "SET NX key", found);
                     }
                 }
             }

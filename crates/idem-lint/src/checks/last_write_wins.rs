@@ -7,9 +7,27 @@ use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
 use crate::ir::OpKind;
+use crate::ir::{Call, Expr};
 use crate::rule::RuleId;
 use crate::sql::SqlStmt;
-use crate::words::is_order_column;
+use crate::words::{is_event_time_column, is_order_column};
+
+/// Whether the update sets `column` to a value derived from the event (`data: { endsAt }`
+/// where `endsAt` came from the event, Django `endsAt=event[…]`).
+fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
+    let mut found = false;
+    for (k, v) in &call.kwargs {
+        found |= k == column && facts.mentions_tainted(v);
+    }
+    for e in call.arg_exprs() {
+        if let Expr::Object { fields, .. } = e {
+            for (k, v) in fields {
+                found |= k == column && facts.mentions_tainted(v);
+            }
+        }
+    }
+    found
+}
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
@@ -39,13 +57,17 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 relative: false,
                 ..
             } => {
-                let from_event = match &facts.func.ops[i].kind {
-                    OpKind::Call(c) => c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)),
-                    _ => false,
+                let OpKind::Call(c) = &facts.func.ops[i].kind else {
+                    continue;
                 };
+                let from_event = c.arg_exprs().iter().any(|e| facts.mentions_tainted(e));
                 sets.iter()
                     .find(|s| is_order_column(s))
                     .filter(|_| from_event)
+                    .or_else(|| {
+                        sets.iter()
+                            .find(|s| is_event_time_column(s) && set_from_event(facts, c, s))
+                    })
                     .cloned()
             }
             _ => None,
@@ -54,6 +76,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::OrdLastWriteWins,
             pos: facts.func.ops[i].pos,
+            origin: facts.func.ops[i].origin.clone(),
             message: format!(
                 "{} writes the event's {column} without comparing it with the stored {column}: an older event overwrites a newer state",
                 describe(act)

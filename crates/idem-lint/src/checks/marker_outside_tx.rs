@@ -69,6 +69,11 @@ const NOT_EFFECTS: &[&str] = &[
     "resolve",
     "reject",
     "emit",
+    "wrap",
+    "wrapf",
+    "withfield",
+    "withfields",
+    "withmessage",
 ];
 
 /// Whether op `i` is a side effect of handling the event.
@@ -129,10 +134,20 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
             call.callee.first().map(String::as_str),
             Some("this" | "self")
         )
-        || call
-            .receiver_words()
-            .iter()
-            .any(|r| has_any(r, &["service", "handler", "processor", "usecase", "app"]));
+        || facts.receiver_words(call).iter().any(|r| {
+            has_any(
+                r,
+                &[
+                    "service",
+                    "handler",
+                    "processor",
+                    "usecase",
+                    "app",
+                    "repository",
+                    "repo",
+                ],
+            )
+        });
     local
         && call.args.iter().any(|a| {
             facts.mentions_tainted(a)
@@ -144,11 +159,18 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
     }
+    // A marker in Redis in front of a database effect is REL_TTL_MARKER's finding.
+    let ttl_marker = super::ttl_marker::applies(facts);
+    // A Redis claim in front of a database claim only saves work: the database decides.
+    let db_claim = super::ttl_marker::database_claim(facts);
     for (m, act) in facts.acts.iter().enumerate() {
         if !is_marker(act) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
+        if redis && (ttl_marker || db_claim) {
+            continue;
+        }
         // The effect after the marker if any (the usual claim-then-apply), else before it.
         let outside = |e: usize| {
             e != m
@@ -173,6 +195,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::RelMarkerOutsideTx,
             pos: facts.func.ops[m].pos,
+            origin: facts.func.ops[m].origin.clone(),
             message: format!(
                 "processed marker ({}) is committed {where_} the side effect {effect_name} on line {}",
                 describe(act),

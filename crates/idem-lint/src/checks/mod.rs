@@ -1,19 +1,26 @@
-//! The nine checks. Each reads the [`FnFacts`] of one function and reports [`Hit`]s; the
+//! The twelve checks. Each reads the [`FnFacts`] of one function and reports [`Hit`]s; the
 //! engine adds the file, the fix and the suppressions.
 
+mod ack_before_commit;
 mod check_then_act;
 mod dual_write;
 mod duplicate_not_2xx;
 mod key_volatile;
 mod last_write_wins;
 mod marker_outside_tx;
+mod open_tx;
+mod publish_in_tx;
 mod relative_update;
 mod sig_parsed_body;
+mod ttl_marker;
 mod unconditional_insert;
+
+use std::sync::Arc;
 
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
-use crate::ir::{Module, OpKind, Pos};
+use crate::handlers::is_entry;
+use crate::ir::{Function, Module, OpKind, Origin, Pos};
 use crate::rule::RuleId;
 use crate::schema::Schema;
 use crate::sql::SqlStmt;
@@ -26,6 +33,8 @@ pub(crate) struct Hit {
     pub(crate) pos: Pos,
     pub(crate) message: String,
     pub(crate) confidence: Confidence,
+    /// Where the write is when it happens in a helper the handler calls.
+    pub(crate) origin: Option<Arc<Origin>>,
 }
 
 /// What a check may need about the whole file.
@@ -36,13 +45,21 @@ pub(crate) struct FileFacts {
     pub(crate) parsed_body: bool,
 }
 
-/// Runs every check over a lowered file.
-pub(crate) fn run(module: &Module, schema: &Schema, implicit_tx: bool) -> Vec<Hit> {
+/// Runs every check over a lowered file. `expand` gives a handler with the helpers it calls
+/// inlined (call following), or `None` when it calls none.
+pub(crate) fn run(
+    module: &Module,
+    schema: &Schema,
+    implicit_tx: bool,
+    expand: &dyn Fn(&Function) -> Option<Function>,
+) -> Vec<Hit> {
     let file = FileFacts {
         parsed_body: parsed_body(module),
     };
     let mut hits = Vec::new();
     for func in &module.functions {
+        let expanded = if is_entry(func) { expand(func) } else { None };
+        let func = expanded.as_ref().unwrap_or(func);
         let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
         key_volatile::check(&facts, &mut hits);
         check_then_act::check(&facts, &mut hits);
@@ -53,6 +70,9 @@ pub(crate) fn run(module: &Module, schema: &Schema, implicit_tx: bool) -> Vec<Hi
         duplicate_not_2xx::check(&facts, &mut hits);
         sig_parsed_body::check(&facts, &file, &mut hits);
         last_write_wins::check(&facts, &mut hits);
+        ack_before_commit::check(&facts, &mut hits);
+        publish_in_tx::check(&facts, &mut hits);
+        ttl_marker::check(&facts, &mut hits);
     }
     hits.sort_by_key(|h| (h.pos, h.rule));
     hits.dedup_by_key(|h| (h.pos.line, h.rule));
@@ -93,14 +113,29 @@ fn parsed_body(module: &Module) -> bool {
 /// `SET NX` / `SADD` on a key naming processed events.
 pub(crate) fn is_marker(act: &Act) -> bool {
     match act {
-        Act::Sql(SqlStmt::Insert { table, .. }) => is_marker_table(table),
-        Act::OrmCreate { target, .. } => is_marker_table(target),
+        Act::Sql(SqlStmt::Insert {
+            table,
+            conflict_clause,
+            ..
+        }) => is_marker_table(table) || *conflict_clause && is_event_log_table(table),
+        Act::OrmCreate { target, safe, .. } => {
+            is_marker_table(target) || *safe && is_event_log_table(target)
+        }
         Act::RedisWrite { key, nx } => {
             let n = norm(key);
             !n.contains("lock") && (*nx || is_marker_table(key) || n.contains("seen"))
         }
         _ => false,
     }
+}
+
+/// A table of received events or messages (`payment_events`, `stripe_messages`): an insert
+/// into it that ignores conflicts records that the event arrived, a claim by another name.
+fn is_event_log_table(table: &str) -> bool {
+    let key = crate::words::table_key(table);
+    ["event", "message", "notification", "delivery"]
+        .iter()
+        .any(|w| key.ends_with(w))
 }
 
 /// Whether the act reads a dedup table or key.
@@ -128,7 +163,11 @@ pub(crate) fn in_duplicate_branch(facts: &FnFacts<'_>, i: usize) -> bool {
 pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
     let tx = facts.tx[i];
     facts.acts.iter().enumerate().any(|(k, act)| {
-        (k < i && (is_marker(act) || is_marker_read(act)))
+        (k < i
+            && (is_marker(act)
+                || is_marker_read(act)
+                || unique_claim(facts, act)
+                || decided_claim(facts, k, i)))
             || (tx.is_some() && facts.tx[k] == tx && is_marker(act))
     }) || in_duplicate_branch(facts, i)
         || facts.func.ops[i].conds.iter().any(|&c| {
@@ -140,25 +179,137 @@ pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
         })
 }
 
+/// A conflict-ignoring insert or get-or-create at `k` whose outcome returns early before `i`
+/// (`_, created = Op.objects.get_or_create(…)`, `if not created: return`): a claim by any name.
+fn decided_claim(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
+    let claims = matches!(
+        facts.acts[k],
+        Act::OrmCreate { safe: true, .. }
+            | Act::Sql(SqlStmt::Insert {
+                conflict_clause: true,
+                ..
+            })
+    );
+    claims && decided_by(facts, k, i)
+}
+
+/// A plain insert into a table whose declared unique key its columns fill: a duplicate fails
+/// there and never reaches what follows (an insert used as the claim).
+fn unique_claim(facts: &FnFacts<'_>, act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Insert {
+            table,
+            columns,
+            conflict_clause: false,
+            ..
+        }) => facts.schema.knows(table) && facts.schema.covers(table, Some(columns)),
+        Act::OrmCreate {
+            target,
+            columns: Some(columns),
+            safe: false,
+        } => facts.schema.knows(target) && facts.schema.covers(target, Some(columns)),
+        _ => false,
+    }
+}
+
 /// Whether the function looked up a row by the event's data before op `i` and op `i` runs in
 /// a branch (or after an early return) that the look-up decided: the event was checked first.
 /// A race between two copies remains, and `REL_CHECK_THEN_ACT` reports it where it inserts.
+/// Whether op `i` runs only on a path a condition about op `k`'s result decided: `i` is under
+/// such a condition, or an early return or throw under one lies between them.
+fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
+    let ops = &facts.func.ops;
+    let OpKind::Call(read) = &ops[k].kind else {
+        return false;
+    };
+    // What the look-up's result is kept in.
+    let kept: Vec<String> = ops[k + 1..i]
+        .iter()
+        .find_map(|o| match &o.kind {
+            OpKind::Assign {
+                targets,
+                value: crate::ir::Expr::Call(c),
+                ..
+            } if c.pos == read.pos => Some(targets.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    // A condition about the look-up: it tests the result, or makes the look-up itself.
+    let about = |c: usize| {
+        let test = &facts.func.conds[c].test;
+        let mut yes = false;
+        test.walk(&mut |e| match e {
+            crate::ir::Expr::Path(p) => {
+                yes |= p.first().is_some_and(|r| kept.iter().any(|t| t == r))
+            }
+            crate::ir::Expr::Call(c) => yes |= c.pos == read.pos,
+            _ => {}
+        });
+        yes
+    };
+    let new_conds = |o: &crate::ir::Op| {
+        o.conds
+            .iter()
+            .filter(|c| !ops[k].conds.contains(c))
+            .any(|&c| about(c))
+    };
+    new_conds(&ops[i])
+        || ops[k + 1..i]
+            .iter()
+            .any(|o| matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_)) && new_conds(o))
+}
+
 pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
     let ops = &facts.func.ops;
     (0..i).any(|k| {
+        let OpKind::Call(read) = &ops[k].kind else {
+            return false;
+        };
         let keyed_read = matches!(
             facts.acts[k],
             Act::OrmRead { .. } | Act::Sql(SqlStmt::Select { filtered: true, .. })
-        ) && match &ops[k].kind {
-            OpKind::Call(c) => c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)),
-            _ => false,
-        };
-        keyed_read
-            && (ops[i].conds.len() > ops[k].conds.len()
-                || ops[k + 1..i].iter().any(|o| {
-                    !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_))
-                }))
+        ) && read.arg_exprs().iter().any(|e| facts.mentions_tainted(e));
+        if !keyed_read {
+            return false;
+        }
+        decided_by(facts, k, i)
     })
+}
+
+/// Words of an error that a unique key raised: the database refereed the insert.
+const UNIQUE_VIOLATION: &[&str] = &[
+    "23505",
+    "p2002",
+    "uniqueviolation",
+    "integrityerror",
+    "erdupentry",
+    "uniqueconstraint",
+    "duplicatekey",
+    "duplicatedkey",
+    "11000",
+];
+
+/// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,
+/// `catch (e) { if (e.code === "P2002") … }`, `errors.Is(err, gorm.ErrDuplicatedKey)`): the
+/// insert hits a unique key the linter cannot see, and the database referees a duplicate.
+pub(crate) fn conflict_handled(facts: &FnFacts<'_>, i: usize) -> bool {
+    let handled: Vec<usize> = facts
+        .func
+        .conds
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            c.test
+                .words()
+                .iter()
+                .any(|w| UNIQUE_VIOLATION.iter().any(|u| norm(w).contains(u)))
+        })
+        .map(|(k, _)| k)
+        .collect();
+    !handled.is_empty()
+        && facts.func.ops[i + 1..]
+            .iter()
+            .any(|o| o.conds.iter().any(|c| handled.contains(c)))
 }
 
 /// A short description of an act for messages.

@@ -74,6 +74,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::DatRelativeUpdate,
             pos: ops[i].pos,
+            origin: ops[i].origin.clone(),
             message: format!("{what}, with no event-id ledger: every redelivery applies it again"),
             confidence,
         });

@@ -183,6 +183,7 @@ pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::SecSigParsedBody,
             pos: op.pos,
+            origin: op.origin.clone(),
             message: format!(
                 "{}() verifies the signature over {what}, not the raw request bytes",
                 call.name()

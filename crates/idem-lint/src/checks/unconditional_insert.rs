@@ -36,6 +36,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             || is_log_table(table)
             || facts.schema.covers(table, columns)
             || guarded(facts, i)
+            || super::conflict_handled(facts, i)
             || read_before(facts, i, table)
         {
             continue;
@@ -53,6 +54,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         out.push(Hit {
             rule: RuleId::DatUnconditionalInsert,
             pos: facts.func.ops[i].pos,
+            origin: facts.func.ops[i].origin.clone(),
             message: format!(
                 "{} from the event has no conflict clause and no unique key a duplicate would hit",
                 describe(act)

@@ -34,7 +34,14 @@ pub(super) fn opens_transaction(call: &Call) -> bool {
     let m = call.method();
     matches!(
         m.as_str(),
-        "transaction" | "$transaction" | "withtransaction" | "runintransaction" | "transact"
+        "transaction"
+            | "$transaction"
+            | "withtransaction"
+            | "runintransaction"
+            | "transact"
+            | "withtx"
+            | "intx"
+            | "runintx"
     ) || (m == "begin" && call.callee.len() > 1)
 }
 
@@ -161,6 +168,7 @@ impl<'s> Builder<'s> {
             pos,
             conds: frame.conds.clone(),
             lexical_tx: frame.tx.last().copied(),
+            origin: None,
         });
     }
 

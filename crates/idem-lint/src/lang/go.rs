@@ -92,9 +92,17 @@ impl<'s> Lower<'s> {
                 let pos = self.b.pos(n);
                 self.b.emit(OpKind::Assign { targets, op, value }, pos);
             }
-            "var_declaration" => {
-                for spec in named(n) {
-                    if spec.kind() != "var_spec" {
+            "var_declaration" | "const_declaration" => {
+                // `var (…)` groups its specs in a list; a `const` holds SQL as often as a `var`.
+                let specs = named(n).into_iter().flat_map(|c| {
+                    if c.kind() == "var_spec_list" {
+                        named(c)
+                    } else {
+                        vec![c]
+                    }
+                });
+                for spec in specs {
+                    if !matches!(spec.kind(), "var_spec" | "const_spec") {
                         continue;
                     }
                     // `var inv Invoice` gives GORM calls on `&inv` their model.
@@ -240,7 +248,7 @@ impl<'s> Lower<'s> {
                 self.b.emit(OpKind::Return(value), pos);
             }
             "labeled_statement" => named(n).into_iter().for_each(|c| self.stmt(c)),
-            "package_clause" | "import_declaration" | "comment" | "const_declaration" => {}
+            "package_clause" | "import_declaration" | "comment" => {}
             _ => {
                 self.expr(n);
             }

@@ -311,8 +311,14 @@ impl<'s> Lower<'s> {
             if params.kind() == "identifier" {
                 f.params.push(self.b.text(params).to_string());
             } else {
-                for p in named(params) {
-                    f.params.extend(self.pattern_names(p));
+                for (position, p) in named(params).into_iter().enumerate() {
+                    let names = self.pattern_names(p);
+                    // `{ id, amount }: Args` (or `[a, b]`): the names are fields of one argument.
+                    let shape = p.child_by_field_name("pattern").unwrap_or(p);
+                    let destructured = matches!(shape.kind(), "object_pattern" | "array_pattern");
+                    f.param_slots
+                        .extend(names.iter().map(|_| (position, destructured)));
+                    f.params.extend(names);
                     if let Some(t) = p.child_by_field_name("type") {
                         f.param_types.push(self.b.text(t).to_string());
                     }

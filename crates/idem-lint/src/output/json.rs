@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 use crate::scan::Report;
 
 /// The report as a JSON value: `findings` (rule, path, line, column, message, fix,
-/// confidence), `skipped` (path, reason) and `files_linted`.
+/// confidence, and `helper` — name, path, line, column — when the write is in a helper the
+/// handler calls, else null), `skipped` (path, reason) and `files_linted`.
 pub fn to_json(report: &Report) -> Value {
     json!({
         "findings": report.findings.iter().map(|f| json!({
@@ -16,6 +17,12 @@ pub fn to_json(report: &Report) -> Value {
             "message": f.message,
             "fix": f.fix,
             "confidence": f.confidence.as_str(),
+            "helper": f.helper.as_ref().map(|h| json!({
+                "name": h.name,
+                "path": h.path.to_string_lossy(),
+                "line": h.line,
+                "column": h.column,
+            })),
         })).collect::<Vec<_>>(),
         "skipped": report.skipped.iter().map(|s| json!({
             "path": s.path.to_string_lossy(),

@@ -59,7 +59,7 @@ pub fn to_sarif(report: &Report) -> Value {
         .findings
         .iter()
         .map(|f| {
-            json!({
+            let mut result = json!({
                 "ruleId": f.rule.as_str(),
                 "ruleIndex": index(f.rule),
                 "level": level(f.confidence),
@@ -71,7 +71,19 @@ pub fn to_sarif(report: &Report) -> Value {
                     }
                 }],
                 "properties": { "confidence": f.confidence.as_str() },
-            })
+            });
+            // A write in a helper: the helper's line is the finding's second location.
+            if let Some(h) = &f.helper {
+                result["relatedLocations"] = json!([{
+                    "id": 1,
+                    "message": { "text": format!("the write, in {}()", h.name) },
+                    "physicalLocation": {
+                        "artifactLocation": { "uri": uri(&h.path), "uriBaseId": "%SRCROOT%" },
+                        "region": { "startLine": h.line, "startColumn": h.column },
+                    }
+                }]);
+            }
+            result
         })
         .collect();
     let notifications: Vec<Value> = report

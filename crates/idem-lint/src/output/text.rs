@@ -1,4 +1,5 @@
-//! `path:line:column: RULE_ID [confidence] message`, the fix indented below, then a summary.
+//! `path:line:column: RULE_ID [confidence] message`, the fix indented below (and, for a write in
+//! a helper, the helper's location), then a summary.
 
 use std::fmt::Write;
 
@@ -20,6 +21,16 @@ pub fn to_text(report: &Report) -> String {
             f.message,
             f.fix
         );
+        if let Some(h) = &f.helper {
+            let _ = writeln!(
+                out,
+                "    in: {}:{}:{}: {}()",
+                h.path.display(),
+                h.line,
+                h.column,
+                h.name
+            );
+        }
     }
     for s in &report.skipped {
         let _ = writeln!(out, "warning: skipped {}: {}", s.path.display(), s.reason);

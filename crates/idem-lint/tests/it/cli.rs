@@ -262,6 +262,37 @@ fn unparseable_minified_generated_and_binary_files_are_skipped() {
     assert!(t.contains("0 findings in 0 files (4 skipped)"), "{t}");
 }
 
+/// A file over 2 MiB (a generated bundle), a symlink loop (of files and of folders) and a file
+/// in Latin-1: each is skipped with a warning, the rest is linted, nothing crashes.
+#[cfg(unix)]
+#[test]
+fn huge_looping_and_non_utf8_files_are_skipped_with_a_warning() {
+    let d = tempfile::tempdir().expect("tmp");
+    write(d.path(), "withdraw.js", RELATIVE);
+    let huge = "export const table = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];\n".repeat(50_000);
+    write(d.path(), "generated_table.js", &huge);
+    std::os::unix::fs::symlink("b.js", d.path().join("a.js")).expect("symlink");
+    std::os::unix::fs::symlink("a.js", d.path().join("b.js")).expect("symlink");
+    std::os::unix::fs::symlink(".", d.path().join("again")).expect("symlink");
+    std::fs::write(
+        d.path().join("latin1.py"),
+        b"# caf\xe9\ndef handler(event):\n    return 1\n",
+    )
+    .expect("write");
+    let o = run(d.path(), &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t} {}", err(&o));
+    assert!(t.contains("withdraw.js:5:"), "{t}");
+    assert!(
+        t.contains("skipped ./generated_table.js: larger than 2 MiB"),
+        "{t}"
+    );
+    assert!(t.contains("skipped ./a.js: unreadable"), "{t}");
+    assert!(t.contains("skipped ./b.js: unreadable"), "{t}");
+    assert!(t.contains("skipped ./latin1.py: not UTF-8 text"), "{t}");
+    assert!(t.contains("1 finding in 1 file (4 skipped)"), "{t}");
+}
+
 #[test]
 fn gitignored_files_are_not_scanned() {
     let d = tempfile::tempdir().expect("tmp");
@@ -302,6 +333,43 @@ fn diff_reports_only_changed_lines() {
         "{}",
         err(&o)
     );
+}
+
+/// `--diff main` on a branch: the branch's commits, its uncommitted edits and its new files
+/// count; a commit that landed on `main` after the branch started does not (three dots: with
+/// two, the line `main` removed from `shared.js` would look added by the branch).
+#[test]
+fn diff_is_the_pull_request_since_the_merge_base() {
+    let d = tempfile::tempdir().expect("tmp");
+    git(d.path(), &["init", "-q", "-b", "main"]);
+    write(d.path(), "withdraw.js", RELATIVE);
+    write(d.path(), "shared.js", RELATIVE);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "base"]);
+    git(d.path(), &["checkout", "-q", "-b", "feature"]);
+    write(d.path(), "signup.js", INSERT);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "feature"]);
+    git(d.path(), &["checkout", "-q", "main"]);
+    let fixed = RELATIVE.replace("balance = balance - $1", "balance = $1");
+    write(d.path(), "shared.js", &fixed);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "landed on main"]);
+    git(d.path(), &["checkout", "-q", "feature"]);
+    let edited = RELATIVE.replace(
+        "[event.amount, event.account]);\n}",
+        "[event.amount, event.account]);\n  await pool.query(\"UPDATE accounts SET fees = fees + $1 WHERE id = $2\", [event.fee, event.account]);\n}",
+    );
+    write(d.path(), "withdraw.js", &edited);
+    write(d.path(), "untracked.js", RELATIVE);
+    let o = run(d.path(), &["--diff", "main"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t} {}", err(&o));
+    assert!(t.contains("signup.js:5:"), "the branch's commit: {t}");
+    assert!(t.contains("withdraw.js:6:"), "an uncommitted edit: {t}");
+    assert!(!t.contains("withdraw.js:5:"), "an unchanged line: {t}");
+    assert!(t.contains("untracked.js:5:"), "an untracked file: {t}");
+    assert!(!t.contains("shared.js"), "main's own commit: {t}");
 }
 
 #[test]

@@ -49,3 +49,26 @@ fn readme_documents_rules_flags_and_exit_codes() {
         assert!(readme.contains(code), "README exit code row {code}");
     }
 }
+
+/// The pre-commit hook runs an installed `idem-lint` (a Rust hook would `cargo install` the
+/// virtual workspace and fail); the CI example uploads SARIF and fetches the merge base.
+#[test]
+fn the_pre_commit_hook_and_the_ci_example_are_where_teams_look() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hooks = std::fs::read_to_string(crate_dir.join("../../.pre-commit-hooks.yaml"))
+        .expect(".pre-commit-hooks.yaml at the repository root");
+    assert!(hooks.contains("- id: idem-lint"), "{hooks}");
+    assert!(hooks.contains("language: system"), "{hooks}");
+    assert!(hooks.contains("entry: idem-lint "), "{hooks}");
+    let ci = std::fs::read_to_string(crate_dir.join("examples/ci/idem-lint.yml"))
+        .expect("examples/ci/idem-lint.yml");
+    for needed in [
+        "github/codeql-action/upload-sarif",
+        "security-events: write",
+        "fetch-depth: 0",
+        "--format sarif",
+        "--diff",
+    ] {
+        assert!(ci.contains(needed), "the CI example has {needed}");
+    }
+}

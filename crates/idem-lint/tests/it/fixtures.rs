@@ -30,7 +30,7 @@ fn every_fixture_has_exactly_its_expected_findings() {
         let found: BTreeSet<score::Key> = report
             .findings
             .iter()
-            .map(|f| (f.rule, f.path.clone(), f.line))
+            .flat_map(|f| f.locations().map(|(p, l)| (f.rule, p.to_path_buf(), l)))
             .collect();
         let expected: BTreeSet<score::Key> = score::sources(&unit)
             .iter()
@@ -39,10 +39,9 @@ fn every_fixture_has_exactly_its_expected_findings() {
             })
             .collect();
         for k in found.difference(&expected) {
-            let f = report
-                .findings
-                .iter()
-                .find(|f| (f.rule, &f.path, f.line) == (k.0, &k.1, k.2));
+            let f = report.findings.iter().find(|f| {
+                f.rule == k.0 && f.locations().any(|(p, l)| (p, l) == (k.1.as_path(), k.2))
+            });
             failures.push(format!(
                 "unexpected {} at {}:{} ({})",
                 k.0,

@@ -111,3 +111,33 @@ fn an_empty_run_is_valid_sarif_too() {
     assert!(validator.is_valid(&log));
     assert_eq!(log["runs"][0]["results"].as_array().map(Vec::len), Some(0));
 }
+
+#[test]
+fn a_write_in_a_helper_is_a_related_location() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    std::fs::copy(
+        fixtures.join("DAT_RELATIVE_UPDATE/flag_clicks_consumer.py"),
+        dir.path().join("clicks.py"),
+    )
+    .expect("fixture copies");
+    let out = Command::new(env!("CARGO_BIN_EXE_idem-lint"))
+        .args(["--format", "sarif", "."])
+        .current_dir(dir.path())
+        .output()
+        .expect("idem-lint runs");
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let validator = jsonschema::validator_for(&schema()).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&log).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "SARIF schema errors: {errors:#?}");
+    let results = log["runs"][0]["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1, "one defect, one finding: {results:#?}");
+    let r = &results[0];
+    assert_eq!(
+        r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        15
+    );
+    let related = &r["relatedLocations"][0]["physicalLocation"];
+    assert_eq!(related["artifactLocation"]["uri"], "clicks.py");
+    assert_eq!(related["region"]["startLine"], 11);
+}

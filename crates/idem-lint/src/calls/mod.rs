@@ -1,0 +1,329 @@
+//! Call following: a handler is judged on what the helpers it calls do. A call to a function
+//! or method defined in the scanned tree is replaced, in a copy of the handler, by the
+//! helper's operations (its parameters assigned from the call's arguments, its conditions
+//! and transactions kept), up to [`MAX_DEPTH`] levels. Inlined operations keep the call's
+//! position in the handler and remember where they are written ([`Origin`]), so a finding
+//! points at the handler's line and names the helper's.
+//!
+//! Names resolve as the common cases need: the same file first, then the same folder (a Go
+//! package, a Python package, a JavaScript module folder), then a function defined once in
+//! the whole tree (an imported helper); `self.`/`this.` methods and Go receivers resolve in
+//! the same file or folder; `module.func` resolves to a file or Go package named `module`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::ir::{Call, Expr, Function, Module, Op, OpKind, Origin, Pos};
+use crate::lang::MODULE;
+
+mod rename;
+
+/// How many helper levels below a handler are followed.
+pub(crate) const MAX_DEPTH: usize = 3;
+
+/// How many calls are inlined into one handler at most (a bound on the work per handler).
+const MAX_INLINED: u32 = 48;
+
+/// Transaction ids of inlined helpers start here, far above the ids the lowering and the
+/// analysis give, one block of ids per inlined call.
+const TX_BASE: u32 = 2_000_000_000;
+const TX_BLOCK: u32 = 100_000;
+
+/// Roots of qualified calls that are libraries or framework objects, never the tree's code.
+const LIBRARY_ROOTS: &[&str] = &[
+    "json", "console", "logger", "log", "logging", "fmt", "errors", "strings", "time", "os",
+    "math", "object", "promise", "res", "req", "ctx", "http", "crypto", "uuid", "date", "array",
+    "string", "number", "path", "fs", "strconv", "bytes", "sort", "sync", "context", "io", "super",
+    "reply", "response", "request", "assert", "require",
+];
+
+/// Method names libraries share with the tree's own code.
+const COMMON_METHODS: &[&str] = &[
+    "create",
+    "save",
+    "insert",
+    "update",
+    "delete",
+    "remove",
+    "find",
+    "findone",
+    "get",
+    "set",
+    "query",
+    "exec",
+    "execute",
+    "publish",
+    "send",
+    "add",
+    "commit",
+    "begin",
+    "transaction",
+    "first",
+    "where",
+    "upsert",
+    "put",
+    "post",
+    "patch",
+    "run",
+    "handle",
+    "process",
+    "emit",
+];
+
+/// One file of the tree as the index sees it.
+#[derive(Debug)]
+struct File<'a> {
+    path: Arc<Path>,
+    module: &'a Module,
+}
+
+/// The functions of the scanned tree by name.
+#[derive(Debug)]
+pub(crate) struct CallIndex<'a> {
+    files: Vec<File<'a>>,
+    by_name: HashMap<&'a str, Vec<(usize, usize)>>,
+}
+
+/// Where the operations being copied are called from.
+struct Site {
+    /// Conditions of the call in the handler (indices into the copy's conditions).
+    conds: Vec<usize>,
+    /// Offset added to the helper's own condition indices.
+    cond_offset: usize,
+    /// The transaction open around the call in the handler.
+    tx: Option<u32>,
+    /// Offset added to the helper's own lexical transaction ids.
+    tx_offset: u32,
+    /// The call's position in the handler; `None` for the handler's own operations.
+    pos: Option<Pos>,
+    /// The helper's file and name; `None` for the handler's own operations.
+    helper: Option<(usize, String)>,
+    /// The helper's locals renamed for this call (empty for the handler's own operations).
+    names: HashMap<String, String>,
+}
+
+/// The state of one expansion.
+struct Expansion {
+    func: Function,
+    stack: Vec<(usize, usize)>,
+    inlined: u32,
+}
+
+impl<'a> CallIndex<'a> {
+    /// Indexes the functions of `files` (path and lowered module each) by name.
+    pub(crate) fn new(files: impl IntoIterator<Item = (&'a Path, &'a Module)>) -> Self {
+        let mut index = CallIndex {
+            files: Vec::new(),
+            by_name: HashMap::new(),
+        };
+        for (fi, (path, module)) in files.into_iter().enumerate() {
+            for (gi, f) in module.functions.iter().enumerate() {
+                if !f.name.is_empty() && f.name != MODULE {
+                    index
+                        .by_name
+                        .entry(f.name.as_str())
+                        .or_default()
+                        .push((fi, gi));
+                }
+            }
+            index.files.push(File {
+                path: Arc::from(path),
+                module,
+            });
+        }
+        index
+    }
+
+    /// The function `func` of file `file` with the helpers it calls inlined, or `None` when
+    /// it calls none defined in the tree.
+    pub(crate) fn expand(&self, file: usize, func: &Function) -> Option<Function> {
+        let mut ex = Expansion {
+            func: Function {
+                ops: Vec::with_capacity(func.ops.len()),
+                ..func.clone()
+            },
+            stack: Vec::new(),
+            inlined: 0,
+        };
+        if let Some(gi) = self.files.get(file).and_then(|f| {
+            f.module
+                .functions
+                .iter()
+                .position(|g| std::ptr::eq(g, func))
+        }) {
+            ex.stack.push((file, gi));
+        }
+        let top = Site {
+            conds: Vec::new(),
+            cond_offset: 0,
+            tx: None,
+            tx_offset: 0,
+            pos: None,
+            helper: None,
+            names: HashMap::new(),
+        };
+        self.copy(&mut ex, file, func, &top, 0);
+        (ex.inlined > 0).then_some(ex.func)
+    }
+
+    /// Copies `src`'s operations into the expansion, inlining the calls that resolve.
+    fn copy(&self, ex: &mut Expansion, file: usize, src: &Function, site: &Site, depth: usize) {
+        for op in &src.ops {
+            let conds: Vec<usize> = site
+                .conds
+                .iter()
+                .copied()
+                .chain(op.conds.iter().map(|c| c + site.cond_offset))
+                .collect();
+            let tx = op
+                .lexical_tx
+                .map(|t| t.wrapping_add(site.tx_offset))
+                .or(site.tx);
+            let pos = site.pos.unwrap_or(op.pos);
+            let mut kind = op.kind.clone();
+            rename::op(&mut kind, &site.names);
+            if let (OpKind::Call(original), OpKind::Call(call)) = (&op.kind, &kind)
+                && depth < MAX_DEPTH
+                && ex.inlined < MAX_INLINED
+                && let Some(target) = self.resolve(file, original)
+                && !ex.stack.contains(&target)
+            {
+                ex.inlined += 1;
+                let callee = &self.files[target.0].module.functions[target.1];
+                self.inline(ex, call, callee, target, conds, tx, pos, depth);
+                continue;
+            }
+            let origin = match (&op.origin, &site.helper) {
+                (Some(o), _) => Some(o.clone()),
+                (None, Some((hf, name))) => Some(Arc::new(Origin {
+                    path: self.files[*hf].path.clone(),
+                    pos: op.pos,
+                    helper: name.clone(),
+                })),
+                (None, None) => None,
+            };
+            ex.func.ops.push(Op {
+                kind,
+                pos,
+                conds,
+                lexical_tx: tx,
+                origin,
+            });
+        }
+    }
+
+    /// Inlines one call: the parameters assigned from the arguments, then the body.
+    #[allow(clippy::too_many_arguments)]
+    fn inline(
+        &self,
+        ex: &mut Expansion,
+        call: &Call,
+        callee: &Function,
+        target: (usize, usize),
+        conds: Vec<usize>,
+        tx: Option<u32>,
+        pos: Pos,
+        depth: usize,
+    ) {
+        let names = rename::locals(callee, ex.inlined);
+        for (i, param) in callee.params.iter().enumerate() {
+            let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
+            let value = call
+                .kwargs
+                .iter()
+                .find(|(k, _)| k == param)
+                .map(|(_, v)| v.clone())
+                .or_else(|| {
+                    let arg = call.args.get(position)?;
+                    match (field, arg) {
+                        (false, _) => Some(arg.clone()),
+                        // A field the object literal does not give is undefined.
+                        (true, Expr::Object { .. }) => arg.field(param).cloned(),
+                        (true, _) => Some(Expr::member(Some(arg.clone()), param.clone())),
+                    }
+                });
+            if let Some(value) = value {
+                let target = names.get(param).cloned().unwrap_or_else(|| param.clone());
+                ex.func.ops.push(Op {
+                    kind: OpKind::Assign {
+                        targets: vec![target],
+                        op: None,
+                        value,
+                    },
+                    pos,
+                    conds: conds.clone(),
+                    lexical_tx: tx,
+                    origin: None,
+                });
+            }
+        }
+        let site = Site {
+            conds,
+            cond_offset: ex.func.conds.len(),
+            tx,
+            tx_offset: TX_BASE.wrapping_add(ex.inlined.wrapping_mul(TX_BLOCK)),
+            pos: Some(pos),
+            helper: Some((target.0, callee.name.clone())),
+            names,
+        };
+        ex.func.conds.extend(callee.conds.iter().map(|c| {
+            let mut c = c.clone();
+            rename::cond(&mut c, &site.names);
+            c
+        }));
+        ex.stack.push(target);
+        self.copy(ex, target.0, callee, &site, depth + 1);
+        ex.stack.pop();
+    }
+
+    /// The function a call reaches, if the tree defines it.
+    fn resolve(&self, file: usize, call: &Call) -> Option<(usize, usize)> {
+        if call.receiver.is_some() || call.is_new {
+            return None;
+        }
+        let name = call.callee.last()?;
+        let cands = self.by_name.get(name.as_str())?;
+        let dir = |f: usize| self.files[f].path.parent().map(Path::to_path_buf);
+        let here = dir(file);
+        let same_file = || cands.iter().copied().find(|(f, _)| *f == file);
+        let same_dir = || cands.iter().copied().find(|(f, _)| dir(*f) == here);
+        let unique = || match cands.as_slice() {
+            [only] if name.len() >= 6 => Some(*only),
+            _ => None,
+        };
+        let root = call.callee[0].to_lowercase();
+        match call.callee.len() {
+            1 => same_file().or_else(same_dir).or_else(unique),
+            _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
+            _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
+            len => {
+                let named_module = cands.iter().copied().find(|(f, _)| {
+                    let p = &self.files[*f].path;
+                    let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                    let parent = p
+                        .parent()
+                        .and_then(Path::file_name)
+                        .and_then(|s| s.to_str())
+                        .unwrap_or("");
+                    stem.eq_ignore_ascii_case(&root) || parent.eq_ignore_ascii_case(&root)
+                });
+                if len == 2 && named_module.is_some() {
+                    return named_module;
+                }
+                // `this.repo.create(…)`, `db.Create(…)`: a library's method of the same name
+                // as a method of this file is the library's.
+                if COMMON_METHODS.contains(&name.to_lowercase().as_str()) {
+                    return same_dir()
+                        .filter(|(f, _)| *f != file)
+                        .or(named_module)
+                        .or_else(unique);
+                }
+                same_file()
+                    .or_else(same_dir)
+                    .or(named_module)
+                    .or_else(unique)
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! `REL_ACK_BEFORE_COMMIT`: the delivery acknowledged (a broker ack, an offset commit, the
+//! HTTP 2xx) before the effect that applies the event is written and committed, or a
+//! consumer set to acknowledge on receipt (`noAck: true`, `auto_ack=True`, Go amqp
+//! `Consume(q, "", true, …)`, NATS `AckNone`). A crash in between loses the event.
+
+use super::{Hit, in_duplicate_branch};
+use crate::analysis::{Act, FnFacts};
+use crate::finding::Confidence;
+use crate::handlers::is_event;
+use crate::ir::{Call, Expr, OpKind};
+use crate::rule::RuleId;
+use crate::words::has_any;
+
+/// Receivers of an offset commit (a consumer, not a database session).
+const CONSUMERS: &[&str] = &["consumer", "kafka", "reader", "offset", "subscription"];
+
+/// What the call acknowledges, if it is an acknowledgement.
+fn acknowledgement(call: &Call) -> Option<&'static str> {
+    let m = call.method();
+    let recv = call.receiver_words();
+    let root = recv.first().map(String::as_str).unwrap_or("");
+    match m.as_str() {
+        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" => {
+            Some("acknowledges the message")
+        }
+        "commitoffsets" | "commitmessages" | "commit_offsets" | "commitasync" | "commitsync"
+        | "store_offsets" | "commitoffset" => Some("commits the offset"),
+        "commit" if recv.iter().any(|w| has_any(w, CONSUMERS)) => Some("commits the offset"),
+        "sendstatus" | "send" | "json" | "end"
+            if matches!(root, "res" | "reply" | "response") && answers_2xx(call) =>
+        {
+            Some("answers 2xx")
+        }
+        "writeheader"
+            if call
+                .args
+                .first()
+                .and_then(Expr::status_code)
+                .is_some_and(ok) =>
+        {
+            Some("answers 2xx")
+        }
+        _ => None,
+    }
+}
+
+fn ok(code: u16) -> bool {
+    (200..300).contains(&code)
+}
+
+/// `res.sendStatus(200)`, `res.status(202).send()`, `res.json(…)` (200 by default).
+fn answers_2xx(call: &Call) -> bool {
+    if call.method() == "sendstatus" {
+        return call
+            .args
+            .first()
+            .and_then(Expr::status_code)
+            .is_some_and(ok);
+    }
+    let mut r = call.receiver.as_deref();
+    while let Some(inner) = r {
+        if matches!(inner.method().as_str(), "status" | "code") {
+            return inner
+                .args
+                .first()
+                .and_then(Expr::status_code)
+                .is_some_and(ok);
+        }
+        r = inner.receiver.as_deref();
+    }
+    true
+}
+
+/// A call that sets its consumer to acknowledge on receipt.
+fn auto_ack(call: &Call) -> Option<&'static str> {
+    let truthy =
+        |e: &Expr| matches!(e, Expr::Path(p) if p.len() == 1 && p[0].eq_ignore_ascii_case("true"));
+    for name in ["noAck", "no_ack", "auto_ack", "autoAck"] {
+        if call.option(name).is_some_and(truthy) {
+            return Some("acknowledges on receipt (auto-ack)");
+        }
+    }
+    let m = call.method();
+    if m == "consume"
+        && call.callee.len() > 1
+        && call.args.len() >= 7
+        && call.args.get(2).is_some_and(truthy)
+    {
+        return Some("acknowledges on receipt (autoAck true)");
+    }
+    // segmentio/kafka-go: ReadMessage commits the offset as it reads (with a consumer group).
+    if m == "readmessage" && call.callee.len() > 1 {
+        return Some(
+            "commits the offset as it reads the message (kafka-go ReadMessage; FetchMessage then CommitMessages after the effect does not)",
+        );
+    }
+    if m == "acknone" || call.callee.iter().any(|s| s == "AckNone") {
+        return Some("acknowledges nothing (AckNone)");
+    }
+    None
+}
+
+/// Whether op `k` applies the event: a database write or commit, a publish, an outside call.
+fn is_effect(act: &Act, call: Option<&Call>) -> bool {
+    match act {
+        Act::Commit => {
+            call.is_some_and(|c| !c.receiver_words().iter().any(|w| has_any(w, CONSUMERS)))
+        }
+        Act::Publish | Act::HttpCreate | Act::RedisIncr => true,
+        a => a.is_db_write(),
+    }
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    let ops = &facts.func.ops;
+    for op in ops {
+        let OpKind::Call(call) = &op.kind else {
+            continue;
+        };
+        if let Some(what) = auto_ack(call) {
+            out.push(Hit {
+                rule: RuleId::RelAckBeforeCommit,
+                pos: op.pos,
+                origin: op.origin.clone(),
+                message: format!(
+                    "{}() {what}: a crash while handling loses the message",
+                    call.name()
+                ),
+                // Whether the reader has a consumer group is not seen: medium.
+                confidence: if what.contains("ReadMessage") {
+                    Confidence::Medium
+                } else {
+                    Confidence::High
+                },
+            });
+        }
+    }
+    if !is_event(facts.func) {
+        return;
+    }
+    for (a, op) in ops.iter().enumerate() {
+        let OpKind::Call(call) = &op.kind else {
+            continue;
+        };
+        let Some(what) = acknowledgement(call) else {
+            continue;
+        };
+        let in_catch = op.conds.iter().any(|&c| facts.func.conds[c].is_catch);
+        if in_catch || in_duplicate_branch(facts, a) {
+            continue;
+        }
+        // An effect after it on every path the acknowledgement is on.
+        let effect = (a + 1..ops.len()).find(|&k| {
+            let call_k = match &ops[k].kind {
+                OpKind::Call(c) => Some(c),
+                _ => None,
+            };
+            is_effect(&facts.acts[k], call_k)
+                && ops[k].conds.starts_with(&op.conds)
+                && !ops[k].conds.iter().any(|&c| facts.func.conds[c].is_catch)
+        });
+        let Some(k) = effect else { continue };
+        out.push(Hit {
+            rule: RuleId::RelAckBeforeCommit,
+            pos: op.pos,
+            origin: op.origin.clone(),
+            message: format!(
+                "{}() {what} before the effect on line {} ({}) is written: a crash in between loses the event",
+                call.name(),
+                ops[k].pos.line,
+                super::describe(&facts.acts[k]),
+            ),
+            confidence: Confidence::High,
+        });
+        break;
+    }
+}

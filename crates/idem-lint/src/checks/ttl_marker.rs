@@ -1,0 +1,200 @@
+//! `REL_TTL_MARKER`: the "already handled?" decision taken from a marker kept in another
+//! system than the effect — a Redis or cache key (often with a TTL), an in-process set —
+//! in front of a database write or an outside call. Two systems cannot commit together, and
+//! a TTL forgets. Not a finding when the database itself referees (a dedup-table claim, a
+//! unique key or conflict clause on the insert): the cache then only saves work. Takes
+//! precedence over `REL_MARKER_OUTSIDE_TX` and `REL_CHECK_THEN_ACT` for such a marker.
+
+use super::{Hit, describe, is_marker};
+use crate::analysis::{Act, FnFacts};
+use crate::finding::Confidence;
+use crate::handlers::is_event;
+use crate::ir::{Call, Expr, OpKind};
+use crate::rule::RuleId;
+use crate::sql::SqlStmt;
+use crate::words::{has_any, is_marker_table, norm};
+
+/// Words of a key or collection that hold "this event was handled".
+const MARKER_WORDS: &[&str] = &[
+    "seen",
+    "evt",
+    "processed",
+    "dedup",
+    "idempot",
+    "handled",
+    "event",
+    "webhook",
+    "delivery",
+    "message",
+    "msg",
+    "done",
+];
+
+/// What the marker is, where it is checked, and the effect it decides.
+struct Found {
+    check: usize,
+    effect: usize,
+    what: String,
+}
+
+fn marker_key(key: &str) -> bool {
+    let n = norm(key);
+    !n.contains("lock")
+        && !n.contains("cache")
+        && (is_marker_table(key) || has_any(&n, MARKER_WORDS))
+}
+
+/// A cache or in-memory check of a marker at op `i`.
+fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
+    match &facts.acts[i] {
+        Act::RedisRead { key } if marker_key(key) => Some(format!("Redis/cache key {key}")),
+        Act::RedisWrite { key, nx: true } if marker_key(key) => {
+            Some(format!("Redis/cache claim (SET NX) of {key}"))
+        }
+        Act::Other => {
+            let OpKind::Call(call) = &facts.func.ops[i].kind else {
+                return None;
+            };
+            memory_check(call)
+        }
+        _ => None,
+    }
+}
+
+/// `seen.has(id)`, `processedIds.includes(id)`: a marker kept in process memory.
+fn memory_check(call: &Call) -> Option<String> {
+    let m = call.method();
+    if !matches!(m.as_str(), "has" | "includes" | "contains" | "__contains__") {
+        return None;
+    }
+    let recv = call.receiver_words();
+    let last = recv.last()?;
+    (has_any(last, &["seen", "processed", "handled", "dedup"]))
+        .then(|| format!("in-memory set {}", recv.join(".")))
+}
+
+/// A write or outside call the database does not referee.
+fn unrefereed_effect(facts: &FnFacts<'_>, act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Insert {
+            table,
+            columns,
+            conflict_clause,
+            ..
+        }) => !conflict_clause && !facts.schema.covers(table, Some(columns)),
+        Act::OrmCreate {
+            target,
+            columns,
+            safe,
+        } => !safe && !facts.schema.covers(target, columns.as_deref()),
+        Act::Publish | Act::HttpCreate => true,
+        a => a.is_db_write(),
+    }
+}
+
+/// Whether op `e` runs only on the path the check at `c` decided: in a branch, or after an
+/// early return or throw.
+fn decided(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
+    let ops = &facts.func.ops;
+    ops[e].conds.len() > ops[c].conds.len()
+        || ops[c + 1..e]
+            .iter()
+            .any(|o| !o.conds.is_empty() && matches!(o.kind, OpKind::Return(_) | OpKind::Throw(_)))
+}
+
+fn find(facts: &FnFacts<'_>) -> Option<Found> {
+    if !is_event(facts.func) {
+        return None;
+    }
+    // The database claims the event itself: the cache in front only saves work.
+    if database_claim(facts) {
+        return None;
+    }
+    let n = facts.acts.len();
+    (0..n).find_map(|c| {
+        let what = cache_check(facts, c)?;
+        let effect = (c + 1..n).find(|&e| {
+            unrefereed_effect(facts, &facts.acts[e])
+                && !is_marker(&facts.acts[e])
+                && decided(facts, c, e)
+        })?;
+        Some(Found {
+            check: c,
+            effect,
+            what,
+        })
+    })
+}
+
+/// Whether the function claims the event in the database in a way a duplicate cannot pass: a
+/// dedup-table insert with a conflict clause, a get-or-create, or one a declared unique key
+/// referees.
+pub(crate) fn database_claim(facts: &FnFacts<'_>) -> bool {
+    facts.acts.iter().any(|a| {
+        is_marker(a)
+            && match a {
+                Act::Sql(SqlStmt::Insert {
+                    table,
+                    columns,
+                    conflict_clause,
+                    ..
+                }) => *conflict_clause || facts.schema.covers(table, Some(columns)),
+                Act::OrmCreate {
+                    target,
+                    columns,
+                    safe,
+                } => {
+                    *safe
+                        || facts.schema.knows(target)
+                            && facts.schema.covers(target, columns.as_deref())
+                }
+                _ => false,
+            }
+    })
+}
+
+/// Whether the function keeps its dedup marker in another system than its effect (the
+/// precedence test of the checks that see the same shape).
+pub(crate) fn applies(facts: &FnFacts<'_>) -> bool {
+    find(facts).is_some()
+}
+
+/// The expiry given to a marker anywhere in the function (`ex=`, `EX`, `setex`, `expire`).
+fn expiry(facts: &FnFacts<'_>) -> bool {
+    facts.func.ops.iter().any(|op| {
+        let OpKind::Call(call) = &op.kind else {
+            return false;
+        };
+        let m = call.method();
+        matches!(m.as_str(), "setex" | "psetex" | "expire" | "pexpire" | "expireat")
+            || ["ex", "px", "timeout", "ttl", "EX", "PX"]
+                .iter()
+                .any(|k| call.option(k).is_some())
+            || call.args.iter().any(|a| {
+                matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("ex") || s.eq_ignore_ascii_case("px"))
+            })
+    })
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    let Some(found) = find(facts) else { return };
+    let op = &facts.func.ops[found.check];
+    let ttl = if expiry(facts) {
+        ", and its TTL forgets it while the sender may still redeliver"
+    } else {
+        ""
+    };
+    let memory = found.what.starts_with("in-memory");
+    out.push(Hit {
+        rule: RuleId::RelTtlMarker,
+        pos: op.pos,
+        origin: op.origin.clone(),
+        message: format!(
+            "dedup marker in another system than the effect: {} decides whether {} on line {} runs; the two cannot commit together{ttl}",
+            found.what,
+            describe(&facts.acts[found.effect]),
+            facts.func.ops[found.effect].pos.line,
+        ),
+        confidence: if memory { Confidence::Medium } else { Confidence::High },
+    });
+}
