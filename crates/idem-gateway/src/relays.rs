@@ -67,7 +67,8 @@ pub(crate) async fn connect(
     match store {
         AnyStore::Sqlite(store) => with_store(settings, store, stopped).await,
         AnyStore::Postgres(store) => with_store(settings, store, stopped).await,
-        _ => Err("database_url is neither sqlite:// nor postgres://".to_owned()),
+        AnyStore::MySql(store) => with_store(settings, store, stopped).await,
+        _ => Err("database_url is not sqlite://, postgres:// or mysql://".to_owned()),
     }
     .map_err(fail)
 }

@@ -10,3 +10,9 @@ pub(super) fn holds_gateway_tables(url: &str) -> bool {
         Some(DatabaseKind::Sqlite | DatabaseKind::Postgres)
     )
 }
+
+/// Whether `url` names a database an outbox relay can read `idem_outbox` from: any of
+/// idem-sql's stores — SQLite, PostgreSQL, MySQL or MariaDB (the application's own database).
+pub(super) fn holds_idem_tables(url: &str) -> bool {
+    DatabaseKind::of(url).is_some()
+}

@@ -170,11 +170,11 @@ pub(super) fn build(
     };
     let database_url = either(&raw.database_url, &raw.database_url_env, "database_url")?
         .unwrap_or_else(|| Secret::new(gateway_database));
-    if database_url.is_loaded() && !super::database::holds_gateway_tables(database_url.expose()) {
+    if database_url.is_loaded() && !super::database::holds_idem_tables(database_url.expose()) {
         return Err(ConfigError::BadValue {
             field: field_name("database_url"),
             value: redact(database_url.expose()),
-            expected: "a sqlite:// or postgres:// URL".into(),
+            expected: "a sqlite://, postgres:// or mysql:// URL".into(),
         });
     }
     let url = either(&raw.url, &raw.url_env, "url")?;

@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing;
 use idem_gateway::{Config, Error};
-use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::sqlx::{MySql, Postgres, Sqlite};
 use idem_sql::{Backend, Store};
 use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
@@ -65,6 +65,13 @@ async fn relays_to_nats<DB: Backend>(app_url: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn serve_relays_rows_of_a_postgres_database_to_nats() {
     relays_to_nats::<Postgres>(&pg_database().await).await;
+}
+
+/// A Rails, Laravel or Django application on MySQL or MariaDB commits its outbox rows in its own
+/// database; the gateway relays them (issue 29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serve_relays_rows_of_a_mysql_database_to_nats() {
+    relays_to_nats::<MySql>(&idem_testkit::mysql_database().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -245,8 +252,8 @@ fn relay_mistakes_are_named() {
         ("target = \"nats\"\nbatch_size = 0", "between 1 and 10000"),
         ("target = \"nats\"\nmax_attempts = 0", "at least 1"),
         (
-            "target = \"nats\"\ndatabase_url = \"mysql://x\"",
-            "a sqlite:// or postgres:// URL",
+            "target = \"nats\"\ndatabase_url = \"redis://x\"",
+            "a sqlite://, postgres:// or mysql:// URL",
         ),
         (
             "target = \"nats\"\ndatabase_url_env = \"NOT_SET\"",
