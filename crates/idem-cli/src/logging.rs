@@ -74,6 +74,11 @@ impl fmt::Write for Escaped<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tests that install a subscriber hold this: a callsite's interest is cached across every
+    /// subscriber alive when it is first hit, so a test's unfiltered subscriber alive at the
+    /// same time would decide for the other test's filtered one (a race between them).
+    static SUBSCRIBERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
     use std::io;
     use std::sync::{Arc, Mutex};
 
@@ -98,6 +103,7 @@ mod tests {
             .with_ansi(false)
             .with_writer(move || writer.clone());
         let subscriber = tracing_subscriber::registry().with(layer);
+        let _one_at_a_time = SUBSCRIBERS.lock().unwrap_or_else(|e| e.into_inner());
         tracing::subscriber::with_default(subscriber, || {
             let event_id = "evt_1\nFORGED line\u{1b}]0;PWNED\u{7}";
             tracing::warn!(%event_id, entity = "cus\r1", "stale event\t dropped");
@@ -117,6 +123,7 @@ mod tests {
     /// trace layer takes them and nothing else.
     #[test]
     fn the_gateway_spans_are_made_only_when_traces_are_on() {
+        let _one_at_a_time = SUBSCRIBERS.lock().unwrap_or_else(|e| e.into_inner());
         tracing::subscriber::with_default(subscriber("trace", None), || {
             let span = tracing::info_span!(target: traces::TARGET, "ingest");
             assert!(span.is_disabled());

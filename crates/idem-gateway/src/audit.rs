@@ -11,7 +11,7 @@ use crate::metric_definitions::ADMIN_ACTIONS_TOTAL;
 pub(crate) fn done(action: &'static str, dry_run: bool, report: &impl Serialize) {
     let what = serde_json::to_string(report).unwrap_or_default();
     if dry_run {
-        tracing::info!(action, dry_run, report = %what, "operator action counted (dry run)");
+        tracing::info!(action, dry_run, report = %what, "operator action (dry run, not counted)");
         return;
     }
     metrics::counter!(ADMIN_ACTIONS_TOTAL, "action" => action).increment(1);

@@ -58,6 +58,21 @@ pub(super) async fn events<DB: GatewayDb>(
             let Some(r) = gateway.resend(&source, &event_id, force, dry_run).await? else {
                 bail!("no event {event_id:?} of source {source:?} is stored");
             };
+            if r.matched == 0 {
+                let filtered = gateway
+                    .show_event(&source, &event_id)
+                    .await?
+                    .map(|d| d.event.filtered_by)
+                    .unwrap_or_default();
+                let why = if filtered.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (filtered by {})", filtered.join(", "))
+                };
+                bail!(
+                    "event {event_id:?} of source {source:?} has no delivery to send again: no route took it{why}; once a route takes it, `idem replay --backfill --source {source} --since …` gives it one"
+                );
+            }
             outln!(
                 "{} deliveries: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body, {} not taken by their route's filter",
                 r.matched,

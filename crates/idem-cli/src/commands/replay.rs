@@ -91,7 +91,7 @@ async fn backfill<DB: GatewayDb>(
 ) -> anyhow::Result<ExitCode> {
     let r = gateway.backfill(request).await?;
     outln!(
-        "{} events matched: {} {} ({} new deliveries{}), {} already have a delivery on every route that takes them, {} without a stored body, {} unreadable with today's fields, {} not taken by a route's filter",
+        "{} events matched: {} {} ({} new deliveries{}), {} already have a delivery on every route that takes them, {} not taken by the routes without one ({} route filters said no, {} read a header the event was stored without), {} without a stored body, {} unreadable with today's fields",
         r.matched,
         r.events,
         if request.dry_run {
@@ -106,9 +106,11 @@ async fn backfill<DB: GatewayDb>(
             format!(", {} of them stale: recorded, not sent", r.stale)
         },
         r.covered,
+        r.not_taken,
+        r.filtered,
+        r.undecided,
         r.no_body,
-        r.unreadable,
-        r.filtered
+        r.unreadable
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -226,6 +226,14 @@ fn check_admin_token(
     let Some(token) = token else {
         return Ok(());
     };
+    if token.expose().trim() != token.expose() {
+        // A bearer token is read without the spaces around it: such a token can never match.
+        return Err(ConfigError::BadValue {
+            field: "admin_token_env".into(),
+            value: var.unwrap_or_default().to_owned(),
+            expected: "a token without spaces or line breaks around it".into(),
+        });
+    }
     let chars = token.expose().chars().count();
     if chars >= MIN_ADMIN_TOKEN_CHARS || admin.ip().is_loopback() {
         return Ok(());

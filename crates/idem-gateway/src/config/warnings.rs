@@ -95,29 +95,67 @@ impl Config {
     }
 }
 
-/// The known types nearest to `pattern` (same characters once `-`, `_` and `.` are ignored, or
-/// sharing its first word), at most three.
+/// The known types nearest to `pattern` by edit distance (for a prefix pattern, against each
+/// type's start of the same length), at most three, or where the lists are documented.
 fn hint(pattern: &str, known: &[&str]) -> String {
-    let squash = |s: &str| -> String {
-        s.trim_end_matches('*')
-            .chars()
-            .filter(|c| !matches!(c, '-' | '_' | '.'))
-            .collect::<String>()
-            .to_ascii_lowercase()
+    let (stem, prefix) = match pattern.strip_suffix('*') {
+        Some(stem) => (stem, true),
+        None => (pattern, false),
     };
-    let wanted = squash(pattern);
-    let first = pattern.split(['.', '-', '_', '*']).next().unwrap_or("");
-    let near: Vec<&str> = known
+    let mut near: Vec<(usize, &str)> = known
         .iter()
-        .filter(|t| squash(t).starts_with(&wanted) || (!first.is_empty() && t.starts_with(first)))
-        .take(3)
-        .copied()
+        .map(|t| {
+            let compared: String = if prefix {
+                t.chars().take(stem.chars().count()).collect()
+            } else {
+                (*t).to_owned()
+            };
+            (edit_distance(stem, &compared), *t)
+        })
+        .filter(|(d, _)| *d <= (stem.chars().count() / 4).max(2))
         .collect();
-    if near.is_empty() {
-        "the known types are listed in docs/gateway.md (Routes)".to_owned()
-    } else {
-        format!("did you mean {}?", near.join(", "))
+    near.sort();
+    let mut names: Vec<String> = Vec::new();
+    for (_, t) in near {
+        // A prefix pattern suggests the prefix, once.
+        let shown = if prefix {
+            format!(
+                "{}*",
+                t.chars().take(stem.chars().count()).collect::<String>()
+            )
+        } else {
+            t.to_owned()
+        };
+        if !names.contains(&shown) {
+            names.push(shown);
+        }
+        if names.len() == 3 {
+            break;
+        }
     }
+    if names.is_empty() {
+        "the known types are listed in crates/idem-gateway/data/".to_owned()
+    } else {
+        format!("did you mean {}?", names.join(", "))
+    }
+}
+
+/// Levenshtein distance of `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 #[cfg(test)]
@@ -146,5 +184,9 @@ mod tests {
         let github = known_event_types(SourceKind::GitHub).unwrap();
         let h = hint("pull-request", github);
         assert!(h.starts_with("did you mean pull_request"), "{h}");
+        let stripe = known_event_types(SourceKind::Stripe).unwrap();
+        let h = hint("customer.subscripton.*", stripe);
+        assert!(h.starts_with("did you mean customer.subscription*"), "{h}");
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }

@@ -457,6 +457,15 @@ async fn replay<DB: GatewayDb>(
     Body(body): Body<ReplayBody>,
 ) -> Response {
     let backfill = body.backfill;
+    if backfill && body.force {
+        return Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-body",
+            "Bad body",
+            "\"force\" does not apply to a backfill (its new deliveries go through the version guard); send one or the other",
+        )
+        .into_response();
+    }
     match body.resolve(gateway.now().as_millis()) {
         Ok(request) if backfill => answer(gateway.backfill(&request).await),
         Ok(request) => answer(gateway.replay(&request, &|_, _| {}).await),

@@ -32,6 +32,9 @@ pub(crate) struct Planned {
 pub(crate) enum Skipped {
     /// Every route that takes it has a delivery of it already (or none takes its type).
     Covered,
+    /// The routes without a delivery of it did not take it: their filters said no, or read a
+    /// header it was stored without (see [`Plan::undecided`]).
+    NotTaken,
     /// Its body was dropped by body_retention.
     NoBody,
     /// Today's fields cannot read it, or read another dedup key than it was stored under.
@@ -39,10 +42,13 @@ pub(crate) enum Skipped {
 }
 
 /// What [`plan`] decided for one stored event: its new deliveries, or why none, and how many
-/// routes' filters did not take it.
+/// routes' filters did not take it or could not decide.
 pub(crate) struct Plan {
     pub(crate) outcome: Result<Planned, Skipped>,
     pub(crate) filtered: u64,
+    /// Routes whose filter reads a header the event was stored without: idem keeps a header
+    /// only from when a filter reads it, so an older event cannot be judged by it.
+    pub(crate) undecided: u64,
 }
 
 /// Reads `row` (an event of source `source`, an index) again and picks the routes of today's
@@ -57,6 +63,7 @@ pub(crate) fn plan<DB: GatewayDb>(
     let skipped = |why| Plan {
         outcome: Err(why),
         filtered: 0,
+        undecided: 0,
     };
     let Some(body) = row.body else {
         return skipped(Skipped::NoBody);
@@ -81,27 +88,40 @@ pub(crate) fn plan<DB: GatewayDb>(
     }
     let input = FilterInput::new(kept.pairs(), &body, event.event_type.as_deref());
     let wiring = gateway.wiring();
-    let (mut routes, mut others, mut filtered) = (Vec::new(), Vec::new(), 0);
+    let (mut routes, mut others, mut filtered, mut undecided) = (Vec::new(), Vec::new(), 0, 0);
     for (_, route) in wiring.routes_of(config, source) {
         let missing = route.matches(event.event_type.as_deref())
             && !delivered.iter().any(|d| d == route.name.as_str());
+        let unknown = route.filter.as_ref().is_some_and(|f| {
+            f.header_names()
+                .iter()
+                .any(|h| !kept.pairs().any(|(name, _)| name == h))
+        });
         let taken = route
             .filter
             .as_ref()
             .is_none_or(|f| f.matches(&input).unwrap_or(false));
-        if missing && !taken {
-            filtered += 1;
+        match (missing, unknown, taken) {
+            (true, true, _) => undecided += 1,
+            (true, false, false) => filtered += 1,
+            _ => {}
         }
-        if missing && taken {
+        if missing && !unknown && taken {
             routes.push(route.name.clone());
         } else {
             others.push(route.name.clone());
         }
     }
     if routes.is_empty() {
+        let why = if filtered + undecided > 0 {
+            Skipped::NotTaken
+        } else {
+            Skipped::Covered
+        };
         return Plan {
-            outcome: Err(Skipped::Covered),
+            outcome: Err(why),
             filtered,
+            undecided,
         };
     }
     let incoming = Incoming {
@@ -123,6 +143,7 @@ pub(crate) fn plan<DB: GatewayDb>(
             routes,
         }),
         filtered,
+        undecided,
     }
 }
 

@@ -66,6 +66,87 @@ pub enum FilterSyntaxError {
         /// The name.
         name: String,
     },
+    /// Longer than [`MAX_FILTER_BYTES`] or nested deeper than [`MAX_NESTING`]: the parser
+    /// and the interpreter recurse, and a thread's stack is finite.
+    #[error(
+        "the filter is too large ({what}); expected at most {MAX_FILTER_BYTES} bytes and {MAX_NESTING} levels of brackets"
+    )]
+    TooLarge {
+        /// How large it is.
+        what: String,
+    },
+    /// A header read by a name with capitals: `headers` holds lower-cased names, so it would
+    /// never be found.
+    #[error(
+        "headers[{name:?}] is never found: header names are lower-case in `headers`; write headers[{lower:?}]"
+    )]
+    UpperCaseHeader {
+        /// The name as written.
+        name: String,
+        /// The name to write.
+        lower: String,
+    },
+    /// A header idem never keeps with an event nor forwards (a credential, a signature, a
+    /// connection header): reading it would keep and forward it.
+    #[error(
+        "headers[{name:?}] is a credential, signature or connection header, which idem never keeps or forwards; filter on another header, on the body or on the type"
+    )]
+    ProtectedHeader {
+        /// The name.
+        name: String,
+    },
+}
+
+/// The longest filter, in bytes.
+pub(crate) const MAX_FILTER_BYTES: usize = 2048;
+/// The deepest nesting of `(`, `[` and `{` in a filter.
+pub(crate) const MAX_NESTING: usize = 16;
+
+/// Header names a filter may not read: credentials, cookies, the senders' signatures and the
+/// connection's own headers (RFC 9110 §7.6.1), which a filter would keep and forward.
+fn is_protected_header(name: &str) -> bool {
+    const HOP_BY_HOP: [&str; 10] = [
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "expect",
+    ];
+    const SECRET_WORDS: [&str; 6] = ["auth", "cookie", "signature", "hmac", "token", "secret"];
+    HOP_BY_HOP.contains(&name) || SECRET_WORDS.iter().any(|w| name.contains(w))
+}
+
+/// The deepest nesting of brackets in `text`, outside string literals.
+fn nesting(text: &str) -> usize {
+    let (mut depth, mut deepest, mut quote, mut escaped) = (0_usize, 0_usize, None, false);
+    for c in text.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    deepest
 }
 
 /// Why one evaluation gave no answer: ingest counts it as "no match".
@@ -133,7 +214,13 @@ impl RouteFilter {
     /// [`FilterSyntaxError`]: not CEL (with the position), or a name other than `body`,
     /// `headers` and `type`.
     pub fn compile(text: &str) -> Result<Self, FilterSyntaxError> {
-        let program = Program::compile(text).map_err(|errors| syntax_error(text, &errors))?;
+        let depth = nesting(text);
+        if text.len() > MAX_FILTER_BYTES || depth > MAX_NESTING {
+            return Err(FilterSyntaxError::TooLarge {
+                what: format!("{} bytes, {depth} levels of brackets", text.len()),
+            });
+        }
+        let program = parse(text)?;
         let mut names = BTreeSet::new();
         free_names(program.expression(), &mut Vec::new(), &mut names);
         if let Some(name) = names
@@ -144,6 +231,18 @@ impl RouteFilter {
         }
         let mut header_names = BTreeSet::new();
         named_headers(program.expression(), &mut header_names);
+        for name in &header_names {
+            let lower = name.to_ascii_lowercase();
+            if *name != lower {
+                return Err(FilterSyntaxError::UpperCaseHeader {
+                    name: name.clone(),
+                    lower,
+                });
+            }
+            if is_protected_header(name) {
+                return Err(FilterSyntaxError::ProtectedHeader { name: name.clone() });
+            }
+        }
         Ok(Self {
             text: text.into(),
             program: Arc::new(program),
@@ -152,8 +251,9 @@ impl RouteFilter {
         })
     }
 
-    /// The header names the expression reads by name, lower-cased: `headers['x-tag']` and
-    /// `headers.tag`. The gateway keeps them with the event.
+    /// The header names the expression reads by name (`headers['x-tag']`, `headers.tag`; all
+    /// lower-case, none a credential, signature or connection header). The gateway keeps them
+    /// with the event and forwards them.
     pub fn header_names(&self) -> &[String] {
         &self.header_names
     }
@@ -189,6 +289,32 @@ impl RouteFilter {
             other => Err(FilterError::NotBoolean(format!("{other:?}"))),
         }
     }
+}
+
+/// The stack the parser runs on: CEL's generated parser recurses through a dozen rules per
+/// bracket, more than a 2 MiB thread holds in a debug build at [`MAX_NESTING`] levels.
+const PARSER_STACK_BYTES: usize = 32 << 20;
+
+/// Parses `text` on a thread of its own with a [`PARSER_STACK_BYTES`] stack, so that the depth
+/// allowed never depends on the caller's stack (a test thread, a tokio worker on reload).
+fn parse(text: &str) -> Result<Program, FilterSyntaxError> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel-parser".into())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(scope, || {
+                Program::compile(text).map_err(|errors| syntax_error(text, &errors))
+            })
+            .map_err(|e| FilterSyntaxError::TooLarge {
+                what: format!("no thread to parse it on: {e}"),
+            })?
+            .join()
+            .unwrap_or_else(|_| {
+                Err(FilterSyntaxError::TooLarge {
+                    what: "the parser failed on it".into(),
+                })
+            })
+    })
 }
 
 /// The first of the parser's errors, with its position made 1-based.
@@ -250,13 +376,13 @@ fn free_names(expr: &IdedExpr, bound: &mut Vec<String>, out: &mut BTreeSet<Strin
 }
 
 /// The header names `expr` reads by name from the variable `headers`: `headers['x-tag']` and
-/// `headers.tag` (lower-cased, as the map holds them).
+/// `headers.tag`, as written.
 fn named_headers(expr: &IdedExpr, out: &mut BTreeSet<String>) {
     let is_headers = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == "headers");
     match &expr.expr {
         Expr::Select(select) => {
             if is_headers(&select.operand) {
-                out.insert(select.field.to_ascii_lowercase());
+                out.insert(select.field.clone());
             }
             named_headers(&select.operand, out);
         }
@@ -266,7 +392,7 @@ fn named_headers(expr: &IdedExpr, out: &mut BTreeSet<String>) {
                 && is_headers(target)
                 && let Expr::Literal(LiteralValue::String(name)) = &index.expr
             {
-                out.insert(name.inner().to_ascii_lowercase());
+                out.insert(name.inner().to_owned());
             }
             call.target.iter().for_each(|t| named_headers(t, out));
             call.args.iter().for_each(|a| named_headers(a, out));
@@ -346,11 +472,7 @@ mod tests {
     use super::*;
 
     fn input(body: &str, ty: Option<&str>) -> FilterInput {
-        let headers = [
-            ("Stripe-Signature", "t=1,v1=ab"),
-            ("x-tag", "a"),
-            ("x-tag", "b"),
-        ];
+        let headers = [("X-Request-Id", "r-1"), ("x-tag", "a"), ("x-tag", "b")];
         FilterInput::new(headers, body.as_bytes(), ty)
     }
 
@@ -365,7 +487,7 @@ mod tests {
             ("body.data.object.amount >= 200000", false),
             ("type.startsWith('invoice.')", true),
             ("type == 'customer.created'", false),
-            ("headers['stripe-signature'].startsWith('t=')", true),
+            ("headers['x-request-id'].startsWith('r-')", true),
             ("headers['x-tag'] == 'a, b'", true),
             ("body.items.exists(x, x.p > 4)", true),
             ("body.items.all(x, x.p > 4)", false),
@@ -430,7 +552,7 @@ mod tests {
     #[test]
     fn header_names_read_by_name_are_listed() {
         let filter = RouteFilter::compile(
-            "headers['X-GitHub-Event'] == 'push' && headers.tag == 'a' && has(headers.other) \
+            "headers['x-github-event'] == 'push' && headers.tag == 'a' && has(headers.other) \
              && body.items.exists(i, headers['x-in-macro'] == i)",
         )
         .unwrap();
@@ -438,6 +560,84 @@ mod tests {
             filter.header_names(),
             ["other", "tag", "x-github-event", "x-in-macro"]
         );
+    }
+
+    #[test]
+    fn capitals_secrets_and_deep_nesting_are_refused() {
+        assert_eq!(
+            RouteFilter::compile("headers['X-Tag'] == 'a'").unwrap_err(),
+            FilterSyntaxError::UpperCaseHeader {
+                name: "X-Tag".into(),
+                lower: "x-tag".into()
+            }
+        );
+        for name in [
+            "authorization",
+            "cookie",
+            "host",
+            "transfer-encoding",
+            "x-hub-signature-256",
+            "stripe-signature",
+            "x-shopify-hmac-sha256",
+            "x-gitlab-token",
+        ] {
+            let err = RouteFilter::compile(&format!("headers['{name}'] != ''")).unwrap_err();
+            assert!(
+                matches!(err, FilterSyntaxError::ProtectedHeader { .. }),
+                "{name}: {err:?}"
+            );
+        }
+        let deep = format!("{}true{}", "(".repeat(60), ")".repeat(60));
+        assert!(matches!(
+            RouteFilter::compile(&deep),
+            Err(FilterSyntaxError::TooLarge { .. })
+        ));
+        let lists = format!("{}1{}", "[".repeat(50), "]".repeat(50));
+        assert!(matches!(
+            RouteFilter::compile(&lists),
+            Err(FilterSyntaxError::TooLarge { .. })
+        ));
+        // Brackets inside a string literal are text.
+        assert!(RouteFilter::compile(&format!("type == '{}'", "(".repeat(60))).is_ok());
+        let long = vec!["type == 'a'"; 300].join(" || ");
+        assert!(matches!(
+            RouteFilter::compile(&long),
+            Err(FilterSyntaxError::TooLarge { .. })
+        ));
+    }
+
+    /// The largest filter allowed compiles (on the main thread, as the configuration is read)
+    /// and evaluates on a thread with the stack of a tokio worker (2 MiB), where ingest
+    /// evaluates it.
+    #[test]
+    fn the_largest_filter_runs_on_a_worker_stack() {
+        let mut terms = Vec::new();
+        while terms.join(" || ").len() + 20 < MAX_FILTER_BYTES {
+            terms.push(format!("type == 't{}'", terms.len()));
+        }
+        let flat = terms.join(" || ");
+        let nested = format!(
+            "{}type == 'x'{}",
+            "(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        // Compiled where the configuration is read (the main thread), evaluated where ingest
+        // runs (a tokio worker).
+        let filters: Vec<RouteFilter> = [flat, nested]
+            .iter()
+            .map(|text| RouteFilter::compile(text).unwrap())
+            .collect();
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let event = FilterInput::new([], b"{}", Some("x"));
+                for filter in &filters {
+                    let _ = filter.matches(&event);
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     #[test]

@@ -34,9 +34,16 @@ pub struct BackfillReport {
     pub no_body: u64,
     /// Skipped: today's fields cannot read them, or read another dedup key.
     pub unreadable: u64,
+    /// Skipped: the routes without a delivery of them did not take them (their filters said
+    /// no, or could not decide).
+    pub not_taken: u64,
     /// Routes whose filter, as configured now, did not take a stored event that had no
     /// delivery there (one per event and route).
     pub filtered: u64,
+    /// Routes whose filter reads a header a stored event was kept without (idem keeps a
+    /// header only from when a filter reads it): not decided, no delivery (one per event and
+    /// route).
+    pub undecided: u64,
 }
 
 impl<DB: GatewayDb> Gateway<DB> {
@@ -80,6 +87,7 @@ impl<DB: GatewayDb> Gateway<DB> {
             let plan = backfill::plan(self, source, row, &routes);
             report.matched += 1;
             report.filtered += plan.filtered;
+            report.undecided += plan.undecided;
             match plan.outcome {
                 Ok(planned) => {
                     report.events += 1;
@@ -90,6 +98,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                     }
                 }
                 Err(Skipped::Covered) => report.covered += 1,
+                Err(Skipped::NotTaken) => report.not_taken += 1,
                 Err(Skipped::NoBody) => report.no_body += 1,
                 Err(Skipped::Unreadable) => report.unreadable += 1,
             }

@@ -38,6 +38,15 @@ pub(crate) async fn resend<DB: GatewayDb>(
         }
         Err(e) => return error_page(&e),
     };
+    if report.matched == 0 {
+        return message_page(
+            StatusCode::CONFLICT,
+            "Nothing to resend",
+            &format!(
+                "Event {event_id:?} of source {source:?} has no delivery: no route took it. Once a route takes it, `idem replay --backfill` gives it one."
+            ),
+        );
+    }
     let body = html! {
         p #resent {
             strong { (report.requeued) } " of " (report.matched) " deliveries sent again (new attempts, same Idempotency-Key)"
