@@ -71,7 +71,6 @@ pub(crate) enum Command {
     },
     /// Run the whole pipeline on the shipped payloads, with no set-up, and check the result
     /// (on its own SQLite database in a temporary directory: it takes no --config).
-    #[command(mut_arg("config", |a| a.hide(true)))]
     Demo {
         /// Keep the demo's gateway running afterwards, with its web console on, and print the
         /// console's URL and a token made for this run; Ctrl-C stops it.
@@ -109,7 +108,6 @@ pub(crate) enum Command {
     /// not be done (bad argument values, unreadable events, target unreachable, a failed
     /// --reset, --state or --restart, --state empty or unstable, the baseline mostly rejected);
     /// 2 = the command line was refused (a missing or unknown argument).
-    #[command(mut_arg("config", |a| a.hide(true)))]
     Verify(Box<VerifyArgs>),
     /// The effect ledger (`idem_effects`): list, show and resolve effects, such as the parked
     /// and dead ones an operator must reconcile with the provider.
