@@ -125,6 +125,9 @@ impl<DB: GatewayDb> Gateway<DB> {
         self.known_destination(name)?;
         let mut conn = self.store().pool().acquire().await?;
         let changed = DB::resume(&mut conn, name).await?;
+        if changed {
+            DB::note_resume(&mut conn, name, self.now().as_millis()).await?;
+        }
         if let Some(index) = self.destination_index(name) {
             self.wiring()
                 .lane(index)

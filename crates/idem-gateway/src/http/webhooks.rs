@@ -16,10 +16,11 @@ use tracing::Instrument;
 
 use super::problem::Problem;
 use crate::gateway::Gateway;
+use crate::health::rejection_reason;
 use crate::ingest::answer::Answer;
 use crate::ingest::unit::{Pending, Unavailable};
 use crate::ingest::{Refused, accept, submit};
-use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL, WEBHOOK_REJECTED_TOTAL};
 use crate::store::GatewayDb;
 use crate::traces::{self, TraceHeaders};
 
@@ -147,6 +148,12 @@ pub(crate) async fn handle<DB: GatewayDb>(
                 "unavailable"
             } else {
                 tracing::info!(%source, problem = %problem.problem_type, detail = %problem.detail, "delivery rejected");
+                let code = problem.problem_type.trim_start_matches("urn:idem:problem:");
+                if let Some(reason) = rejection_reason(code) {
+                    gateway.rejections().add(source.as_str(), reason);
+                    metrics::counter!(WEBHOOK_REJECTED_TOTAL, "source" => source.to_string(), "reason" => reason)
+                        .increment(1);
+                }
                 "rejected"
             };
             (problem.into_response(), status)

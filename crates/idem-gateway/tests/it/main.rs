@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod breaker;
 mod broker_destinations;
 mod brokers;
 mod cluster;

@@ -122,6 +122,7 @@ const GATEWAY_LAYERS: [&[Row]; 7] = [
         row("relays", 4, &[]),
         row("operations", 4, &[]),
         row("destinations", 4, &[]),
+        row("monitor", 4, &[]),
     ],
     // L5: inputs and surfaces (axum only in http/): L0–L3 and the behaviour each calls.
     &[
