@@ -18,14 +18,15 @@ ALTER TABLE idem_gateway_paused_destinations ADD COLUMN probe_until INTEGER;
 -- The health reads a destination's attempts of its window.
 CREATE INDEX idem_gateway_attempts_started ON idem_gateway_attempts (started_at);
 
--- Requests refused per source, reason and minute (bad signature, too large, malformed),
--- added by each process from its own counts (so the sum is every process's).
+-- Requests refused per source, reason and second (bad signature, too large, malformed),
+-- added by each process from its own counts every health_interval (so the sum is every
+-- process's, and a window of a few seconds can be read). `at` is the start of the second.
 CREATE TABLE idem_gateway_rejections (
-    minute INTEGER NOT NULL,
+    at     INTEGER NOT NULL,
     source TEXT    NOT NULL,
     reason TEXT    NOT NULL,
     count  INTEGER NOT NULL,
-    PRIMARY KEY (minute, source, reason)
+    PRIMARY KEY (at, source, reason)
 );
 
 -- Alert conditions firing now, one row per condition and subject for the whole database: the

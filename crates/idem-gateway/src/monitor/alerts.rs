@@ -42,18 +42,15 @@ async fn active<DB: GatewayDb>(
     let config = gateway.config();
     let limits = &config.alert_conditions;
     let now = gateway.now().as_millis();
-    let minute = |window: Duration| {
-        let since = now.saturating_sub(ms(window));
-        since - since.rem_euclid(60_000)
-    };
+    let since = |window: Duration| now.saturating_sub(ms(window));
     let mut conn = gateway.store().pool().acquire().await?;
-    let dead: BTreeMap<String, i64> = DB::dead_since(&mut conn, minute(limits.dead_letters_window))
+    let dead: BTreeMap<String, i64> = DB::dead_since(&mut conn, since(limits.dead_letters_window))
         .await?
         .into_iter()
         .collect();
     let mut rejected: BTreeMap<String, i64> = BTreeMap::new();
     for (_, source, reason, count) in
-        DB::rejections_since(&mut conn, minute(limits.rejected_window)).await?
+        DB::rejections_since(&mut conn, since(limits.rejected_window)).await?
     {
         if reason == "bad_signature" {
             *rejected.entry(source).or_default() += count;

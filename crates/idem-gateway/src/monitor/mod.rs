@@ -104,17 +104,17 @@ async fn tick<DB: GatewayDb>(
 }
 
 /// Adds the refusals this process counted since the last tick to `idem_gateway_rejections`,
-/// under the current minute; put back when the write fails.
+/// under the current second; put back when the write fails.
 async fn write_rejections<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<(), idem_sql::Error> {
     let counted = gateway.rejections().take();
     if counted.is_empty() {
         return Ok(());
     }
     let now = gateway.now().as_millis();
-    let minute = now - now.rem_euclid(60_000);
+    let second = now - now.rem_euclid(1_000);
     let rows: Vec<(i64, String, &'static str, i64)> = counted
         .iter()
-        .map(|(source, reason, n)| (minute, source.clone(), *reason, *n))
+        .map(|(source, reason, n)| (second, source.clone(), *reason, *n))
         .collect();
     let written = async {
         let mut conn = gateway.store().pool().acquire().await?;

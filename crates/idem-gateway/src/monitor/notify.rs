@@ -1,6 +1,6 @@
 //! Alert notifications: each firing and clearing is queued for every `[[alert]]` sink in the
 //! transaction that decided it (`idem_gateway_alert_sends`), then sent by the one process whose
-//! claim of the row succeeded. A sink that does not answer 2xx is tried again after 5 s,
+//! claim of the row succeeded. A sink that does not answer 2xx is tried again after 1 s,
 //! doubling up to 5 minutes, until it does (a notification is never dropped; its last error is
 //! kept in its row). A JSON sink gets a Standard Webhooks request (`webhook-id`
 //! `idem-alert-{id}`, the same on every try, `webhook-timestamp`, and `webhook-signature` when
@@ -21,10 +21,10 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Notifications sent per tick, at most.
 const PER_TICK: i64 = 50;
 
-/// The delay before try `attempts + 1`: 5 s doubling, at most 5 minutes.
+/// The delay before try `attempts + 1`: 1 s doubling, at most 5 minutes.
 fn backoff(attempts: i64) -> i64 {
-    let doublings = u32::try_from(attempts.clamp(0, 6)).unwrap_or(6);
-    (5_000_i64 << doublings).min(300_000)
+    let doublings = u32::try_from(attempts.clamp(0, 9)).unwrap_or(9);
+    (1_000_i64 << doublings).min(300_000)
 }
 
 /// Sends the notifications due now that this process claims.
@@ -55,7 +55,7 @@ pub(super) async fn send_due<DB: GatewayDb>(
         else {
             // A sink no longer configured: kept unsent, tried again if it comes back.
             let mut conn = gateway.store().pool().acquire().await?;
-            DB::send_failed(&mut conn, key, now + backoff(6), "no such [[alert]] sink").await?;
+            DB::send_failed(&mut conn, key, now + backoff(9), "no such [[alert]] sink").await?;
             continue;
         };
         let sent = post(client, sink, &send, gateway.now().as_millis()).await;
@@ -137,5 +137,53 @@ async fn post(
         Ok(())
     } else {
         Err(format!("answered {}", response.status()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use idem_core::Name;
+
+    use super::*;
+
+    fn send(state: &str) -> DueSend {
+        DueSend {
+            alert: 7,
+            sink: "ops".into(),
+            attempts: 0,
+            condition: "destination_failing".into(),
+            subject: "app".into(),
+            state: state.into(),
+            at: 0,
+            detail: "success rate 0% over 12 attempts".into(),
+        }
+    }
+
+    #[test]
+    fn a_slack_sink_gets_text_and_a_json_sink_the_alert() {
+        let mut sink = AlertSink {
+            name: Name::new("alert", "ops").unwrap(),
+            url: "http://127.0.0.1:1/".into(),
+            format: AlertFormat::Slack,
+            secret: None,
+        };
+        assert_eq!(
+            body(&sink, &send("fired")),
+            json!({"text": ":rotating_light: idem alert fired: destination_failing app — success rate 0% over 12 attempts"})
+        );
+        sink.format = AlertFormat::Json;
+        let json = body(&sink, &send("cleared"));
+        assert_eq!(json["type"], "idem.alert.cleared");
+        assert_eq!(json["timestamp"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(json["data"]["id"], 7);
+        assert_eq!(json["data"]["subject"], "app");
+    }
+
+    #[test]
+    fn retries_back_off_from_a_second_to_five_minutes() {
+        assert_eq!(
+            [0, 1, 2, 8, 9, 50].map(backoff),
+            [1_000, 2_000, 4_000, 256_000, 300_000, 300_000]
+        );
     }
 }

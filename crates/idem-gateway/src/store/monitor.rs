@@ -59,18 +59,19 @@ const NOTE_RESUME: &str = "INSERT INTO idem_gateway_destination_resumes (destina
 const RESUMED_AT: &str =
     "SELECT resumed_at FROM idem_gateway_destination_resumes WHERE destination = $1";
 
-/// Adds $4 refusals of source $2 for reason $3 in minute $1.
-const ADD_REJECTIONS: &str = "INSERT INTO idem_gateway_rejections (minute, source, reason, count) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (minute, source, reason) \
+/// Adds $4 refusals of source $2 for reason $3 in the second starting at $1.
+const ADD_REJECTIONS: &str = "INSERT INTO idem_gateway_rejections (at, source, reason, count) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (at, source, reason) \
      DO UPDATE SET count = idem_gateway_rejections.count + excluded.count";
 
-/// Refusals per minute, source and reason from minute $1 on.
-const REJECTIONS_SINCE: &str = "SELECT minute, source, reason, count FROM idem_gateway_rejections \
-     WHERE minute >= $1 ORDER BY minute";
+/// Refusals per second, source and reason from $1 on.
+const REJECTIONS_SINCE: &str = "SELECT at, source, reason, count FROM idem_gateway_rejections \
+     WHERE at >= $1 ORDER BY at";
 
-/// Dead letters made per destination from minute $1 on (the console's counts).
-const DEAD_SINCE: &str = "SELECT name, SUM(count) FROM idem_gateway_counts \
-     WHERE scope = 'destination' AND metric = 'dead' AND minute >= $1 GROUP BY name";
+/// Dead letters made per destination since $1: attempts whose outcome made one.
+const DEAD_SINCE: &str = "SELECT d.destination, COUNT(*) FROM idem_gateway_attempts a \
+     JOIN idem_gateway_deliveries d ON d.id = a.delivery \
+     WHERE a.outcome = 'dead' AND a.started_at >= $1 GROUP BY d.destination";
 
 const FIRE: &str = "INSERT INTO idem_gateway_alerts (condition, subject, fired_at, detail) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (condition, subject) DO NOTHING";
@@ -229,17 +230,17 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             destination: &str,
         ) -> impl Future<Output = Res<Option<i64>>> + Send;
-        /// Adds refusals: (minute, source, reason, count).
+        /// Adds refusals: (second, source, reason, count).
         fn add_rejections(
             conn: &mut Self::Connection,
             rows: &[(i64, String, &'static str, i64)],
         ) -> impl Future<Output = Res<()>> + Send;
-        /// Refusals per (minute, source, reason) from minute `since` on.
+        /// Refusals per (second, source, reason) from `since` on.
         fn rejections_since(
             conn: &mut Self::Connection,
             since: i64,
         ) -> impl Future<Output = Res<Vec<(i64, String, String, i64)>>> + Send;
-        /// Dead letters made per destination from minute `since` on.
+        /// Dead letters made per destination since `since`.
         fn dead_since(
             conn: &mut Self::Connection,
             since: i64,

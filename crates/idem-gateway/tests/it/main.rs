@@ -6,6 +6,7 @@
 mod support;
 
 mod admin;
+mod alerts;
 mod breaker;
 mod broker_destinations;
 mod brokers;
