@@ -214,3 +214,58 @@ pub fn describe() {
         "Alert notifications sent or failed."
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ALL;
+
+    /// The Prometheus rules operators load (`deploy/prometheus/idem-alerts.yml`).
+    const RULES: &str = include_str!("../../../deploy/prometheus/idem-alerts.yml");
+
+    /// The `idem_…` names in `text`.
+    fn idem_names(text: &str) -> Vec<&str> {
+        let mut names = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("idem_") {
+            let word = &rest[at..];
+            let end = word
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(word.len());
+            names.push(&word[..end]);
+            rest = &word[end..];
+        }
+        names
+    }
+
+    /// Every metric an `expr` of the rules names is one the gateway exports (a histogram's
+    /// `_bucket`, `_sum` and `_count` series being its own).
+    #[test]
+    fn rules_name_exported_metrics() {
+        let exprs: String = RULES
+            .split("expr:")
+            .skip(1)
+            .map(|after| after.split("labels:").next().unwrap_or(after))
+            .collect();
+        let names = idem_names(&exprs);
+        assert!(names.len() >= 9, "{names:?}");
+        for name in names {
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|base| ALL.contains(base))
+                .unwrap_or(name);
+            assert!(
+                ALL.contains(&base),
+                "the rules name {name}, which the gateway does not export"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_the_gateway_does_not_export_is_found() {
+        assert_eq!(
+            idem_names("rate(idem_nothing_total[5m]) > idem_ready"),
+            ["idem_nothing_total", "idem_ready"]
+        );
+    }
+}

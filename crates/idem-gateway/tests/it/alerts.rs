@@ -178,6 +178,26 @@ async fn each_condition_fires_once_and_clears_once_across_a_restart() {
         assert_eq!(gw.post_stripe(&body).await.status, 200);
     }
     forge(&gw, 3).await;
+    // The metrics the Prometheus rules read are exported once the monitor ran.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let metrics = (gw
+        .client
+        .get(format!("{}/metrics", gw.url))
+        .send()
+        .await
+        .unwrap())
+    .text()
+    .await
+    .unwrap();
+    for name in [
+        "idem_ready ",
+        "idem_destination_health{destination=\"waiting\"}",
+        "idem_circuit_breaker_open{destination=\"dead\"} 0",
+        "idem_webhook_rejected_total{source=\"stripe\",reason=\"bad_signature\"}",
+        "idem_alerts_firing{condition=\"dead_letters\"}",
+    ] {
+        assert!(metrics.contains(name), "{name} not in /metrics");
+    }
     let fired = [
         key("fired", "backlog_age", "waiting"),
         key("fired", "dead_letters", "dead"),
