@@ -33,8 +33,8 @@ use axum::routing::{get, post};
 use crate::gateway::Gateway;
 use crate::store::GatewayDb;
 pub use overview::{
-    BacklogRow, DESTINATION_METRICS, DispatcherHealth, Failing, Health, Overview, SOURCE_METRICS,
-    SeriesRow,
+    AlertRow, BacklogRow, BreakerState, DESTINATION_METRICS, DispatcherHealth, Failing, Health,
+    HealthRow, Overview, REJECTION_REASONS, Range, RejectedRow, SOURCE_METRICS, SeriesRow,
 };
 pub(crate) use rate_limit::SignInLimiter;
 use state::{Console, State};
