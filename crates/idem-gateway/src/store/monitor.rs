@@ -108,6 +108,14 @@ const SEND_FAILED: &str = "UPDATE idem_gateway_alert_sends \
      SET attempts = attempts + 1, next_at = $3, claimed_until = NULL, last_error = $4 \
      WHERE alert = $1 AND sink = $2";
 
+/// `idem gc`: refusals from before $1, and alerts logged before $1 once every notification of
+/// theirs was sent (an unsent one is kept, still retried).
+const DELETE_OLD_REJECTIONS: &str = "DELETE FROM idem_gateway_rejections WHERE at < $1";
+const DELETE_OLD_SENDS: &str = "DELETE FROM idem_gateway_alert_sends WHERE sent_at IS NOT NULL \
+     AND alert IN (SELECT id FROM idem_gateway_alert_log WHERE at < $1)";
+const DELETE_OLD_ALERTS: &str = "DELETE FROM idem_gateway_alert_log WHERE at < $1 \
+     AND id NOT IN (SELECT alert FROM idem_gateway_alert_sends)";
+
 /// One attempt as the health reads it: (started at, duration ms, outcome, status, excerpt).
 pub(crate) type AttemptRow = (i64, i64, String, Option<i64>, String);
 
@@ -265,6 +273,12 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             limit: i64,
         ) -> impl Future<Output = Res<Vec<AlertRecord>>> + Send;
+        /// Deletes refusals and finished alerts from before `before`; returns the refusal rows
+        /// deleted.
+        fn delete_old(
+            conn: &mut Self::Connection,
+            before: i64,
+        ) -> impl Future<Output = Res<u64>> + Send;
         /// Logs `change` as `state` (`fired`, `cleared`) and queues it for every sink.
         fn log_and_queue(
             conn: &mut Self::Connection,
@@ -523,6 +537,20 @@ macro_rules! monitor_ops {
                     .bind(limit)
                     .fetch_all(&mut *conn)
                     .await
+            }
+
+            async fn delete_old(
+                conn: &mut Self::Connection,
+                before: i64,
+            ) -> Result<u64, sqlx::Error> {
+                let done = sqlx::query(DELETE_OLD_REJECTIONS)
+                    .bind(before)
+                    .execute(&mut *conn)
+                    .await?;
+                for sql in [DELETE_OLD_SENDS, DELETE_OLD_ALERTS] {
+                    sqlx::query(sql).bind(before).execute(&mut *conn).await?;
+                }
+                Ok(done.rows_affected())
             }
 
             async fn log_and_queue(
