@@ -238,6 +238,8 @@ async fn breaker_round<DB: GatewayDb + AppDb>(
     );
     assert!(errors.as_deref().unwrap().contains("503"), "{errors:?}");
     assert_eq!(cooldown, Some(COOLDOWN_MS));
+    let listed = gateway.destinations().await.unwrap();
+    assert_eq!(listed[0].paused_by, Some("circuit_breaker"));
     // Every gateway applies the pause (read within a second), then the attempts started before
     // it end: from then until the probe is due, nothing is attempted.
     for gw in gateways {
