@@ -33,6 +33,10 @@ pub struct DestinationStatus {
     pub paused: bool,
     /// Since when, in ms since the epoch; `None` while it runs.
     pub paused_at: Option<i64>,
+    /// Who paused it: `operator` (`idem destination pause`, the admin API, the console) or
+    /// `circuit_breaker` (it was failing; see docs/gateway.md, Destination health and the circuit
+    /// breaker); `None` while it runs.
+    pub paused_by: Option<&'static str>,
     /// Whether this process holds it paused now: its dispatcher read (or this process set) the
     /// pause. It differs from `paused` for up to a second after a change made through another
     /// process, and in a process that runs no dispatcher (`idem destination`).
@@ -65,6 +69,15 @@ impl<DB: GatewayDb> Gateway<DB> {
     pub async fn destinations(&self) -> Result<Vec<DestinationStatus>, Error> {
         let mut conn = self.store().pool().acquire().await?;
         let paused = DB::paused(&mut conn).await?;
+        let mut by_breaker = Vec::new();
+        for (name, _) in &paused {
+            if DB::pause_row(&mut conn, name)
+                .await?
+                .is_some_and(|row| row.auto)
+            {
+                by_breaker.push(name.clone());
+            }
+        }
         Ok(self
             .config()
             .destinations
@@ -74,6 +87,13 @@ impl<DB: GatewayDb> Gateway<DB> {
                 let paused_at = (paused.iter())
                     .find(|(name, _)| name == d.name.as_str())
                     .map(|(_, at)| *at);
+                let paused_by = paused_at.map(|_| {
+                    if by_breaker.iter().any(|name| name == d.name.as_str()) {
+                        "circuit_breaker"
+                    } else {
+                        "operator"
+                    }
+                });
                 DestinationStatus {
                     name: d.name.to_string(),
                     url: d.display_url(),
@@ -81,6 +101,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                     target: d.describe_target(),
                     paused: paused_at.is_some(),
                     paused_at,
+                    paused_by,
                     applied: self.wiring().lane(index).handoff().throttle().paused(),
                     rate_limit: d.rate_limit.map(|limit| limit.to_string()),
                     concurrency: d.concurrency,
@@ -127,6 +148,9 @@ impl<DB: GatewayDb> Gateway<DB> {
         self.known_destination(name)?;
         let mut conn = self.store().pool().acquire().await?;
         let changed = DB::resume(&mut conn, name).await?;
+        if changed {
+            DB::note_resume(&mut conn, name, self.now().as_millis()).await?;
+        }
         if let Some(index) = self.destination_index(name) {
             self.wiring()
                 .lane(index)

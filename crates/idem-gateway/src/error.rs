@@ -131,6 +131,8 @@ pub enum Task {
         /// The relay.
         relay: String,
     },
+    /// The health monitor: destination health, circuit breakers and alerts.
+    Monitor,
 }
 
 impl Task {
@@ -139,6 +141,7 @@ impl Task {
         match self {
             Self::Dispatcher { .. } => "; its events would never be sent",
             Self::Reader { .. } | Self::Relay { .. } => "",
+            Self::Monitor => "; circuit breakers and alerts would stop",
         }
     }
 }
@@ -151,6 +154,7 @@ impl std::fmt::Display for Task {
             }
             Self::Reader { source } => write!(f, "the reader of source {source:?}"),
             Self::Relay { relay } => write!(f, "relay {relay:?}"),
+            Self::Monitor => f.write_str("the health monitor"),
         }
     }
 }

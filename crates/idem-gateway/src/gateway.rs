@@ -11,7 +11,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::config::{Config, Destination, Source};
 use crate::error::{Error, Task};
-use crate::health::StoreHealth;
+use crate::health::{Rejections, StoreHealth};
 use crate::store::{DeliveryState, GatewayDb};
 use crate::wiring::Wiring;
 use crate::writer_gate::WriterGate;
@@ -46,6 +46,8 @@ struct Inner<DB: GatewayDb> {
     dispatch_connections: Semaphore,
     /// Whether the last ingest commit (or `/readyz` probe) could write.
     health: StoreHealth,
+    /// Webhook requests refused since the monitor last wrote them down.
+    rejections: Rejections,
     /// Ingest's and dispatch's write transactions, one at a time on SQLite.
     writer: WriterGate,
     /// Set when a supervised task (a dispatcher, a broker reader, a relay) stopped while
@@ -116,6 +118,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 wiring,
                 dispatch_connections,
                 health: StoreHealth::default(),
+                rejections: Rejections::default(),
                 writer: WriterGate::new(DB::CONCURRENT_COMMITS == 1),
                 failure: OnceLock::new(),
                 relaxed: OnceLock::new(),
@@ -178,6 +181,11 @@ impl<DB: GatewayDb> Gateway<DB> {
     }
 
     /// Whether the store takes writes, as the last commit found it.
+    pub(crate) fn rejections(&self) -> &Rejections {
+        &self.inner.rejections
+    }
+
+    /// Whether the store takes writes.
     pub(crate) fn health(&self) -> &StoreHealth {
         &self.inner.health
     }

@@ -106,6 +106,7 @@ mod ingest;
 mod lanes;
 pub mod metric_definitions;
 mod model;
+mod monitor;
 pub mod operations;
 mod relays;
 mod server;
@@ -121,20 +122,22 @@ pub use crate::http::metrics::prometheus;
 pub use crate::http::problem::{PROBLEM_JSON, Problem};
 pub use crate::http::webhooks::STATUS_HEADER;
 pub use config::{
-    Broker, Config, ConfigError, ConfigWarning, ConsoleSettings, DEFAULT_AMQP_URL,
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CONSOLE_SESSION_TTL, DEFAULT_DATABASE_TIMEOUT,
-    DEFAULT_DATABASE_URL, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_KAFKA_REDELIVERY_HORIZON,
-    DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL, DEFAULT_READYZ_TIMEOUT,
-    DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL, DEFAULT_RELAY_MAX_ATTEMPTS,
-    DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT, DEFAULT_RETENTION, DEFAULT_SERVICE_NAME,
-    DEFAULT_SHUTDOWN_GRACE, Destination, DestinationTarget, KafkaSource, MIN_ADMIN_TOKEN_CHARS,
-    NatsSource, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SDK_DISABLED,
-    OTEL_SERVICE_NAME, Ordering, OutboxRelay, RabbitMqSource, RateLimit, ReadEvent, RelayTarget,
-    Retention, Route, Secret, Source, SourceKind, TelemetrySettings, known_event_types,
+    AlertConditions, AlertFormat, AlertSink, Breaker, Broker, Config, ConfigError, ConfigWarning,
+    ConsoleSettings, DEFAULT_AMQP_URL, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_CONSOLE_SESSION_TTL,
+    DEFAULT_DATABASE_TIMEOUT, DEFAULT_DATABASE_URL, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_KAFKA_REDELIVERY_HORIZON, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES, DEFAULT_NATS_URL,
+    DEFAULT_READYZ_TIMEOUT, DEFAULT_RELAY_BATCH_SIZE, DEFAULT_RELAY_CLAIM_TTL,
+    DEFAULT_RELAY_MAX_ATTEMPTS, DEFAULT_RELAY_POLL_INTERVAL, DEFAULT_RELAY_TIMEOUT,
+    DEFAULT_RETENTION, DEFAULT_SERVICE_NAME, DEFAULT_SHUTDOWN_GRACE, Destination,
+    DestinationTarget, KafkaSource, MIN_ADMIN_TOKEN_CHARS, NatsSource, OTEL_EXPORTER_OTLP_ENDPOINT,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SDK_DISABLED, OTEL_SERVICE_NAME, Ordering,
+    OutboxRelay, RabbitMqSource, RateLimit, ReadEvent, RelayTarget, Retention, Route, Secret,
+    Source, SourceKind, TelemetrySettings, known_event_types,
 };
 pub use error::{Error, ErrorKind, RequestError, Task};
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
 pub use model::fields::ExtractError;
+pub use model::health::{Assessment, Health, Thresholds};
 pub use model::route_filter::{FilterError, FilterInput, FilterSyntaxError, RouteFilter};
 pub use model::{counts as counters, time};
 pub use server::{Server, USER_AGENT};

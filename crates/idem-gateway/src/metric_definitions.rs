@@ -61,6 +61,68 @@ pub const BROKER_REJECTED_TOTAL: &str = "idem_broker_rejected_total";
 /// (`idem_relay_errors_total`, label `relay`), the `relay` label being the `[[relay]]`'s name.
 pub use idem_broker::{RELAY_ERRORS_TOTAL, RELAY_MESSAGES_TOTAL};
 
+/// The partitions' lag of the Kafka sources `idem serve` consumes: idem-broker's
+/// [`KAFKA_LAG`] (`idem_kafka_lag`, labels `consumer`, `topic`, `partition`), the messages a
+/// partition has that the gateway has not stored yet.
+pub use idem_broker::KAFKA_LAG;
+
+/// A destination's health (docs/gateway.md, Destination health): 0 healthy, 1 degraded, 2
+/// failing, as this process last judged it (every `health_interval`); label `destination`.
+pub const DESTINATION_HEALTH: &str = "idem_destination_health";
+/// 1 while the circuit breaker holds a destination paused (an automatic pause), else 0; label
+/// `destination`.
+pub const CIRCUIT_BREAKER_OPEN: &str = "idem_circuit_breaker_open";
+/// 1 while this process is ready (its database answers and no supervised task stopped: what
+/// `/readyz` says), else 0; refreshed every `health_interval`.
+pub const READY: &str = "idem_ready";
+/// Webhook requests refused, by why; labels `source`, `reason` = `bad_signature` |
+/// `too_large` | `malformed`.
+pub const WEBHOOK_REJECTED_TOTAL: &str = "idem_webhook_rejected_total";
+/// Alerts firing now, for the whole database (as this process last read them); label
+/// `condition`.
+pub const ALERTS_FIRING: &str = "idem_alerts_firing";
+/// Alert notifications sent by this process, by outcome; labels `sink`, `outcome` = `sent` |
+/// `failed` (retried).
+pub const ALERT_NOTIFICATIONS_TOTAL: &str = "idem_alert_notifications_total";
+
+/// Every metric name the gateway exports (idem-sql's and idem-broker's it records included),
+/// for the test that the Prometheus rules (`deploy/prometheus/idem-alerts.yml`) name only
+/// these.
+pub const ALL: &[&str] = &[
+    INGEST_TOTAL,
+    INGEST_DURATION_SECONDS,
+    INGEST_BATCH_SIZE,
+    DISPATCH_TOTAL,
+    DISPATCH_CLAIMS_TOTAL,
+    DISPATCH_RATE_LIMITED_TOTAL,
+    DESTINATION_PAUSED,
+    DISPATCH_DURATION_SECONDS,
+    BACKLOG,
+    DEAD_LETTERS,
+    OLDEST_UNDELIVERED_AGE_SECONDS,
+    ROUTE_FILTERED_TOTAL,
+    ROUTE_FILTER_ERRORS_TOTAL,
+    INGEST_UNROUTED_TOTAL,
+    ADMIN_UNAUTHORIZED_TOTAL,
+    ADMIN_ACTIONS_TOTAL,
+    BROKER_REJECTED_TOTAL,
+    RELAY_MESSAGES_TOTAL,
+    RELAY_ERRORS_TOTAL,
+    KAFKA_LAG,
+    DESTINATION_HEALTH,
+    CIRCUIT_BREAKER_OPEN,
+    READY,
+    WEBHOOK_REJECTED_TOTAL,
+    ALERTS_FIRING,
+    ALERT_NOTIFICATIONS_TOTAL,
+    idem_sql::metric_definitions::CLAIMS_TOTAL,
+    idem_sql::metric_definitions::STALE_TOTAL,
+    idem_sql::metric_definitions::TIES_TOTAL,
+    idem_sql::metric_definitions::GAPS_TOTAL,
+    idem_sql::metric_definitions::GAP_SIZE,
+    idem_sql::metric_definitions::LEASE_TAKEOVERS_TOTAL,
+];
+
 /// Histogram buckets for ingest and dispatch latency, in seconds: 0.5 ms to 10 s.
 pub const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -153,4 +215,84 @@ pub fn describe() {
         Unit::Seconds,
         "Age of the oldest event not yet delivered."
     );
+    describe_gauge!(
+        KAFKA_LAG,
+        Unit::Count,
+        "Messages of a Kafka partition not stored yet."
+    );
+    describe_gauge!(
+        DESTINATION_HEALTH,
+        "Destination health: 0 healthy, 1 degraded, 2 failing."
+    );
+    describe_gauge!(
+        CIRCUIT_BREAKER_OPEN,
+        "1 while the circuit breaker holds the destination paused."
+    );
+    describe_gauge!(READY, "1 while the gateway is ready (database and tasks).");
+    describe_counter!(
+        WEBHOOK_REJECTED_TOTAL,
+        Unit::Count,
+        "Webhook requests refused, by reason."
+    );
+    describe_gauge!(ALERTS_FIRING, Unit::Count, "Alerts firing now.");
+    describe_counter!(
+        ALERT_NOTIFICATIONS_TOTAL,
+        Unit::Count,
+        "Alert notifications sent or failed."
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ALL;
+
+    /// The Prometheus rules operators load (`deploy/prometheus/idem-alerts.yml`).
+    const RULES: &str = include_str!("../../../deploy/prometheus/idem-alerts.yml");
+
+    /// The `idem_…` names in `text`.
+    fn idem_names(text: &str) -> Vec<&str> {
+        let mut names = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("idem_") {
+            let word = &rest[at..];
+            let end = word
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(word.len());
+            names.push(&word[..end]);
+            rest = &word[end..];
+        }
+        names
+    }
+
+    /// Every metric an `expr` of the rules names is one the gateway exports (a histogram's
+    /// `_bucket`, `_sum` and `_count` series being its own).
+    #[test]
+    fn rules_name_exported_metrics() {
+        let exprs: String = RULES
+            .split("expr:")
+            .skip(1)
+            .map(|after| after.split("labels:").next().unwrap_or(after))
+            .collect();
+        let names = idem_names(&exprs);
+        assert!(names.len() >= 9, "{names:?}");
+        for name in names {
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|base| ALL.contains(base))
+                .unwrap_or(name);
+            assert!(
+                ALL.contains(&base),
+                "the rules name {name}, which the gateway does not export"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_the_gateway_does_not_export_is_found() {
+        assert_eq!(
+            idem_names("rate(idem_nothing_total[5m]) > idem_ready"),
+            ["idem_nothing_total", "idem_ready"]
+        );
+    }
 }

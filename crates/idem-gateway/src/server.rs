@@ -133,6 +133,7 @@ impl Server {
         let (failed, failure) = watch::channel(false);
         let supervisor = Supervisor::new(gateway.clone(), stopped.clone(), failed);
         start_dispatchers(&supervisor, &gateway, transports);
+        start_monitor(&supervisor, &gateway)?;
         let (queue, batcher) = start_batcher(&gateway);
         start_inputs(&supervisor, &gateway, queue.as_ref(), connected);
         let servers = serve(&gateway, listener, own, queue, &stopped);
@@ -319,6 +320,29 @@ fn start_dispatchers<DB: GatewayDb>(
             Ok(())
         });
     }
+}
+
+/// Starts the supervised health monitor (destination health, circuit breakers, alerts), with
+/// the HTTP client its notifications go through.
+///
+/// # Errors
+/// [`Error::Io`] when the client cannot be built.
+fn start_monitor<DB: GatewayDb>(
+    supervisor: &Supervisor<DB>,
+    gateway: &Gateway<DB>,
+) -> Result<(), Error> {
+    let client = crate::tls::default_client_builder()
+        .build()
+        .map_err(|e| Error::Io {
+            what: "building the alerts' HTTP client".into(),
+            source: std::io::Error::other(e),
+        })?;
+    let gateway = gateway.clone();
+    supervisor.start(Task::Monitor, move |stopped| async move {
+        crate::monitor::run(gateway, client, stopped).await;
+        Ok(())
+    });
+    Ok(())
 }
 
 /// Starts the group-commit task when `group_commit` is on: its queue and its handle.

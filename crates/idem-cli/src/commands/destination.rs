@@ -27,9 +27,13 @@ pub(super) async fn destination<DB: GatewayDb>(
             )?;
             for d in gateway.destinations().await? {
                 let state = if d.paused { "paused" } else { "running" };
+                let by = match d.paused_by {
+                    Some("circuit_breaker") => " by the circuit breaker",
+                    _ => "",
+                };
                 let since = d
                     .paused_at
-                    .map(|at| format!(" (paused since {})", format_time(at)))
+                    .map(|at| format!(" (paused{by} since {})", format_time(at)))
                     .unwrap_or_default();
                 outln!(
                     "{:<16} {:<8} {:<12} {:>11}  {}{since}",

@@ -22,6 +22,7 @@ pub(super) fn build(
     let field_name = |field: &str| format!("destination {:?} {field}", dest_name.as_str());
     // The kind's keys first: a broker destination has no URL to check as HTTP, and no TLS files.
     let (target, url) = destination_target::build(&raw, &field_name)?;
+    let (health, breaker) = super::health::destination(&raw, &field_name)?;
     let tls_keys = TlsKeys {
         ca_file: raw.ca_file,
         client_cert_file: raw.client_cert_file,
@@ -98,6 +99,8 @@ pub(super) fn build(
         concurrency,
         rate_limit,
         tls,
+        health,
+        breaker,
     })
 }
 

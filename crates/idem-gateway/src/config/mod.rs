@@ -11,6 +11,7 @@ mod destination;
 mod destination_target;
 mod duration;
 mod error;
+mod health;
 mod http_target;
 mod kind;
 mod lists;
@@ -43,6 +44,7 @@ pub use defaults::{
 };
 pub use destination_target::DestinationTarget;
 pub use error::ConfigError;
+pub use health::{AlertConditions, AlertFormat, AlertSink, Breaker};
 pub use kind::{DEFAULT_KAFKA_REDELIVERY_HORIZON, SourceKind};
 pub use model::{Config, Destination, Ordering, ReadEvent, Retention, Route, Source};
 pub(crate) use model::{Intake, is_type_pattern, type_matches};
@@ -142,6 +144,7 @@ impl Config {
         let console = console::build(&raw)?;
         let telemetry = telemetry::build(raw.telemetry.as_ref(), env)?;
         let settings = settings::build(&raw)?;
+        let (health_interval, alert_conditions) = health::settings(&raw)?;
         let admin_token = raw
             .admin_token_env
             .as_deref()
@@ -159,6 +162,7 @@ impl Config {
         let routes = lists::routes(raw.routes, &sources, &destinations)?;
         lists::keep_filter_headers(&mut sources, &routes);
         let relays = lists::relays(raw.relays, &settings.database_url, &secret)?;
+        let alerts = health::sinks(raw.alerts, &secret)?;
         drop(secret); // its borrow of `not_loaded` ends here
         let Settings {
             listen,
@@ -193,6 +197,9 @@ impl Config {
             routes,
             relays,
             telemetry,
+            health_interval,
+            alert_conditions,
+            alerts,
             not_loaded: not_loaded.into_inner(),
         })
     }

@@ -10,11 +10,13 @@ use idem_http::verify::Verifier;
 
 use super::broker::Broker;
 use super::destination_target::DestinationTarget;
+use super::health::{AlertConditions, AlertSink, Breaker};
 use super::kind::SourceKind;
 use super::rate_limit::RateLimit;
 use super::relay::OutboxRelay;
 use super::secret::Secret;
 use crate::model::fields::{ExtractError, Fields};
+use crate::model::health::Thresholds;
 use crate::model::route_filter::RouteFilter;
 use crate::tls::TlsSettings;
 
@@ -175,6 +177,11 @@ pub struct Destination {
     /// presented (`ca_file`, `client_cert_file`, `client_key_file`); `None`: the Mozilla roots,
     /// no client certificate.
     pub tls: Option<TlsSettings>,
+    /// When it is healthy, degraded or failing (`health_window`, `min_attempts`,
+    /// `failing_below`, `degraded_below`, `slow_after`, `backlog_after`).
+    pub health: Thresholds,
+    /// Its circuit breaker (`circuit_breaker`, `breaker_cooldown`, `breaker_cooldown_cap`).
+    pub breaker: Breaker,
 }
 
 impl Destination {
@@ -312,6 +319,13 @@ pub struct Config {
     /// Where traces are exported (`[telemetry]` or the `OTEL_EXPORTER_OTLP_…` variables);
     /// `None`: traces are off.
     pub telemetry: Option<super::telemetry::TelemetrySettings>,
+    /// How often each process judges destination health, runs the circuit breakers and
+    /// evaluates the alerts (`health_interval`, default 5s).
+    pub health_interval: Duration,
+    /// The alerts' thresholds (`alert_*`).
+    pub alert_conditions: AlertConditions,
+    /// Where alerts are sent (`[[alert]]`).
+    pub alerts: Vec<AlertSink>,
     /// (owner, variable, whether it is set but empty) of each secret not loaded when the
     /// configuration was read for an operator command; empty otherwise.
     pub(crate) not_loaded: Vec<(String, String, bool)>,

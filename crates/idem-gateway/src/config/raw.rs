@@ -26,6 +26,12 @@ pub(crate) struct RawConfig {
     pub readyz_timeout: Option<String>,
     pub shutdown_grace: Option<String>,
     pub telemetry: Option<RawTelemetry>,
+    pub health_interval: Option<String>,
+    pub alert_dead_letters_over: Option<u64>,
+    pub alert_dead_letters_window: Option<String>,
+    pub alert_backlog_after: Option<String>,
+    pub alert_rejected_over: Option<u64>,
+    pub alert_rejected_window: Option<String>,
     #[serde(default, rename = "source")]
     pub sources: Vec<RawSource>,
     #[serde(default, rename = "destination")]
@@ -34,6 +40,8 @@ pub(crate) struct RawConfig {
     pub routes: Vec<RawRoute>,
     #[serde(default, rename = "relay")]
     pub relays: Vec<RawRelay>,
+    #[serde(default, rename = "alert")]
+    pub alerts: Vec<RawAlert>,
 }
 
 /// `[[source]]`.
@@ -110,6 +118,26 @@ pub(crate) struct RawDestination {
     pub routing_key: Option<String>,
     pub bootstrap: Option<String>,
     pub topic: Option<String>,
+    // Health and the circuit breaker (issue 31).
+    pub health_window: Option<String>,
+    pub min_attempts: Option<u64>,
+    pub failing_below: Option<f64>,
+    pub degraded_below: Option<f64>,
+    pub slow_after: Option<String>,
+    pub backlog_after: Option<String>,
+    pub circuit_breaker: Option<bool>,
+    pub breaker_cooldown: Option<String>,
+    pub breaker_cooldown_cap: Option<String>,
+}
+
+/// `[[alert]]`: where alerts are sent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAlert {
+    pub name: String,
+    pub url: String,
+    pub format: Option<String>,
+    pub secret_env: Option<String>,
 }
 
 /// `[[route]]`.

@@ -12,7 +12,7 @@ use std::fmt;
 use serde::de::{self, Visitor};
 
 use super::raw::{
-    RawConfig, RawDestination, RawField, RawRelay, RawRoute, RawSource, RawTelemetry,
+    RawAlert, RawConfig, RawDestination, RawField, RawRelay, RawRoute, RawSource, RawTelemetry,
 };
 
 /// The operator reference, as the repository holds it.
@@ -152,6 +152,12 @@ fn tables() -> Vec<Table> {
             "## Outbox relays: `[[relay]]`",
             &["name", "target", "claim_ttl", "database_url_env"],
             8,
+        ),
+        table(
+            keys_of::<RawAlert>(),
+            "## Alerts: `[[alert]]`",
+            &["name", "url", "format", "secret_env"],
+            4,
         ),
         table(
             keys_of::<RawTelemetry>(),

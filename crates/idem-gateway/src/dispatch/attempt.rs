@@ -19,6 +19,7 @@ use super::transport::Transport;
 use crate::config::Destination;
 use crate::gateway::Gateway;
 use crate::lanes::Lane;
+use crate::lanes::probe::ProbeResult;
 use crate::metric_definitions::{DISPATCH_DURATION_SECONDS, DISPATCH_TOTAL};
 use crate::model::time::format_time;
 use crate::store::{AttemptOutcome, DeliveryState, DueDelivery, Finished, GatewayDb};
@@ -53,6 +54,9 @@ pub(super) struct Claimed {
     pub(super) attempt: i64,
     pub(super) until: i64,
     pub(super) slot: OwnedSemaphorePermit,
+    /// Sent as the circuit breaker's probe of a paused destination: its end is reported to the
+    /// lane's probe.
+    pub(super) probe: bool,
 }
 
 /// Starts `claimed`'s attempt once a permit is free. One that waited so long for it that the
@@ -93,6 +97,7 @@ pub(super) fn start<DB: GatewayDb>(
             delivery,
             attempt,
             slot,
+            probe,
             ..
         } = claimed;
         send_one(
@@ -100,8 +105,7 @@ pub(super) fn start<DB: GatewayDb>(
             index,
             &transport,
             &outcomes,
-            delivery,
-            attempt,
+            (delivery, attempt, probe),
             (permit, slot),
         )
         .await;
@@ -113,8 +117,7 @@ async fn send_one<DB: GatewayDb>(
     index: usize,
     transport: &Transport,
     outcomes: &Outcomes,
-    mut delivery: DueDelivery,
-    attempt: i64,
+    (mut delivery, attempt, probe): (DueDelivery, i64, bool),
     held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 ) {
     let destination = gateway.destination(index);
@@ -179,6 +182,16 @@ async fn send_one<DB: GatewayDb>(
             destination = %destination.name, source = %delivery.source, event_id = %delivery.event_id,
             error = %e, "attempt outcome not recorded; the delivery is tried again when its claim lapses"
         ),
+    }
+    if probe {
+        outcomes
+            .lane()
+            .probe()
+            .report(if outcome == AttemptOutcome::Delivered {
+                ProbeResult::Delivered
+            } else {
+                ProbeResult::Failed(attempted.status.map(i64::from), attempted.excerpt.clone())
+            });
     }
     metrics::counter!(DISPATCH_TOTAL, "destination" => destination.name.to_string(), "outcome" => outcome.as_str())
         .increment(1);

@@ -11,6 +11,7 @@ use super::attempt::{Bounds, Claimed, start};
 use super::outcomes::Outcomes;
 use super::transport::Transport;
 use crate::gateway::Gateway;
+use crate::lanes::probe::ProbeResult;
 use crate::metric_definitions::{DISPATCH_CLAIMS_TOTAL, DISPATCH_RATE_LIMITED_TOTAL};
 use crate::store::GatewayDb;
 
@@ -95,6 +96,7 @@ pub(super) async fn start_due<DB: GatewayDb>(
                 attempt,
                 until,
                 slot,
+                probe: false,
             };
             start(gateway, index, transport, outcomes, bounds, claimed, tasks);
         }
@@ -126,4 +128,61 @@ pub(super) async fn start_due<DB: GatewayDb>(
         Some(at) => Duration::from_millis(u64::try_from(at - now).unwrap_or(0)),
         None => gateway.config().poll_interval,
     })
+}
+
+/// Claims the destination's next due delivery as the circuit breaker's probe, while it is
+/// paused, and starts its attempt; reports [`ProbeResult::NothingDue`] when none is due.
+pub(super) async fn start_probe<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    index: usize,
+    transport: &Transport,
+    outcomes: &Outcomes,
+    bounds: &Bounds,
+    tasks: &mut JoinSet<()>,
+) -> Result<(), idem_sql::Error> {
+    let name = gateway.destination(index).name.as_str();
+    let lane = outcomes.lane();
+    let ttl = lane.claim_ttl()?;
+    let Ok(slot) = Arc::clone(&bounds.slots).try_acquire_owned() else {
+        lane.probe().report(ProbeResult::NothingDue);
+        return Ok(());
+    };
+    let now = gateway.now();
+    let due = {
+        let _turn = gateway.dispatch_connection().await;
+        let mut conn = gateway.store().pool().acquire().await?;
+        DB::due(&mut conn, name, now.as_millis(), 1).await?
+    };
+    let Some(delivery) = due.into_iter().next() else {
+        lane.probe().report(ProbeResult::NothingDue);
+        return Ok(());
+    };
+    let (claimed, until) = {
+        let _connection = gateway.dispatch_connection().await;
+        let _turn = gateway.writer().dispatch().await;
+        let mut tx = gateway.begin_dispatch().await?;
+        let until = now.saturating_add(ttl.get()).as_millis();
+        let claimed = DB::start_attempts(&mut tx, &[delivery.id], until, now.as_millis()).await?;
+        tx.commit().await?;
+        (claimed, until)
+    };
+    let Some((_, attempt)) = claimed.into_iter().next() else {
+        lane.probe().report(ProbeResult::NothingDue);
+        return Ok(());
+    };
+    if let (Some(entity), 1) = (&delivery.entity, attempt) {
+        lane.handoff().claimed(&delivery.route, entity);
+    }
+    metrics::counter!(DISPATCH_CLAIMS_TOTAL, "destination" => name.to_owned(), "path" => "due")
+        .increment(1);
+    tracing::info!(destination = name, source = %delivery.source, event_id = %delivery.event_id, "circuit breaker: probing the paused destination with one delivery");
+    let claimed = Claimed {
+        delivery,
+        attempt,
+        until,
+        slot,
+        probe: true,
+    };
+    start(gateway, index, transport, outcomes, bounds, claimed, tasks);
+    Ok(())
 }

@@ -38,10 +38,11 @@ use tokio::task::JoinSet;
 use crate::config::Destination;
 use crate::gateway::Gateway;
 use crate::lanes::Lane;
+use crate::lanes::probe::ProbeResult;
 use crate::metric_definitions::{DESTINATION_PAUSED, DISPATCH_CLAIMS_TOTAL};
 use crate::store::GatewayDb;
 use attempt::{Bounds, Claimed, start};
-use claim::start_due;
+use claim::{start_due, start_probe};
 use outcomes::Outcomes;
 pub(crate) use transport::Transport;
 
@@ -108,7 +109,16 @@ async fn dispatch<DB: GatewayDb>(
         // transaction, one sync) at a time as each attempt ends.
         if throttle.paused() {
             // Nothing is claimed: a resume here wakes the dispatcher, one elsewhere is read at
-            // the next refresh.
+            // the next refresh. Only the circuit breaker's probe, when this process holds it,
+            // sends one delivery.
+            if lane.probe().take_request() {
+                let probed =
+                    start_probe(&gateway, index, transport, &outcomes, &bounds, &mut tasks);
+                if let Err(e) = probed.await {
+                    tracing::warn!(destination = %destination.name, error = %e, "cannot claim the circuit breaker's probe; trying at the next one");
+                    lane.probe().report(ProbeResult::NothingDue);
+                }
+            }
         } else if bounds.slots.available_permits() < low_water {
             handoff.owe_claim();
         } else {
@@ -146,7 +156,7 @@ async fn dispatch<DB: GatewayDb>(
                 Some(next) = handed.recv() => {
                     metrics::counter!(DISPATCH_CLAIMS_TOTAL, "destination" => destination.name.to_string(), "path" => next.path.label())
                         .increment(1);
-                    let claimed = Claimed { delivery: next.delivery, attempt: next.attempt, until: next.until, slot: next.permit.start() };
+                    let claimed = Claimed { delivery: next.delivery, attempt: next.attempt, until: next.until, slot: next.permit.start(), probe: false };
                     start(&gateway, index, transport, &outcomes, &bounds, claimed, &mut tasks);
                     continue;
                 }
@@ -174,6 +184,7 @@ async fn dispatch<DB: GatewayDb>(
             attempt: next.attempt,
             until: next.until,
             slot: next.permit.start(),
+            probe: false,
         };
         start(
             &gateway, index, transport, &outcomes, &bounds, claimed, &mut tasks,

@@ -61,8 +61,8 @@ pub(crate) fn routers<DB: GatewayDb>(
         .route("/webhooks/{source}", post(webhooks::handle::<DB>))
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(
-            limit,
-            webhooks::declared_length,
+            gateway.clone(),
+            webhooks::declared_length::<DB>,
         ))
         .with_state(ingest_state);
     let mut main = health.clone().merge(webhooks);

@@ -16,10 +16,11 @@ use tracing::Instrument;
 
 use super::problem::Problem;
 use crate::gateway::Gateway;
+use crate::health::rejection_reason;
 use crate::ingest::answer::Answer;
 use crate::ingest::unit::{Pending, Unavailable};
 use crate::ingest::{Refused, accept, submit};
-use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL};
+use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL, WEBHOOK_REJECTED_TOTAL};
 use crate::store::GatewayDb;
 use crate::traces::{self, TraceHeaders};
 
@@ -52,17 +53,27 @@ struct Accepted<'a> {
 /// Refuses a webhook whose declared `Content-Length` is over `max_body_bytes` at once (413),
 /// before a byte of its body is read: reading stops only at the limit otherwise, or holds the
 /// connection until `body_read_timeout` when the client waits for `100 Continue` or sends less.
-pub(crate) async fn declared_length(
-    State(limit): State<usize>,
+/// Counted as a refusal of the source the path names, when one of that name is configured.
+pub(crate) async fn declared_length<DB: GatewayDb>(
+    State(gateway): State<Gateway<DB>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let limit = gateway.config().max_body_bytes;
     let declared = request
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
+        let source = (request.uri().path().strip_prefix("/webhooks/"))
+            .and_then(|name| gateway.source_index(name))
+            .map(|index| gateway.source(index).name.to_string());
+        if let Some(source) = source {
+            gateway.rejections().add(&source, "too_large");
+            metrics::counter!(WEBHOOK_REJECTED_TOTAL, "source" => source, "reason" => "too_large")
+                .increment(1);
+        }
         return Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body-too-large",
@@ -147,6 +158,12 @@ pub(crate) async fn handle<DB: GatewayDb>(
                 "unavailable"
             } else {
                 tracing::info!(%source, problem = %problem.problem_type, detail = %problem.detail, "delivery rejected");
+                let code = problem.problem_type.trim_start_matches("urn:idem:problem:");
+                if let Some(reason) = rejection_reason(code) {
+                    gateway.rejections().add(source.as_str(), reason);
+                    metrics::counter!(WEBHOOK_REJECTED_TOTAL, "source" => source.to_string(), "reason" => reason)
+                        .increment(1);
+                }
                 "rejected"
             };
             (problem.into_response(), status)

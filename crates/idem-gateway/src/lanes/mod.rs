@@ -1,12 +1,13 @@
 //! Lanes: one per destination, what ingest's hand-off and the destination's dispatcher share in
 //! memory. A [`Lane`] holds the dispatcher's wake, the hand-off of fresh deliveries, the pause
 //! and rate limit (the throttle with its token bucket), whether its claims and outcome writes
-//! work now, and how long a claim of its deliveries lasts. Ingest and dispatch both reach a
+//! work now, how long a claim of its deliveries lasts, and the circuit breaker's probe. Ingest and dispatch both reach a
 //! destination's state through its `&Lane`, so neither imports the other.
 
 mod bucket;
 pub(crate) mod handoff;
 pub(crate) mod health;
+pub(crate) mod probe;
 pub mod throttle;
 
 use std::time::Duration;
@@ -18,6 +19,7 @@ use tokio::sync::Notify;
 use crate::config::Destination;
 use handoff::Handoff;
 use health::DispatchHealth;
+use probe::Probe;
 use throttle::Throttle;
 
 /// Added to a destination's timeout to make how long a claim holds its delivery: the claim must
@@ -35,6 +37,8 @@ pub(crate) struct Lane {
     health: DispatchHealth,
     /// How long a claim of one of its deliveries lasts: the timeout plus [`LEASE_MARGIN`].
     claim: Duration,
+    /// The circuit breaker's probe while it is paused.
+    probe: Probe,
 }
 
 impl Lane {
@@ -45,6 +49,7 @@ impl Lane {
             handoff: Handoff::new(Throttle::new(destination.rate_limit, now)),
             health: DispatchHealth::default(),
             claim: destination.timeout + LEASE_MARGIN,
+            probe: Probe::default(),
         }
     }
 
@@ -66,6 +71,11 @@ impl Lane {
     /// Whether the dispatcher's claims and outcome writes work now.
     pub(crate) fn health(&self) -> &DispatchHealth {
         &self.health
+    }
+
+    /// The circuit breaker's probe.
+    pub(crate) fn probe(&self) -> &Probe {
+        &self.probe
     }
 
     /// How long a claim holds a delivery: the attempt's timeout plus [`LEASE_MARGIN`], so that

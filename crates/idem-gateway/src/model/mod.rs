@@ -7,6 +7,7 @@ pub mod counts;
 pub(crate) mod fields;
 pub(crate) mod forwarded;
 pub(crate) mod guard_note;
+pub(crate) mod health;
 pub(crate) mod route_filter;
 pub(crate) mod state;
 pub(crate) mod text_enum;

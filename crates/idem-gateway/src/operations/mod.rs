@@ -180,8 +180,9 @@ pub struct GcReport {
     pub events: u64,
     /// Raw bodies past body_retention.
     pub bodies: u64,
-    /// Per-minute count rows older than [`COUNTS_KEPT`](crate::model::counts::COUNTS_KEPT) (ended
-    /// console sessions are deleted too, uncounted).
+    /// Per-minute count rows and per-second refusal rows older than
+    /// [`COUNTS_KEPT`](crate::model::counts::COUNTS_KEPT) (ended console sessions, and alerts
+    /// older than that whose notifications were all sent, are deleted too, uncounted).
     pub counts: u64,
 }
 
@@ -571,7 +572,8 @@ impl<DB: GatewayDb> Gateway<DB> {
             let before = now
                 .saturating_sub(crate::model::counts::COUNTS_KEPT)
                 .as_millis();
-            report.counts = DB::delete_counts(&mut conn, before).await?;
+            report.counts = DB::delete_counts(&mut conn, before).await?
+                + DB::delete_old(&mut conn, before).await?;
             DB::delete_expired_sessions(&mut conn, now.as_millis()).await?;
         }
         if let Some(keep) = config.body_retention {

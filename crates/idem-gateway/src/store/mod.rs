@@ -5,6 +5,7 @@
 mod batch_tests;
 mod console;
 mod counts;
+mod monitor;
 mod pauses;
 mod relaxed;
 mod rows;
@@ -17,6 +18,7 @@ use sqlx::Pool;
 
 pub use crate::model::state::{AttemptOutcome, DeliveryState};
 pub(crate) use console::{DeliveryRecord, EventContent, EventFilter, StateFilter};
+pub(crate) use monitor::{AlertChange, DueSend, PauseRow, destination_health};
 pub(crate) use rows::{
     BackfillRow, DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount,
     StoredAttempt, StoredDelivery, StoredEvent,
@@ -42,6 +44,7 @@ pub trait GatewayDb:
     + counts::ops::CountOps
     + console::ops::ConsoleOps
     + pauses::ops::PauseOps
+    + monitor::ops::MonitorOps
     + relaxed::ops::RelaxedOps
 {
 }

@@ -3,9 +3,12 @@
 
 use std::future::Future;
 
-/// Pauses destination $1 at $2; pausing a paused destination keeps its first time.
+/// Pauses destination $1 at $2; pausing a paused destination keeps its first time. An
+/// operator's pause of a destination the circuit breaker paused takes it over (`auto` turns
+/// false), so that no automatic resume lifts it.
 const PAUSE: &str = "INSERT INTO idem_gateway_paused_destinations (destination, paused_at) \
-     VALUES ($1, $2) ON CONFLICT (destination) DO NOTHING";
+     VALUES ($1, $2) ON CONFLICT (destination) DO UPDATE SET auto = FALSE, probe_owner = NULL, \
+     probe_until = NULL WHERE idem_gateway_paused_destinations.auto";
 
 /// Resumes destination $1.
 const RESUME: &str = "DELETE FROM idem_gateway_paused_destinations WHERE destination = $1";
@@ -23,7 +26,8 @@ pub(crate) mod ops {
     type Res<T> = Result<T, sqlx::Error>;
 
     pub trait PauseOps: sqlx::Database + Sized {
-        /// Pauses `destination` at `now` (ms); returns whether it was running.
+        /// Pauses `destination` at `now` (ms); returns whether it was running or paused by the
+        /// circuit breaker only.
         fn pause(
             conn: &mut Self::Connection,
             destination: &str,

@@ -7,6 +7,8 @@ mod support;
 
 mod admin;
 mod admin_access;
+mod alerts;
+mod breaker;
 mod broker_destinations;
 mod brokers;
 mod cluster;

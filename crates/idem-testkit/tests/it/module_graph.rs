@@ -124,6 +124,7 @@ const GATEWAY_LAYERS: [&[Row]; 7] = [
         // Backfill decides and stores new deliveries as ingest does.
         row("operations", 4, &["ingest"]),
         row("destinations", 4, &[]),
+        row("monitor", 4, &[]),
     ],
     // L5: inputs and surfaces (axum only in http/): L0–L3 and the behaviour each calls.
     &[

@@ -34,8 +34,8 @@ use crate::gateway::Gateway;
 use crate::store::GatewayDb;
 pub(crate) use client_address::client_address;
 pub use overview::{
-    BacklogRow, DESTINATION_METRICS, DispatcherHealth, Failing, Health, Overview, SOURCE_METRICS,
-    SeriesRow,
+    AlertRow, BacklogRow, BreakerState, DESTINATION_METRICS, DispatcherHealth, Failing, Health,
+    HealthRow, Overview, REJECTION_REASONS, Range, RejectedRow, SOURCE_METRICS, SeriesRow,
 };
 pub(crate) use rate_limit::{MAX_FAILURES, SignInLimiter, WINDOW_MS};
 use state::{Console, State};

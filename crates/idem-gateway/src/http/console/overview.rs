@@ -7,10 +7,139 @@ use crate::Error;
 use crate::error::Task;
 use crate::gateway::Gateway;
 use crate::model::counts::{MINUTE_MS, Metric, Scope};
-use crate::store::GatewayDb;
+use crate::model::health::Assessment;
+use crate::store::{GatewayDb, destination_health};
 
 /// One hour, in ms.
 const HOUR_MS: i64 = 60 * MINUTE_MS;
+
+/// The time range the overview's charts cover (`?range=1h`, `24h` or `7d`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Range {
+    /// The last hour, per minute (`1h`, the default).
+    #[default]
+    Hour,
+    /// The last day, per 20 minutes (`24h`).
+    Day,
+    /// The last week, per 2 hours (`7d`).
+    Week,
+}
+
+impl Range {
+    /// Every range, as the page offers them.
+    pub const ALL: [Self; 3] = [Self::Hour, Self::Day, Self::Week];
+
+    /// The range written `text` (`1h`, `24h`, `7d`).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+
+    /// How it is written in the query.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hour => "1h",
+            Self::Day => "24h",
+            Self::Week => "7d",
+        }
+    }
+
+    /// One bar's width, in ms.
+    pub fn bucket_ms(self) -> i64 {
+        match self {
+            Self::Hour => MINUTE_MS,
+            Self::Day => 20 * MINUTE_MS,
+            Self::Week => 2 * HOUR_MS,
+        }
+    }
+
+    /// How many bars.
+    pub fn buckets(self) -> usize {
+        match self {
+            Self::Hour => 60,
+            Self::Day => 72,
+            Self::Week => 84,
+        }
+    }
+
+    /// What one bar counts, in words.
+    pub fn per(self) -> &'static str {
+        match self {
+            Self::Hour => "per minute",
+            Self::Day => "per 20 minutes",
+            Self::Week => "per 2 hours",
+        }
+    }
+
+    /// The end of the last bar for `now` (ms): the end of the bucket holding `now`.
+    pub fn end(self, now: i64) -> i64 {
+        now - now.rem_euclid(self.bucket_ms()) + self.bucket_ms()
+    }
+
+    /// The start of the first bar for `now`.
+    pub fn start(self, now: i64) -> i64 {
+        self.end(now) - self.bucket_ms() * i64::try_from(self.buckets()).unwrap_or(0)
+    }
+}
+
+/// The circuit breaker's state for one destination, as the database holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Not paused: the breaker would pause it when it fails.
+    Closed,
+    /// `circuit_breaker = false` and not paused.
+    Off,
+    /// Paused by the breaker: since when, why, the last errors, when the next probe is due.
+    Open {
+        /// Since when (ms).
+        since: i64,
+        /// Why (`success rate 0% over 12 attempts`).
+        reason: String,
+        /// The last failed attempts' status and answer.
+        last_errors: Vec<String>,
+        /// When the next probe is due (ms).
+        next_probe: Option<i64>,
+    },
+    /// Paused by an operator (the breaker never resumes it).
+    Operator,
+}
+
+/// One destination's health.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthRow {
+    /// The destination.
+    pub destination: String,
+    /// Its health and the figures it was judged on.
+    pub assessment: Assessment,
+    /// Its breaker.
+    pub breaker: BreakerState,
+}
+
+/// One source's refused requests in the range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRow {
+    /// The source.
+    pub source: String,
+    /// Per reason (`bad_signature`, `too_large`, `malformed`): the range's total and its bars.
+    pub reasons: Vec<(&'static str, u64, Vec<u64>)>,
+}
+
+/// One alert firing or clearing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertRow {
+    /// When (ms).
+    pub at: i64,
+    /// `fired` or `cleared`.
+    pub state: String,
+    /// The condition (`destination_failing`, …).
+    pub condition: String,
+    /// The destination or source.
+    pub subject: String,
+    /// Why.
+    pub detail: String,
+}
+
+/// The reasons refused requests are counted under, in the order shown.
+pub const REJECTION_REASONS: [&str; 3] = ["bad_signature", "too_large", "malformed"];
 
 /// The metrics the overview shows for a source: all of them (delivered, retried and dead
 /// counted for the event's source).
@@ -47,6 +176,8 @@ pub struct SeriesRow {
     /// Per metric, the counts of the last 24 hours, oldest first (the last is the current
     /// hour).
     pub per_hour: Vec<(Metric, Vec<u64>)>,
+    /// Per metric, the counts of the overview's range, one per bar, oldest first.
+    pub chart: Vec<(Metric, Vec<u64>)>,
 }
 
 impl SeriesRow {
@@ -137,7 +268,7 @@ pub struct BacklogRow {
 }
 
 /// The overview at [`now`](Self::now).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Overview {
     /// When it was read (ms since the epoch, the gateway's clock).
     pub now: i64,
@@ -151,6 +282,14 @@ pub struct Overview {
     pub oldest_undelivered: Option<i64>,
     /// Whether the store took the last ingest commit.
     pub store: Health,
+    /// The charts' range.
+    pub range: Range,
+    /// Each configured destination's health and breaker.
+    pub health: Vec<HealthRow>,
+    /// Each webhook source's refused requests in the range.
+    pub rejected: Vec<RejectedRow>,
+    /// The latest alerts fired and cleared, newest first.
+    pub alerts: Vec<AlertRow>,
 }
 
 impl<DB: GatewayDb> Gateway<DB> {
@@ -161,6 +300,14 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// # Errors
     /// [`Error::Store`] when the database cannot be read.
     pub async fn overview(&self) -> Result<Overview, Error> {
+        self.overview_over(Range::Hour).await
+    }
+
+    /// The overview with charts over `range`.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the database cannot be read.
+    pub async fn overview_over(&self, range: Range) -> Result<Overview, Error> {
         let now = self.now().as_millis();
         let minute_end = now - now.rem_euclid(MINUTE_MS) + MINUTE_MS;
         let hour_end = now - now.rem_euclid(HOUR_MS) + HOUR_MS;
@@ -168,7 +315,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         let open = self.open_stats().await?;
         let (counts, figures, paused) = {
             let mut conn = self.store().pool().acquire().await?;
-            let counts = DB::read_counts(&mut conn, day_start).await?;
+            let counts = DB::read_counts(&mut conn, day_start.min(range.start(now))).await?;
             let figures = DB::destination_figures(&mut conn, now).await?;
             let paused = DB::paused(&mut conn).await?;
             (counts, figures, paused)
@@ -187,6 +334,16 @@ impl<DB: GatewayDb> Gateway<DB> {
             per_hour: metrics
                 .iter()
                 .map(|m| (*m, counts.buckets(scope, name, *m, hour_end, HOUR_MS, 24)))
+                .collect(),
+            chart: metrics
+                .iter()
+                .map(|m| {
+                    let (end, width) = (range.end(now), range.bucket_ms());
+                    (
+                        *m,
+                        counts.buckets(scope, name, *m, end, width, range.buckets()),
+                    )
+                })
                 .collect(),
         };
         let config = self.config();
@@ -233,8 +390,13 @@ impl<DB: GatewayDb> Gateway<DB> {
                 }
             })
             .collect();
+        let (health, rejected, alerts) = self.health_figures(range, now).await?;
         Ok(Overview {
             now,
+            range,
+            health,
+            rejected,
+            alerts,
             sources,
             destinations,
             backlog,
@@ -244,5 +406,73 @@ impl<DB: GatewayDb> Gateway<DB> {
                 None => Health::Working,
             },
         })
+    }
+}
+
+impl<DB: GatewayDb> Gateway<DB> {
+    /// Each destination's health and breaker, each webhook source's refusals over `range`, and
+    /// the latest alerts, at `now`.
+    async fn health_figures(
+        &self,
+        range: Range,
+        now: i64,
+    ) -> Result<(Vec<HealthRow>, Vec<RejectedRow>, Vec<AlertRow>), Error> {
+        let mut conn = self.store().pool().acquire().await?;
+        let mut health = Vec::new();
+        for d in &self.config().destinations {
+            let name = d.name.as_str();
+            let (assessment, _) = destination_health::<DB>(&mut conn, name, &d.health, now).await?;
+            let breaker = match DB::pause_row(&mut conn, name).await? {
+                Some(p) if p.auto => BreakerState::Open {
+                    since: p.paused_at,
+                    reason: p.reason.unwrap_or_default(),
+                    last_errors: (p.last_errors.as_deref())
+                        .and_then(|text| serde_json::from_str(text).ok())
+                        .unwrap_or_default(),
+                    next_probe: p.probe_at,
+                },
+                Some(_) => BreakerState::Operator,
+                None if d.breaker.enabled => BreakerState::Closed,
+                None => BreakerState::Off,
+            };
+            health.push(HealthRow {
+                destination: name.to_owned(),
+                assessment,
+                breaker,
+            });
+        }
+        let (start, width) = (range.start(now), range.bucket_ms());
+        let refusals = DB::rejections_since(&mut conn, start).await?;
+        let rejected = (self.config().sources.iter())
+            .filter(|s| s.broker().is_none())
+            .map(|s| RejectedRow {
+                source: s.name.to_string(),
+                reasons: REJECTION_REASONS
+                    .iter()
+                    .map(|reason| {
+                        let mut bars = vec![0_u64; range.buckets()];
+                        for (at, source, r, count) in &refusals {
+                            if source == s.name.as_str() && r == reason {
+                                let i = usize::try_from((at - start) / width).unwrap_or(0);
+                                if let Some(bar) = bars.get_mut(i) {
+                                    *bar += u64::try_from(*count).unwrap_or(0);
+                                }
+                            }
+                        }
+                        (*reason, bars.iter().sum(), bars)
+                    })
+                    .collect(),
+            })
+            .collect();
+        let alerts = (DB::recent_alerts(&mut conn, 20).await?.into_iter())
+            .map(|a| AlertRow {
+                at: a.at,
+                state: a.state,
+                condition: a.condition,
+                subject: a.subject,
+                detail: a.detail,
+            })
+            .collect();
+        Ok((health, rejected, alerts))
     }
 }

@@ -19,7 +19,8 @@ async fn the_configuration_page_shows_no_secret_and_no_password() {
     // The gateway runs on the test's store; the configured URL is only shown.
     let text = format!(
         "admin_token_env = \"ADMIN_TOKEN\"\n\
-         database_url = \"postgres://idem:db-pass@db.internal:5432/idem?sslmode=require&password=query-pass\"\n{}",
+         database_url = \"postgres://idem:db-pass@db.internal:5432/idem?sslmode=require&password=query-pass\"\n{}\n\
+         [[alert]]\nname = \"ops\"\nurl = \"https://alert-user:alert-pass@alerts.example/idem\"\nsecret_env = \"SW_NEW\"\n",
         config_text(downstream.addr, r#"["5ms"]"#)
             .replace("url = \"http://", "url = \"http://hook-user:dest-pass@")
     );
@@ -45,6 +46,8 @@ async fn the_configuration_page_shows_no_secret_and_no_password() {
         "query-pass",
         "dest-pass",
         "hook-user",
+        "alert-pass",
+        "alert-user",
     ] {
         assert!(!page.html.contains(secret), "{secret} shown: {}", page.html);
     }
@@ -58,6 +61,19 @@ async fn the_configuration_page_shows_no_secret_and_no_password() {
     assert!(
         page.text("id=\"destinations\"", "</table>")
             .contains(&format!("app http://***@{}/events", downstream.addr)),
+        "{}",
+        page.html
+    );
+    // Health thresholds, the breaker and the alert sinks (issue 31), with their defaults.
+    assert!(
+        page.text("id=\"health-settings\"", "</table>")
+            .contains("app 5m 10 0.3 0.95 1s 5m on, cool-down 30s doubling to 10m"),
+        "{}",
+        page.html
+    );
+    assert!(
+        page.text("id=\"alert-sinks\"", "</table>")
+            .contains("ops https://***@alerts.example/idem json set (not shown)"),
         "{}",
         page.html
     );

@@ -9,7 +9,7 @@ use maud::{Markup, html};
 use super::super::session::Session;
 use super::super::state::State;
 use super::super::templates::Page;
-use crate::config::{Config, Retention};
+use crate::config::{AlertFormat, Config, Retention};
 use crate::store::GatewayDb;
 
 const PATH: &str = "/console/configuration";
@@ -42,6 +42,62 @@ fn render(config: &Config) -> Markup {
         (destinations(config))
         (routes(config))
         (relays(config))
+        (alerts(config))
+    }
+}
+
+/// Each destination's health thresholds and breaker, then the alert conditions and sinks.
+fn alerts(config: &Config) -> Markup {
+    let c = &config.alert_conditions;
+    html! {
+        h2 { "Health and alerts" }
+        p { "Judged every " (written(config.health_interval)) " (health_interval)." }
+        table #health-settings {
+            thead { tr {
+                th scope="col" { "destination" } th scope="col" { "window" } th.num scope="col" { "min attempts" }
+                th.num scope="col" { "failing below" } th.num scope="col" { "degraded below" }
+                th scope="col" { "slow after" } th scope="col" { "backlog after" } th scope="col" { "circuit breaker" }
+            } }
+            tbody {
+                @for d in &config.destinations {
+                    @let h = &d.health;
+                    tr {
+                        th scope="row" { (d.name) }
+                        td { (written(h.window)) }
+                        td.num { (h.min_attempts) }
+                        td.num { (h.failing_below) }
+                        td.num { (h.degraded_below) }
+                        td { (written(h.slow_after)) }
+                        td { (written(h.backlog_after)) }
+                        td { @if d.breaker.enabled {
+                            "on, cool-down " (written(d.breaker.cooldown)) " doubling to " (written(d.breaker.cooldown_cap))
+                        } @else { "off" } }
+                    }
+                }
+            }
+        }
+        p {
+            "Alerts: more than " (c.dead_letters_over) " dead letters in " (written(c.dead_letters_window))
+            "; a delivery due for over " (written(c.backlog_after))
+            "; more than " (c.rejected_over) " bad signatures in " (written(c.rejected_window)) "."
+        }
+        @if config.alerts.is_empty() {
+            p { "No [[alert]] sink: alerts are recorded and shown on the overview only." }
+        } @else {
+            table #alert-sinks {
+                thead { tr { th scope="col" { "name" } th scope="col" { "url" } th scope="col" { "format" } th scope="col" { "signing secret" } } }
+                tbody {
+                    @for sink in &config.alerts {
+                        tr {
+                            th scope="row" { (sink.name) }
+                            td { (redacted(&sink.url)) }
+                            td { @if sink.format == AlertFormat::Slack { "slack" } @else { "json" } }
+                            td { @if sink.secret.is_some() { "set (not shown)" } @else { "none (unsigned)" } }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

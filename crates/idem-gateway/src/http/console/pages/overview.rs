@@ -1,12 +1,16 @@
 //! `GET /console`: the overview.
 
 use axum::Extension;
-use axum::extract::State as StateOf;
+use axum::extract::{RawQuery, State as StateOf};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 
-use super::super::charts::bars;
-use super::super::overview::{DispatcherHealth, Health, Overview, SeriesRow};
+use super::super::charts::chart;
+use super::super::form::Fields;
+use super::super::overview::{
+    AlertRow, BreakerState, DispatcherHealth, Health, HealthRow, Overview, Range, RejectedRow,
+    SeriesRow,
+};
 use super::super::session::Session;
 use super::super::state::{PREFIX, State};
 use super::super::templates::{Page, duration, encode, error_page, time};
@@ -30,8 +34,14 @@ fn label(metric: Metric) -> &'static str {
 pub(crate) async fn page<DB: GatewayDb>(
     StateOf(state): StateOf<State<DB>>,
     Extension(session): Extension<Session>,
+    RawQuery(raw): RawQuery,
 ) -> Response {
-    match state.gateway.overview().await {
+    let fields = Fields::parse(raw.unwrap_or_default().as_bytes());
+    let range = fields
+        .get("range")
+        .and_then(Range::parse)
+        .unwrap_or_default();
+    match state.gateway.overview_over(range).await {
         Ok(overview) => Page::new("Overview")
             .of(&session, PREFIX)
             .render(render(&overview))
@@ -42,8 +52,25 @@ pub(crate) async fn page<DB: GatewayDb>(
 
 fn render(overview: &Overview) -> Markup {
     let now = overview.now;
+    let range = overview.range;
     html! {
-        p.hint { "As of " (time(now)) ". Counts per minute over the last hour and per hour over the last day." }
+        p.hint { "As of " (time(now)) ". Charts " (range.per()) "; hover a bar for its time and count." }
+        nav.ranges aria-label="Time range" {
+            "Range: "
+            @for r in Range::ALL {
+                @if r == range {
+                    strong aria-current="true" { (r.as_str()) } " "
+                } @else {
+                    a href={ "/console?range=" (r.as_str()) } { (r.as_str()) } " "
+                }
+            }
+        }
+        h2 { "Destination health" }
+        (health_table(&overview.health, now))
+        h2 { "Alerts" }
+        (alerts_table(&overview.alerts))
+        h2 { "Rejected requests" }
+        (rejected_table(&overview.rejected, overview))
         h2 { "Backlog and dispatchers" }
         p {
             "Store: "
@@ -92,9 +119,144 @@ fn render(overview: &Overview) -> Markup {
             }
         }
         h2 { "Sources" }
-        @for row in &overview.sources { (series("source", row, true)) }
+        @for row in &overview.sources { (series("source", row, true, overview)) }
         h2 { "Destinations" }
-        @for row in &overview.destinations { (series("destination", row, false)) }
+        @for row in &overview.destinations { (series("destination", row, false, overview)) }
+    }
+}
+
+fn percent(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "—".to_owned(), |rate| format!("{:.1} %", rate * 100.0))
+}
+
+fn millis(ms: Option<i64>) -> String {
+    ms.map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms"))
+}
+
+/// Each destination's health, success rate, latencies, oldest due delivery and breaker.
+fn health_table(rows: &[HealthRow], now: i64) -> Markup {
+    html! {
+        table #health {
+            caption.hint { "From each destination's attempts of its health window (every gateway process's)" }
+            thead { tr {
+                th scope="col" { "destination" }
+                th scope="col" { "health" }
+                th.num scope="col" { "success rate" }
+                th.num scope="col" { "attempts" }
+                th.num scope="col" { "latency p50" }
+                th.num scope="col" { "latency p99" }
+                th scope="col" { "oldest due" }
+                th scope="col" { "circuit breaker" }
+            } }
+            tbody {
+                @for row in rows {
+                    @let a = &row.assessment;
+                    tr data-health-of=(row.destination) data-health=(a.health.as_str()) {
+                        th scope="row" { (row.destination) }
+                        td data-metric="health" {
+                            span class={ "state health-" (a.health.as_str()) } { (a.health.as_str()) }
+                            @if let Some(reason) = &a.reason { " (" (reason) ")" }
+                        }
+                        td.num data-metric="success_rate" { (percent(a.success_rate)) }
+                        td.num data-metric="attempts" { (a.attempts) }
+                        td.num data-metric="p50" { (millis(a.p50_ms)) }
+                        td.num data-metric="p99" { (millis(a.p99_ms)) }
+                        td data-metric="oldest_due" { @match a.oldest_due_ms {
+                            Some(age) => (duration(age)),
+                            None => "—",
+                        } }
+                        td data-metric="breaker" { (breaker(&row.breaker, now)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn breaker(state: &BreakerState, now: i64) -> Markup {
+    match state {
+        BreakerState::Closed => html! { "closed" },
+        BreakerState::Off => html! { "off (circuit_breaker = false)" },
+        BreakerState::Operator => html! { "paused by an operator" },
+        BreakerState::Open {
+            since,
+            reason,
+            last_errors,
+            next_probe,
+        } => html! {
+            span.state.state-dead { "open" } ": paused since " (time(*since)) " — " (reason)
+            @if let Some(at) = next_probe {
+                "; next probe " @if *at > now { "in " (duration(at - now)) } @else { "now" }
+            }
+            @if !last_errors.is_empty() {
+                ul.errors { @for error in last_errors { li { code { (error) } } } }
+            }
+        },
+    }
+}
+
+fn alerts_table(rows: &[AlertRow]) -> Markup {
+    html! {
+        @if rows.is_empty() {
+            p #alerts { "No alert has fired." }
+        } @else {
+            table #alerts {
+                caption.hint { "The latest alerts fired and cleared, newest first" }
+                thead { tr {
+                    th scope="col" { "time" }
+                    th scope="col" { "state" }
+                    th scope="col" { "condition" }
+                    th scope="col" { "subject" }
+                    th scope="col" { "detail" }
+                } }
+                tbody {
+                    @for row in rows {
+                        tr data-condition=(row.condition) data-state=(row.state) {
+                            td { (time(row.at)) }
+                            td { @if row.state == "fired" { span.state.state-dead { "fired" } } @else { span.state.state-delivered { "cleared" } } }
+                            td { code { (row.condition) } }
+                            td { (row.subject) }
+                            td { (row.detail) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn reason_label(reason: &str) -> &'static str {
+    match reason {
+        "bad_signature" => "bad signature",
+        "too_large" => "too large",
+        _ => "malformed",
+    }
+}
+
+fn rejected_table(rows: &[RejectedRow], overview: &Overview) -> Markup {
+    let range = overview.range;
+    html! {
+        table #rejected {
+            caption.hint { "Webhook requests refused per source, over the range (written every health_interval)" }
+            thead { tr {
+                th scope="col" { "source" }
+                th scope="col" { "reason" }
+                th.num scope="col" { "refused" }
+                th scope="col" { (range.per()) }
+            } }
+            tbody {
+                @for row in rows {
+                    @for (reason, total, bars) in &row.reasons {
+                        tr data-source=(row.source) data-reason=(reason) {
+                            th scope="row" { (row.source) }
+                            td { (reason_label(reason)) }
+                            td.num.total { (total) }
+                            td { (chart(&format!("{} refused ({})", row.source, reason_label(reason)), bars, range.end(overview.now), range.bucket_ms())) }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -126,8 +288,10 @@ fn health(health: &Health) -> Markup {
     }
 }
 
-/// One source's or destination's table: a row per metric with its totals and charts.
-fn series(kind: &str, row: &SeriesRow, repeat_rate: bool) -> Markup {
+/// One source's or destination's table: a row per metric with its totals and chart.
+fn series(kind: &str, row: &SeriesRow, repeat_rate: bool, overview: &Overview) -> Markup {
+    let range = overview.range;
+    let end = range.end(overview.now);
     html! {
         section.series data-kind=(kind) data-name=(row.name) {
             h3 { (kind) " " code { (row.name) } }
@@ -143,18 +307,16 @@ fn series(kind: &str, row: &SeriesRow, repeat_rate: bool) -> Markup {
                 thead { tr {
                     th scope="col" { "count" }
                     th.num scope="col" { "last hour" }
-                    th scope="col" { "per minute" }
                     th.num scope="col" { "last day" }
-                    th scope="col" { "per hour" }
+                    th scope="col" { (range.per()) ", last " (range.as_str()) }
                 } }
                 tbody {
-                    @for ((metric, minutes), (_, hours)) in row.per_minute.iter().zip(&row.per_hour) {
+                    @for (metric, bars) in &row.chart {
                         tr data-metric=(metric.as_str()) {
                             th scope="row" { (label(*metric)) }
                             td.num.last-hour { (row.last_hour(*metric)) }
-                            td { (bars(&format!("{} {} per minute, last hour", row.name, label(*metric)), minutes)) }
                             td.num.last-day { (row.last_day(*metric)) }
-                            td { (bars(&format!("{} {} per hour, last day", row.name, label(*metric)), hours)) }
+                            td { (chart(&format!("{} {}", row.name, label(*metric)), bars, end, range.bucket_ms())) }
                         }
                     }
                 }

@@ -4,6 +4,7 @@
 //! `target/tmp/console-screenshots/`. Without Chromium the tests fail, saying how to install
 //! it: they never pass without having run.
 
+mod health;
 mod scenarios;
 
 use std::net::TcpListener;

@@ -26,7 +26,7 @@ use crate::support::{
 
 /// Signs in at `base` with `token` using the keyboard only: the token field has the focus,
 /// the token is typed and Enter sends the form.
-async fn sign_in(browser: &Browser, base: &str, token: &str) {
+pub(super) async fn sign_in(browser: &Browser, base: &str, token: &str) {
     browser.open(&format!("{base}/console/sign-in")).await;
     browser.expect_title("Sign in").await;
     let focused = browser.client.active_element().await.unwrap();
@@ -39,7 +39,7 @@ async fn sign_in(browser: &Browser, base: &str, token: &str) {
 }
 
 /// Waits (up to 10 s) until the page shown is at `path`.
-async fn wait_for_path(browser: &Browser, path: &str) {
+pub(super) async fn wait_for_path(browser: &Browser, path: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let shown = browser.path().await;
@@ -56,7 +56,7 @@ async fn wait_for_path(browser: &Browser, path: &str) {
 
 /// Clicks `css` and waits for the next page, at `path`: until the page shown before is gone
 /// (its root element stale), since a form may lead to the same path again.
-async fn click_to(browser: &Browser, css: &str, path: &str) {
+pub(super) async fn click_to(browser: &Browser, css: &str, path: &str) {
     let before = browser.find("html").await;
     browser.click(css).await;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -76,7 +76,7 @@ async fn shown(browser: &Browser, kind: &str, name: &str, metric: &str) -> u64 {
 }
 
 /// No error in the browser's console so far.
-async fn no_console_errors(browser: &Browser) {
+pub(super) async fn no_console_errors(browser: &Browser) {
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "the browser's console: {errors:?}");
 }
