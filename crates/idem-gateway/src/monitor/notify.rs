@@ -3,7 +3,7 @@
 //! claim of the row succeeded. A sink that does not answer 2xx is tried again after 1 s,
 //! doubling up to 5 minutes, until it does (a notification is never dropped; its last error is
 //! kept in its row). A JSON sink gets a Standard Webhooks request (`webhook-id`
-//! `idem-alert-{id}`, the same on every try, `webhook-timestamp`, and `webhook-signature` when
+//! `idem-alert-{id}-{ms}` (the alert change's row id and time: the same on every try, distinct across databases), `webhook-timestamp`, and `webhook-signature` when
 //! it has a `secret_env`); a `slack` sink gets `{"text": …}`.
 
 use std::time::Duration;
@@ -115,7 +115,8 @@ async fn post(
     now: i64,
 ) -> Result<(), String> {
     let body = serde_json::to_vec(&body(sink, send)).map_err(|e| e.to_string())?;
-    let id = format!("idem-alert-{}", send.alert);
+    // With the change's time: two databases' alerts of one id never share a webhook-id.
+    let id = format!("idem-alert-{}-{}", send.alert, send.at);
     let seconds = now.div_euclid(1000);
     let mut request = client
         .post(&sink.url)

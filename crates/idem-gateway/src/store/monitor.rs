@@ -9,7 +9,7 @@
 
 use std::future::Future;
 
-use crate::model::health::{Assessment, Sample, Thresholds, assess};
+use crate::model::health::{Assessment, Health, Sample, Thresholds, assess};
 
 /// A destination's attempts started at $2 or later, newest first, at most $3.
 const RECENT_ATTEMPTS: &str = "SELECT a.started_at, a.duration_ms, a.outcome, a.status, a.excerpt \
@@ -89,12 +89,17 @@ const QUEUE_SEND: &str = "INSERT INTO idem_gateway_alert_sends (alert, sink, att
 const RECENT_ALERTS: &str = "SELECT id, condition, subject, state, at, detail \
      FROM idem_gateway_alert_log ORDER BY id DESC LIMIT $1";
 
-/// Notifications due at $1, unclaimed (or their claim lapsed), oldest first.
+/// Notifications due at $1, unclaimed (or their claim lapsed), oldest first: per sink only the
+/// oldest unsent one, so that a sink gets its notifications in the order the alerts changed
+/// (a "cleared" never before its "fired"), whatever the retries in between.
 const DUE_SENDS: &str = "SELECT s.alert, s.sink, s.attempts, l.condition, l.subject, l.state, \
      l.at, l.detail FROM idem_gateway_alert_sends s \
      JOIN idem_gateway_alert_log l ON l.id = s.alert \
      WHERE s.sent_at IS NULL AND s.next_at <= $1 \
-     AND (s.claimed_until IS NULL OR s.claimed_until < $1) ORDER BY s.alert LIMIT $2";
+     AND (s.claimed_until IS NULL OR s.claimed_until < $1) \
+     AND NOT EXISTS (SELECT 1 FROM idem_gateway_alert_sends o \
+       WHERE o.sink = s.sink AND o.sent_at IS NULL AND o.alert < s.alert) \
+     ORDER BY s.alert LIMIT $2";
 
 const CLAIM_SEND: &str = "UPDATE idem_gateway_alert_sends SET claimed_until = $4 \
      WHERE alert = $1 AND sink = $2 AND sent_at IS NULL \
@@ -681,5 +686,20 @@ pub(crate) async fn destination_health<DB: super::GatewayDb>(
             None => excerpt.clone(),
         })
         .collect();
-    Ok((assess(&samples, oldest_due, thresholds, now), errors))
+    let mut assessment = assess(&samples, oldest_due, thresholds, now);
+    // While the breaker holds it paused, only its sparse probes are attempted: too few to
+    // judge by, but a destination whose probes fail is still failing, not healthy. Its first
+    // delivered probe resumes it.
+    let latest_failed = samples
+        .iter()
+        .max_by_key(|s| s.started_at)
+        .is_none_or(|s| !s.delivered);
+    if assessment.health != Health::Failing
+        && latest_failed
+        && DB::pause_row(conn, name).await?.is_some_and(|row| row.auto)
+    {
+        assessment.health = Health::Failing;
+        assessment.reason = Some("circuit breaker open: its probes have not been delivered".into());
+    }
+    Ok((assessment, errors))
 }

@@ -189,7 +189,7 @@ fn alerts_received(receiver: &Downstream) -> Vec<(String, String, String)> {
             let data = &body["data"];
             assert_eq!(
                 r.header("webhook-id"),
-                Some(format!("idem-alert-{}", data["id"]).as_str())
+                Some(format!("idem-alert-{}-{}", data["id"], data["at"]).as_str())
             );
             (
                 data["state"].as_str().unwrap().to_owned(),
