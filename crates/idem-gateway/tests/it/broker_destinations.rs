@@ -707,7 +707,9 @@ async fn a_publish_without_a_confirm_within_timeout_is_a_failed_attempt() {
     let proxy = DropProxy::start("127.0.0.1:4222").await;
     let schedule = vec!["\"100ms\""; 50].join(", ");
     let text = config_text(&format!(
-        "\n[[destination]]\nname = \"bus\"\nkind = \"nats\"\nurl = \"nats://{}\"\nsubject = \"{subject}.x\"\ntimeout = \"300ms\"\nretry_schedule = [{schedule}]\n\n[[route]]\nsource = \"stripe\"\ndestination = \"bus\"\n",
+        "\n[[destination]]\nname = \"bus\"\nkind = \"nats\"\nurl = \"nats://{}\"\nsubject = \"{subject}.x\"\ntimeout = \"300ms\"\nretry_schedule = [{schedule}]\n\
+         # its attempts fail on purpose until the server answers: no circuit breaker\n\
+         circuit_breaker = false\n\n[[route]]\nsource = \"stripe\"\ndestination = \"bus\"\n",
         proxy.addr
     ));
     let (_dir, store) = sqlite(system_clock()).await;
