@@ -73,25 +73,7 @@ pub(super) async fn events<DB: GatewayDb>(
                     "event {event_id:?} of source {source:?} has no delivery to send again: no route took it{why}; once a route takes it, `idem replay --backfill --source {source} --since …` gives it one"
                 );
             }
-            outln!(
-                "{} deliveries: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body, {} not taken by their route's filter",
-                r.matched,
-                r.requeued,
-                if dry_run {
-                    "would be sent again"
-                } else {
-                    "sent again (a running idem serve sends them now)"
-                },
-                r.in_progress,
-                r.older,
-                if force {
-                    ""
-                } else {
-                    " (use --force to send them)"
-                },
-                r.no_body,
-                r.filtered
-            )?;
+            outln!("{}", super::replay::requeued_line(&r, dry_run, force))?;
         }
         EventsCommand::Show { source, event_id } => {
             let Some(detail) = gateway.show_event(&source, &event_id).await? else {

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use idem_gateway::operations::ReplayRequest;
+use idem_gateway::operations::{ReplayReport, ReplayRequest};
 use idem_gateway::time::{format_time, parse_time};
 use idem_gateway::{Gateway, GatewayDb};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -62,26 +62,32 @@ pub(super) async fn replay<DB: GatewayDb>(
     };
     let report = gateway.replay(&request, &progress).await?;
     bar.finish_and_clear();
-    outln!(
+    outln!("{}", requeued_line(&report, request.dry_run, request.force))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a replay or a resend did: deliveries matched, sent again (or, `dry_run`, would be),
+/// skipped and why.
+pub(super) fn requeued_line(report: &ReplayReport, dry_run: bool, force: bool) -> String {
+    format!(
         "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body, {} not taken by their route's filter",
         report.matched,
         report.requeued,
-        if request.dry_run {
+        if dry_run {
             "would be sent again"
         } else {
             "sent again"
         },
         report.in_progress,
         report.older,
-        if request.force {
+        if force {
             ""
         } else {
             " (use --force to send them)"
         },
         report.no_body,
         report.filtered
-    )?;
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 /// `--backfill`: deliveries for today's routes for the range's stored events that have none.

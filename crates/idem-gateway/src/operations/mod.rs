@@ -188,6 +188,7 @@ pub struct GcReport {
 
 impl From<StoredEvent> for EventSummary {
     fn from(row: StoredEvent) -> Self {
+        let filtered_by = row.filtered_by();
         Self {
             source: row.source,
             event_id: row.event_id,
@@ -199,10 +200,7 @@ impl From<StoredEvent> for EventSummary {
             version: row.version,
             received_at: row.received_at,
             body_kept: row.body_kept,
-            filtered_by: row
-                .filtered_routes
-                .and_then(|json| serde_json::from_str(&json).ok())
-                .unwrap_or_default(),
+            filtered_by,
         }
     }
 }
@@ -276,12 +274,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         source: Option<&str>,
         limit: u32,
     ) -> Result<Vec<EventSummary>, Error> {
-        if let Some(name) = source {
-            self.known_source(name)?;
-        }
-        let mut conn = self.store().pool().acquire().await?;
-        let rows = DB::list_events(&mut conn, source.unwrap_or(""), i64::from(limit)).await?;
-        Ok(rows.into_iter().map(EventSummary::from).collect())
+        self.newest_events(source, limit, false).await
     }
 
     /// The newest `limit` events, of `source` or of every source, that no route took: stored,
@@ -295,11 +288,22 @@ impl<DB: GatewayDb> Gateway<DB> {
         source: Option<&str>,
         limit: u32,
     ) -> Result<Vec<EventSummary>, Error> {
+        self.newest_events(source, limit, true).await
+    }
+
+    /// [`list_events`](Self::list_events), or with `unrouted` [`list_unrouted_events`](Self::list_unrouted_events).
+    async fn newest_events(
+        &self,
+        source: Option<&str>,
+        limit: u32,
+        unrouted: bool,
+    ) -> Result<Vec<EventSummary>, Error> {
         if let Some(name) = source {
             self.known_source(name)?;
         }
         let mut conn = self.store().pool().acquire().await?;
-        let rows = DB::list_unrouted(&mut conn, source.unwrap_or(""), i64::from(limit)).await?;
+        let rows =
+            DB::list_events(&mut conn, source.unwrap_or(""), i64::from(limit), unrouted).await?;
         Ok(rows.into_iter().map(EventSummary::from).collect())
     }
 

@@ -152,10 +152,13 @@ pub(crate) mod ops {
         fn count_failed_attempts(
             conn: &mut Self::Connection,
         ) -> impl Future<Output = Res<i64>> + Send;
+        /// The newest `limit` events of `source` ('' for every source); with `unrouted`, only
+        /// those with no delivery.
         fn list_events(
             conn: &mut Self::Connection,
             source: &str,
             limit: i64,
+            unrouted: bool,
         ) -> impl Future<Output = Res<Vec<StoredEvent>>> + Send;
         /// Source `source`'s events received in [`since`, `until`), in arrival order, as
         /// backfill reads them again.
@@ -172,12 +175,6 @@ pub(crate) mod ops {
             since: i64,
             until: i64,
         ) -> impl Future<Output = Res<Vec<(i64, String)>>> + Send;
-        /// The newest `limit` events with no delivery, of `source` ('' for every source).
-        fn list_unrouted(
-            conn: &mut Self::Connection,
-            source: &str,
-            limit: i64,
-        ) -> impl Future<Output = Res<Vec<StoredEvent>>> + Send;
         fn find_event(
             conn: &mut Self::Connection,
             source: &str,
@@ -551,8 +548,14 @@ macro_rules! gateway_ops {
                 conn: &mut Self::Connection,
                 source: &str,
                 limit: i64,
+                unrouted: bool,
             ) -> Result<Vec<StoredEvent>, sqlx::Error> {
-                sqlx::query_as(sql::LIST_EVENTS)
+                let sql = if unrouted {
+                    sql::LIST_UNROUTED
+                } else {
+                    sql::LIST_EVENTS
+                };
+                sqlx::query_as(sql)
                     .bind(source)
                     .bind(limit)
                     .fetch_all(&mut *conn)
@@ -583,18 +586,6 @@ macro_rules! gateway_ops {
                     .bind(source)
                     .bind(since)
                     .bind(until)
-                    .fetch_all(&mut *conn)
-                    .await
-            }
-
-            async fn list_unrouted(
-                conn: &mut Self::Connection,
-                source: &str,
-                limit: i64,
-            ) -> Result<Vec<StoredEvent>, sqlx::Error> {
-                sqlx::query_as(sql::LIST_UNROUTED)
-                    .bind(source)
-                    .bind(limit)
                     .fetch_all(&mut *conn)
                     .await
             }

@@ -123,6 +123,17 @@ pub struct StoredEvent {
     pub filtered_routes: Option<String>,
 }
 
+impl StoredEvent {
+    /// The routes whose `filter` did not take it, read from the JSON list its row keeps
+    /// (empty when none, or when the column cannot be read).
+    pub fn filtered_by(&self) -> Vec<String> {
+        self.filtered_routes
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default()
+    }
+}
+
 /// A delivery row as listed, with its event's source, id and type.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct StoredDelivery {

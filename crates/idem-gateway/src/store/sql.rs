@@ -156,10 +156,21 @@ pub(crate) const COUNT_FAILED_ATTEMPTS: &str =
     "SELECT COUNT(*) FROM idem_gateway_attempts WHERE outcome <> 'delivered'";
 
 /// Events, newest first; `$1` = source or '' for every source, `$2` = at most.
-pub(crate) const LIST_EVENTS: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
-     aggregate_id, version, received_at, body IS NOT NULL AS body_kept, filtered_routes \
-     FROM idem_gateway_events WHERE ($1 = '' OR source = $1) \
-     ORDER BY received_at DESC, id DESC LIMIT $2";
+/// The newest $2 events (of source $1, or of every source when it is ''), with `$where` added
+/// to the filter.
+macro_rules! list_events {
+    ($where:literal) => {
+        concat!(
+            "SELECT id, source, event_id, event_type, aggregate_type, aggregate_id, version, \
+             received_at, body IS NOT NULL AS body_kept, filtered_routes \
+             FROM idem_gateway_events e WHERE ($1 = '' OR source = $1)",
+            $where,
+            " ORDER BY received_at DESC, id DESC LIMIT $2"
+        )
+    };
+}
+
+pub(crate) const LIST_EVENTS: &str = list_events!("");
 
 /// Source $1's events received in [$2, $3), in arrival order, for a backfill.
 pub(crate) const BACKFILL_CANDIDATES: &str = "SELECT id, dedup_key, event_type, body, headers, \
@@ -171,13 +182,9 @@ pub(crate) const DELIVERED_ROUTES: &str = "SELECT d.event, d.route FROM idem_gat
      JOIN idem_gateway_events e ON e.id = d.event \
      WHERE e.source = $1 AND e.received_at >= $2 AND e.received_at < $3";
 
-/// The newest $2 events (of source $1, or of every source when it is '') with no delivery:
-/// stored, sent nowhere.
-pub(crate) const LIST_UNROUTED: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
-     aggregate_id, version, received_at, body IS NOT NULL AS body_kept, filtered_routes \
-     FROM idem_gateway_events e WHERE ($1 = '' OR source = $1) \
-     AND NOT EXISTS (SELECT 1 FROM idem_gateway_deliveries d WHERE d.event = e.id) \
-     ORDER BY received_at DESC, id DESC LIMIT $2";
+/// The same, of events with no delivery: stored, sent nowhere.
+pub(crate) const LIST_UNROUTED: &str =
+    list_events!(" AND NOT EXISTS (SELECT 1 FROM idem_gateway_deliveries d WHERE d.event = e.id)");
 
 pub(crate) const FIND_EVENT: &str = "SELECT id, source, event_id, event_type, aggregate_type, \
      aggregate_id, version, received_at, body IS NOT NULL AS body_kept, filtered_routes \

@@ -138,11 +138,7 @@ fn render(config: &Config, story: &Story, session: &Session) -> Markup {
                 " its finished deliveries under the same Idempotency-Key (an older event of its entity is refused; a provider's own resend is a duplicate and not forwarded)."
             }
         }
-        @let filtered: Vec<String> = event
-            .filtered_routes
-            .as_deref()
-            .and_then(|json| serde_json::from_str(json).ok())
-            .unwrap_or_default();
+        @let filtered = event.filtered_by();
         @if story.deliveries.is_empty() {
             p { "No route takes this event: it was stored and is sent nowhere." }
         }
