@@ -250,7 +250,10 @@ async fn gateway_runs(
     };
     let app = App::start();
     let closed = closed_forwarding(store, &urls[1], &app, None, secs, dir).await;
-    let filtered = closed_forwarding(store, &urls[3], &app, Some(FILTER), secs, dir).await;
+    // An application of its own: the drain counts what arrived at it, and the unfiltered
+    // run's deliveries must not count as this run's.
+    let filter_app = App::start();
+    let filtered = closed_forwarding(store, &urls[3], &filter_app, Some(FILTER), secs, dir).await;
     let serve = Serve::start(&urls[2], Some(&app), None, dir).await;
     let (sustainable, open_peak) =
         open_steps(store, &serve, &urls[2], &app, forwarder_rate, step_secs).await;
