@@ -12,7 +12,7 @@ use idem_core::Name;
 use super::duration;
 use super::error::{ConfigError, number_out_of_range, out_of_range};
 use super::kind::SourceKind;
-use super::secret::{Secret, SecretLookup};
+use super::secret::{Secret, SecretLookup, SecretRef};
 
 /// The NATS server without `url`: the local default port.
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
@@ -173,6 +173,12 @@ pub(super) fn refuse_foreign_keys(
             SIGNATURE,
         ),
         (
+            "secrets_file",
+            !raw.secrets_file.is_empty(),
+            !broker,
+            SIGNATURE,
+        ),
+        (
             "signature_header",
             raw.signature_header.is_some(),
             !broker,
@@ -323,7 +329,7 @@ fn url(
             });
         }
         (Some(url), None) => Secret::new(url.clone()),
-        (None, Some(var)) => secret(format!("source {source_name:?}"), var)?,
+        (None, Some(var)) => secret(format!("source {source_name:?}"), SecretRef::Env(var))?,
         (None, None) => Secret::new(default_url),
     };
     if url.is_loaded() && !schemes.iter().any(|s| url.expose().starts_with(s)) {

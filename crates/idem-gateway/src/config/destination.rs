@@ -76,7 +76,10 @@ pub(super) fn build(
     let signing_secret = destination_target::signing_secret(
         &dest_name,
         &target,
-        raw.signing_secret_env.as_deref(),
+        (
+            raw.signing_secret_env.as_deref(),
+            raw.signing_secret_file.as_deref(),
+        ),
         secret,
     )?;
     let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);

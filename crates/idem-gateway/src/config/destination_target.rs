@@ -12,7 +12,7 @@ use idem_sql::redact_url as redact;
 use super::broker::{DEFAULT_AMQP_URL, DEFAULT_NATS_URL, bootstrap_brokers, legal_topic};
 use super::error::ConfigError;
 use super::raw::RawDestination;
-use super::secret::{Secret, SecretLookup};
+use super::secret::{Secret, SecretLookup, SecretRef};
 
 /// The longest AMQP exchange name and routing key, in bytes (AMQP short strings).
 const AMQP_SHORT_STRING: usize = 255;
@@ -266,7 +266,7 @@ fn refuse_foreign_keys(
     field: &dyn Fn(&str) -> String,
 ) -> Result<(), ConfigError> {
     use Kind::{Http, Kafka, Nats, RabbitMq};
-    let keys: [(&str, Option<String>, &[Kind], &str); 12] = [
+    let keys: [(&str, Option<String>, &[Kind], &str); 13] = [
         (
             "url",
             raw.url.as_deref().map(redact),
@@ -276,6 +276,12 @@ fn refuse_foreign_keys(
         (
             "signing_secret_env",
             raw.signing_secret_env.clone(),
+            &[Http],
+            "it is a key of kind = \"http\" destinations: broker messages are not signed",
+        ),
+        (
+            "signing_secret_file",
+            (raw.signing_secret_file.as_ref()).map(|p| p.display().to_string()),
             &[Http],
             "it is a key of kind = \"http\" destinations: broker messages are not signed",
         ),
@@ -362,27 +368,37 @@ fn refuse_foreign_keys(
 pub(super) fn signing_secret(
     dest_name: &Name,
     target: &DestinationTarget,
-    var: Option<&str>,
+    (var, file): (Option<&str>, Option<&std::path::Path>),
     secret: &SecretLookup<'_>,
 ) -> Result<Secret, ConfigError> {
+    let owner = || format!("destination {:?}", dest_name.as_str());
     let field = format!("destination {:?} signing_secret_env", dest_name.as_str());
     if target.is_broker() {
         return Ok(Secret::new(String::new()));
     }
-    let Some(var) = var else {
+    let at = SecretRef::either(
+        owner,
+        ("signing_secret_env", var),
+        ("signing_secret_file", file),
+    )?;
+    let Some(at) = at else {
         return Err(ConfigError::BadValue {
             field,
             value: String::new(),
-            expected: "the environment variable holding the Standard Webhooks secret (whsec_…) forwarded requests are signed with, such as \"APP_WEBHOOK_SECRET\"".into(),
+            expected: "the environment variable holding the Standard Webhooks secret (whsec_…) forwarded requests are signed with, such as \"APP_WEBHOOK_SECRET\" (or signing_secret_file, a file holding it)".into(),
         });
     };
-    let signing_secret = secret(format!("destination {:?}", dest_name.as_str()), var)?;
+    let signing_secret = secret(owner(), at)?;
+    let var = match at {
+        SecretRef::Env(var) => var.to_owned(),
+        SecretRef::File(path) => path.display().to_string(),
+    };
     if signing_secret.is_loaded() {
         verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(
             |error| ConfigError::BadValue {
                 field,
-                value: var.to_owned(),
-                expected: format!("a variable holding a Standard Webhooks secret: {error}"),
+                value: var,
+                expected: format!("a variable or file holding a Standard Webhooks secret: {error}"),
             },
         )?;
     }

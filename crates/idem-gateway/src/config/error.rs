@@ -135,6 +135,29 @@ pub enum ConfigError {
         /// Whether the variable is set to the empty string (else it is not set).
         empty: bool,
     },
+    /// A secret's file (`secrets_file`, `signing_secret_file`, `admin_token_file`,
+    /// `secret_file`) cannot be read, or holds nothing.
+    #[error(
+        "{owner} reads its secret from file {path}, which {reason}; expected a readable file holding the secret (a trailing newline is ignored)"
+    )]
+    SecretFile {
+        /// `source "stripe"`, `destination "app"` or `the admin API (admin_token_file)`.
+        owner: String,
+        /// The file as configured.
+        path: String,
+        /// Why it cannot be used: the I/O error, or "is empty".
+        reason: String,
+    },
+    /// A secret is given both from the environment and from a file.
+    #[error("{owner} has both {env_key} and {file_key}; expected one of them")]
+    SecretTwice {
+        /// `source "stripe"`, `destination "app"`, `the admin API` or `alert "ops"`.
+        owner: String,
+        /// `secrets_env`, `signing_secret_env`, `admin_token_env` or `secret_env`.
+        env_key: &'static str,
+        /// The `_file` form of the same key.
+        file_key: &'static str,
+    },
     /// A key that names a secret's environment variable names none (`secrets_env = [""]`).
     #[error(
         "{owner} names its secret's environment variable as \"\"; expected the name of a variable, such as STRIPE_SECRET"

@@ -8,7 +8,7 @@ use idem_core::Name;
 use super::duration;
 use super::error::{ConfigError, duplicate, name, number_out_of_range, out_of_range};
 use super::raw::{RawAlert, RawConfig, RawDestination};
-use super::secret::{Secret, SecretLookup};
+use super::secret::{Secret, SecretLookup, SecretRef};
 use crate::model::health::Thresholds;
 
 /// How often each gateway process judges health, runs the breaker and the alerts, without a
@@ -250,7 +250,12 @@ pub(super) fn sinks(
                 ));
             }
         };
-        let secret = match raw.secret_env.as_deref() {
+        let at = SecretRef::either(
+            || format!("alert {:?}", sink_name.as_str()),
+            ("secret_env", raw.secret_env.as_deref()),
+            ("secret_file", raw.secret_file.as_deref()),
+        )?;
+        let secret = match at {
             Some(_) if format == AlertFormat::Slack => {
                 return Err(out_of_range(
                     &field("secret_env"),
@@ -258,7 +263,7 @@ pub(super) fn sinks(
                     "no secret_env with format = \"slack\": a Slack webhook is not signed",
                 ));
             }
-            Some(var) => Some(secret(format!("alert {:?}", sink_name.as_str()), var)?),
+            Some(at) => Some(secret(format!("alert {:?}", sink_name.as_str()), at)?),
             None => None,
         };
         if let Some(loaded) = secret.as_ref().filter(|s| s.is_loaded())

@@ -30,7 +30,7 @@ mod warnings;
 use std::path::Path;
 
 use raw::RawConfig;
-use secret::NotLoaded;
+use secret::{NotLoaded, SecretRef};
 use settings::Settings;
 
 pub use broker::{
@@ -145,13 +145,20 @@ impl Config {
         let telemetry = telemetry::build(raw.telemetry.as_ref(), env)?;
         let settings = settings::build(&raw)?;
         let (health_interval, alert_conditions) = health::settings(&raw)?;
-        let admin_token = raw
-            .admin_token_env
-            .as_deref()
-            .map(|var| secret("the admin API (admin_token_env)".into(), var))
-            .transpose()?
-            // Never an empty token that an empty bearer would match.
-            .filter(Secret::is_loaded);
+        let admin_token = SecretRef::either(
+            || "the admin API".into(),
+            ("admin_token_env", raw.admin_token_env.as_deref()),
+            ("admin_token_file", raw.admin_token_file.as_deref()),
+        )?
+        .map(|at| {
+            secret(
+                "the admin API (admin_token_env / admin_token_file)".into(),
+                at,
+            )
+        })
+        .transpose()?
+        // Never an empty token that an empty bearer would match.
+        .filter(Secret::is_loaded);
         check_admin_token(
             admin_token.as_ref(),
             raw.admin_token_env.as_deref(),

@@ -14,6 +14,7 @@ pub(crate) struct RawConfig {
     pub group_commit: Option<bool>,
     pub poll_interval: Option<String>,
     pub admin_token_env: Option<String>,
+    pub admin_token_file: Option<std::path::PathBuf>,
     pub admin_listen: Option<String>,
     pub console: Option<bool>,
     pub console_url: Option<String>,
@@ -52,6 +53,8 @@ pub(crate) struct RawSource {
     pub kind: String,
     #[serde(default)]
     pub secrets_env: Vec<String>,
+    #[serde(default)]
+    pub secrets_file: Vec<std::path::PathBuf>,
     pub id: Option<RawField>,
     #[serde(rename = "type")]
     pub event_type: Option<RawField>,
@@ -107,6 +110,7 @@ pub(crate) struct RawDestination {
     pub retry_after_cap: Option<String>,
     pub retry_4xx: Option<bool>,
     pub signing_secret_env: Option<String>,
+    pub signing_secret_file: Option<std::path::PathBuf>,
     pub concurrency: Option<usize>,
     pub rate_limit: Option<String>,
     pub ca_file: Option<String>,
@@ -138,6 +142,7 @@ pub(crate) struct RawAlert {
     pub url: String,
     pub format: Option<String>,
     pub secret_env: Option<String>,
+    pub secret_file: Option<std::path::PathBuf>,
 }
 
 /// `[[route]]`.

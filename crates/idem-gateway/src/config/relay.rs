@@ -13,7 +13,7 @@ use super::duration;
 use super::error::{ConfigError, name, number_out_of_range, out_of_range};
 use super::http_target::{self, TimeoutBounds, TlsKeys};
 use super::raw::RawRelay;
-use super::secret::{Secret, SecretLookup};
+use super::secret::{Secret, SecretLookup, SecretRef};
 use crate::tls::TlsSettings;
 
 /// Rows a relay claims and publishes per cycle, without `batch_size`.
@@ -165,7 +165,7 @@ pub(super) fn build(
             expected: format!("either {key} or {key}_env, not both"),
         }),
         (Some(value), None) => Ok(Some(Secret::new(value.clone()))),
-        (None, Some(var)) => secret(owner(), var).map(Some),
+        (None, Some(var)) => secret(owner(), SecretRef::Env(var)).map(Some),
         (None, None) => Ok(None),
     };
     let database_url = either(&raw.database_url, &raw.database_url_env, "database_url")?

@@ -13,7 +13,7 @@ use super::error::{ConfigError, name};
 use super::kind::SourceKind;
 use super::model::{Intake, Retention, Source};
 use super::raw::{RawField, RawSource};
-use super::secret::{Secret, SecretLookup};
+use super::secret::{Secret, SecretLookup, SecretRef};
 use crate::model::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
 
 /// Builds source `raw`, whose events are kept for `retention`.
@@ -82,9 +82,20 @@ fn intake(
     secret: &SecretLookup<'_>,
     field_name: &dyn Fn(&str) -> String,
 ) -> Result<Intake, ConfigError> {
+    let owner = || format!("source {:?}", source_name.as_str());
+    if !raw.secrets_env.is_empty() && !raw.secrets_file.is_empty() {
+        return Err(ConfigError::SecretTwice {
+            owner: owner(),
+            env_key: "secrets_env",
+            file_key: "secrets_file",
+        });
+    }
     let mut secrets = Vec::new();
     for var in &raw.secrets_env {
-        secrets.push(secret(format!("source {:?}", source_name.as_str()), var)?);
+        secrets.push(secret(owner(), SecretRef::Env(var))?);
+    }
+    for path in &raw.secrets_file {
+        secrets.push(secret(owner(), SecretRef::File(path))?);
     }
     let loaded = secrets.iter().all(Secret::is_loaded);
     let secrets: Vec<&str> = secrets.iter().map(Secret::expose).collect();
