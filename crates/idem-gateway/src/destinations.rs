@@ -78,8 +78,8 @@ impl<DB: GatewayDb> Gateway<DB> {
                 by_breaker.push(name.clone());
             }
         }
-        Ok(self
-            .config()
+        let config = self.config();
+        Ok(config
             .destinations
             .iter()
             .enumerate()

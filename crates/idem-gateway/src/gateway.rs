@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -9,7 +10,7 @@ use idem_core::{Name, Timestamp};
 use idem_sql::{Inbox, Store};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::config::{Config, Destination, Source};
+use crate::config::Config;
 use crate::error::{Error, Task};
 use crate::health::{Rejections, StoreHealth};
 use crate::store::{DeliveryState, GatewayDb};
@@ -37,11 +38,13 @@ pub struct Gateway<DB: GatewayDb> {
 }
 
 struct Inner<DB: GatewayDb> {
-    config: Config,
     store: Store<DB>,
     inbox: Inbox<DB>,
-    /// The lanes, sources and routes, behind the one swap point a reload swaps.
+    /// The configuration, lanes, sources and routes, behind the one swap point a reload swaps.
     wiring: ArcSwap<Wiring>,
+    /// The file a reload reads (`None`: a configuration made in memory, which cannot reload).
+    config_file: OnceLock<PathBuf>,
+
     /// The pool's connections dispatch may hold at once (see [`Gateway::dispatch_connection`]).
     dispatch_connections: Semaphore,
     /// Whether the last ingest commit (or `/readyz` probe) could write.
@@ -69,7 +72,7 @@ impl<DB: GatewayDb> Clone for Gateway<DB> {
 impl<DB: GatewayDb> fmt::Debug for Gateway<DB> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gateway")
-            .field("config", &self.inner.config)
+            .field("config", self.inner.wiring.load().config())
             .finish_non_exhaustive()
     }
 }
@@ -109,13 +112,13 @@ impl<DB: GatewayDb> Gateway<DB> {
         let dispatch_connections =
             Semaphore::new(dispatch_share(pool_size, DB::CONCURRENT_COMMITS));
         let now = store.now();
-        let wiring = ArcSwap::from_pointee(Wiring::new(&config, now));
+        let wiring = ArcSwap::from_pointee(Wiring::new(config, now));
         Self {
             inner: Arc::new(Inner {
-                config,
                 store,
                 inbox,
                 wiring,
+                config_file: OnceLock::new(),
                 dispatch_connections,
                 health: StoreHealth::default(),
                 rejections: Rejections::default(),
@@ -148,9 +151,23 @@ impl<DB: GatewayDb> Gateway<DB> {
             .map_err(idem_sql::Error::from)?)
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &Config {
-        &self.inner.config
+    /// The configuration running now: a reload may replace it, so read it once per request or
+    /// operation and keep the `Arc`, rather than once per field.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(self.inner.wiring.load().config())
+    }
+
+    /// Names the file the configuration was read from, which a reload
+    /// ([`ReloadHandle::reload`](crate::ReloadHandle::reload), `SIGHUP` in `idem serve`, `POST
+    /// /admin/reload`) reads again. Set once; later calls are ignored.
+    pub fn with_config_file(self, path: impl Into<PathBuf>) -> Self {
+        let _ = self.inner.config_file.set(path.into());
+        self
+    }
+
+    /// The file a reload reads, if one was named.
+    pub(crate) fn config_file(&self) -> Option<&Path> {
+        self.inner.config_file.get().map(PathBuf::as_path)
     }
 
     /// The store.
@@ -165,19 +182,6 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     pub(crate) fn inbox(&self) -> &Inbox<DB> {
         &self.inner.inbox
-    }
-
-    /// The index of the source named `name`, read from the current wiring without a lock.
-    pub(crate) fn source_index(&self, name: &str) -> Option<usize> {
-        self.inner.wiring.load().source_index(name)
-    }
-
-    pub(crate) fn source(&self, index: usize) -> &Source {
-        &self.inner.config.sources[index]
-    }
-
-    pub(crate) fn destination(&self, index: usize) -> &Destination {
-        &self.inner.config.destinations[index]
     }
 
     /// Whether the store takes writes, as the last commit found it.
@@ -220,9 +224,8 @@ impl<DB: GatewayDb> Gateway<DB> {
 
     /// Replaces the wiring; what loaded the old one keeps it until it loads again. The seam of
     /// a configuration reload (which also starts and stops the tasks of what changed).
-    #[allow(dead_code)] // no reload yet
-    pub(crate) fn rewire(&self, wiring: Wiring) {
-        self.inner.wiring.store(Arc::new(wiring));
+    pub(crate) fn rewire(&self, wiring: Arc<Wiring>) {
+        self.inner.wiring.store(wiring);
     }
 
     /// A turn to use one of the pool's connections for dispatch (a due query, a claim, an
@@ -279,7 +282,7 @@ impl<DB: GatewayDb> Gateway<DB> {
     async fn counts(&self, open_only: bool) -> Result<Stats, Error> {
         let mut conn = self.inner.store.pool().acquire().await?;
         let mut stats = Stats::default();
-        for destination in &self.inner.config.destinations {
+        for destination in &self.config().destinations {
             stats
                 .destinations
                 .insert(destination.name.to_string(), StateCounts::default());

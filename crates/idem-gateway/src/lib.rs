@@ -98,6 +98,7 @@ mod config;
 pub mod demo;
 pub mod destinations;
 pub mod dispatch;
+mod dispatchers;
 mod error;
 mod gateway;
 mod health;
@@ -109,6 +110,7 @@ mod model;
 mod monitor;
 pub mod operations;
 mod relays;
+mod reload;
 mod server;
 mod store;
 mod supervise;
@@ -134,12 +136,14 @@ pub use config::{
     OutboxRelay, RabbitMqSource, RateLimit, ReadEvent, RelayTarget, Retention, Route, Secret,
     Source, SourceKind, TelemetrySettings, known_event_types,
 };
+pub use dispatchers::USER_AGENT;
 pub use error::{Error, ErrorKind, RequestError, Task};
 pub use gateway::{Gateway, INBOX_CONSUMER, StateCounts, Stats};
 pub use model::fields::ExtractError;
 pub use model::health::{Assessment, Health, Thresholds};
 pub use model::route_filter::{FilterError, FilterInput, FilterSyntaxError, RouteFilter};
 pub use model::{counts as counters, time};
-pub use server::{Server, USER_AGENT};
+pub use reload::{ReloadError, ReloadHandle, ReloadReport};
+pub use server::Server;
 pub use store::{AttemptOutcome, DatabaseKind, DeliveryState, GatewayDb};
 pub use tls::TlsSettings;

@@ -39,6 +39,9 @@ pub const ADMIN_UNAUTHORIZED_TOTAL: &str = "idem_admin_unauthorized_total";
 /// Operator actions done (redrive, replay, backfill, resend, gc, pause, resume), from the
 /// admin API, the console or the `idem` command; label `action`.
 pub const ADMIN_ACTIONS_TOTAL: &str = "idem_admin_actions_total";
+/// Configuration reloads (`SIGHUP`, `POST /admin/reload`); label `result`: `applied` or
+/// `refused` (the running configuration stayed).
+pub const CONFIG_RELOADS_TOTAL: &str = "idem_config_reloads_total";
 /// Events stored that no route took (no route leaves the source, none matches the event's
 /// type, or every matching route's filter said no): sent nowhere; label `source`.
 pub const INGEST_UNROUTED_TOTAL: &str = "idem_ingest_unrouted_total";
@@ -105,6 +108,7 @@ pub const ALL: &[&str] = &[
     INGEST_UNROUTED_TOTAL,
     ADMIN_UNAUTHORIZED_TOTAL,
     ADMIN_ACTIONS_TOTAL,
+    CONFIG_RELOADS_TOTAL,
     BROKER_REJECTED_TOTAL,
     RELAY_MESSAGES_TOTAL,
     RELAY_ERRORS_TOTAL,
@@ -156,6 +160,11 @@ pub fn describe() {
         ADMIN_ACTIONS_TOTAL,
         Unit::Count,
         "Operator actions done, by action."
+    );
+    describe_counter!(
+        CONFIG_RELOADS_TOTAL,
+        Unit::Count,
+        "Configuration reloads, by result (applied or refused)."
     );
     describe_counter!(
         INGEST_UNROUTED_TOTAL,

@@ -4,19 +4,22 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::config::Destination;
 use crate::error::Task;
 use crate::gateway::Gateway;
 use crate::http::listener::{self, Limits};
 use crate::http::{self, metrics::prometheus};
 use crate::ingest::unit::Pending;
+use crate::reload::{self, ReloadHandle};
 use crate::store::GatewayDb;
 use crate::supervise::{self, Supervisor};
-use crate::{Error, broker, dispatch, relays};
+use crate::{Error, broker, dispatchers, relays};
 
 /// How many requests may wait for the group-commit task before senders wait too.
 const QUEUE_DEPTH: usize = 8192;
@@ -27,6 +30,7 @@ pub struct Server {
     admin_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
+    reload: ReloadHandle,
     /// Turns true when a supervised task stopped while serving.
     failure: watch::Receiver<bool>,
     /// Serves, then drains; ends with the stopped task's error, if one stopped.
@@ -128,15 +132,21 @@ impl Server {
         // Installed before the first request, so that no count is lost.
         prometheus();
         let connected = connect_inputs(&gateway).await?;
-        let transports = connect_destinations(&gateway, http_clients(&gateway)?).await?;
+        let wiring = gateway.wiring();
+        let destinations: Vec<&Destination> = wiring.config().destinations.iter().collect();
+        let transports = dispatchers::connect(&destinations).await?;
         let (stop, stopped) = watch::channel(false);
         let (failed, failure) = watch::channel(false);
-        let supervisor = Supervisor::new(gateway.clone(), stopped.clone(), failed);
-        start_dispatchers(&supervisor, &gateway, transports);
+        let supervisor = Arc::new(Supervisor::new(gateway.clone(), stopped.clone(), failed));
+        for (lane, transport) in wiring.lanes_arc().zip(transports) {
+            dispatchers::start(&supervisor, &gateway, Arc::clone(lane), transport);
+        }
+        drop(wiring);
+        let reload = reload::serve(&gateway, Arc::clone(&supervisor), stopped.clone());
         start_monitor(&supervisor, &gateway)?;
         let (queue, batcher) = start_batcher(&gateway);
         start_inputs(&supervisor, &gateway, queue.as_ref(), connected);
-        let servers = serve(&gateway, listener, own, queue, &stopped);
+        let servers = serve(&gateway, listener, own, queue, reload.clone(), &stopped);
         let task = tokio::spawn(async move {
             // Held until everything is drained: the next server on the file may start then.
             let _database_lock = database_lock;
@@ -147,6 +157,7 @@ impl Server {
             admin_addr,
             metrics_addr,
             stop,
+            reload,
             failure,
             task,
         })
@@ -166,6 +177,13 @@ impl Server {
     /// (`metrics_listen`).
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// What asks this server to reload its configuration file (named with
+    /// [`Gateway::with_config_file`]); `idem serve` calls it on `SIGHUP`, the admin API on
+    /// `POST /admin/reload`.
+    pub fn reload_handle(&self) -> ReloadHandle {
+        self.reload.clone()
     }
 
     /// Drains and stops: no new connections, requests in progress answered, the commit queue
@@ -226,13 +244,14 @@ async fn bind_own_listeners<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<OwnL
 /// [`Error::Broker`] or [`Error::Relay`].
 async fn connect_inputs<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<Connected, Error> {
     let mut brokers = Vec::new();
-    for (index, source) in gateway.config().sources.iter().enumerate() {
+    let config = gateway.config();
+    for (index, source) in config.sources.iter().enumerate() {
         if source.broker().is_some() {
             brokers.push((index, broker::connect(gateway, index).await?));
         }
     }
     let mut ready = Vec::new();
-    for relay in &gateway.config().relays {
+    for relay in &config.relays {
         let (stop, stopped) = supervise::stop_signal();
         let running = relays::connect(relay, stopped).await?;
         ready.push((relay.name.to_string(), stop, running));
@@ -241,85 +260,6 @@ async fn connect_inputs<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<Connecte
         brokers,
         relays: ready,
     })
-}
-
-/// The `User-Agent` of every request to a destination: `idem/` and the version.
-pub const USER_AGENT: &str = concat!("idem/", env!("CARGO_PKG_VERSION"));
-
-/// One HTTP client per destination: one client (one connection pool) shared by the
-/// destinations without TLS settings, one of its own for each destination with them.
-///
-/// # Errors
-/// [`Error::Io`] when a client cannot be built.
-fn http_clients<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<Vec<reqwest::Client>, Error> {
-    let build = |what: String, builder: reqwest::ClientBuilder| {
-        builder
-            .user_agent(USER_AGENT)
-            .build()
-            .map_err(|e| Error::Io {
-                what,
-                source: std::io::Error::other(e),
-            })
-    };
-    let shared = build(
-        "building the HTTP client".into(),
-        crate::tls::default_client_builder(),
-    )?;
-    let mut clients = Vec::new();
-    for destination in &gateway.config().destinations {
-        clients.push(match &destination.tls {
-            None => shared.clone(),
-            Some(tls) => build(
-                format!(
-                    "building the HTTP client of destination {:?}",
-                    destination.name.as_str()
-                ),
-                tls.client_builder(),
-            )?,
-        });
-    }
-    Ok(clients)
-}
-
-/// The transport of each destination, over its HTTP client (`clients`, by index): broker
-/// destinations connect here, before anything starts, so that an unreachable server or a
-/// missing stream, exchange or topic stops the gateway at once, naming the destination.
-///
-/// # Errors
-/// [`Error::Destination`].
-async fn connect_destinations<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
-    clients: Vec<reqwest::Client>,
-) -> Result<Vec<dispatch::Transport>, Error> {
-    let mut transports = Vec::with_capacity(clients.len());
-    for (destination, client) in gateway.config().destinations.iter().zip(clients) {
-        let transport = dispatch::Transport::connect(destination, client)
-            .await
-            .map_err(|reason| Error::Destination {
-                destination: destination.name.to_string(),
-                reason,
-            })?;
-        transports.push(transport);
-    }
-    Ok(transports)
-}
-
-/// Starts one supervised dispatcher per destination, with its transport.
-fn start_dispatchers<DB: GatewayDb>(
-    supervisor: &Supervisor<DB>,
-    gateway: &Gateway<DB>,
-    transports: Vec<dispatch::Transport>,
-) {
-    for (index, transport) in transports.into_iter().enumerate() {
-        let task = Task::Dispatcher {
-            destination: gateway.destination(index).name.to_string(),
-        };
-        let gateway = gateway.clone();
-        supervisor.start(task, move |stopped| async move {
-            dispatch::run(gateway, index, transport, stopped).await;
-            Ok(())
-        });
-    }
 }
 
 /// Starts the supervised health monitor (destination health, circuit breakers, alerts), with
@@ -367,7 +307,7 @@ fn start_inputs<DB: GatewayDb>(
 ) {
     for (index, connected) in connected.brokers {
         let task = Task::Reader {
-            source: gateway.source(index).name.to_string(),
+            source: gateway.wiring().source(index).name.to_string(),
         };
         let (gateway, queue) = (gateway.clone(), queue.cloned());
         supervisor.start(task, move |stopped| {
@@ -388,6 +328,7 @@ fn serve<DB: GatewayDb>(
     listener: TcpListener,
     own: OwnListeners,
     queue: Option<mpsc::Sender<Pending>>,
+    reload: ReloadHandle,
     stopped: &watch::Receiver<bool>,
 ) -> JoinSet<()> {
     let config = gateway.config();
@@ -399,6 +340,7 @@ fn serve<DB: GatewayDb>(
     let routers = http::routers(
         gateway.clone(),
         queue,
+        reload,
         own.admin.is_some(),
         own.metrics.is_some(),
     );
@@ -423,7 +365,7 @@ fn serve<DB: GatewayDb>(
 /// finish and are recorded). Ends with the error of the task that stopped, if one did.
 async fn drain<DB: GatewayDb>(
     gateway: Gateway<DB>,
-    supervisor: Supervisor<DB>,
+    supervisor: Arc<Supervisor<DB>>,
     servers: JoinSet<()>,
     batcher: Option<JoinHandle<()>>,
 ) -> Result<(), Error> {

@@ -33,7 +33,11 @@ use crate::cli::{Cli, Command, DestinationCommand, DlqCommand, EventsCommand, Re
 
 /// The commands that work on the gateway's own database.
 enum OnGateway {
-    Serve { strict: bool },
+    Serve {
+        strict: bool,
+        /// The file `SIGHUP` and `POST /admin/reload` read again.
+        config_file: Option<std::path::PathBuf>,
+    },
     Events(EventsCommand),
     Dlq(DlqCommand),
     Destination(DestinationCommand),
@@ -101,7 +105,10 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::CheckConfig { strict } => {
             return check_config::check_config(&load(&cli.config, true)?, strict);
         }
-        Command::Serve { strict } => OnGateway::Serve { strict },
+        Command::Serve { strict } => OnGateway::Serve {
+            strict,
+            config_file: cli.config.clone(),
+        },
         Command::Events(command) => OnGateway::Events(command),
         Command::Dlq(command) => OnGateway::Dlq(command),
         Command::Destination(command) => OnGateway::Destination(command),
@@ -211,7 +218,16 @@ async fn on_store<DB: GatewayDb>(
 ) -> anyhow::Result<ExitCode> {
     let gateway = Gateway::new(config, store);
     match command {
-        OnGateway::Serve { strict } => serve::serve(gateway, strict).await,
+        OnGateway::Serve {
+            strict,
+            config_file,
+        } => {
+            let gateway = match config_file {
+                Some(path) => gateway.with_config_file(path),
+                None => gateway,
+            };
+            serve::serve(gateway, strict).await
+        }
         OnGateway::Events(command) => events::events(&gateway, command).await,
         OnGateway::Dlq(command) => dlq::dlq(&gateway, command).await,
         OnGateway::Destination(command) => destination::destination(&gateway, command).await,

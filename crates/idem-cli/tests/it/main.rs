@@ -10,6 +10,7 @@ mod gateway_ops;
 mod nats_destination;
 mod operator_cli;
 mod relays;
+mod reload;
 mod serve_process;
 mod support;
 mod traces;

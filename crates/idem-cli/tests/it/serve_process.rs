@@ -65,13 +65,18 @@ pub(crate) struct ServeProcess {
 impl ServeProcess {
     /// Starts `idem --config {config} serve` listening on `port`, without waiting.
     pub(crate) fn spawn(config: &Path, port: u16) -> Self {
+        Self::spawn_with(config, port, "error", Stdio::null())
+    }
+
+    /// As [`spawn`](Self::spawn), logging at `filter` (`RUST_LOG`) to `log`.
+    fn spawn_with(config: &Path, port: u16, filter: &str, log: Stdio) -> Self {
         let child = Command::new(IDEM)
             .args(["--config", config.to_str().expect("a UTF-8 path"), "serve"])
             .env("FAULTS_STRIPE_SECRET", STRIPE_SECRET)
             .env("FAULTS_APP_SECRET", APP_SECRET)
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", filter)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start idem serve");
         Self {
@@ -82,7 +87,21 @@ impl ServeProcess {
 
     /// Starts it and waits until `/healthz` answers (at most 30 s).
     pub(crate) async fn start(config: &Path, port: u16) -> Self {
-        let mut process = Self::spawn(config, port);
+        Self::wait_healthy(Self::spawn(config, port)).await
+    }
+
+    /// As [`start`](Self::start), its log (at `filter`) written to the file `log`.
+    pub(crate) async fn start_logged(config: &Path, port: u16, filter: &str, log: &Path) -> Self {
+        let file = std::fs::File::create(log).expect("create the log file");
+        Self::wait_healthy(Self::spawn_with(config, port, filter, Stdio::from(file))).await
+    }
+
+    /// The process id.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    async fn wait_healthy(mut process: Self) -> Self {
         let client = idem_testkit::http_client();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -15,6 +15,7 @@ use idem_core::{Backoff, DedupKey, EventId, Name};
 use idem_sql::DeadLetterRecord;
 use tokio::sync::{mpsc, watch};
 
+use crate::config::Source;
 use crate::gateway::{Gateway, INBOX_CONSUMER};
 use crate::ingest::answer::Answer;
 use crate::ingest::unit::{Incoming, Pending};
@@ -108,6 +109,9 @@ pub(crate) struct Intake<DB: GatewayDb> {
     pub(super) gateway: Gateway<DB>,
     pub(super) queue: Option<mpsc::Sender<Pending>>,
     pub(super) index: usize,
+    /// The source's settings, as they were when the reader started (a reload refuses any
+    /// change to a broker source).
+    pub(super) source: Arc<Source>,
     /// Turns true at shutdown: a message that could not be stored is then handed back at once.
     stopped: watch::Receiver<bool>,
 }
@@ -121,10 +125,12 @@ impl<DB: GatewayDb> Intake<DB> {
         index: usize,
         stopped: watch::Receiver<bool>,
     ) -> Self {
+        let source = Arc::new(gateway.wiring().source(index).clone());
         Self {
             gateway,
             queue,
             index,
+            source,
             stopped,
         }
     }
@@ -136,6 +142,7 @@ impl<DB: GatewayDb> Clone for Intake<DB> {
             gateway: self.gateway.clone(),
             queue: self.queue.clone(),
             index: self.index,
+            source: Arc::clone(&self.source),
             stopped: self.stopped.clone(),
         }
     }
@@ -167,13 +174,13 @@ impl<DB: GatewayDb> Sink for Intake<DB> {
 impl<DB: GatewayDb> Intake<DB> {
     /// The source's name, for logs.
     pub(super) fn source_name(&self) -> &Name {
-        &self.gateway.source(self.index).name
+        &self.source.name
     }
 
     /// Reads the event of `message`, commits it, and says what to tell the broker.
     async fn take(&self, message: &Message) -> Verdict {
         let started = Instant::now();
-        let source = self.gateway.source(self.index);
+        let source = &*self.source;
         let limit = self.gateway.config().max_body_bytes;
         let extracted = if message.body.len() > limit {
             Err((
@@ -238,7 +245,7 @@ impl<DB: GatewayDb> Intake<DB> {
             .collect();
         let event_id = message
             .headers
-            .get(id_header(self.gateway.source(self.index).kind))
+            .get(id_header(self.source.kind))
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         // Keyed as the inbox keys events, so a copy of the message that arrives again (a
@@ -247,7 +254,7 @@ impl<DB: GatewayDb> Intake<DB> {
         let dedup_key = event_id
             .as_deref()
             .and_then(|id| EventId::new(id).ok())
-            .map(|id| DedupKey::from_event(&self.gateway.source(self.index).dedup_scope, &id));
+            .map(|id| DedupKey::from_event(&self.source.dedup_scope, &id));
         let letter = DeadLetterRecord {
             consumer: Name::new("consumer", INBOX_CONSUMER).expect("a valid name"),
             source: source.clone(),

@@ -165,8 +165,9 @@ impl<DB: GatewayDb> PartitionSink for KafkaIntake<DB> {
     async fn apply(&self, batch: &PartitionBatch) -> Result<BatchOutcome, idem_sql::Error> {
         let started = Instant::now();
         let gateway = &self.intake.gateway;
-        let source = gateway.source(self.intake.index);
-        let limit = gateway.config().max_body_bytes;
+        let wiring = gateway.wiring();
+        let source = wiring.source(self.intake.index);
+        let limit = wiring.config().max_body_bytes;
         let received_at = gateway.now().as_millis();
         let mut unit = Unit {
             events: Vec::with_capacity(batch.messages.len()),
@@ -177,6 +178,7 @@ impl<DB: GatewayDb> PartitionSink for KafkaIntake<DB> {
                 from: batch.from,
                 to: batch.end(),
             }),
+            filtered_with: None,
         };
         let mut rejected = Vec::new();
         for message in &batch.messages {
@@ -272,7 +274,7 @@ impl<DB: GatewayDb> KafkaIntake<DB> {
         reason: &str,
         detail: &str,
     ) -> DeadLetterRecord {
-        let source = self.intake.gateway.source(self.intake.index);
+        let source = &*self.intake.source;
         let kept = body.len().min(self.intake.gateway.config().max_body_bytes);
         let event_id = message.header_str(KAFKA_MESSAGE_ID).map(str::to_owned);
         let dedup_key = event_id

@@ -58,7 +58,8 @@ pub(crate) async fn connect<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     index: usize,
 ) -> Result<Connected, Error> {
-    let source = gateway.source(index);
+    let wiring = gateway.wiring();
+    let source = wiring.source(index);
     let fail = |reason: String| Error::Broker {
         source_name: source.name.to_string(),
         reason,

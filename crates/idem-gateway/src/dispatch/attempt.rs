@@ -64,7 +64,6 @@ pub(super) struct Claimed {
 /// lapses (a due query of this process or another's).
 pub(super) fn start<DB: GatewayDb>(
     gateway: &Gateway<DB>,
-    index: usize,
     transport: &Transport,
     outcomes: &Outcomes,
     bounds: &Bounds,
@@ -79,7 +78,7 @@ pub(super) fn start<DB: GatewayDb>(
         let Ok(permit) = permits.acquire_owned().await else {
             return;
         };
-        let destination = gateway.destination(index);
+        let destination = outcomes.lane().destination();
         let timeout = i64::try_from(destination.timeout.as_millis()).unwrap_or(i64::MAX);
         if gateway.now().as_millis().saturating_add(timeout) > claimed.until {
             tracing::warn!(
@@ -102,7 +101,6 @@ pub(super) fn start<DB: GatewayDb>(
         } = claimed;
         send_one(
             &gateway,
-            index,
             &transport,
             &outcomes,
             (delivery, attempt, probe),
@@ -114,13 +112,12 @@ pub(super) fn start<DB: GatewayDb>(
 
 async fn send_one<DB: GatewayDb>(
     gateway: &Gateway<DB>,
-    index: usize,
     transport: &Transport,
     outcomes: &Outcomes,
     (mut delivery, attempt, probe): (DueDelivery, i64, bool),
     held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 ) {
-    let destination = gateway.destination(index);
+    let destination = outcomes.lane().destination();
     let span = traces::dispatch_span(
         destination.name.as_str(),
         &delivery.source,

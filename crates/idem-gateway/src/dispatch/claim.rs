@@ -21,13 +21,12 @@ use crate::store::GatewayDb;
 /// ran short.
 pub(super) async fn start_due<DB: GatewayDb>(
     gateway: &Gateway<DB>,
-    index: usize,
     transport: &Transport,
     outcomes: &Outcomes,
     bounds: &Bounds,
     tasks: &mut JoinSet<()>,
 ) -> Result<Duration, idem_sql::Error> {
-    let destination = gateway.destination(index);
+    let destination = outcomes.lane().destination();
     let name = destination.name.as_str();
     let ttl = outcomes.lane().claim_ttl()?;
     let handoff = outcomes.lane().handoff();
@@ -98,7 +97,7 @@ pub(super) async fn start_due<DB: GatewayDb>(
                 slot,
                 probe: false,
             };
-            start(gateway, index, transport, outcomes, bounds, claimed, tasks);
+            start(gateway, transport, outcomes, bounds, claimed, tasks);
         }
     }
     metrics::counter!(DISPATCH_CLAIMS_TOTAL, "destination" => name.to_owned(), "path" => "due")
@@ -134,14 +133,13 @@ pub(super) async fn start_due<DB: GatewayDb>(
 /// paused, and starts its attempt; reports [`ProbeResult::NothingDue`] when none is due.
 pub(super) async fn start_probe<DB: GatewayDb>(
     gateway: &Gateway<DB>,
-    index: usize,
     transport: &Transport,
     outcomes: &Outcomes,
     bounds: &Bounds,
     tasks: &mut JoinSet<()>,
 ) -> Result<(), idem_sql::Error> {
-    let name = gateway.destination(index).name.as_str();
     let lane = outcomes.lane();
+    let name = lane.destination().name.as_str();
     let ttl = lane.claim_ttl()?;
     let Ok(slot) = Arc::clone(&bounds.slots).try_acquire_owned() else {
         lane.probe().report(ProbeResult::NothingDue);
@@ -183,6 +181,6 @@ pub(super) async fn start_probe<DB: GatewayDb>(
         slot,
         probe: true,
     };
-    start(gateway, index, transport, outcomes, bounds, claimed, tasks);
+    start(gateway, transport, outcomes, bounds, claimed, tasks);
     Ok(())
 }

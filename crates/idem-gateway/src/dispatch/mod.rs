@@ -49,28 +49,27 @@ pub(crate) use transport::Transport;
 /// The pause before claiming again after a claim failed or timed out.
 const ERROR_PAUSE: Duration = Duration::from_millis(250);
 
-/// Runs destination `index`'s dispatcher over `transport` (see [`Transport::connect`]) until
-/// `shutdown` turns true, then waits for the attempts in flight to finish and be recorded, and
-/// closes the transport's connection.
+/// Runs the dispatcher of `lane`'s destination (with the settings the lane carries) over
+/// `transport` (see [`Transport::connect`]) until `shutdown` turns true, then waits for the
+/// attempts in flight to finish and be recorded, and closes the transport's connection.
 pub(crate) async fn run<DB: GatewayDb>(
     gateway: Gateway<DB>,
-    index: usize,
+    lane: Arc<Lane>,
     transport: Transport,
     shutdown: watch::Receiver<bool>,
 ) {
-    dispatch(gateway, index, &transport, shutdown).await;
+    dispatch(gateway, lane, &transport, shutdown).await;
     transport.close().await;
 }
 
 async fn dispatch<DB: GatewayDb>(
     gateway: Gateway<DB>,
-    index: usize,
+    lane: Arc<Lane>,
     transport: &Transport,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let destination = gateway.destination(index).clone();
+    let destination = lane.destination().clone();
     let bounds = Bounds::new(destination.concurrency);
-    let lane = gateway.wiring().lane_arc(index);
     let handoff = lane.handoff();
     // At least 1, at most `concurrency`: an idle destination always claims.
     let low_water = destination.concurrency.div_ceil(2);
@@ -84,19 +83,14 @@ async fn dispatch<DB: GatewayDb>(
             return;
         }
     };
-    let (outcomes, writer) = Outcomes::start(
-        gateway.clone(),
-        index,
-        Arc::clone(&lane),
-        LEASE_MARGIN,
-        claim_ttl,
-    );
+    let (outcomes, writer) =
+        Outcomes::start(gateway.clone(), Arc::clone(&lane), LEASE_MARGIN, claim_ttl);
     let mut tasks = JoinSet::new();
     let throttle = handoff.throttle();
     // Read before the first claim, so that a paused destination sends nothing after a restart;
     // then at least every second, for a pause or resume made through another process.
     let refresh_every = poll.min(throttle::PAUSE_REFRESH);
-    refresh_pause(&gateway, index, &lane).await;
+    refresh_pause(&gateway, &lane).await;
     let mut next_refresh = tokio::time::Instant::now() + refresh_every;
     loop {
         if *shutdown.borrow() {
@@ -112,8 +106,7 @@ async fn dispatch<DB: GatewayDb>(
             // the next refresh. Only the circuit breaker's probe, when this process holds it,
             // sends one delivery.
             if lane.probe().take_request() {
-                let probed =
-                    start_probe(&gateway, index, transport, &outcomes, &bounds, &mut tasks);
+                let probed = start_probe(&gateway, transport, &outcomes, &bounds, &mut tasks);
                 if let Err(e) = probed.await {
                     tracing::warn!(destination = %destination.name, error = %e, "cannot claim the circuit breaker's probe; trying at the next one");
                     lane.probe().report(ProbeResult::NothingDue);
@@ -123,7 +116,7 @@ async fn dispatch<DB: GatewayDb>(
             handoff.owe_claim();
         } else {
             let deadline = gateway.config().database_timeout;
-            let started = start_due(&gateway, index, transport, &outcomes, &bounds, &mut tasks);
+            let started = start_due(&gateway, transport, &outcomes, &bounds, &mut tasks);
             let health = lane.health();
             match tokio::time::timeout(deadline, started).await {
                 Ok(Ok(next)) => {
@@ -157,14 +150,14 @@ async fn dispatch<DB: GatewayDb>(
                     metrics::counter!(DISPATCH_CLAIMS_TOTAL, "destination" => destination.name.to_string(), "path" => next.path.label())
                         .increment(1);
                     let claimed = Claimed { delivery: next.delivery, attempt: next.attempt, until: next.until, slot: next.permit.start(), probe: false };
-                    start(&gateway, index, transport, &outcomes, &bounds, claimed, &mut tasks);
+                    start(&gateway, transport, &outcomes, &bounds, claimed, &mut tasks);
                     continue;
                 }
                 () = tokio::time::sleep_until(next_refresh) => {
                     next_refresh = tokio::time::Instant::now() + refresh_every;
                     // Only a resume calls for a claim: a refresh must not stand in for the
                     // wake-ups the claims rely on.
-                    if !refresh_pause(&gateway, index, &lane).await {
+                    if !refresh_pause(&gateway, &lane).await {
                         continue;
                     }
                 }
@@ -186,9 +179,7 @@ async fn dispatch<DB: GatewayDb>(
             slot: next.permit.start(),
             probe: false,
         };
-        start(
-            &gateway, index, transport, &outcomes, &bounds, claimed, &mut tasks,
-        );
+        start(&gateway, transport, &outcomes, &bounds, claimed, &mut tasks);
     }
     finish_in_flight(&mut tasks, &destination, gateway.config().shutdown_grace).await;
     drop(outcomes);
@@ -212,11 +203,11 @@ async fn finish_in_flight(tasks: &mut JoinSet<()>, destination: &Destination, gr
     tasks.shutdown().await;
 }
 
-/// Reads destination `index`'s pause from the database into its throttle (on `lane`; kept as it was when
+/// Reads the pause of `lane`'s destination from the database into its throttle (kept as it was when
 /// the database does not answer within `database_timeout`); returns whether it was just
 /// resumed.
-async fn refresh_pause<DB: GatewayDb>(gateway: &Gateway<DB>, index: usize, lane: &Lane) -> bool {
-    let name = gateway.destination(index).name.as_str();
+async fn refresh_pause<DB: GatewayDb>(gateway: &Gateway<DB>, lane: &Lane) -> bool {
+    let name = lane.destination().name.as_str();
     let throttle = lane.handoff().throttle();
     let started = throttle.read_started();
     let read = async {

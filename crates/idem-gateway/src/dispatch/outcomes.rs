@@ -45,13 +45,12 @@ pub(crate) struct Outcomes {
 }
 
 impl Outcomes {
-    /// Starts the writer of destination `index` (whose lane is `lane`) on `gateway`'s database; a batch that fails is
+    /// Starts the writer of the destination of `lane` on `gateway`'s database; a batch that fails is
     /// tried again for at most `retry_for` (the time left of the claims), and the next
     /// deliveries it claims are held for `claim_ttl` (as a due query's claims). It ends once
     /// every `Outcomes` is dropped and the queue is written.
     pub(crate) fn start<DB: GatewayDb>(
         gateway: Gateway<DB>,
-        index: usize,
         lane: Arc<Lane>,
         retry_for: Duration,
         claim_ttl: Ttl,
@@ -62,7 +61,7 @@ impl Outcomes {
             retry_for,
             claim_ttl,
         };
-        let task = tokio::spawn(write(gateway, index, Arc::clone(&lane), receiver, limits));
+        let task = tokio::spawn(write(gateway, Arc::clone(&lane), receiver, limits));
         (Self { queue, lane }, task)
     }
 
@@ -106,7 +105,6 @@ struct Limits {
 
 async fn write<DB: GatewayDb>(
     gateway: Gateway<DB>,
-    index: usize,
     lane: Arc<Lane>,
     mut queue: mpsc::Receiver<Queued>,
     limits: Limits,
@@ -139,7 +137,7 @@ async fn write<DB: GatewayDb>(
         let mut tries = 1;
         let health = lane.health();
         let written = loop {
-            let committed = commit(&gateway, index, &rows, &next.keys, limits.claim_ttl);
+            let committed = commit(&gateway, &lane, &rows, &next.keys, limits.claim_ttl);
             let failure = match tokio::time::timeout(deadline, committed).await {
                 Ok(Ok((written, claimed))) => {
                     next.hand(&lane, claimed);
@@ -229,12 +227,12 @@ impl Successors {
 /// transaction. Returns whether each row was written, and what was claimed.
 async fn commit<DB: GatewayDb>(
     gateway: &Gateway<DB>,
-    index: usize,
+    lane: &Lane,
     rows: &[&Finished],
     keys: &[(String, String)],
     ttl: Ttl,
 ) -> Result<(Vec<bool>, Claimed), idem_sql::Error> {
-    let destination = gateway.destination(index);
+    let destination = lane.destination();
     let _connection = gateway.dispatch_connection().await;
     let _turn = gateway.writer().dispatch().await;
     let mut tx = gateway.begin_dispatch().await?;

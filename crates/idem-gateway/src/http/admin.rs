@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::Router;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
@@ -12,6 +11,7 @@ use axum::http::request::Parts;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Json};
 use serde::de::{self, DeserializeOwned};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -23,11 +23,12 @@ use crate::gateway::Gateway;
 use crate::http::problem::Problem;
 use crate::model::time::parse_time;
 use crate::operations::{RedriveRequest, ReplayRequest};
+use crate::reload::ReloadHandle;
 use crate::store::GatewayDb;
 
 /// `/admin/…`, when the configuration has an admin token; otherwise no routes. The token is
 /// checked before anything else of the request is read.
-pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
+pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>, reload: ReloadHandle) -> Router {
     if gateway.config().admin_token.is_none() {
         return Router::new();
     }
@@ -42,6 +43,10 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
         .route("/admin/dlq/redrive", post(redrive::<DB>))
         .route("/admin/replay", post(replay::<DB>))
         .route("/admin/gc", post(gc::<DB>))
+        .route(
+            "/admin/reload",
+            post(reload_config).layer(Extension(reload)),
+        )
         .route("/admin/destinations", get(destinations::<DB>))
         .route("/admin/destinations/{destination}/pause", post(pause::<DB>))
         .route(
@@ -475,6 +480,21 @@ async fn replay<DB: GatewayDb>(
 
 async fn gc<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {
     answer(gateway.gc().await)
+}
+
+/// `POST /admin/reload`: the configuration file read again and applied (docs/gateway.md,
+/// "Reload"): 200 with what changed, or 409 with why nothing was applied.
+async fn reload_config(Extension(reload): Extension<ReloadHandle>) -> Response {
+    match reload.reload().await {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => Problem::new(
+            StatusCode::CONFLICT,
+            e.kind(),
+            "Configuration not reloaded",
+            e.to_string(),
+        )
+        .into_response(),
+    }
 }
 
 async fn destinations<DB: GatewayDb>(State(gateway): State<Gateway<DB>>) -> Response {

@@ -58,11 +58,8 @@ pub(crate) async fn require_token<DB: GatewayDb>(
 /// Whether the request carries `Authorization: Bearer <admin token>` (compared in constant
 /// time).
 fn authorized<DB: GatewayDb>(gateway: &Gateway<DB>, headers: &HeaderMap) -> bool {
-    let expected = gateway
-        .config()
-        .admin_token
-        .as_ref()
-        .map(|t| t.expose().as_bytes());
+    let config = gateway.config();
+    let expected = config.admin_token.as_ref().map(|t| t.expose().as_bytes());
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

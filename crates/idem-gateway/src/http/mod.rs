@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::gateway::Gateway;
 use crate::ingest::unit::Pending;
+use crate::reload::ReloadHandle;
 use crate::store::GatewayDb;
 use problem::Problem;
 
@@ -40,6 +41,7 @@ pub(crate) struct Routers {
 pub(crate) fn routers<DB: GatewayDb>(
     gateway: Gateway<DB>,
     queue: Option<mpsc::Sender<Pending>>,
+    reload: ReloadHandle,
     own_admin: bool,
     own_metrics: bool,
 ) -> Routers {
@@ -56,7 +58,7 @@ pub(crate) fn routers<DB: GatewayDb>(
         .route("/metrics", get(metrics::render_metrics::<DB>))
         .with_state(gateway.clone());
     // The console is served where the admin API is.
-    let admin = admin::router(gateway.clone()).merge(console::router(gateway.clone()));
+    let admin = admin::router(gateway.clone(), reload).merge(console::router(gateway.clone()));
     let webhooks = Router::new()
         .route("/webhooks/{source}", post(webhooks::handle::<DB>))
         .layer(DefaultBodyLimit::max(limit))

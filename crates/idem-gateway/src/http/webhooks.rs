@@ -66,9 +66,10 @@ pub(crate) async fn declared_length<DB: GatewayDb>(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
+        let wiring = gateway.wiring();
         let source = (request.uri().path().strip_prefix("/webhooks/"))
-            .and_then(|name| gateway.source_index(name))
-            .map(|index| gateway.source(index).name.to_string());
+            .and_then(|name| wiring.source_index(name))
+            .map(|index| wiring.source(index).name.to_string());
         if let Some(source) = source {
             gateway.rejections().add(&source, "too_large");
             metrics::counter!(WEBHOOK_REJECTED_TOTAL, "source" => source, "reason" => "too_large")
@@ -110,7 +111,9 @@ pub(crate) async fn handle<DB: GatewayDb>(
         }
     };
     let gateway = &state.gateway;
-    let Some(index) = gateway.source_index(&source) else {
+    // Sources are only ever added by a reload, so an index stays this source's.
+    let wiring = gateway.wiring();
+    let Some(index) = wiring.source_index(&source) else {
         return Problem::new(
             StatusCode::NOT_FOUND,
             "unknown-source",
@@ -119,7 +122,7 @@ pub(crate) async fn handle<DB: GatewayDb>(
         )
         .into_response();
     };
-    if let Some(broker) = gateway.source(index).broker() {
+    if let Some(broker) = wiring.source(index).broker() {
         return Problem::new(
             StatusCode::NOT_FOUND,
             "unknown-source",
@@ -131,9 +134,9 @@ pub(crate) async fn handle<DB: GatewayDb>(
         )
         .into_response();
     }
-    let source = &gateway.source(index).name;
+    let source = &wiring.source(index).name;
     let span = traces::ingest_span(source.as_str());
-    let trace = traces::start_ingest(&span, &headers, gateway.source(index).trust_traceparent);
+    let trace = traces::start_ingest(&span, &headers, wiring.source(index).trust_traceparent);
     let ingested = ingest(&state, index, &headers, body, trace, &span)
         .instrument(span.clone())
         .await;
@@ -188,7 +191,8 @@ async fn ingest<DB: GatewayDb>(
     span: &tracing::Span,
 ) -> Result<(String, Answer), Problem> {
     let gateway = &state.gateway;
-    let source = gateway.source(index);
+    let wiring = gateway.wiring();
+    let source = wiring.source(index);
     let body = body.map_err(|rejection| {
         if super::body_deadline::is_body_timeout(&rejection) {
             Problem::new(

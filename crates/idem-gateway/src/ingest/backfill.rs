@@ -77,8 +77,8 @@ pub(crate) fn plan<DB: GatewayDb>(
             headers.append(n, v);
         }
     }
-    let config = gateway.config();
-    let src = &config.sources[source];
+    let wiring = gateway.wiring();
+    let src = wiring.source(source);
     let Ok(event) = src.fields.extract(&headers, &body) else {
         return skipped(Skipped::Unreadable);
     };
@@ -87,9 +87,8 @@ pub(crate) fn plan<DB: GatewayDb>(
         return skipped(Skipped::Unreadable);
     }
     let input = FilterInput::new(kept.pairs(), &body, event.event_type.as_deref());
-    let wiring = gateway.wiring();
     let (mut routes, mut others, mut filtered, mut undecided) = (Vec::new(), Vec::new(), 0, 0);
-    for (_, route) in wiring.routes_of(config, source) {
+    for (_, route) in wiring.routes_of(source) {
         let missing = route.matches(event.event_type.as_deref())
             && !delivered.iter().any(|d| d == route.name.as_str());
         let unknown = route.filter.as_ref().is_some_and(|f| {
@@ -180,8 +179,8 @@ pub(crate) async fn commit<DB: GatewayDb>(
     let wiring = gateway.wiring();
     let mut tx = gateway.store().begin().await?;
     let decisions = decide(gateway, &wiring, &mut tx, &batch, &answers).await?;
-    let ids = store_deliveries(gateway, &wiring, &mut tx, &decisions, &stored.rows, now).await?;
-    note_waits(gateway, &wiring, &decisions);
+    let ids = store_deliveries::<DB>(&wiring, &mut tx, &decisions, &stored.rows, now).await?;
+    note_waits(&wiring, &decisions);
     let created = Created {
         deliveries: decisions.len() as u64,
         stale: decisions
@@ -190,6 +189,6 @@ pub(crate) async fn commit<DB: GatewayDb>(
             .count() as u64,
     };
     tx.commit().await.map_err(idem_sql::Error::from)?;
-    hand_over(gateway, &wiring, &batch, &stored, decisions, ids, now);
+    hand_over(&wiring, &batch, &stored, decisions, ids, now);
     Ok(created)
 }

@@ -19,6 +19,7 @@ use crate::gateway::Gateway;
 use crate::metric_definitions::INGEST_BATCH_SIZE;
 use crate::store::GatewayDb;
 use crate::traces;
+use crate::wiring::Wiring;
 
 /// The most requests one transaction commits. A Kafka unit counts as one: there is at most one
 /// in the queue per held partition (the next batch of a partition comes after this one's
@@ -94,8 +95,15 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
     let Some(earliest) = live.iter().map(|p| p.deadline).min() else {
         return;
     };
-    let deadline = gateway.config().database_timeout;
-    let (incoming, replies): (Vec<_>, Vec<_>) = live.into_iter().map(|p| (p.unit, p.reply)).unzip();
+    // One configuration for the whole batch: a reload swaps it between batches, never within
+    // one, and a unit filtered under the one before is filtered again.
+    let wiring = gateway.wiring();
+    let deadline = wiring.config().database_timeout;
+    let (mut incoming, replies): (Vec<_>, Vec<_>) =
+        live.into_iter().map(|p| (p.unit, p.reply)).unzip();
+    for unit in &mut incoming {
+        super::filter::apply(gateway, &wiring, unit);
+    }
     let span = traces::batch_span(incoming.iter().map(|u| u.events.len()).sum());
     traces::link_to_batch(
         &span,
@@ -104,7 +112,8 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
     let health = gateway.health();
     // Bounded: a database that stops answering costs each batch `database_timeout`, and
     // the requests were answered 503 by then (their own deadline is the same).
-    let answers = match tokio::time::timeout_at(earliest, commit(gateway, &incoming)).await {
+    let answers = match tokio::time::timeout_at(earliest, commit(gateway, &wiring, &incoming)).await
+    {
         Ok(Ok(answers)) => {
             health.recovered();
             answers.into_iter().map(Ok).collect()
@@ -115,7 +124,7 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
             let one_by_one = async {
                 let mut answers = Vec::with_capacity(incoming.len());
                 for one in &incoming {
-                    let answer = commit(gateway, std::slice::from_ref(one)).await;
+                    let answer = commit(gateway, &wiring, std::slice::from_ref(one)).await;
                     match &answer {
                         Ok(_) => health.recovered(),
                         Err(e) => health.failed(&e.to_string()),
@@ -162,13 +171,14 @@ async fn commit_and_answer<DB: GatewayDb>(gateway: &Gateway<DB>, batch: Vec<Pend
 /// The last error when every try failed or the error is not retryable; nothing was committed.
 pub(crate) async fn commit<DB: GatewayDb>(
     gateway: &Gateway<DB>,
+    wiring: &Wiring,
     batch: &[Unit],
 ) -> Result<Vec<Vec<Answer>>, idem_sql::Error> {
     let events: usize = batch.iter().map(|u| u.events.len()).sum();
     metrics::histogram!(INGEST_BATCH_SIZE).record(events as f64);
     let mut tries = 1;
     loop {
-        match commit_once(gateway, batch).await {
+        match commit_once(gateway, wiring, batch).await {
             Ok(answers) => return Ok(answers),
             Err(e) if e.is_retryable() && tries < BATCH_ATTEMPTS => {
                 tracing::debug!(error = %e, tries, size = batch.len(), "batch failed, trying again");
@@ -180,7 +190,7 @@ pub(crate) async fn commit<DB: GatewayDb>(
                 let mut sources: Vec<&str> = batch
                     .iter()
                     .flat_map(|u| &u.events)
-                    .map(|i| gateway.source(i.source).name.as_str())
+                    .map(|i| wiring.source(i.source).name.as_str())
                     .collect();
                 sources.sort_unstable();
                 sources.dedup();

@@ -22,21 +22,20 @@ use crate::wiring::Wiring;
 /// hand the claimed deliveries over and wake the dispatchers. Returns each unit's answers.
 pub(super) async fn commit_once<DB: GatewayDb>(
     gateway: &Gateway<DB>,
+    wiring: &Wiring,
     units: &[Unit],
 ) -> Result<Vec<Vec<Answer>>, idem_sql::Error> {
     let batch: Vec<&Incoming> = units.iter().flat_map(|u| &u.events).collect();
     let _turn = gateway.writer().ingest().await;
     let now = gateway.now().as_millis();
-    // Read once per batch: a reload swaps it between batches, never within one.
-    let wiring = gateway.wiring();
     let mut tx = gateway.store().begin().await?;
     let mut answers = claim(gateway, &mut tx, &batch).await?;
-    let stored = store_events(gateway, &mut tx, &batch, &mut answers).await?;
-    let decisions = decide(gateway, &wiring, &mut tx, &batch, &answers).await?;
-    let ids = store_deliveries(gateway, &wiring, &mut tx, &decisions, &stored.rows, now).await?;
-    note_waits(gateway, &wiring, &decisions);
+    let stored = store_events(wiring, &mut tx, &batch, &mut answers).await?;
+    let decisions = decide(gateway, wiring, &mut tx, &batch, &answers).await?;
+    let ids = store_deliveries::<DB>(wiring, &mut tx, &decisions, &stored.rows, now).await?;
+    note_waits(wiring, &decisions);
     let counts = super::count::of_ingest(
-        gateway,
+        wiring,
         now,
         batch.iter().map(|i| i.source).zip(answers.iter().copied()),
         decisions.iter().map(|d| super::count::Judged {
@@ -51,8 +50,8 @@ pub(super) async fn commit_once<DB: GatewayDb>(
     let mut routed = vec![false; batch.len()];
     decisions.iter().for_each(|d| routed[d.event] = true);
     tx.commit().await.map_err(idem_sql::Error::from)?;
-    count_filtered_and_unrouted(gateway, &batch, &answers, &routed);
-    hand_over(gateway, &wiring, &batch, &stored, decisions, ids, now);
+    count_filtered_and_unrouted(wiring, &batch, &answers, &routed);
+    hand_over(wiring, &batch, &stored, decisions, ids, now);
     let mut answers = answers.into_iter();
     Ok(units
         .iter()
@@ -63,8 +62,8 @@ pub(super) async fn commit_once<DB: GatewayDb>(
 /// Counts, once committed, each route that filtered an event stored by this commit, and each
 /// such event no route took (`routed[i]`: event `i` got a delivery). A duplicate decided
 /// nothing.
-fn count_filtered_and_unrouted<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
+fn count_filtered_and_unrouted(
+    wiring: &Wiring,
     batch: &[&Incoming],
     answers: &[Answer],
     routed: &[bool],
@@ -77,7 +76,7 @@ fn count_filtered_and_unrouted<DB: GatewayDb>(
             metrics::counter!(ROUTE_FILTERED_TOTAL, "route" => route.to_string()).increment(1);
         }
         if !routed {
-            let source = gateway.source(incoming.source).name.to_string();
+            let source = wiring.source(incoming.source).name.to_string();
             metrics::counter!(INGEST_UNROUTED_TOTAL, "source" => source).increment(1);
         }
     }
@@ -113,7 +112,7 @@ pub(super) struct StoredEvents {
 /// Stores the accepted events of `batch`; one whose row was kept from before (a dead letter
 /// waiting for redrive) is turned into a duplicate in `answers`.
 async fn store_events<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
+    wiring: &Wiring,
     tx: &mut sqlx::Transaction<'static, DB>,
     batch: &[&Incoming],
     answers: &mut [Answer],
@@ -132,7 +131,7 @@ async fn store_events<DB: GatewayDb>(
     let new_events: Vec<NewEvent<'_>> = accepted
         .iter()
         .zip(headers.iter().zip(&filtered))
-        .map(|(i, (headers, filtered))| new_event(gateway, batch[*i], headers, filtered.as_deref()))
+        .map(|(i, (headers, filtered))| new_event(wiring, batch[*i], headers, filtered.as_deref()))
         .collect();
     let mut rows = vec![0_i64; batch.len()];
     for (i, row) in accepted
@@ -165,8 +164,8 @@ fn filtered_routes(incoming: &Incoming) -> Option<String> {
 
 /// The event row of `incoming`, with its forwarded `headers` and the routes that `filtered`
 /// it as JSON.
-fn new_event<'a, DB: GatewayDb>(
-    gateway: &'a Gateway<DB>,
+fn new_event<'a>(
+    wiring: &'a Wiring,
     incoming: &'a Incoming,
     headers: &'a str,
     filtered: Option<&'a str>,
@@ -181,7 +180,7 @@ fn new_event<'a, DB: GatewayDb>(
         None => (None, None, None),
     };
     NewEvent {
-        source: gateway.source(incoming.source).name.as_str(),
+        source: wiring.source(incoming.source).name.as_str(),
         event_id: event.event_id.as_str(),
         dedup_key: incoming.key.as_str(),
         event_type: event.event_type.as_deref(),
@@ -204,7 +203,6 @@ fn new_event<'a, DB: GatewayDb>(
 /// Stores one delivery per decision (a handed-off one claimed until its lane's claim end);
 /// returns their ids, in order.
 pub(super) async fn store_deliveries<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
     wiring: &Wiring,
     tx: &mut sqlx::Transaction<'static, DB>,
     decisions: &[Decision],
@@ -214,7 +212,7 @@ pub(super) async fn store_deliveries<DB: GatewayDb>(
     let deliveries: Vec<NewDelivery<'_>> = decisions
         .iter()
         .map(|decision| {
-            let route = &gateway.config().routes[decision.route];
+            let route = &wiring.config().routes[decision.route];
             let lane = wiring.lane(route.destination_index);
             NewDelivery {
                 event: rows[decision.event],
@@ -236,17 +234,13 @@ pub(super) async fn store_deliveries<DB: GatewayDb>(
 
 /// Notes each delivery stored pending behind its entity. Done before the commit, so that no
 /// due query can claim one of them before it is counted.
-pub(super) fn note_waits<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
-    wiring: &Wiring,
-    decisions: &[Decision],
-) {
+pub(super) fn note_waits(wiring: &Wiring, decisions: &[Decision]) {
     for decision in decisions
         .iter()
         .filter(|d| d.state == DeliveryState::Pending && d.permit.is_none())
     {
         if let Some(entity) = &decision.entity {
-            let route = &gateway.config().routes[decision.route];
+            let route = &wiring.config().routes[decision.route];
             wiring
                 .lane(route.destination_index)
                 .handoff()
@@ -280,8 +274,7 @@ async fn letters_and_offsets<DB: GatewayDb>(
 
 /// After the commit: hands each claimed delivery to its dispatcher, logs the stale and the
 /// unordered ones, and wakes each destination that had deliveries stored pending.
-pub(super) fn hand_over<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
+pub(super) fn hand_over(
     wiring: &Wiring,
     batch: &[&Incoming],
     stored: &StoredEvents,
@@ -296,12 +289,12 @@ pub(super) fn hand_over<DB: GatewayDb>(
     }
     // Per destination: `Some(backlog)` when a delivery was stored pending, `backlog` when one
     // of them waits for a due query rather than for its entity.
-    let mut stored_pending: Vec<Option<bool>> = vec![None; gateway.config().destinations.len()];
+    let mut stored_pending: Vec<Option<bool>> = vec![None; wiring.config().destinations.len()];
     for (decision, id) in decisions.into_iter().zip(ids) {
-        let route = &gateway.config().routes[decision.route];
+        let route = &wiring.config().routes[decision.route];
         let d = route.destination_index;
         let incoming = batch[decision.event];
-        log_unordered_and_stale(gateway, route, incoming, &decision);
+        log_unordered_and_stale(wiring, route, incoming, &decision);
         if decision.state == DeliveryState::Stale {
             continue;
         }
@@ -317,7 +310,7 @@ pub(super) fn hand_over<DB: GatewayDb>(
             tie: decision.tie,
             route: route.name.to_string(),
             entity: decision.entity,
-            source: gateway.source(incoming.source).name.to_string(),
+            source: wiring.source(incoming.source).name.to_string(),
             event_id: event.event_id.to_string(),
             dedup_key: incoming.key.as_str().to_owned(),
             event_type: event.event_type.clone(),
@@ -349,8 +342,8 @@ pub(super) fn hand_over<DB: GatewayDb>(
 
 /// Logs a drop-stale route's event that lacks what orders it, and a stale delivery (counted
 /// as a `stale` dispatch).
-fn log_unordered_and_stale<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
+fn log_unordered_and_stale(
+    wiring: &Wiring,
     route: &crate::config::Route,
     incoming: &Incoming,
     decision: &Decision,
@@ -358,7 +351,7 @@ fn log_unordered_and_stale<DB: GatewayDb>(
     if let (Ordering::DropStale, Some(missing)) = (route.ordering, &incoming.event.unordered) {
         tracing::warn!(
             route = %route.name,
-            source = %gateway.source(incoming.source).name,
+            source = %wiring.source(incoming.source).name,
             event_id = %incoming.event.event_id,
             %missing,
             "event accepted but not ordered: it lacks {missing}, which its source reads the entity and version from, so it is sent whatever its entity's newest version"

@@ -2,9 +2,8 @@
 //! version guard judged each delivery (written in the same transaction, docs/design.md C2).
 
 use super::answer::Answer;
-use crate::gateway::Gateway;
 use crate::model::counts::{Counts, Metric, Scope};
-use crate::store::GatewayDb;
+use crate::wiring::Wiring;
 
 /// How the version guard judged one delivery at ingest.
 #[derive(Debug, Clone, Copy)]
@@ -19,8 +18,8 @@ pub(crate) struct Judged {
 /// The counts of one ingest commit at `now` (ms): each answer of `answers` (the source's index
 /// and what it was told) and each delivery of `judged`, counted for the route's source and
 /// destination.
-pub(crate) fn of_ingest<DB: GatewayDb>(
-    gateway: &Gateway<DB>,
+pub(crate) fn of_ingest(
+    wiring: &Wiring,
     now: i64,
     answers: impl IntoIterator<Item = (usize, Answer)>,
     judged: impl IntoIterator<Item = Judged>,
@@ -34,12 +33,12 @@ pub(crate) fn of_ingest<DB: GatewayDb>(
         counts.add(
             now,
             Scope::Source,
-            gateway.source(source).name.as_str(),
+            wiring.source(source).name.as_str(),
             metric,
         );
     }
     for judged in judged {
-        let route = &gateway.config().routes[judged.route];
+        let route = &wiring.config().routes[judged.route];
         for (on, metric) in [
             (judged.stale, Metric::Stale),
             (judged.tie, Metric::Tie),

@@ -55,7 +55,7 @@ pub(super) async fn decide<DB: GatewayDb>(
         if answers[i] != Answer::Accepted {
             continue;
         }
-        for (r, route) in wiring.routes_of(gateway.config(), incoming.source) {
+        for (r, route) in wiring.routes_of(incoming.source) {
             if route.matches(incoming.event.event_type.as_deref())
                 && !incoming.filtered.contains(&route.name)
             {
@@ -90,9 +90,9 @@ pub(super) async fn decide<DB: GatewayDb>(
                 .iter()
                 .take_while(|d| d.route == r)
                 .count();
-        let route = &gateway.config().routes[r];
+        let route = &wiring.config().routes[r];
         if route.ordering == Ordering::DropStale {
-            guard_route(gateway, tx, batch, &mut decisions[start..end]).await?;
+            guard_route(gateway, wiring, tx, batch, &mut decisions[start..end]).await?;
         }
         start = end;
     }
@@ -104,6 +104,7 @@ pub(super) async fn decide<DB: GatewayDb>(
 /// in one batch: sets each decision's state, tie, note and the entity and versions it records.
 async fn guard_route<DB: GatewayDb>(
     gateway: &Gateway<DB>,
+    wiring: &Wiring,
     tx: &mut sqlx::Transaction<'static, DB>,
     batch: &[&Incoming],
     decisions: &mut [Decision],
@@ -111,7 +112,7 @@ async fn guard_route<DB: GatewayDb>(
     let Some(first) = decisions.first() else {
         return Ok(());
     };
-    let route = &gateway.config().routes[first.route];
+    let route = &wiring.config().routes[first.route];
     let ordered: Vec<(usize, Proposed<'_>)> = decisions
         .iter()
         .enumerate()
@@ -197,10 +198,10 @@ async fn hand_off_candidates<DB: GatewayDb>(
             decision.behind = true;
             continue;
         }
-        let d = gateway.config().routes[decision.route].destination_index;
+        let d = wiring.config().routes[decision.route].destination_index;
         decision.permit = wiring.lane(d).handoff().reserve(gateway.now());
     }
-    let routes = &gateway.config().routes;
+    let routes = &wiring.config().routes;
     let keys: Vec<(&str, &str, &str)> = decisions
         .iter()
         .filter(|decision| decision.permit.is_some())

@@ -11,16 +11,21 @@ use crate::gateway::Gateway;
 use crate::metric_definitions::ROUTE_FILTER_ERRORS_TOTAL;
 use crate::model::route_filter::FilterInput;
 use crate::store::GatewayDb;
+use crate::wiring::Wiring;
 
-/// Sets each event's `filtered`: the routes its type matches whose filter does not take it.
-pub(super) fn apply<DB: GatewayDb>(gateway: &Gateway<DB>, unit: &mut Unit) {
-    let config = gateway.config();
-    let wiring = gateway.wiring();
+/// Sets each event's `filtered` to the routes of `wiring` its type matches whose filter does
+/// not take it, unless they were set under this `wiring` already.
+pub(super) fn apply<DB: GatewayDb>(gateway: &Gateway<DB>, wiring: &Wiring, unit: &mut Unit) {
+    if unit.filtered_with == Some(wiring.generation()) {
+        return;
+    }
+    unit.filtered_with = Some(wiring.generation());
     for incoming in &mut unit.events {
+        incoming.filtered.clear();
         let event_type = incoming.event.event_type.as_deref();
         // Parsed once per event, and only for an event some filter reads.
         let mut input = None;
-        for (_, route) in wiring.routes_of(config, incoming.source) {
+        for (_, route) in wiring.routes_of(incoming.source) {
             let Some(filter) = &route.filter else {
                 continue;
             };

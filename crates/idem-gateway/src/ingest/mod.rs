@@ -106,7 +106,8 @@ pub(crate) async fn submit_unit<DB: GatewayDb>(
     queue: Option<&mpsc::Sender<Pending>>,
     mut unit: Unit,
 ) -> Result<Vec<Answer>, Unavailable> {
-    filter::apply(gateway, &mut unit);
+    let wiring = gateway.wiring();
+    filter::apply(gateway, &wiring, &mut unit);
     // The request's own deadline, from its arrival: a batch ahead of it that waits on the
     // database does not hold it past `database_timeout`.
     let timeout = gateway.config().database_timeout;
@@ -135,7 +136,7 @@ pub(crate) async fn submit_unit<DB: GatewayDb>(
         None => tokio::time::timeout_at(deadline, async {
             let span = traces::batch_span(unit.events.len());
             traces::link_to_batch(&span, unit.events.iter().map(|i| &i.span));
-            batch::commit(gateway, std::slice::from_ref(&unit))
+            batch::commit(gateway, &wiring, std::slice::from_ref(&unit))
                 .await
                 .map(|mut answers| answers.remove(0))
                 .map_err(|_| Unavailable)

@@ -50,6 +50,11 @@ pub(crate) struct Unit {
     pub letters: Vec<DeadLetterRecord>,
     /// A Kafka partition's offset moved over `events` and `letters`.
     pub advance: Option<OffsetAdvance>,
+    /// The generation of the wiring whose route filters set the events' `filtered`
+    /// (`ingest::filter`); `None` before. A commit under another generation (a reload came
+    /// in between) evaluates them again, so that every route of the configuration it commits
+    /// with was asked.
+    pub filtered_with: Option<u64>,
 }
 
 impl Unit {
@@ -59,6 +64,7 @@ impl Unit {
             events: vec![incoming],
             letters: Vec::new(),
             advance: None,
+            filtered_with: None,
         }
     }
 }

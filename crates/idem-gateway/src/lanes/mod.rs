@@ -29,6 +29,9 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// One destination's shared runtime state (see the module docs).
 pub(crate) struct Lane {
+    /// The destination's settings this lane was made with: its dispatcher sends with them
+    /// until a reload that changes them replaces the lane (and the dispatcher).
+    destination: Destination,
     /// Rung when the destination may have new due work.
     wake: Notify,
     /// Fresh deliveries ingest hands to the dispatcher, and the throttle they pass.
@@ -45,12 +48,18 @@ impl Lane {
     /// The lane of `destination` at `now`: its throttle starts with a full bucket.
     pub(crate) fn new(destination: &Destination, now: Timestamp) -> Self {
         Self {
+            destination: destination.clone(),
             wake: Notify::new(),
             handoff: Handoff::new(Throttle::new(destination.rate_limit, now)),
             health: DispatchHealth::default(),
             claim: destination.timeout + LEASE_MARGIN,
             probe: Probe::default(),
         }
+    }
+
+    /// The destination's settings (see the field).
+    pub(crate) fn destination(&self) -> &Destination {
+        &self.destination
     }
 
     /// Tells the dispatcher that it may have due work.

@@ -61,7 +61,7 @@ async fn active<DB: GatewayDb>(
         on.insert((condition.to_owned(), subject.to_owned()), detail);
     };
     for one in judged {
-        let name = gateway.destination(one.index).name.as_str();
+        let name = one.lane.destination().name.as_str();
         let a = &one.assessment;
         if a.health == Health::Failing {
             set(
@@ -131,12 +131,8 @@ pub(super) async fn evaluate<DB: GatewayDb>(
             .map(|(condition, subject, _, detail)| ((condition, subject), detail))
             .collect()
     };
-    let sinks: Vec<&str> = gateway
-        .config()
-        .alerts
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let config = gateway.config();
+    let sinks: Vec<&str> = config.alerts.iter().map(|s| s.name.as_str()).collect();
     let now = gateway.now().as_millis();
     for ((condition, subject), detail) in &on {
         if firing.contains_key(&(condition.clone(), subject.clone())) {

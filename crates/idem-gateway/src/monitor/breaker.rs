@@ -6,6 +6,7 @@
 //! one, is never lifted here), a failed one doubles the cool-down up to the cap. Deliveries wait
 //! as under any pause: nothing is dropped.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Judged;
@@ -27,10 +28,9 @@ pub(super) async fn step<DB: GatewayDb>(
     owner: &str,
     judged: &mut Judged,
 ) -> Result<(), idem_sql::Error> {
-    let destination = gateway.destination(judged.index);
+    let lane = Arc::clone(&judged.lane);
+    let destination = lane.destination();
     let name = destination.name.as_str();
-    let wiring = gateway.wiring();
-    let lane = wiring.lane(judged.index);
     let mut conn = gateway.store().pool().acquire().await?;
     if let Some(result) = lane.probe().take_result() {
         let cooldown = judged

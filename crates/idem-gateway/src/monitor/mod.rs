@@ -12,11 +12,13 @@ mod alerts;
 mod breaker;
 mod notify;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::gateway::Gateway;
+use crate::lanes::Lane;
 use crate::metric_definitions::{DESTINATION_HEALTH, READY};
 use crate::model::health::Assessment;
 use crate::store::{GatewayDb, PauseRow, destination_health};
@@ -26,7 +28,8 @@ const TICK_DEADLINE: Duration = Duration::from_secs(30);
 
 /// One destination as this tick found it.
 pub(crate) struct Judged {
-    pub(crate) index: usize,
+    /// The destination's lane, which carries its settings.
+    pub(crate) lane: Arc<Lane>,
     pub(crate) assessment: Assessment,
     pub(crate) last_errors: Vec<String>,
     pub(crate) pause: Option<PauseRow>,
@@ -75,8 +78,10 @@ async fn tick<DB: GatewayDb>(
 ) -> Result<(), idem_sql::Error> {
     write_rejections(gateway).await?;
     let mut judged = Vec::new();
-    for index in 0..gateway.config().destinations.len() {
-        let destination = gateway.destination(index);
+    // One configuration for the round: a reload swaps it between rounds.
+    let wiring = gateway.wiring();
+    for lane in wiring.lanes_arc() {
+        let destination = lane.destination();
         let now = gateway.now().as_millis();
         let mut conn = gateway.store().pool().acquire().await?;
         let (assessment, last_errors) = destination_health::<DB>(
@@ -91,7 +96,7 @@ async fn tick<DB: GatewayDb>(
         metrics::gauge!(DESTINATION_HEALTH, "destination" => destination.name.to_string())
             .set(assessment.health.gauge());
         let mut one = Judged {
-            index,
+            lane: Arc::clone(lane),
             assessment,
             last_errors,
             pause,

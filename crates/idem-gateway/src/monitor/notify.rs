@@ -47,12 +47,8 @@ pub(super) async fn send_due<DB: GatewayDb>(
                 continue;
             }
         }
-        let Some(sink) = gateway
-            .config()
-            .alerts
-            .iter()
-            .find(|s| s.name.as_str() == send.sink)
-        else {
+        let config = gateway.config();
+        let Some(sink) = config.alerts.iter().find(|s| s.name.as_str() == send.sink) else {
             // A sink no longer configured: kept unsent, tried again if it comes back.
             let mut conn = gateway.store().pool().acquire().await?;
             DB::send_failed(&mut conn, key, now + backoff(9), "no such [[alert]] sink").await?;

@@ -59,8 +59,8 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// As [`replay`](Self::replay); batches committed before an error stay done.
     pub async fn backfill(&self, request: &ReplayRequest) -> Result<BackfillReport, Error> {
         let until = self.replay_range(request)?;
-        let source = self
-            .config()
+        let config = self.config();
+        let source = config
             .sources
             .iter()
             .position(|s| s.name.as_str() == request.source)

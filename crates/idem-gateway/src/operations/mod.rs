@@ -536,8 +536,8 @@ impl<DB: GatewayDb> Gateway<DB> {
         conn: &mut DB::Connection,
         row: &ReplayCandidate,
     ) -> Result<bool, Error> {
-        let Some(filter) = self
-            .config()
+        let config = self.config();
+        let Some(filter) = config
             .routes
             .iter()
             .find(|r| r.name.as_str() == row.route)

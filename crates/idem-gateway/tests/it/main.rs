@@ -28,6 +28,7 @@ mod order_rules;
 mod pause;
 mod rate_limit;
 mod relays;
+mod reload;
 mod resend;
 mod scenarios;
 mod tls;

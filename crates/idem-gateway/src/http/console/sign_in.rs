@@ -101,8 +101,8 @@ pub(crate) async fn sign_in<DB: GatewayDb>(
             Some("The form's CSRF token is missing or has expired: sign in again from this page."),
         );
     }
-    let admin = gateway
-        .config()
+    let config = gateway.config();
+    let admin = config
         .admin_token
         .as_ref()
         .map(|t| t.expose().as_bytes())

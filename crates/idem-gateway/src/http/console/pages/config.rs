@@ -20,7 +20,7 @@ pub(crate) async fn page<DB: GatewayDb>(
 ) -> Response {
     Page::new("Configuration")
         .of(&session, PATH)
-        .render(render(state.gateway.config()))
+        .render(render(&state.gateway.config()))
         .into_response()
 }
 

@@ -98,7 +98,7 @@ pub(crate) async fn page<DB: GatewayDb>(
     let title = format!("Event {}", story.event.event_id);
     Page::new(&title)
         .of(&session, "/console/events")
-        .render(render(gateway.config(), &story, &session))
+        .render(render(&gateway.config(), &story, &session))
         .into_response()
 }
 

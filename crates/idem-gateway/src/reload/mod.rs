@@ -1,0 +1,158 @@
+//! Configuration reload: `SIGHUP` to `idem serve`, `POST /admin/reload`, or
+//! [`ReloadHandle::reload`] read the configuration file again and apply a closed list of changes
+//! while the server runs — routes (their filters and `event_types` included), new webhook
+//! sources and their secrets, new, changed and removed destinations (URL, TLS files, rate
+//! limit, timeout, retry schedule, concurrency, signing secret, health) — and refuse anything
+//! else by key, logging why and keeping the running configuration (docs/gateway.md, "Reload").
+//!
+//! The configuration, the lanes and the route indices are swapped as one
+//! ([`Wiring`](crate::wiring::Wiring)): an ingest batch commits under one configuration, and a
+//! request filtered under the one before is filtered again. A changed destination's dispatcher
+//! finishes and records the attempts it has in flight before a new one starts with the new
+//! settings; deliveries claimed meanwhile wait for their claim to lapse, as after a restart,
+//! and go under the same `Idempotency-Key`: nothing is lost or sent twice at once (C4).
+
+mod apply;
+mod plan;
+
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::config::ConfigError;
+use crate::gateway::Gateway;
+use crate::store::GatewayDb;
+use crate::supervise::Supervisor;
+
+/// What a reload applied. Every list is of names, sorted as in the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ReloadReport {
+    /// Which reload this is since the start (1 for the first that applied); unchanged when the
+    /// file changed nothing.
+    pub generation: u64,
+    /// Whether the file changed nothing (then nothing was swapped).
+    pub unchanged: bool,
+    /// Destinations added (a dispatcher each was started).
+    pub added_destinations: Vec<String>,
+    /// Destinations whose settings changed, or that read TLS files (their dispatcher was
+    /// restarted with the new settings once it had finished what it held).
+    pub changed_destinations: Vec<String>,
+    /// Destinations removed (none had pending or in-flight deliveries).
+    pub removed_destinations: Vec<String>,
+    /// Webhook sources added.
+    pub added_sources: Vec<String>,
+    /// Webhook sources whose settings changed (a rotated secret is applied without being
+    /// listed here).
+    pub changed_sources: Vec<String>,
+    /// How many routes run now.
+    pub routes: usize,
+}
+
+/// Why a reload was refused; the running configuration stays, whole.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The server was started from a configuration made in memory, not read from a file.
+    #[error("no configuration file to read again: the gateway was not started from one")]
+    NoFile,
+    /// The file cannot be read or is not a valid configuration.
+    #[error("the configuration file is not valid: {0}")]
+    Invalid(#[from] ConfigError),
+    /// A key outside the closed list of what a reload applies changed.
+    #[error("{key} changed, and that needs a restart; nothing was applied")]
+    NeedsRestart {
+        /// The key as written in the file.
+        key: String,
+    },
+    /// A source of the running configuration is missing from the file.
+    #[error(
+        "source {source_name:?} was removed, and removing a source needs a restart (its senders would get 404); nothing was applied"
+    )]
+    SourceRemoved {
+        /// The source.
+        source_name: String,
+    },
+    /// A destination removed from the file still has deliveries to send.
+    #[error(
+        "destination {destination:?} was removed but has {open} pending or in-flight deliveries; let them be sent, or keep the destination; nothing was applied"
+    )]
+    OpenDeliveries {
+        /// The destination.
+        destination: String,
+        /// Its pending and in-flight deliveries.
+        open: u64,
+    },
+    /// A destination added or changed cannot be reached (a broker destination connects
+    /// first) or its HTTP client cannot be built.
+    #[error("{0}; nothing was applied")]
+    Destination(Box<crate::Error>),
+    /// The database did not answer while checking for open deliveries.
+    #[error("the database did not answer: {0}; nothing was applied")]
+    Store(#[from] idem_sql::Error),
+    /// The server has stopped.
+    #[error("the server is not running")]
+    NotServing,
+}
+
+impl ReloadError {
+    /// A short stable name of the error, for logs, metrics and the admin API's problem type.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NoFile => "no-file",
+            Self::Invalid(_) => "invalid-config",
+            Self::NeedsRestart { .. } => "needs-restart",
+            Self::SourceRemoved { .. } => "source-removed",
+            Self::OpenDeliveries { .. } => "open-deliveries",
+            Self::Destination(_) => "destination-unreachable",
+            Self::Store(_) => "store-unavailable",
+            Self::NotServing => "not-serving",
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<ReloadReport, ReloadError>>;
+
+/// Asks the running server to reload; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ReloadHandle {
+    requests: mpsc::Sender<Reply>,
+}
+
+impl ReloadHandle {
+    /// Reads the configuration file again and applies it (see the module docs); one reload
+    /// runs at a time, in the order asked.
+    ///
+    /// # Errors
+    /// A [`ReloadError`]: nothing was applied.
+    pub async fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(reply)
+            .await
+            .map_err(|_| ReloadError::NotServing)?;
+        answer.await.unwrap_or(Err(ReloadError::NotServing))
+    }
+}
+
+/// Starts the task that applies reloads one at a time until `stopped`, and returns the handle
+/// that asks it.
+pub(crate) fn serve<DB: GatewayDb>(
+    gateway: &Gateway<DB>,
+    supervisor: std::sync::Arc<Supervisor<DB>>,
+    mut stopped: watch::Receiver<bool>,
+) -> ReloadHandle {
+    let (requests, mut asked) = mpsc::channel::<Reply>(16);
+    let gateway = gateway.clone();
+    tokio::spawn(async move {
+        loop {
+            let reply = tokio::select! {
+                Some(reply) = asked.recv() => reply,
+                _ = stopped.wait_for(|s| *s) => return,
+                else => return,
+            };
+            let result = apply::reload(&gateway, &supervisor).await;
+            let _ = reply.send(result);
+        }
+    });
+    ReloadHandle { requests }
+}
