@@ -151,10 +151,11 @@ impl Config {
             ("admin_token_file", raw.admin_token_file.as_deref()),
         )?
         .map(|at| {
-            secret(
-                "the admin API (admin_token_env / admin_token_file)".into(),
-                at,
-            )
+            let key = match at {
+                SecretRef::Env(_) => "admin_token_env",
+                SecretRef::File(_) => "admin_token_file",
+            };
+            secret(format!("the admin API ({key})"), at)
         })
         .transpose()?
         // Never an empty token that an empty bearer would match.

@@ -438,8 +438,10 @@ async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections() {
 /// Writes `bytes` one every 200 ms until the server closes the connection; how long it stayed
 /// open, and what the server answered.
 async fn trickle(addr: &str, head: &[u8], bytes: &[u8], give_up: Duration) -> (Duration, String) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
+    // Started before the connection exists: the server's deadlines start when it accepts,
+    // which may come before `connect` returns here.
     let start = Instant::now();
+    let mut stream = TcpStream::connect(addr).await.unwrap();
     stream.write_all(head).await.unwrap();
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
@@ -521,8 +523,9 @@ async fn slow_clients_are_cut_at_their_deadlines() {
         "slow body: connection open {open:?}, body_read_timeout 1 s"
     );
     // A connection that sends nothing at all is closed after the same deadline.
-    let mut idle = TcpStream::connect(&addr).await.unwrap();
+    // Before the connection, for the same reason as in `trickle`.
     let opened = Instant::now();
+    let mut idle = TcpStream::connect(&addr).await.unwrap();
     let mut buf = [0u8; 64];
     let read = tokio::time::timeout(Duration::from_secs(40), idle.read(&mut buf)).await;
     let open = opened.elapsed();
