@@ -30,6 +30,7 @@ mod rate_limit;
 mod relays;
 mod resend;
 mod scenarios;
+mod sender_headers;
 mod tls;
 mod traces;
 mod unrouted;
