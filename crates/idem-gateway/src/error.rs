@@ -229,6 +229,14 @@ pub enum RequestError {
         /// What is wrong, naming the value.
         message: String,
     },
+    /// A list's `after` that no page gave as its next cursor.
+    #[error(
+        "after={value:?} is not a page cursor; expected the `after` of a `Link: <…>; rel=\"next\"` header of the page before"
+    )]
+    BadCursor {
+        /// The text given.
+        value: String,
+    },
     /// A replay range with `since` not before `until`: it would match nothing.
     #[error(
         "since {} ({since} ms) is not before until {} ({until} ms): the range is empty",
@@ -265,6 +273,7 @@ impl RequestError {
             Self::BadTime { .. } => "bad-time",
             Self::BadEventType { .. } => "bad-event-type",
             Self::BadFilter { .. } => "bad-filter",
+            Self::BadCursor { .. } => "bad-cursor",
             Self::EmptyRange { .. } => "empty-range",
         }
     }
@@ -277,6 +286,7 @@ impl RequestError {
             Self::BadTime { .. } => "Bad time",
             Self::BadEventType { .. } => "Bad event type",
             Self::BadFilter { .. } => "Bad filter",
+            Self::BadCursor { .. } => "Bad page cursor",
             Self::EmptyRange { .. } => "Empty time range",
         }
     }

@@ -25,6 +25,7 @@ mod interop;
 mod kafka;
 mod observability;
 mod order_rules;
+mod pages;
 mod pause;
 mod rate_limit;
 mod relays;
