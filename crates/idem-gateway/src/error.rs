@@ -14,6 +14,17 @@ pub enum Error {
     /// source or destination) or an empty time range; nothing was changed.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The configuration and the database disagree on a route's name (docs/gateway.md "Renaming
+    /// a route"): a route's `renamed_from` names a route whose deliveries went to another
+    /// destination, or the database holds open deliveries or version-guard rows of a route name
+    /// the configuration neither has, renames nor retires. `idem serve` refuses to start.
+    #[error("{reason}")]
+    RouteRename {
+        /// The route (the stored name, for one the configuration lacks).
+        route: String,
+        /// What is wrong and what to add to the file.
+        reason: String,
+    },
     /// A store operation failed (idem's tables or the gateway's). [`idem_sql::Error::kind`] says
     /// whether a retry can succeed.
     #[error(transparent)]
@@ -99,7 +110,9 @@ impl Error {
     /// The kind of this error.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::Config(_) | Self::Request(_) | Self::Migrate(_) => ErrorKind::Invalid,
+            Self::Config(_) | Self::Request(_) | Self::Migrate(_) | Self::RouteRename { .. } => {
+                ErrorKind::Invalid
+            }
             Self::Store(e) if e.kind() == idem_sql::ErrorKind::InvalidInput => ErrorKind::Invalid,
             Self::Store(_)
             | Self::Broker { .. }

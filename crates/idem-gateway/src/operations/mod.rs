@@ -9,8 +9,10 @@ use serde::Serialize;
 
 mod backfill;
 mod pages;
+mod renames;
 pub use backfill::BackfillReport;
 pub use pages::Page;
+pub use renames::{RouteCarried, UnconfiguredRoute};
 
 use crate::Error;
 use crate::error::RequestError;
@@ -607,7 +609,12 @@ impl<DB: GatewayDb> Gateway<DB> {
             .config()
             .routes
             .iter()
-            .find(|r| r.name.as_str() == row.route)
+            .find(|r| {
+                r.name.as_str() == row.route
+                    || r.renamed_from
+                        .as_ref()
+                        .is_some_and(|old| old.as_str() == row.route)
+            })
             .and_then(|r| r.filter.as_ref())
         else {
             return Ok(true);

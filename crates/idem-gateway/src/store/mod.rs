@@ -8,6 +8,7 @@ mod counts;
 mod monitor;
 mod pauses;
 mod relaxed;
+mod renames;
 mod rows;
 mod sql;
 
@@ -46,6 +47,7 @@ pub trait GatewayDb:
     + pauses::ops::PauseOps
     + monitor::ops::MonitorOps
     + relaxed::ops::RelaxedOps
+    + renames::ops::RenameOps
 {
 }
 

@@ -29,6 +29,7 @@ mod pages;
 mod pause;
 mod rate_limit;
 mod relays;
+mod renames;
 mod resend;
 mod scenarios;
 mod sender_headers;
