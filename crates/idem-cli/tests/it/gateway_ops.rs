@@ -195,6 +195,17 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
     assert_eq!(code, Some(0), "{stderr}");
     let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let (delivery, attempts) = (&shown["deliveries"][0][0], &shown["deliveries"][0][1]);
+    // `--json` is accepted and prints the same.
+    let (code, json_out, stderr) = idem(
+        &path,
+        &["events", "show", "stripe", "evt_ops_created", "--json"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&json_out).unwrap(),
+        shown
+    );
+    assert_eq!(shown["event"]["event_id"], "evt_ops_created");
     let times = [
         &shown["event"]["received_at"],
         &delivery["updated_at"],
