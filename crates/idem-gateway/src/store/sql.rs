@@ -211,8 +211,12 @@ pub(crate) const DEAD_LETTERS: &str = "SELECT d.id, d.route, d.destination, d.st
 /// What a redrive or a replay must know of a delivery it may make due again: the route,
 /// whether the body is still kept, the newest version of the delivery's entity on its route
 /// that was delivered or is being sent (NULL without an entity, or when none was): the version
-/// the destination may already hold; and the highest secondary value among those delivered or
-/// being sent with the delivery's own version, for the tie rule.
+/// the destination may already hold; the highest secondary value among those delivered or
+/// being sent with the delivery's own version, for the tie rule; and the version of the route's
+/// version-guard row of the entity (`guarded`) unless the event that set it still waits or is a
+/// dead letter on the route: the guard's rows outlive the deliveries `idem gc` collects, so an
+/// entity's newest delivered version is known after its rows are gone (and after a rename
+/// carried the rows over).
 macro_rules! candidates {
     ($where:literal) => {
         concat!(
@@ -224,7 +228,14 @@ macro_rules! candidates {
              (SELECT MAX(h.version_secondary) FROM idem_gateway_deliveries h \
               WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
                 AND h.version = d.version AND h.state IN ('delivered', 'in_flight')) \
-               AS tie_secondary \
+               AS tie_secondary, \
+             (SELECT v.version FROM idem_versions v \
+              WHERE d.entity IS NOT NULL AND v.consumer = d.route \
+                AND v.aggregate_type = e.aggregate_type AND v.aggregate_id = e.aggregate_id \
+                AND NOT EXISTS (SELECT 1 FROM idem_gateway_events ge \
+                  JOIN idem_gateway_deliveries g ON g.event = ge.id \
+                  WHERE ge.dedup_key = v.dedup_key AND g.route = d.route \
+                    AND g.state IN ('pending', 'dead'))) AS guarded \
              FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event ",
             $where
         )
