@@ -78,12 +78,17 @@ pub(crate) enum Command {
         console: bool,
     },
     /// Check the configuration (secrets, retention against redelivery horizons) and exit,
-    /// without opening the database; warnings (a source no route leaves, an event_types
-    /// pattern matching none of its sender's known types) are printed.
+    /// without opening the database unless --database; warnings (a source no route leaves, an
+    /// event_types pattern matching none of its sender's known types) are printed.
     CheckConfig {
         /// Exit 1 when there are warnings.
         #[arg(long)]
         strict: bool,
+        /// Also open the configured database (never creating it) and check what `idem serve`
+        /// checks there at start: a stored route name with open deliveries or version-guard
+        /// rows that no route has, renames (renamed_from) or retires exits 1.
+        #[arg(long)]
+        database: bool,
     },
     /// Stored events.
     #[command(subcommand)]

@@ -1,5 +1,5 @@
 //! `idem check-config`: the configuration as it was read, checked and shown without a credential;
-//! no database is opened and no file created.
+//! no database is opened (but with `--database`, in `super`) and no file created.
 
 use std::process::ExitCode;
 
