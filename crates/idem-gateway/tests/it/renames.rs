@@ -70,6 +70,16 @@ async fn older_dead_letter<DB: GatewayDb>(store: &Store<DB>) -> (i64, Downstream
 async fn explicit_rename_carries_order<DB: GatewayDb + AppDb>(store: Store<DB>) {
     let (id, downstream, text) = older_dead_letter(&store).await;
     let text = renamed(&text, "renamed_from = \"stripe.app\"\n");
+    let by_id = RedriveRequest {
+        deliveries: vec![id],
+        ..RedriveRequest::default()
+    };
+    // An operator command run with the new file before any serve carried the rename decides
+    // as after it: from the rows still under the old name (and changes none of them).
+    let before = Gateway::new(Config::for_operations(&text, &env).unwrap(), store.clone());
+    let report = before.redrive(&by_id).await.unwrap();
+    assert_eq!((report.matched, report.redriven, report.older), (1, 0, 1));
+    assert_eq!(count(&before, OLD).await, 2);
     let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store.clone()).await;
     // Both deliveries and the entity's guard row now go by the new name.
     assert_eq!(count(&gw.gateway, OLD).await, 0);
@@ -91,10 +101,6 @@ async fn explicit_rename_carries_order<DB: GatewayDb + AppDb>(store: Store<DB>) 
         0
     );
     // The redrive of the older dead letter is refused as older, as before the rename.
-    let by_id = RedriveRequest {
-        deliveries: vec![id],
-        ..RedriveRequest::default()
-    };
     let report = gw.gateway.redrive(&by_id).await.unwrap();
     assert_eq!((report.matched, report.redriven, report.older), (1, 0, 1));
     // A new event older than the entity's newest is judged by the carried-over guard row:
