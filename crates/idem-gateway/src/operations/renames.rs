@@ -88,9 +88,10 @@ impl<DB: GatewayDb> Gateway<DB> {
                 return Err(Error::RouteRename {
                     route: route.name.to_string(),
                     reason: format!(
-                        "renamed_from = {:?}: that route's deliveries went to destination {other:?}, this route's go to {:?}; a rename keeps the destination (a route to another destination is a new route: remove renamed_from)",
+                        "renamed_from = {:?}: that route's deliveries went to destination {other:?}, this route's go to {:?}; a rename keeps the destination (a route to another destination is a new route: remove renamed_from, and list {:?} in retired_routes once its open deliveries are done or to leave them as they are)",
                         old.as_str(),
-                        route.destination.as_str()
+                        route.destination.as_str(),
+                        old.as_str()
                     ),
                 });
             }

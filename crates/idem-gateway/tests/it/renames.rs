@@ -235,7 +235,9 @@ async fn rename_to_another_destination_is_refused<DB: GatewayDb + AppDb>(store: 
         .unwrap_err();
     let message = error.to_string();
     assert!(
-        message.contains("went to destination \"app\"") && message.contains("\"other\""),
+        message.contains("went to destination \"app\"")
+            && message.contains("\"other\"")
+            && message.contains("list \"stripe.app\" in retired_routes"),
         "{message}"
     );
 }
