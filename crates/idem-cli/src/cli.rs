@@ -78,12 +78,17 @@ pub(crate) enum Command {
         console: bool,
     },
     /// Check the configuration (secrets, retention against redelivery horizons) and exit,
-    /// without opening the database; warnings (a source no route leaves, an event_types
-    /// pattern matching none of its sender's known types) are printed.
+    /// without opening the database unless --database; warnings (a source no route leaves, an
+    /// event_types pattern matching none of its sender's known types) are printed.
     CheckConfig {
         /// Exit 1 when there are warnings.
         #[arg(long)]
         strict: bool,
+        /// Also open the configured database (never creating it) and check what `idem serve`
+        /// checks there at start: a stored route name with open deliveries or version-guard
+        /// rows that no route has, renames (renamed_from) or retires exits 1.
+        #[arg(long)]
+        database: bool,
     },
     /// Stored events.
     #[command(subcommand)]
@@ -173,11 +178,18 @@ pub(crate) enum EffectsCommand {
         /// At most this many (per status).
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Print them as a JSON array (times in RFC 3339 UTC), for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// One effect, as JSON: key, effect, status, attempts, request, outcome, last error, times.
     Show {
         /// The effect key.
         key: String,
+        /// Print it as JSON (what this command prints anyway; accepted as on every list and
+        /// show command, for scripts).
+        #[arg(long)]
+        json: bool,
     },
     /// Resolve a parked or dead effect after reconciling with the provider: exactly one of
     /// --succeeded, --failed REASON, --retry.
@@ -224,11 +236,18 @@ pub(crate) enum OutboxCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Print them as a JSON array (times in RFC 3339 UTC), for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// One row, as JSON.
     Show {
         /// The message id.
         message_id: String,
+        /// Print it as JSON (what this command prints anyway; accepted as on every list and
+        /// show command, for scripts).
+        #[arg(long)]
+        json: bool,
     },
     /// Put a parked row back to pending, due now, attempts reset: a running relay publishes it
     /// with the same message id.
@@ -255,11 +274,18 @@ pub(crate) enum DeadLettersCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Print them as a JSON array (times in RFC 3339 UTC), for scripts.
+        #[arg(long)]
+        json: bool,
     },
     /// One dead letter, as JSON, with its headers and payload.
     Show {
         /// The id `dead-letters list` shows.
         id: i64,
+        /// Print it as JSON (what this command prints anyway; accepted as on every list and
+        /// show command, for scripts).
+        #[arg(long)]
+        json: bool,
     },
     /// Delete a dead letter (after its event was redriven or discarded).
     Delete {
@@ -348,6 +374,10 @@ pub(crate) enum EventsCommand {
         source: String,
         /// The event id.
         event_id: String,
+        /// Print it as JSON (what this command prints anyway; accepted as on every list and
+        /// show command, for scripts).
+        #[arg(long)]
+        json: bool,
     },
     /// Send one stored event again (new attempts, same Idempotency-Key), by replay's order
     /// rules: what a provider's own "resend" cannot do (its copy is a duplicate, not forwarded).

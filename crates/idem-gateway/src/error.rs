@@ -14,6 +14,17 @@ pub enum Error {
     /// source or destination) or an empty time range; nothing was changed.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The configuration and the database disagree on a route's name (docs/gateway.md "Renaming
+    /// a route"): a route's `renamed_from` names a route whose deliveries went to another
+    /// destination, or the database holds open deliveries or version-guard rows of a route name
+    /// the configuration neither has, renames nor retires. `idem serve` refuses to start.
+    #[error("{reason}")]
+    RouteRename {
+        /// The route (the stored name, for one the configuration lacks).
+        route: String,
+        /// What is wrong and what to add to the file.
+        reason: String,
+    },
     /// A store operation failed (idem's tables or the gateway's). [`idem_sql::Error::kind`] says
     /// whether a retry can succeed.
     #[error(transparent)]
@@ -99,7 +110,9 @@ impl Error {
     /// The kind of this error.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::Config(_) | Self::Request(_) | Self::Migrate(_) => ErrorKind::Invalid,
+            Self::Config(_) | Self::Request(_) | Self::Migrate(_) | Self::RouteRename { .. } => {
+                ErrorKind::Invalid
+            }
             Self::Store(e) if e.kind() == idem_sql::ErrorKind::InvalidInput => ErrorKind::Invalid,
             Self::Store(_)
             | Self::Broker { .. }
@@ -229,6 +242,14 @@ pub enum RequestError {
         /// What is wrong, naming the value.
         message: String,
     },
+    /// A list's `after` that no page gave as its next cursor.
+    #[error(
+        "after={value:?} is not a page cursor; expected the `after` of a `Link: <…>; rel=\"next\"` header of the page before"
+    )]
+    BadCursor {
+        /// The text given.
+        value: String,
+    },
     /// A replay range with `since` not before `until`: it would match nothing.
     #[error(
         "since {} ({since} ms) is not before until {} ({until} ms): the range is empty",
@@ -265,6 +286,7 @@ impl RequestError {
             Self::BadTime { .. } => "bad-time",
             Self::BadEventType { .. } => "bad-event-type",
             Self::BadFilter { .. } => "bad-filter",
+            Self::BadCursor { .. } => "bad-cursor",
             Self::EmptyRange { .. } => "empty-range",
         }
     }
@@ -277,6 +299,7 @@ impl RequestError {
             Self::BadTime { .. } => "Bad time",
             Self::BadEventType { .. } => "Bad event type",
             Self::BadFilter { .. } => "Bad filter",
+            Self::BadCursor { .. } => "Bad page cursor",
             Self::EmptyRange { .. } => "Empty time range",
         }
     }

@@ -61,8 +61,9 @@
 //!
 //! [`Config::from_toml`] checks a configuration given as text, with secrets from any lookup (a
 //! test's map); [`Source::read_event`] reads an event from a delivery as ingest does. The
-//! operations of the `idem` command line and of `/admin` (list and show events, redrive dead
-//! letters, replay, collect old rows; list, pause and resume destinations) are methods of
+//! operations of the `idem` command line and of `/admin` (list and show events, in pages too,
+//! redrive dead letters, replay, collect old rows, carry renamed routes over; list, pause and
+//! resume destinations) are methods of
 //! [`Gateway`] ([`operations`], [`destinations`]).
 //!
 //! ## The operator reference

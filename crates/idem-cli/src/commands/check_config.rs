@@ -1,5 +1,5 @@
 //! `idem check-config`: the configuration as it was read, checked and shown without a credential;
-//! no database is opened and no file created.
+//! no database is opened (but with `--database`, in `super`) and no file created.
 
 use std::process::ExitCode;
 
@@ -69,13 +69,22 @@ pub(super) fn check_config(config: &Config, strict: bool) -> anyhow::Result<Exit
             .as_ref()
             .map(|f| format!(", filter {:?}", f.text()))
             .unwrap_or_default();
+        // `idem serve` carries the former name's stored rows over at start.
+        let renamed = route
+            .renamed_from
+            .as_ref()
+            .map(|old| format!(", renamed from {old}"))
+            .unwrap_or_default();
         outln!(
-            "  route         {}: {} -> {} (ordering {}{types}{filter})",
+            "  route         {}: {} -> {} (ordering {}{types}{filter}{renamed})",
             route.name,
             route.source,
             route.destination,
             route.ordering.as_str()
         )?;
+    }
+    for retired in &config.retired_routes {
+        outln!("  retired route {retired}")?;
     }
     for relay in &config.relays {
         // Checked here as written; `idem serve` opens the database and reaches the target.

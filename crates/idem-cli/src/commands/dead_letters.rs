@@ -44,10 +44,19 @@ async fn dead_letters_on<DB: Backend>(
 ) -> anyhow::Result<ExitCode> {
     let letters = store.dead_letters();
     match command {
-        DeadLettersCommand::List { consumer, limit } => {
+        DeadLettersCommand::List {
+            consumer,
+            limit,
+            json,
+        } => {
             let consumer = Name::new("consumer", consumer.clone())
                 .with_context(|| format!("--consumer {consumer:?}"))?;
             let list = letters.list(&consumer, limit).await?;
+            if json {
+                let shown: Vec<Value> = list.iter().map(dead_letter_json).collect();
+                outln!("{}", serde_json::to_string_pretty(&shown)?)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             outln!(
                 "{:>6} {:<12} {:<28} {:<28} {:>10}  {:<24} error",
                 "id",
@@ -73,7 +82,8 @@ async fn dead_letters_on<DB: Backend>(
                 eprintln!("no dead letters of consumer {consumer} (--consumer NAME for another)");
             }
         }
-        DeadLettersCommand::Show { id } => {
+        // Always JSON: --json is accepted for scripts' sake.
+        DeadLettersCommand::Show { id, json: _ } => {
             let Some(letter) = letters.get(id).await? else {
                 bail!("no dead letter has id {id}");
             };

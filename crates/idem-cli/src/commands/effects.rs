@@ -61,11 +61,24 @@ async fn effects_on<DB: Backend>(
 ) -> anyhow::Result<ExitCode> {
     let ledger = store.effects();
     match command {
-        EffectsCommand::List { status, limit } => {
+        EffectsCommand::List {
+            status,
+            limit,
+            json,
+        } => {
             let statuses = match status {
                 Some(status) => vec![effect_status(status)],
                 None => vec![EffectStatus::Parked, EffectStatus::Dead],
             };
+            let mut records = Vec::new();
+            for status in statuses {
+                records.extend(ledger.list(status, limit).await?);
+            }
+            if json {
+                let shown: Vec<Value> = records.iter().map(effect_json).collect();
+                outln!("{}", serde_json::to_string_pretty(&shown)?)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             outln!(
                 "{:<40} {:<16} {:<9} {:>8}  {:<24} last error",
                 "key",
@@ -74,21 +87,20 @@ async fn effects_on<DB: Backend>(
                 "attempts",
                 "updated"
             )?;
-            for status in statuses {
-                for e in ledger.list(status, limit).await? {
-                    outln!(
-                        "{:<40} {:<16} {:<9} {:>8}  {:<24} {}",
-                        e.key.as_str(),
-                        e.effect.as_str(),
-                        e.status.as_str(),
-                        e.attempts,
-                        format_time(e.updated_at.as_millis()),
-                        cell(e.last_error.as_deref().unwrap_or_default(), 60)
-                    )?;
-                }
+            for e in records {
+                outln!(
+                    "{:<40} {:<16} {:<9} {:>8}  {:<24} {}",
+                    e.key.as_str(),
+                    e.effect.as_str(),
+                    e.status.as_str(),
+                    e.attempts,
+                    format_time(e.updated_at.as_millis()),
+                    cell(e.last_error.as_deref().unwrap_or_default(), 60)
+                )?;
             }
         }
-        EffectsCommand::Show { key } => {
+        // Always JSON: --json is accepted for scripts' sake.
+        EffectsCommand::Show { key, json: _ } => {
             let key = effect_key(&key)?;
             let Some(record) = ledger.get(&key).await? else {
                 bail!("no effect is stored under key {key}");

@@ -75,7 +75,12 @@ pub(super) async fn events<DB: GatewayDb>(
             }
             outln!("{}", super::replay::requeued_line(&r, dry_run, force))?;
         }
-        EventsCommand::Show { source, event_id } => {
+        // Always JSON: --json is accepted for scripts' sake.
+        EventsCommand::Show {
+            source,
+            event_id,
+            json: _,
+        } => {
             let Some(detail) = gateway.show_event(&source, &event_id).await? else {
                 let config = gateway.config();
                 if config.source(&source).is_none() {

@@ -100,10 +100,15 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(verify::VERIFY_ERROR_EXIT)
             }));
         }
-        // check-config checks the file alone, secrets included: it opens no database and
-        // creates no file.
-        Command::CheckConfig { strict } => {
-            return check_config::check_config(&load(&cli.config, true)?, strict);
+        // check-config checks the file alone, secrets included: it opens no database (unless
+        // --database, then never creating it) and creates no file.
+        Command::CheckConfig { strict, database } => {
+            let config = load(&cli.config, true)?;
+            let code = check_config::check_config(&config, strict)?;
+            if !database || code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            return check_database(config).await;
         }
         Command::Serve { strict } => OnGateway::Serve {
             strict,
@@ -183,6 +188,29 @@ async fn on_database(
             redact_url(&config.database_url)
         ),
     }
+}
+
+/// `idem check-config --database`: what `idem serve` refuses at start in the database of
+/// `config` (opened as the operator commands open it, never created).
+async fn check_database(config: Config) -> anyhow::Result<ExitCode> {
+    let url = config.database_url.clone();
+    let shown = redact_url(&url);
+    let stray = match AnyStore::open_existing(&url, "idem_gateway_events", pool(&config, false))
+        .await
+        .map_err(no_tables)?
+    {
+        AnyStore::Sqlite(store) => Gateway::new(config, store).unconfigured_routes().await?,
+        AnyStore::Postgres(store) => Gateway::new(config, store).unconfigured_routes().await?,
+        _ => bail!("database_url {shown:?} is neither sqlite:// nor postgres://"),
+    };
+    if stray.is_empty() {
+        outln!("database {shown}: every stored route name is configured, renamed or retired")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for route in &stray {
+        outln!("error: {route}")?;
+    }
+    Ok(ExitCode::FAILURE)
 }
 
 /// How long an operator command waits for the database before it reports it (a PostgreSQL

@@ -38,7 +38,7 @@ fn message_id(text: &str) -> anyhow::Result<MessageId> {
 /// `idem outbox …` on the database at `url`.
 pub(crate) async fn outbox(url: &str, command: OutboxCommand) -> anyhow::Result<ExitCode> {
     // A malformed id is the argument's fault, whatever the database: say so first.
-    if let OutboxCommand::Show { message_id: id }
+    if let OutboxCommand::Show { message_id: id, .. }
     | OutboxCommand::Requeue { message_id: id }
     | OutboxCommand::Discard { message_id: id } = &command
     {
@@ -53,12 +53,22 @@ async fn outbox_on<DB: Backend>(
 ) -> anyhow::Result<ExitCode> {
     let outbox = store.outbox();
     match command {
-        OutboxCommand::List { status, limit } => {
+        OutboxCommand::List {
+            status,
+            limit,
+            json,
+        } => {
             let status = match status {
                 OutboxStatusArg::Pending => OutboxStatus::Pending,
                 OutboxStatusArg::Published => OutboxStatus::Published,
                 OutboxStatusArg::Parked => OutboxStatus::Parked,
             };
+            let rows = outbox.list(status, limit).await?;
+            if json {
+                let shown: Vec<Value> = rows.iter().map(outbox_json).collect();
+                outln!("{}", serde_json::to_string_pretty(&shown)?)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             outln!(
                 "{:<36} {:<28} {:<9} {:>8}  {:<24} last error",
                 "message id",
@@ -67,7 +77,7 @@ async fn outbox_on<DB: Backend>(
                 "attempts",
                 "created"
             )?;
-            for row in outbox.list(status, limit).await? {
+            for row in rows {
                 outln!(
                     "{:<36} {:<28} {:<9} {:>8}  {:<24} {}",
                     row.message_id.as_str(),
@@ -79,7 +89,11 @@ async fn outbox_on<DB: Backend>(
                 )?;
             }
         }
-        OutboxCommand::Show { message_id: id } => {
+        // Always JSON: --json is accepted for scripts' sake.
+        OutboxCommand::Show {
+            message_id: id,
+            json: _,
+        } => {
             let Some(row) = outbox.get(&message_id(&id)?).await? else {
                 bail!("no outbox row has message id {id:?}");
             };

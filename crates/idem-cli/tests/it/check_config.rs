@@ -186,6 +186,7 @@ fn check_config_shows_listeners_event_types_and_hides_destination_passwords() {
 admin_token_env = "CHECK_ADMIN_TOKEN"
 admin_listen = "127.0.0.1:9101"
 metrics_listen = "127.0.0.1:9102"
+retired_routes = ["stripe-legacy"]
 
 [[source]]
 name = "stripe"
@@ -198,6 +199,8 @@ url = "http://hook:hookpw@127.0.0.1:3000/events"
 signing_secret_env = "CHECK_APP_SECRET"
 
 [[route]]
+name = "stripe-invoices"
+renamed_from = "stripe.app"
 source = "stripe"
 destination = "app"
 event_types = ["invoice.paid", "invoice.voided"]
@@ -233,7 +236,13 @@ event_types = ["invoice.paid", "invoice.voided"]
         "{stdout}"
     );
     assert!(
-        stdout.contains("event types invoice.paid, invoice.voided)"),
+        stdout.contains(
+            "  route         stripe-invoices: stripe -> app (ordering drop-stale, event types invoice.paid, invoice.voided, renamed from stripe.app)\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  retired route stripe-legacy\n"),
         "{stdout}"
     );
     assert!(!stdout.contains("hookpw"), "{stdout}");

@@ -195,6 +195,17 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
     assert_eq!(code, Some(0), "{stderr}");
     let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let (delivery, attempts) = (&shown["deliveries"][0][0], &shown["deliveries"][0][1]);
+    // `--json` is accepted and prints the same.
+    let (code, json_out, stderr) = idem(
+        &path,
+        &["events", "show", "stripe", "evt_ops_created", "--json"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&json_out).unwrap(),
+        shown
+    );
+    assert_eq!(shown["event"]["event_id"], "evt_ops_created");
     let times = [
         &shown["event"]["received_at"],
         &delivery["updated_at"],
@@ -390,4 +401,90 @@ async fn destination_pause_and_resume_reach_a_running_gateway() {
     settle(&gateway).await;
     assert_eq!(downstream.with_key("stripe:evt_ops_paused").len(), 1);
     server.shutdown().await.unwrap();
+}
+
+/// Issue 32, 2: `idem check-config --database` finds what `idem serve` refuses at start, a
+/// route renamed without `renamed_from` while its old name has a dead letter and a guard row;
+/// with `renamed_from` (or the old name retired) it passes. Without `--database` no database
+/// is opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_database_finds_a_silent_rename() {
+    let downstream = Downstream::start(Arc::new(|_| StatusCode::SERVICE_UNAVAILABLE)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), downstream.addr);
+    let env = |var: &str| match var {
+        "OPS_STRIPE_SECRET" => Some(STRIPE_SECRET.to_owned()),
+        "OPS_APP_SECRET" => Some(APP_SECRET.to_owned()),
+        "OPS_ADMIN_TOKEN" => Some("admin".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_toml(&text, &env).unwrap();
+    let store = idem_sql::SqliteStore::connect(&config.database_url)
+        .await
+        .unwrap();
+    let gateway = Gateway::new(config, store);
+    gateway.migrate().await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = Server::start(gateway.clone(), listener).await.unwrap();
+    let body = event("evt_ops_dead", "payment_intent.created", 1_700_000_100);
+    let answer = idem_testkit::http_client()
+        .post(format!("http://{}/webhooks/stripe", server.local_addr()))
+        .header(
+            "stripe-signature",
+            stripe::sign(STRIPE_SECRET, unix_now(), &body),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    settle(&gateway).await;
+    assert_eq!(gateway.dead_letters(None, 10).await.unwrap().len(), 1);
+    server.shutdown().await.unwrap();
+
+    let check = |text: &str| {
+        let path = dir.path().join("renamed.toml");
+        std::fs::write(&path, text).unwrap();
+        let output = Command::new(IDEM)
+            .arg("-c")
+            .arg(&path)
+            .args(["check-config", "--database"])
+            .env("RUST_LOG", "warn")
+            .env("OPS_STRIPE_SECRET", STRIPE_SECRET)
+            .env("OPS_APP_SECRET", APP_SECRET)
+            .env("OPS_ADMIN_TOKEN", "admin")
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let route = |extra: &str| {
+        text.replace(
+            "[[route]]\nsource = \"stripe\"",
+            &format!("[[route]]\nname = \"stripe-payments\"\n{extra}source = \"stripe\""),
+        )
+    };
+    let (code, stdout) = check(&route(""));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "error: route \"stripe.app\" has 1 open deliveries (pending, in flight or dead) and 1 version-guard rows in the database but is not configured: if it was renamed, add renamed_from = \"stripe.app\""
+        ),
+        "{stdout}"
+    );
+    let (code, stdout) = check(&route("renamed_from = \"stripe.app\"\n"));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("every stored route name is configured, renamed or retired"),
+        "{stdout}"
+    );
+    let (code, stdout) = check(&format!("retired_routes = [\"stripe.app\"]\n{}", route("")));
+    assert_eq!(code, Some(0), "{stdout}");
+    // check-config --database changes nothing: the old name keeps its rows until serve starts.
+    assert_eq!(
+        gateway.dead_letters(None, 10).await.unwrap()[0].route,
+        "stripe.app"
+    );
 }

@@ -158,6 +158,36 @@ async fn effects_commands<DB: Backend>(url: &str) {
         serde_json::from_str(&ok(url, &["effects", "show", "charge:order:50266"])).unwrap();
     assert_eq!(shown["status"], "dead");
     assert_eq!(shown["effect"], "charge");
+    // --json: the list as a JSON array of what `show` prints, per status (parked and dead by
+    // default); `show --json` is `show`.
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(url, &["effects", "list", "--json"])).unwrap();
+    let rows = listed.as_array().unwrap();
+    let by_key = |k: &str| rows.iter().find(|r| r["key"] == k).cloned();
+    assert_eq!(rows.len(), 2, "{listed}");
+    assert_eq!(by_key("receipt:evt_C").unwrap()["status"], "parked");
+    let charge = by_key("charge:order:50266").unwrap();
+    assert_eq!(charge["status"], "dead");
+    assert_eq!(charge["effect"], "charge");
+    assert_eq!(charge["request"]["amount"], 500);
+    assert_eq!(charge["last_error"], "card declined");
+    assert!(
+        charge["updated_at"].as_str().unwrap().ends_with('Z'),
+        "{charge}"
+    );
+    let pending: serde_json::Value = serde_json::from_str(&ok(
+        url,
+        &["effects", "list", "--status", "pending", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(pending.as_array().unwrap().len(), 1);
+    assert_eq!(pending[0]["key"], "refund:order:7");
+    let shown_json: serde_json::Value = serde_json::from_str(&ok(
+        url,
+        &["effects", "show", "charge:order:50266", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(shown_json, shown);
     assert_eq!(shown["request"]["amount"], 500);
     assert_eq!(shown["last_error"], "card declined");
 
@@ -337,6 +367,32 @@ async fn outbox_commands<DB: Backend + AppDb>(url: &str) {
     assert_eq!(shown["destination"], "/hooks/orders");
     assert_eq!(shown["payload"]["id"], "mid-1");
     assert_eq!(shown["attempts"], 1);
+    let listed: serde_json::Value =
+        serde_json::from_str(&ok(url, &["outbox", "list", "--json"])).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    assert!(ids.contains(&"mid-1") && ids.contains(&"mid-2"), "{listed}");
+    let first = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["message_id"] == "mid-1")
+        .unwrap();
+    assert_eq!(first, &shown);
+    let shown_json: serde_json::Value =
+        serde_json::from_str(&ok(url, &["outbox", "show", "mid-1", "--json"])).unwrap();
+    assert_eq!(shown_json, shown);
+    let none: serde_json::Value = serde_json::from_str(&ok(
+        url,
+        &["outbox", "list", "--status", "published", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(none, serde_json::json!([]));
     // A time past the year 9999 (a hand-edited or corrupt row) cannot be written in RFC 3339:
     // it is shown as its milliseconds, not a panic.
     let rows = idem_testkit::exec(
@@ -437,6 +493,20 @@ async fn dead_letter_commands<DB: Backend>(url: &str) {
     assert_eq!(shown["event_id"], "evt_9");
     assert_eq!(shown["payload"]["order"], 9);
     assert_eq!(shown["delivery_count"], 5);
+    let listed: serde_json::Value = serde_json::from_str(&ok(
+        url,
+        &["dead-letters", "list", "--consumer", "billing_v2", "--json"],
+    ))
+    .unwrap();
+    assert_eq!(listed, serde_json::json!([shown.clone()]));
+    assert_eq!(listed[0]["id"], id);
+    assert_eq!(listed[0]["error"], "handler failed: no such plan");
+    let shown_json: serde_json::Value = serde_json::from_str(&ok(
+        url,
+        &["dead-letters", "show", &id.to_string(), "--json"],
+    ))
+    .unwrap();
+    assert_eq!(shown_json, shown);
 
     ok(url, &["dead-letters", "delete", &id.to_string()]);
     assert_eq!(store.dead_letters().get(id).await.unwrap(), None);

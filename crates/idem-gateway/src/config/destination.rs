@@ -163,6 +163,16 @@ pub(super) fn build_route(
             })
         })
         .transpose()?;
+    let renamed_from = raw
+        .renamed_from
+        .map(|old| {
+            name(
+                "route",
+                &format!("route {:?} renamed_from", route_name.as_str()),
+                old,
+            )
+        })
+        .transpose()?;
     Ok(Route {
         name: route_name,
         source: source.name.clone(),
@@ -171,5 +181,6 @@ pub(super) fn build_route(
         event_types: raw.event_types,
         ordering,
         filter,
+        renamed_from,
     })
 }

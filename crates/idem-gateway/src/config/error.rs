@@ -212,6 +212,16 @@ pub enum ConfigError {
         /// The database, without credentials.
         database: String,
     },
+    /// A route's `renamed_from`, or an entry of `retired_routes`, cannot be read as the
+    /// former name of a route: it is the route's own name, a route configured now, or named
+    /// twice.
+    #[error("route {route:?}: {reason}")]
+    BadRename {
+        /// The route (for `retired_routes`, the retired name).
+        route: String,
+        /// What is wrong, naming the former name.
+        reason: String,
+    },
     /// A route names a source or destination that is not configured.
     #[error("route {route:?} names {what} {name:?}, which is not configured")]
     UnknownReference {

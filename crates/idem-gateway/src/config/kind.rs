@@ -37,6 +37,32 @@ pub enum SourceKind {
 }
 
 impl SourceKind {
+    /// The sender's headers of this kind kept with each event and forwarded with it, beyond
+    /// those its fields read (docs/gateway.md "Headers sent to a destination"): what a receiving
+    /// application reads to tell which hook, installation or shop sent it. Never a signature,
+    /// credential, cookie or connection header. Lower case; Shopify's in both the `X-` and the
+    /// unprefixed form it sends.
+    pub fn sender_headers(self) -> &'static [&'static str] {
+        match self {
+            Self::GitHub => &[
+                "x-github-hook-id",
+                "x-github-hook-installation-target-id",
+                "x-github-hook-installation-target-type",
+                "x-github-event",
+                "x-github-delivery",
+            ],
+            Self::Shopify => &[
+                "x-shopify-shop-domain",
+                "shopify-shop-domain",
+                "x-shopify-topic",
+                "shopify-topic",
+                "x-shopify-api-version",
+                "shopify-api-version",
+            ],
+            _ => &[],
+        }
+    }
+
     pub(super) fn parse(text: &str) -> Option<Self> {
         Some(match text {
             "stripe" => Self::Stripe,

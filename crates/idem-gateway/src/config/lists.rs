@@ -5,6 +5,8 @@
 
 use std::collections::HashSet;
 
+use idem_core::Name;
+
 use super::destination;
 use super::error::{ConfigError, duplicate};
 use super::model::{Destination, Retention, Route, Source};
@@ -96,7 +98,68 @@ pub(super) fn routes(
         }
         routes.push(route);
     }
+    check_renames(&routes)?;
     Ok(routes)
+}
+
+/// Refuses a `renamed_from` that is its own route's name, the name of a route configured now
+/// (a rename moves a name away: both cannot run), or the former name of two routes.
+fn check_renames(routes: &[Route]) -> Result<(), ConfigError> {
+    let mut former = HashSet::new();
+    for route in routes {
+        let Some(old) = &route.renamed_from else {
+            continue;
+        };
+        let bad = |reason: String| ConfigError::BadRename {
+            route: route.name.to_string(),
+            reason,
+        };
+        if old == &route.name {
+            return Err(bad(format!(
+                "renamed_from = {:?} is the route's own name; remove renamed_from, or set it to the name the route had before",
+                old.as_str()
+            )));
+        }
+        if routes.iter().any(|r| &r.name == old) {
+            return Err(bad(format!(
+                "renamed_from = {:?} names a route that is still configured; a renamed route's former name must be gone from the file",
+                old.as_str()
+            )));
+        }
+        if !former.insert(old.clone()) {
+            return Err(bad(format!(
+                "renamed_from = {:?} is the former name of another route too; one route takes a former name over",
+                old.as_str()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The `retired_routes` names: former routes removed for good. None may be a route configured
+/// now or a route's `renamed_from`.
+pub(super) fn retired_routes(raw: Vec<String>, routes: &[Route]) -> Result<Vec<Name>, ConfigError> {
+    let mut retired: Vec<Name> = Vec::new();
+    for text in raw {
+        let old = super::error::name("route", "retired_routes", text)?;
+        let clash = if routes.iter().any(|r| r.name == old) {
+            Some("is a route configured now")
+        } else if routes.iter().any(|r| r.renamed_from.as_ref() == Some(&old)) {
+            Some("is a route's renamed_from (a renamed route is not retired)")
+        } else if retired.contains(&old) {
+            Some("is listed twice")
+        } else {
+            None
+        };
+        if let Some(clash) = clash {
+            return Err(ConfigError::BadRename {
+                route: old.to_string(),
+                reason: format!("retired_routes lists {:?}, which {clash}", old.as_str()),
+            });
+        }
+        retired.push(old);
+    }
+    Ok(retired)
 }
 
 /// Keeps with each source's events the headers its routes' filters read by name, so that a

@@ -168,6 +168,7 @@ impl Config {
         let mut sources = lists::sources(raw.sources, settings.retention, &secret)?;
         let destinations = lists::destinations(raw.destinations, &secret)?;
         let routes = lists::routes(raw.routes, &sources, &destinations)?;
+        let retired_routes = lists::retired_routes(raw.retired_routes, &routes)?;
         lists::keep_filter_headers(&mut sources, &routes);
         let relays = lists::relays(raw.relays, &settings.database_url, &secret)?;
         let alerts = health::sinks(raw.alerts, &secret)?;
@@ -203,6 +204,7 @@ impl Config {
             sources,
             destinations,
             routes,
+            retired_routes,
             relays,
             telemetry,
             health_interval,

@@ -229,6 +229,9 @@ pub struct Route {
     /// evaluated once per event at ingest, before the group commit, and again by replay and
     /// redrive (docs/gateway.md "Route filters"). `None`: every event of a matching type.
     pub filter: Option<RouteFilter>,
+    /// `renamed_from`: the route's former name, whose stored deliveries and version-guard rows
+    /// `idem serve` carries over to this name at start (docs/gateway.md "Renaming a route").
+    pub renamed_from: Option<Name>,
 }
 
 impl Route {
@@ -314,6 +317,9 @@ pub struct Config {
     pub destinations: Vec<Destination>,
     /// Which events go where.
     pub routes: Vec<Route>,
+    /// `retired_routes`: former route names removed for good, whose stored deliveries and
+    /// version-guard rows `idem serve` leaves alone instead of refusing to start.
+    pub retired_routes: Vec<Name>,
     /// The outbox relays `idem serve` runs.
     pub relays: Vec<OutboxRelay>,
     /// Where traces are exported (`[telemetry]` or the `OTEL_EXPORTER_OTLP_…` variables);

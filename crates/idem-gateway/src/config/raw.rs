@@ -33,6 +33,8 @@ pub(crate) struct RawConfig {
     pub alert_backlog_after: Option<String>,
     pub alert_rejected_over: Option<u64>,
     pub alert_rejected_window: Option<String>,
+    #[serde(default)]
+    pub retired_routes: Vec<String>,
     #[serde(default, rename = "source")]
     pub sources: Vec<RawSource>,
     #[serde(default, rename = "destination")]
@@ -156,6 +158,7 @@ pub(crate) struct RawRoute {
     pub event_types: Vec<String>,
     pub ordering: Option<String>,
     pub filter: Option<String>,
+    pub renamed_from: Option<String>,
 }
 
 /// `[[relay]]` as written.

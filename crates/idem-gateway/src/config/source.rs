@@ -235,7 +235,11 @@ fn fields(
         entity,
         version,
         version_secondary,
-        kept_headers: Vec::new(),
+        kept_headers: kind
+            .sender_headers()
+            .iter()
+            .map(|name| http::HeaderName::from_static(name))
+            .collect(),
     })
 }
 

@@ -245,10 +245,11 @@ struct EventsQuery {
     source: Option<String>,
     limit: Option<u32>,
     unrouted: Option<bool>,
+    after: Option<String>,
 }
 
 impl Expected for EventsQuery {
-    const EXPECTED: &'static str = "optional `source` (a source name), `limit` (a whole number up to 1000, default 100) and `unrouted` (true: only events no route took)";
+    const EXPECTED: &'static str = "optional `source` (a source name), `limit` (a whole number up to 1000, default 100), `unrouted` (true: only events no route took) and `after` (the cursor of a `Link: <…>; rel=\"next\"` header)";
 }
 
 /// Query of `GET /admin/dlq`.
@@ -257,10 +258,11 @@ impl Expected for EventsQuery {
 struct DlqQuery {
     destination: Option<String>,
     limit: Option<u32>,
+    after: Option<String>,
 }
 
 impl Expected for DlqQuery {
-    const EXPECTED: &'static str = "optional `destination` (a destination name) and `limit` (a whole number up to 1000, default 100)";
+    const EXPECTED: &'static str = "optional `destination` (a destination name), `limit` (a whole number up to 1000, default 100) and `after` (the cursor of a `Link: <…>; rel=\"next\"` header)";
 }
 
 /// Body of `POST /admin/dlq/redrive`.
@@ -363,12 +365,49 @@ async fn list_events<DB: GatewayDb>(
         Ok(limit) => limit,
         Err(refused) => return *refused,
     };
-    let source = query.source.as_deref();
-    answer(if query.unrouted == Some(true) {
-        gateway.list_unrouted_events(source, limit).await
-    } else {
-        gateway.list_events(source, limit).await
-    })
+    let unrouted = query.unrouted == Some(true);
+    let page = gateway
+        .events_page(
+            query.source.as_deref(),
+            unrouted,
+            limit,
+            query.after.as_deref(),
+        )
+        .await;
+    let mut next = vec![("limit", limit.to_string())];
+    next.extend(query.source.map(|source| ("source", source)));
+    if unrouted {
+        next.push(("unrouted", "true".to_owned()));
+    }
+    paged("/admin/events", &next, page)
+}
+
+/// `page`'s rows as a JSON array, with a `Link: <path?query&after=…>; rel="next"` header
+/// (RFC 8288 §3) when more rows follow; `query` is the request's own, without `after`.
+fn paged<T: Serialize>(
+    path: &str,
+    query: &[(&str, String)],
+    page: Result<crate::operations::Page<T>, Error>,
+) -> Response {
+    let page = match page {
+        Ok(page) => page,
+        Err(e) => return answer::<()>(Err(e)),
+    };
+    let mut response = Json(page.items).into_response();
+    if let Some(after) = page.next {
+        let mut target = form_urlencoded::Serializer::new(String::new());
+        for (key, value) in query {
+            target.append_pair(key, value);
+        }
+        target.append_pair("after", &after);
+        let link = format!("<{path}?{}>; rel=\"next\"", target.finish());
+        if let Ok(value) = axum::http::HeaderValue::from_str(&link) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::LINK, value);
+        }
+    }
+    response
 }
 
 async fn show_event<DB: GatewayDb>(
@@ -427,17 +466,20 @@ async fn dead_letters<DB: GatewayDb>(
     State(gateway): State<Gateway<DB>>,
     Params(query): Params<DlqQuery>,
 ) -> Response {
-    answer(
-        gateway
-            .dead_letters(
-                query.destination.as_deref(),
-                match limit(query.limit) {
-                    Ok(limit) => limit,
-                    Err(refused) => return *refused,
-                },
-            )
-            .await,
-    )
+    let limit = match limit(query.limit) {
+        Ok(limit) => limit,
+        Err(refused) => return *refused,
+    };
+    let page = gateway
+        .dead_letters_page(query.destination.as_deref(), limit, query.after.as_deref())
+        .await;
+    let mut next = vec![("limit", limit.to_string())];
+    next.extend(
+        query
+            .destination
+            .map(|destination| ("destination", destination)),
+    );
+    paged("/admin/dlq", &next, page)
 }
 
 async fn redrive<DB: GatewayDb>(

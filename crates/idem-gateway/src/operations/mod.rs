@@ -8,7 +8,11 @@ use idem_core::RetentionPolicy;
 use serde::Serialize;
 
 mod backfill;
+mod pages;
+mod renames;
 pub use backfill::BackfillReport;
+pub use pages::Page;
+pub use renames::{RouteCarried, UnconfiguredRoute};
 
 use crate::Error;
 use crate::error::RequestError;
@@ -298,13 +302,45 @@ impl<DB: GatewayDb> Gateway<DB> {
         limit: u32,
         unrouted: bool,
     ) -> Result<Vec<EventSummary>, Error> {
+        Ok(self.events_page(source, unrouted, limit, None).await?.items)
+    }
+
+    /// One page of [`list_events`](Self::list_events) (with `unrouted`,
+    /// [`list_unrouted_events`](Self::list_unrouted_events)): newest first, at most `limit`,
+    /// those after the cursor `after` (the `next` of the page before; `None` for the first).
+    ///
+    /// # Errors
+    /// As [`list_events`](Self::list_events); [`Error::Request`]
+    /// ([`RequestError::BadCursor`]) for an `after` no page gave.
+    pub async fn events_page(
+        &self,
+        source: Option<&str>,
+        unrouted: bool,
+        limit: u32,
+        after: Option<&str>,
+    ) -> Result<Page<EventSummary>, Error> {
         if let Some(name) = source {
             self.known_source(name)?;
         }
+        let before = after
+            .map(pages::parse_cursor)
+            .transpose()?
+            .unwrap_or((i64::MAX, i64::MAX));
         let mut conn = self.store().pool().acquire().await?;
-        let rows =
-            DB::list_events(&mut conn, source.unwrap_or(""), i64::from(limit), unrouted).await?;
-        Ok(rows.into_iter().map(EventSummary::from).collect())
+        let rows = DB::list_events(
+            &mut conn,
+            source.unwrap_or(""),
+            i64::from(limit) + 1,
+            unrouted,
+            before,
+        )
+        .await?;
+        Ok(pages::page_of(
+            rows,
+            limit,
+            |row| (row.received_at, row.id),
+            EventSummary::from,
+        ))
     }
 
     /// The event `event_id` of `source` with its deliveries and attempts; `None` when unknown.
@@ -345,12 +381,45 @@ impl<DB: GatewayDb> Gateway<DB> {
         destination: Option<&str>,
         limit: u32,
     ) -> Result<Vec<DeliverySummary>, Error> {
+        Ok(self
+            .dead_letters_page(destination, limit, None)
+            .await?
+            .items)
+    }
+
+    /// One page of [`dead_letters`](Self::dead_letters): oldest first, at most `limit`, those
+    /// after the cursor `after` (the `next` of the page before; `None` for the first).
+    ///
+    /// # Errors
+    /// As [`dead_letters`](Self::dead_letters); [`Error::Request`]
+    /// ([`RequestError::BadCursor`]) for an `after` no page gave.
+    pub async fn dead_letters_page(
+        &self,
+        destination: Option<&str>,
+        limit: u32,
+        after: Option<&str>,
+    ) -> Result<Page<DeliverySummary>, Error> {
         if let Some(name) = destination {
             self.known_destination(name)?;
         }
+        let after = after
+            .map(pages::parse_cursor)
+            .transpose()?
+            .unwrap_or((i64::MIN, i64::MIN));
         let mut conn = self.store().pool().acquire().await?;
-        let rows = DB::dead_letters(&mut conn, destination.unwrap_or(""), i64::from(limit)).await?;
-        Ok(rows.into_iter().map(DeliverySummary::from).collect())
+        let rows = DB::dead_letters(
+            &mut conn,
+            destination.unwrap_or(""),
+            i64::from(limit) + 1,
+            after,
+        )
+        .await?;
+        Ok(pages::page_of(
+            rows,
+            limit,
+            |row| (row.updated_at, row.id),
+            DeliverySummary::from,
+        ))
     }
 
     /// Makes dead letters due again with a fresh retry schedule: the dead letters
@@ -540,7 +609,12 @@ impl<DB: GatewayDb> Gateway<DB> {
         let Some(filter) = config
             .routes
             .iter()
-            .find(|r| r.name.as_str() == row.route)
+            .find(|r| {
+                r.name.as_str() == row.route
+                    || r.renamed_from
+                        .as_ref()
+                        .is_some_and(|old| old.as_str() == row.route)
+            })
             .and_then(|r| r.filter.as_ref())
         else {
             return Ok(true);

@@ -54,6 +54,14 @@ async fn try_reload<DB: GatewayDb>(
         });
     }
     refuse_open_deliveries(gateway, &plan).await?;
+    let stray =
+        (gateway.unconfigured_routes_in(&plan.config).await).map_err(ReloadError::from_gateway)?;
+    if let Some(stray) = stray.into_iter().next() {
+        return Err(ReloadError::UnconfiguredRoute {
+            route: stray.route.clone(),
+            detail: stray.to_string(),
+        });
+    }
     let fresh: Vec<usize> = (plan.destinations.iter().enumerate())
         .filter(|(_, c)| !matches!(c, Change::Kept { .. }))
         .map(|(i, _)| i)
@@ -117,10 +125,10 @@ async fn refuse_open_deliveries<DB: GatewayDb>(
     if plan.removed.is_empty() {
         return Ok(());
     }
-    let stats = gateway.open_stats().await.map_err(|e| match e {
-        crate::Error::Store(e) => ReloadError::Store(e),
-        other => ReloadError::Destination(Box::new(other)),
-    })?;
+    let stats = gateway
+        .open_stats()
+        .await
+        .map_err(ReloadError::from_gateway)?;
     for name in &plan.removed {
         let open = (stats.destinations.get(name)).map_or(0, |c| c.pending + c.in_flight);
         if open > 0 {

@@ -3,7 +3,7 @@
 //! while the server runs — routes (their filters and `event_types` included), new webhook
 //! sources and their secrets, new, changed and removed destinations (URL, TLS files, rate
 //! limit, timeout, retry schedule, concurrency, signing secret, health) — and refuse anything
-//! else by key, logging why and keeping the running configuration (docs/gateway.md, "Reload").
+//! else by key (a route rename, whose rows move at start, included), logging why and keeping the running configuration (docs/gateway.md, "Reload").
 //!
 //! The configuration, the lanes and the route indices are swapped as one
 //! ([`Wiring`](crate::wiring::Wiring)): an ingest batch commits under one configuration, and a
@@ -72,6 +72,26 @@ pub enum ReloadError {
         /// The source.
         source_name: String,
     },
+    /// A route renamed in the file (`renamed_from` naming a route that runs now): its rows are
+    /// carried over at start, not while events flow through it.
+    #[error(
+        "route {route:?} is renamed from {from:?}, which runs now: a rename carries the route's deliveries and version-guard rows over at start, so it needs a restart; nothing was applied"
+    )]
+    Rename {
+        /// The new name.
+        route: String,
+        /// The running route's name.
+        from: String,
+    },
+    /// A route removed from the file leaves deliveries or version-guard rows that no route of
+    /// the file has, renames or retires (the next start would refuse them).
+    #[error("{detail}; nothing was applied")]
+    UnconfiguredRoute {
+        /// The stored route name.
+        route: String,
+        /// What is stored under it and the key to add.
+        detail: String,
+    },
     /// A destination removed from the file still has deliveries to send.
     #[error(
         "destination {destination:?} was removed but has {open} pending or in-flight deliveries; let them be sent, or keep the destination; nothing was applied"
@@ -89,6 +109,9 @@ pub enum ReloadError {
     /// The database did not answer while checking for open deliveries.
     #[error("the database did not answer: {0}; nothing was applied")]
     Store(#[from] idem_sql::Error),
+    /// Another error of the gateway's while checking the file against the database.
+    #[error("{0}; nothing was applied")]
+    Gateway(Box<crate::Error>),
     /// The server has stopped.
     #[error("the server is not running")]
     NotServing,
@@ -103,9 +126,20 @@ impl ReloadError {
             Self::NeedsRestart { .. } => "needs-restart",
             Self::SourceRemoved { .. } => "source-removed",
             Self::OpenDeliveries { .. } => "open-deliveries",
+            Self::Rename { .. } => "rename-needs-restart",
+            Self::UnconfiguredRoute { .. } => "unconfigured-route",
             Self::Destination(_) => "destination-unreachable",
             Self::Store(_) => "store-unavailable",
+            Self::Gateway(_) => "gateway-error",
             Self::NotServing => "not-serving",
+        }
+    }
+
+    /// A database error as [`ReloadError::Store`], any other as [`ReloadError::Gateway`].
+    pub(crate) fn from_gateway(error: crate::Error) -> Self {
+        match error {
+            crate::Error::Store(e) => Self::Store(e),
+            other => Self::Gateway(Box::new(other)),
         }
     }
 }

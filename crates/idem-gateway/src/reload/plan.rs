@@ -55,6 +55,16 @@ pub(super) fn plan(old: &Config, mut new: Config) -> Result<Plan, ReloadError> {
         return Err(ReloadError::NeedsRestart { key });
     }
     let (added_sources, changed_sources) = check_sources(old, &mut new)?;
+    for route in &new.routes {
+        if let Some(from) = &route.renamed_from
+            && old.routes.iter().any(|r| r.name == *from)
+        {
+            return Err(ReloadError::Rename {
+                route: route.name.to_string(),
+                from: from.to_string(),
+            });
+        }
+    }
     let by_name: HashMap<&str, usize> = (old.destinations.iter().enumerate())
         .map(|(i, d)| (d.name.as_str(), i))
         .collect();

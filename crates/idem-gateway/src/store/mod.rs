@@ -8,6 +8,7 @@ mod counts;
 mod monitor;
 mod pauses;
 mod relaxed;
+mod renames;
 mod rows;
 mod sql;
 
@@ -46,6 +47,7 @@ pub trait GatewayDb:
     + pauses::ops::PauseOps
     + monitor::ops::MonitorOps
     + relaxed::ops::RelaxedOps
+    + renames::ops::RenameOps
 {
 }
 
@@ -152,13 +154,15 @@ pub(crate) mod ops {
         fn count_failed_attempts(
             conn: &mut Self::Connection,
         ) -> impl Future<Output = Res<i64>> + Send;
-        /// The newest `limit` events of `source` ('' for every source); with `unrouted`, only
-        /// those with no delivery.
+        /// The newest `limit` events of `source` ('' for every source) before `before`
+        /// ((received_at, id) in newest-first order; `(i64::MAX, i64::MAX)` for the first
+        /// page); with `unrouted`, only those with no delivery.
         fn list_events(
             conn: &mut Self::Connection,
             source: &str,
             limit: i64,
             unrouted: bool,
+            before: (i64, i64),
         ) -> impl Future<Output = Res<Vec<StoredEvent>>> + Send;
         /// Source `source`'s events received in [`since`, `until`), in arrival order, as
         /// backfill reads them again.
@@ -188,10 +192,13 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             delivery: i64,
         ) -> impl Future<Output = Res<Vec<StoredAttempt>>> + Send;
+        /// Dead letters oldest first after `after` ((updated_at, id); `(i64::MIN, i64::MIN)`
+        /// for the first page).
         fn dead_letters(
             conn: &mut Self::Connection,
             destination: &str,
             limit: i64,
+            after: (i64, i64),
         ) -> impl Future<Output = Res<Vec<StoredDelivery>>> + Send;
         /// Dead letters, oldest first, of `destination` (`None`: every one) among `ids` (empty:
         /// all).
@@ -549,6 +556,7 @@ macro_rules! gateway_ops {
                 source: &str,
                 limit: i64,
                 unrouted: bool,
+                before: (i64, i64),
             ) -> Result<Vec<StoredEvent>, sqlx::Error> {
                 let sql = if unrouted {
                     sql::LIST_UNROUTED
@@ -558,6 +566,8 @@ macro_rules! gateway_ops {
                 sqlx::query_as(sql)
                     .bind(source)
                     .bind(limit)
+                    .bind(before.0)
+                    .bind(before.1)
                     .fetch_all(&mut *conn)
                     .await
             }
@@ -626,10 +636,13 @@ macro_rules! gateway_ops {
                 conn: &mut Self::Connection,
                 destination: &str,
                 limit: i64,
+                after: (i64, i64),
             ) -> Result<Vec<StoredDelivery>, sqlx::Error> {
                 sqlx::query_as(sql::DEAD_LETTERS)
                     .bind(destination)
                     .bind(limit)
+                    .bind(after.0)
+                    .bind(after.1)
                     .fetch_all(&mut *conn)
                     .await
             }

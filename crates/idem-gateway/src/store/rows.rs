@@ -180,6 +180,10 @@ pub struct ReplayCandidate {
     /// The highest secondary value of those delivered or being sent with this delivery's
     /// `version` (`None` when none has one).
     pub tie_secondary: Option<i64>,
+    /// The version of the route's guard row of the entity, unless the event that set it is
+    /// pending or a dead letter on the route (`None` without an entity or such a row): the
+    /// newest version the route let through, known after `idem gc` collected its delivery.
+    pub guarded: Option<i64>,
 }
 
 impl ReplayCandidate {
@@ -187,7 +191,10 @@ impl ReplayCandidate {
     /// by the version guard's rule (idem-core's `decide`): a lower version, or an equal one
     /// with a lower secondary value when both have one.
     pub(crate) fn is_older_than_delivered(&self) -> bool {
-        let lower = self.version.zip(self.highest).is_some_and(|(v, h)| v < h);
+        let lower = self
+            .version
+            .zip(self.highest.max(self.guarded))
+            .is_some_and(|(v, h)| v < h);
         let lower_secondary = self
             .version_secondary
             .zip(self.tie_secondary)

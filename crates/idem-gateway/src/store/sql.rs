@@ -155,15 +155,16 @@ pub(crate) const OLDEST_UNDELIVERED: &str = "SELECT MIN(e.received_at) \
 pub(crate) const COUNT_FAILED_ATTEMPTS: &str =
     "SELECT COUNT(*) FROM idem_gateway_attempts WHERE outcome <> 'delivered'";
 
-/// Events, newest first; `$1` = source or '' for every source, `$2` = at most.
-/// The newest $2 events (of source $1, or of every source when it is ''), with `$where` added
-/// to the filter.
+/// The newest $2 events (of source $1, or of every source when it is '') before the page cursor
+/// ($3, $4) = (received_at, id) in newest-first order (`i64::MAX` twice for the first page), with
+/// `$where` added to the filter.
 macro_rules! list_events {
     ($where:literal) => {
         concat!(
             "SELECT id, source, event_id, event_type, aggregate_type, aggregate_id, version, \
              received_at, body IS NOT NULL AS body_kept, filtered_routes \
-             FROM idem_gateway_events e WHERE ($1 = '' OR source = $1)",
+             FROM idem_gateway_events e WHERE ($1 = '' OR source = $1) \
+             AND (received_at < $3 OR (received_at = $3 AND id < $4))",
             $where,
             " ORDER BY received_at DESC, id DESC LIMIT $2"
         )
@@ -198,18 +199,24 @@ pub(crate) const DELIVERIES_OF: &str = "SELECT d.id, d.route, d.destination, d.s
 pub(crate) const ATTEMPTS_OF: &str = "SELECT attempt, started_at, duration_ms, status, outcome, \
      excerpt FROM idem_gateway_attempts WHERE delivery = $1 ORDER BY attempt";
 
-/// Dead letters, oldest first; `$1` = destination or '' for all, `$2` = at most.
+/// Dead letters, oldest first; `$1` = destination or '' for all, `$2` = at most, after the
+/// page cursor ($3, $4) = (updated_at, id) (`i64::MIN` twice for the first page).
 pub(crate) const DEAD_LETTERS: &str = "SELECT d.id, d.route, d.destination, d.state, d.tie, \
      d.note, d.attempts, d.next_attempt_at, d.updated_at, e.source, e.event_id, e.event_type \
      FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
      WHERE d.state = 'dead' AND ($1 = '' OR d.destination = $1) \
+       AND (d.updated_at > $3 OR (d.updated_at = $3 AND d.id > $4)) \
      ORDER BY d.updated_at, d.id LIMIT $2";
 
 /// What a redrive or a replay must know of a delivery it may make due again: the route,
 /// whether the body is still kept, the newest version of the delivery's entity on its route
 /// that was delivered or is being sent (NULL without an entity, or when none was): the version
-/// the destination may already hold; and the highest secondary value among those delivered or
-/// being sent with the delivery's own version, for the tie rule.
+/// the destination may already hold; the highest secondary value among those delivered or
+/// being sent with the delivery's own version, for the tie rule; and the version of the route's
+/// version-guard row of the entity (`guarded`) unless the event that set it still waits or is a
+/// dead letter on the route: the guard's rows outlive the deliveries `idem gc` collects, so an
+/// entity's newest delivered version is known after its rows are gone (and after a rename
+/// carried the rows over).
 macro_rules! candidates {
     ($where:literal) => {
         concat!(
@@ -221,7 +228,14 @@ macro_rules! candidates {
              (SELECT MAX(h.version_secondary) FROM idem_gateway_deliveries h \
               WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
                 AND h.version = d.version AND h.state IN ('delivered', 'in_flight')) \
-               AS tie_secondary \
+               AS tie_secondary, \
+             (SELECT v.version FROM idem_versions v \
+              WHERE d.entity IS NOT NULL AND v.consumer = d.route \
+                AND v.aggregate_type = e.aggregate_type AND v.aggregate_id = e.aggregate_id \
+                AND NOT EXISTS (SELECT 1 FROM idem_gateway_events ge \
+                  JOIN idem_gateway_deliveries g ON g.event = ge.id \
+                  WHERE ge.dedup_key = v.dedup_key AND g.route = d.route \
+                    AND g.state IN ('pending', 'dead'))) AS guarded \
              FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event ",
             $where
         )

@@ -329,7 +329,46 @@ signing_secret_file = "{}"
     running.server.shutdown().await.unwrap();
 }
 
+/// A route renamed by a reload is refused (its rows move at start); a route removed while its
+/// version-guard rows remain is refused unless `retired_routes` lists it, as the next start
+/// would refuse it.
+async fn a_reload_neither_renames_nor_strands_a_route<DB: GatewayDb>(store: Store<DB>) {
+    let app = Downstream::ok().await;
+    let files = Files::new();
+    let path = files.write(app.addr, "");
+    let drop_stale = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("ordering = \"none\"\n", "");
+    std::fs::write(&path, &drop_stale).unwrap();
+    let running = start(&path, store).await;
+    let reload = running.server.reload_handle();
+    assert_eq!(send(&running, STRIPE_V1, &invoice(1, 1)).await, 200);
+    until_received(&app, 1).await;
+
+    let renamed = drop_stale.replace(
+        "destination = \"app\"\n",
+        "destination = \"app\"\nname = \"invoices\"\nrenamed_from = \"stripe.app\"\n",
+    );
+    std::fs::write(&path, &renamed).unwrap();
+    let refused = reload.reload().await.unwrap_err();
+    assert_eq!(refused.kind(), "rename-needs-restart", "{refused}");
+
+    let (head, _) = drop_stale.split_once("[[route]]").unwrap();
+    std::fs::write(&path, head).unwrap();
+    let refused = reload.reload().await.unwrap_err();
+    assert_eq!(refused.kind(), "unconfigured-route", "{refused}");
+    assert!(refused.to_string().contains("stripe.app"), "{refused}");
+    assert_eq!(running.gateway.config().routes.len(), 1);
+
+    let retired = head.replacen("\n", "\nretired_routes = [\"stripe.app\"]\n", 1);
+    std::fs::write(&path, retired).unwrap();
+    let report = reload.reload().await.expect("applied");
+    assert_eq!(report.routes, 0);
+    running.server.shutdown().await.unwrap();
+}
+
 both_stores!(
+    a_reload_neither_renames_nor_strands_a_route,
     a_reload_applies_routes_and_destinations_and_refuses_what_needs_a_restart,
     secrets_in_files_are_read_again_by_a_reload,
     a_destination_with_open_deliveries_is_not_removed,
