@@ -129,6 +129,17 @@ pub enum Error {
         /// What differs: "request" or "effect name".
         what: &'static str,
     },
+    /// A consumer's declared lineage ([`Runner::succeeds`](crate::Runner::succeeds),
+    /// [`Runner::effects_scope`](crate::Runner::effects_scope)) is refused: it names itself as
+    /// its predecessor, closes a cycle of predecessors, or differs from the one recorded; or an
+    /// effect key was asked for before the lineage was resolved.
+    #[error("the lineage of consumer {consumer} is refused: {reason}")]
+    Lineage {
+        /// The consumer.
+        consumer: String,
+        /// Why.
+        reason: String,
+    },
     /// No effect is stored under this key (`resolve`).
     #[error("no effect is stored under key {key}")]
     EffectNotFound {
@@ -224,6 +235,7 @@ impl Error {
             | Self::UnsupportedServer { .. }
             | Self::MissingTable { .. }
             | Self::EffectConflict { .. }
+            | Self::Lineage { .. }
             | Self::EffectNotFound { .. }
             | Self::EffectNotResolvable { .. } => ErrorKind::InvalidInput,
             Self::InvalidOutboxMessage { .. }

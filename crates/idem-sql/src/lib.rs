@@ -37,6 +37,7 @@ mod inbox;
 // Kafka consumer offsets stored with the output, and the partition leases (idem-broker's consumer)
 mod kafka_offsets;
 mod lease_store;
+mod lineage;
 pub mod metric_definitions;
 mod outbox;
 mod pool_options;

@@ -4,12 +4,20 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use idem_core::{Advance, Backoff, DedupKey, Entity, GapPolicy, Name, Timestamp, Version};
+use std::sync::Arc;
+
+use idem_core::{
+    Advance, Backoff, DedupKey, EffectKey, Entity, GapPolicy, Name, Timestamp, Version,
+};
 use sqlx::Transaction;
+use tokio::sync::OnceCell;
 
 use crate::backend::Backend;
+use crate::lineage::{self, Declared};
 use crate::metric_definitions::{CONFLICT_RETRIES_TOTAL, HANDLER_DURATION_SECONDS};
-use crate::{Claim, Error, ErrorKind, HandlerError, Inbox, Store, VersionGuard};
+use crate::{
+    Claim, EffectLedger, Enqueued, Error, ErrorKind, HandlerError, Inbox, Store, VersionGuard,
+};
 
 /// A boxed, sendable future: what a boxed handler returns ([`Runner::run_boxed`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -131,6 +139,10 @@ pub struct Runner<DB: Backend> {
     gap_policy: GapPolicy,
     max_attempts: u32,
     duplicate_precheck: bool,
+    /// The lineage it declared, if any; `None` derives effect keys under its own name.
+    declared: Option<Declared>,
+    /// The effects scope once resolved (shared by clones: resolved and recorded once).
+    scope: Arc<OnceCell<Name>>,
 }
 
 // Written out: a derive would require `DB: Clone`, which sqlx's database types are not.
@@ -143,6 +155,8 @@ impl<DB: Backend> Clone for Runner<DB> {
             gap_policy: self.gap_policy,
             max_attempts: self.max_attempts,
             duplicate_precheck: self.duplicate_precheck,
+            declared: self.declared.clone(),
+            scope: Arc::clone(&self.scope),
         }
     }
 }
@@ -158,7 +172,96 @@ impl<DB: Backend> Runner<DB> {
             gap_policy: GapPolicy::default(),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             duplicate_precheck: false,
+            declared: None,
+            scope: Arc::new(OnceCell::new()),
         }
+    }
+
+    /// Declares that this consumer succeeds `predecessor` (`billing_v2` succeeding
+    /// `billing_v1`): its effect keys ([`effect_key`](Self::effect_key)) are derived under the
+    /// predecessor's effects scope — the predecessor's name, or the scope it was recorded with —
+    /// so the same handler code enqueues under the keys the predecessor did, and replaying the
+    /// events it handled runs none of their effects again (docs/design.md C6). Dedup and
+    /// versions stay per consumer: a new name is a new cursor. Recorded in
+    /// `idem_consumer_lineage` at the first run; see [`run`](Self::run)'s errors.
+    pub fn succeeds(self, predecessor: &Name) -> Self {
+        Self {
+            declared: Some(Declared::Succeeds(predecessor.clone())),
+            scope: Arc::new(OnceCell::new()),
+            ..self
+        }
+    }
+
+    /// Declares the name this consumer's effect keys are derived under (`billing` for
+    /// `billing_v1`, `billing_v2`, …) instead of its own. Recorded as
+    /// [`succeeds`](Self::succeeds) is.
+    pub fn effects_scope(self, scope: &Name) -> Self {
+        Self {
+            declared: Some(Declared::Scope(scope.clone())),
+            scope: Arc::new(OnceCell::new()),
+            ..self
+        }
+    }
+
+    /// The name this consumer's effect keys are derived under: its own without a declared
+    /// lineage; else resolved (and recorded, once) as [`succeeds`](Self::succeeds) says.
+    ///
+    /// # Errors
+    /// [`Error::Lineage`] when the declared lineage is refused (the consumer names itself, a
+    /// cycle, a lineage other than the one recorded); [`Error::Database`].
+    pub async fn effects_scope_name(&self) -> Result<&Name, Error> {
+        match &self.declared {
+            None => Ok(self.consumer()),
+            Some(declared) => {
+                let consumer = self.consumer();
+                (self.scope)
+                    .get_or_try_init(|| lineage::resolve(&self.store, consumer, declared))
+                    .await
+            }
+        }
+    }
+
+    /// The key of `event`'s effect `effect`: [`EffectKey::derive`] over this consumer's effects
+    /// scope ([`effects_scope_name`](Self::effects_scope_name)), so identical handler code in
+    /// `billing_v1` and a `billing_v2` that succeeds it derives identical keys; without a
+    /// declared lineage exactly `EffectKey::derive(consumer, key, effect)`, as before.
+    ///
+    /// # Errors
+    /// [`Error::Lineage`] when a lineage was declared and not resolved yet: inside
+    /// [`run`](Self::run)'s handler it always is; elsewhere await
+    /// [`effects_scope_name`](Self::effects_scope_name) first.
+    pub fn effect_key(&self, event: &Event, effect: &Name) -> Result<EffectKey, Error> {
+        let scope = match &self.declared {
+            None => self.consumer(),
+            Some(_) => self.scope.get().ok_or_else(|| Error::Lineage {
+                consumer: self.consumer().to_string(),
+                reason: "its effects scope is not resolved yet: await Runner::effects_scope_name first, or ask inside Runner::run".into(),
+            })?,
+        };
+        Ok(EffectKey::derive(scope, &event.key, effect))
+    }
+
+    /// Enqueues `event`'s effect `effect` with `request` under [`effect_key`](Self::effect_key),
+    /// in the handler's transaction `tx`, as [`EffectLedger::enqueue`] does — except that a
+    /// consumer with a declared lineage whose request bytes differ from the ones its lineage
+    /// recorded (a new receipt template) gets the stored state all the same, runs nothing, and
+    /// the difference is counted (`idem_effects_enqueued_total{outcome="request_differs"}`) and
+    /// logged at WARN, instead of [`Error::EffectConflict`]: a replay must not stop on it.
+    ///
+    /// # Errors
+    /// As [`EffectLedger::enqueue`] and [`effect_key`](Self::effect_key).
+    pub async fn enqueue_effect(
+        &self,
+        tx: &mut DB::Connection,
+        ledger: &EffectLedger<DB>,
+        event: &Event,
+        effect: &Name,
+        request: &[u8],
+    ) -> Result<Enqueued, Error> {
+        let key = self.effect_key(event, effect)?;
+        (ledger)
+            .enqueue_as(tx, effect, &key, request, self.declared.is_some())
+            .await
     }
 
     /// Sets what happens to an event that leaves a gap in its entity's sequence.
@@ -255,6 +358,7 @@ impl<DB: Backend> Runner<DB> {
         // The handler is called in this function's own body, not through a wrapping closure:
         // a wrapper makes the compiler fail to prove the future `Send` (its proof over the
         // closure's lifetimes is not general enough).
+        self.effects_scope_name().await?;
         let mut attempt = 1;
         loop {
             let started = Instant::now();
@@ -290,6 +394,7 @@ impl<DB: Backend> Runner<DB> {
         F: for<'t> FnMut(&'t mut Transaction<'static, DB>) -> BoxFuture<'t, Result<T, Error>>
             + Send,
     {
+        self.effects_scope_name().await?;
         let mut attempt = 1;
         loop {
             let started = Instant::now();

@@ -22,7 +22,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use idem::broker::{Delivery, JetStreamConsumer, JetStreamPublisher, Processor, Relay};
 use idem::{
-    Backoff, CallOutcome, DedupKey, EffectCall, EffectKey, EffectWorker, Enqueued, Entity, EventId,
+    Backoff, CallOutcome, DedupKey, EffectCall, EffectWorker, Enqueued, Entity, Event, EventId,
     HandlerError, Name, OutboxMessage, Runner, SqliteStore, WorkerReport, handler, sqlx,
 };
 use tokio::sync::Mutex;
@@ -116,11 +116,15 @@ async fn run_example(
     let source = Name::new("source", "accounts")?;
     let send_receipt = Name::new("effect", "send_receipt")?;
     let (effects, outbox) = (store.effects(), store.outbox());
-    let (handler_consumer, handler_source) = (consumer.clone(), source.clone());
+    // Effect keys come from the runner: a later version that succeeds this one
+    // (`Runner::new(store, &billing_v3).succeeds(&billing_v2)`) derives the same keys with this
+    // same code, so replaying history through it sends no email twice.
+    let runner = Runner::new(store.clone(), &consumer);
+    let (keys, handler_source) = (runner.clone(), source.clone());
     let upgraded = upgraded_subject.to_owned();
     let processor = Processor::new(
         store.clone(),
-        Runner::new(store.clone(), &consumer),
+        runner,
         source,
         handler!(async move |tx, delivery: &Delivery| {
             // A body that is not JSON never will be: dead-lettered at once, not retried.
@@ -142,7 +146,7 @@ async fn run_example(
             let key = DedupKey::from_event(&handler_source, &EventId::new(id)?);
             let request =
                 serde_json::json!({ "to": account, "template": "upgraded", "plan": plan });
-            let effect_key = EffectKey::derive(&handler_consumer, &key, &send_receipt);
+            let effect_key = keys.effect_key(&Event::new(key), &send_receipt)?;
             let request = serde_json::to_vec(&request)?;
             match effects
                 .enqueue(&mut *tx, &send_receipt, &effect_key, &request)

@@ -319,6 +319,58 @@
 //! # }
 //! ```
 //!
+//! ## A new consumer version: replay history, run no effect twice
+//!
+//! Give every deployed consumer version a name of its own (`billing_v1`, then `billing_v2`): a
+//! new name is a new cursor, with an empty inbox and version guard, so `billing_v2` can read
+//! history from the start to rebuild its projection. Its effects must not run again, so let it
+//! succeed the version before ([`Runner::succeeds`]) and take effect keys from the runner
+//! ([`Runner::effect_key`], [`Runner::enqueue_effect`]): the same handler code then derives the
+//! same keys in both versions (docs/design.md C6). Ship `billing_v2` beside `billing_v1`, let it
+//! catch up, compare the two projections, then cut over and stop `billing_v1`.
+//!
+//! ```
+//! use idem::{CallOutcome, DedupKey, EffectCall, EffectWorker, Enqueued, Event, EventId, Name, Outcome, Runner, SqliteStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let url = format!("sqlite://{}", dir.path().join("versions.db").display());
+//! let store = SqliteStore::connect(&url).await?;
+//! store.migrate().await?;
+//! let (v1, v2) = (Name::new("consumer", "billing_v1")?, Name::new("consumer", "billing_v2")?);
+//! let send_receipt = Name::new("effect", "send_receipt")?;
+//! let event = Event::new(DedupKey::from_event(&Name::new("source", "stripe")?, &EventId::new("evt_C")?));
+//! let effects = store.effects();
+//! let worker = EffectWorker::new(store.clone(), |call: EffectCall| async move {
+//!     CallOutcome::Succeeded(call.key.to_string().into_bytes())
+//! });
+//!
+//! // The one handler both versions run: the key comes from the runner.
+//! async fn handle(runner: &Runner<idem::sqlx::Sqlite>, effects: &idem::EffectLedger<idem::sqlx::Sqlite>,
+//!                 event: &Event, effect: &Name) -> Result<Outcome<Enqueued>, idem::Error> {
+//!     runner
+//!         .run(event, async |tx| {
+//!             // … the projection's writes, with `&mut *tx` …
+//!             Ok(runner.enqueue_effect(tx, effects, event, effect, b"receipt").await?)
+//!         })
+//!         .await
+//! }
+//!
+//! let first = Runner::new(store.clone(), &v1);
+//! assert_eq!(handle(&first, &effects, &event, &send_receipt).await?, Outcome::Applied(Enqueued::Created));
+//! assert_eq!(worker.drain().await?.succeeded, 1); // the receipt is sent once
+//!
+//! // billing_v2 replays the same event: it applies it (a new cursor), and the receipt is found
+//! // sent under billing_v1's key, so nothing is sent again.
+//! let second = Runner::new(store.clone(), &v2).succeeds(&v1);
+//! let replayed = handle(&second, &effects, &event, &send_receipt).await?;
+//! assert!(matches!(replayed, Outcome::Applied(Enqueued::Completed { .. })));
+//! assert_eq!(worker.drain().await?.claimed, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Examples
 //!
 //! [`_examples`] shows, in full, the programs that `cargo run -p idem --example NAME` runs: a

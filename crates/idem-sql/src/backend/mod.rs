@@ -8,6 +8,7 @@
 pub(crate) mod dead_letter_ops;
 pub(crate) mod effect_ops;
 pub(crate) mod kafka_offset_ops;
+pub(crate) mod lineage_ops;
 #[cfg(feature = "mysql")]
 mod mysql;
 pub(crate) mod outbox_ops;
@@ -40,6 +41,7 @@ pub trait Backend:
     + dead_letter_ops::DeadLetterOps
     + outbox_ops::OutboxOps
     + kafka_offset_ops::KafkaOffsetOps
+    + lineage_ops::LineageOps
 {
 }
 

@@ -68,6 +68,21 @@ impl<DB: Backend> EffectLedger<DB> {
         key: &EffectKey,
         request: &[u8],
     ) -> Result<Enqueued, Error> {
+        self.enqueue_as(tx, effect, key, request, false).await
+    }
+
+    /// [`enqueue`](Self::enqueue); with `successor` (a consumer with a declared lineage, through
+    /// [`Runner::enqueue_effect`](crate::Runner::enqueue_effect)) a stored row whose request
+    /// bytes differ is answered with its state, the difference counted and logged, instead of
+    /// [`Error::EffectConflict`].
+    pub(crate) async fn enqueue_as(
+        &self,
+        tx: &mut DB::Connection,
+        effect: &Name,
+        key: &EffectKey,
+        request: &[u8],
+        successor: bool,
+    ) -> Result<Enqueued, Error> {
         in_transaction(tx, "EffectLedger::enqueue")?;
         let now = self.store.now().as_millis();
         let count = |outcome: &'static str| {
@@ -94,14 +109,24 @@ impl<DB: Backend> EffectLedger<DB> {
         } else {
             None
         };
-        if let Some(what) = differs {
-            count("conflict");
-            return Err(Error::EffectConflict {
-                key: key.clone(),
-                what,
-            });
+        match differs {
+            Some("request") if successor => {
+                count("request_differs");
+                tracing::warn!(
+                    effect = %effect,
+                    key = %key,
+                    "a later consumer version enqueued this effect with other request bytes than its lineage recorded; nothing runs again (the stored state is answered)"
+                );
+            }
+            Some(what) => {
+                count("conflict");
+                return Err(Error::EffectConflict {
+                    key: key.clone(),
+                    what,
+                });
+            }
+            None => count("existing"),
         }
-        count("existing");
         Ok(match stored.status {
             EffectStatus::Succeeded => Enqueued::Completed {
                 outcome: stored.outcome.unwrap_or_default(),

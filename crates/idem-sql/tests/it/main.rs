@@ -12,6 +12,7 @@ mod errors;
 mod gaps;
 mod handlers;
 mod leases;
+mod lineage;
 mod mysql;
 mod mysql_migrations;
 mod open_existing;

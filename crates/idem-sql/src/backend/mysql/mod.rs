@@ -26,6 +26,7 @@ mod effects;
 mod inbox;
 mod kafka_offsets;
 mod leases;
+mod lineage;
 mod migrate;
 mod outbox;
 pub(crate) mod server_version;
