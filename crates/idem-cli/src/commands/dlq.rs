@@ -83,6 +83,12 @@ pub(super) async fn dlq<DB: GatewayDb>(
                     report.filtered
                 )?;
             }
+            if report.not_configured > 0 {
+                outln!(
+                    "{} refused: their route is not configured (removed with its destination?); no dispatcher would send them; they stay dead letters",
+                    report.not_configured
+                )?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -69,8 +69,16 @@ pub(super) async fn replay<DB: GatewayDb>(
 /// What a replay or a resend did: deliveries matched, sent again (or, `dry_run`, would be),
 /// skipped and why.
 pub(super) fn requeued_line(report: &ReplayReport, dry_run: bool, force: bool) -> String {
+    let not_configured = if report.not_configured > 0 {
+        format!(
+            ", {} of a route not configured (no dispatcher would send them)",
+            report.not_configured
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body, {} not taken by their route's filter",
+        "{} deliveries matched: {} {}, {} still in progress, {} older than their entity's newest{}, {} without a stored body, {} not taken by their route's filter{}",
         report.matched,
         report.requeued,
         if dry_run {
@@ -86,7 +94,8 @@ pub(super) fn requeued_line(report: &ReplayReport, dry_run: bool, force: bool) -
             " (use --force to send them)"
         },
         report.no_body,
-        report.filtered
+        report.filtered,
+        not_configured
     )
 }
 

@@ -389,9 +389,12 @@ pub(super) fn signing_secret(
         });
     };
     let signing_secret = secret(owner(), at)?;
-    let var = match at {
-        SecretRef::Env(var) => var.to_owned(),
-        SecretRef::File(path) => path.display().to_string(),
+    let (var, field) = match at {
+        SecretRef::Env(var) => (var.to_owned(), field),
+        SecretRef::File(path) => (
+            path.display().to_string(),
+            format!("destination {:?} signing_secret_file", dest_name.as_str()),
+        ),
     };
     if signing_secret.is_loaded() {
         verify::standard_webhooks::sign(signing_secret.expose(), "msg_check", 0, b"").map_err(

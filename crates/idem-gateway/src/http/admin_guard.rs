@@ -80,7 +80,7 @@ fn unauthorized() -> Response {
         "unauthorized",
         "Unauthorized",
         "the admin API needs `Authorization: Bearer <admin token>`, the token being the value \
-         of the environment variable that admin_token_env names",
+         of the environment variable admin_token_env names, or of the file admin_token_file names",
     )
     .into_response();
     response

@@ -135,6 +135,10 @@ pub struct RedriveReport {
     /// Refused: their route's `filter`, as configured now, does not take the event; they stay
     /// dead letters.
     pub filtered: u64,
+    /// Refused: their route is not configured (removed with its destination, or missing from
+    /// the configuration the command runs with): no dispatcher would send them; they stay dead
+    /// letters.
+    pub not_configured: u64,
 }
 
 /// What to replay. [`parse_time`](crate::model::time::parse_time) reads times as the command line and `POST /admin/replay`
@@ -173,6 +177,9 @@ pub struct ReplayReport {
     pub no_body: u64,
     /// Skipped: their route's `filter`, as configured now, does not take the event.
     pub filtered: u64,
+    /// Skipped: their route is not configured (removed with its destination, or missing from
+    /// the configuration the command runs with): no dispatcher would send them.
+    pub not_configured: u64,
 }
 
 /// What one [`Gateway::gc`] run removed.
@@ -459,6 +466,7 @@ impl<DB: GatewayDb> Gateway<DB> {
             redriven: report.requeued,
             older: report.older,
             filtered: report.filtered,
+            not_configured: report.not_configured,
         };
         crate::audit::done("redrive", request.dry_run, &report);
         Ok(report)
@@ -585,6 +593,8 @@ impl<DB: GatewayDb> Gateway<DB> {
                 && (row.state == DeliveryState::Stale || row.is_older_than_delivered())
             {
                 report.older += 1;
+            } else if !self.route_configured(&row) {
+                report.not_configured += 1;
             } else if dry_run || DB::requeue(&mut *conn, row.id, self.now().as_millis()).await? {
                 report.requeued += 1;
             }
@@ -594,6 +604,17 @@ impl<DB: GatewayDb> Gateway<DB> {
             self.wake_all();
         }
         Ok(report)
+    }
+
+    /// Whether the route of `row` is configured, under its name or as a route's `renamed_from`.
+    fn route_configured(&self, row: &ReplayCandidate) -> bool {
+        let config = self.config();
+        config.routes.iter().any(|r| {
+            r.name.as_str() == row.route
+                || r.renamed_from
+                    .as_ref()
+                    .is_some_and(|old| old.as_str() == row.route)
+        })
     }
 
     /// Whether the route of `row` takes its event under the route's `filter` as configured

@@ -45,14 +45,13 @@ async fn try_reload<DB: GatewayDb>(
         .map_err(|_| ReloadError::NotServing)??;
     let old = gateway.wiring();
     let plan = plan(old.config(), read)?;
-    if plan.is_empty(old.config()) && !has_tls(&plan) {
-        return Ok(ReloadReport {
-            generation: old.generation(),
-            unchanged: true,
-            routes: old.config().routes.len(),
-            ..ReloadReport::default()
-        });
+    for warning in plan.config.warnings() {
+        tracing::warn!("{warning}");
     }
+    // Swapped even when nothing it compares changed: secrets read from files, the admin token
+    // and the alert settings are not compared (a secret prints as `Secret(…)`), and a reload
+    // must apply them.
+    let unchanged = plan.is_empty(old.config()) && !has_tls(&plan);
     refuse_open_deliveries(gateway, &plan).await?;
     let stray =
         (gateway.unconfigured_routes_in(&plan.config).await).map_err(ReloadError::from_gateway)?;
@@ -72,7 +71,10 @@ async fn try_reload<DB: GatewayDb>(
     let transports = dispatchers::connect(&connecting)
         .await
         .map_err(|e| ReloadError::Destination(Box::new(e)))?;
-    let report = report_of(&plan, old.generation() + 1);
+    let report = ReloadReport {
+        unchanged,
+        ..report_of(&plan, old.generation() + 1)
+    };
     let config = Arc::new(plan.config);
     let now = gateway.now();
     let lanes: Vec<Arc<Lane>> = (config.destinations.iter().zip(&plan.destinations))

@@ -27,10 +27,10 @@ use crate::supervise::Supervisor;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct ReloadReport {
-    /// Which reload this is since the start (1 for the first that applied); unchanged when the
-    /// file changed nothing.
+    /// Which reload this is since the start (1 for the first that applied).
     pub generation: u64,
-    /// Whether the file changed nothing (then nothing was swapped).
+    /// Whether no source, destination or route changed. Secrets read from files, the admin
+    /// token and the alert settings are not compared, and are applied all the same.
     pub unchanged: bool,
     /// Destinations added (a dispatcher each was started).
     pub added_destinations: Vec<String>,
@@ -72,10 +72,10 @@ pub enum ReloadError {
         /// The source.
         source_name: String,
     },
-    /// A route renamed in the file (`renamed_from` naming a route that runs now): its rows are
-    /// carried over at start, not while events flow through it.
+    /// A route the file introduces with `renamed_from`: its rows are carried over at start,
+    /// not while events flow.
     #[error(
-        "route {route:?} is renamed from {from:?}, which runs now: a rename carries the route's deliveries and version-guard rows over at start, so it needs a restart; nothing was applied"
+        "route {route:?} is new and renamed from {from:?}: a rename carries the old name's deliveries and version-guard rows over at start, so it needs a restart; nothing was applied"
     )]
     Rename {
         /// The new name.

@@ -55,9 +55,11 @@ pub(super) fn plan(old: &Config, mut new: Config) -> Result<Plan, ReloadError> {
         return Err(ReloadError::NeedsRestart { key });
     }
     let (added_sources, changed_sources) = check_sources(old, &mut new)?;
+    // A rename carries the old name's rows over at start; one a reload introduces would leave
+    // them behind (and the new name's version guard empty).
     for route in &new.routes {
         if let Some(from) = &route.renamed_from
-            && old.routes.iter().any(|r| r.name == *from)
+            && !old.routes.iter().any(|r| r.name == route.name)
         {
             return Err(ReloadError::Rename {
                 route: route.name.to_string(),

@@ -221,7 +221,10 @@ filter = "body.data.object.amount >= 100"
     assert_eq!(answer.status(), StatusCode::OK);
     let report: serde_json::Value = serde_json::from_slice(&answer.bytes().await.unwrap()).unwrap();
     assert_eq!(report["unchanged"], true);
-    assert_eq!(report["generation"], 1);
+    assert_eq!(
+        report["generation"], 2,
+        "swapped all the same: file secrets apply"
+    );
     std::fs::write(&path, text.replace("127.0.0.1:0", "127.0.0.1:1")).unwrap();
     let answer = admin(&running.client).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::CONFLICT);
@@ -261,6 +264,18 @@ async fn secrets_in_files_are_read_again_by_a_reload<DB: GatewayDb>(store: Store
     let verifier = StandardWebhooksVerifier::new([APP_SECRET_V2]).unwrap();
     let verified = verifier.verify(&last.headers, &last.body, Timestamp(unix_now() * 1000));
     assert!(verified.is_ok(), "signed with the new secret: {verified:?}");
+
+    // Only a secret file rewritten, nothing else: the reload applies it all the same.
+    files.secret("stripe", STRIPE_V1);
+    let report = running
+        .server
+        .reload_handle()
+        .reload()
+        .await
+        .expect("applied");
+    assert!(report.unchanged, "{report:?}");
+    assert_eq!(send(&running, STRIPE_V2, &invoice(4, 1)).await, 400);
+    assert_eq!(send(&running, STRIPE_V1, &invoice(5, 1)).await, 200);
     running.server.shutdown().await.unwrap();
 }
 
@@ -364,10 +379,55 @@ async fn a_reload_neither_renames_nor_strands_a_route<DB: GatewayDb>(store: Stor
     std::fs::write(&path, retired).unwrap();
     let report = reload.reload().await.expect("applied");
     assert_eq!(report.routes, 0);
+
+    // The retired route brought back under a new name by a reload: its rows would stay behind.
+    std::fs::write(&path, &renamed).unwrap();
+    let refused = reload.reload().await.unwrap_err();
+    assert_eq!(refused.kind(), "rename-needs-restart", "{refused}");
+    running.server.shutdown().await.unwrap();
+}
+
+/// Dead letters of a destination a reload removed (its route retired) are not redriven: no
+/// dispatcher would send them; they stay dead letters, counted as not configured.
+async fn dead_letters_of_a_removed_destination_stay_dead<DB: GatewayDb>(store: Store<DB>) {
+    let gone = Downstream::start(Arc::new(|_| StatusCode::NOT_FOUND)).await;
+    let files = Files::new();
+    let path = files.write(gone.addr, "");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let running = start(&path, store).await;
+    assert_eq!(send(&running, STRIPE_V1, &invoice(1, 1)).await, 200);
+    until_received(&gone, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running.gateway.stats().await.unwrap().destinations["app"].dead < 1 {
+        assert!(Instant::now() < deadline, "no dead letter");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (head, _) = text.split_once("[[destination]]").unwrap();
+    let retired = head.replacen("\n", "\nretired_routes = [\"stripe.app\"]\n", 1);
+    std::fs::write(&path, retired).unwrap();
+    let report = running
+        .server
+        .reload_handle()
+        .reload()
+        .await
+        .expect("applied");
+    assert_eq!(report.removed_destinations, ["app"]);
+    let request = idem_gateway::operations::RedriveRequest {
+        destination: None,
+        deliveries: Vec::new(),
+        force: false,
+        dry_run: false,
+    };
+    let redriven = running.gateway.redrive(&request).await.unwrap();
+    assert_eq!(
+        (redriven.matched, redriven.redriven, redriven.not_configured),
+        (1, 0, 1)
+    );
     running.server.shutdown().await.unwrap();
 }
 
 both_stores!(
+    dead_letters_of_a_removed_destination_stay_dead,
     a_reload_neither_renames_nor_strands_a_route,
     a_reload_applies_routes_and_destinations_and_refuses_what_needs_a_restart,
     secrets_in_files_are_read_again_by_a_reload,
