@@ -183,7 +183,7 @@ async fn redrive_refuses_an_event_older_than_the_delivered_one<DB: GatewayDb + A
     assert_eq!(answer.status, 200, "{}", answer.json);
     assert_eq!(
         answer.json,
-        serde_json::json!({"matched": 1, "redriven": 0, "older": 1, "filtered": 0})
+        serde_json::json!({"matched": 1, "redriven": 0, "older": 1, "filtered": 0, "not_configured": 0})
     );
     let report = gw
         .gateway
@@ -199,7 +199,7 @@ async fn redrive_refuses_an_event_older_than_the_delivered_one<DB: GatewayDb + A
     let answer = admin(&gw, "/admin/dlq/redrive", Some(&forced), JSON).await;
     assert_eq!(
         answer.json,
-        serde_json::json!({"matched": 1, "redriven": 1, "older": 0, "filtered": 0})
+        serde_json::json!({"matched": 1, "redriven": 1, "older": 0, "filtered": 0, "not_configured": 0})
     );
     let stats = gw.settle().await;
     assert_eq!(
@@ -816,7 +816,7 @@ async fn redrive_by_ids_and_replay_by_type<DB: GatewayDb + AppDb>(store: Store<D
     let answer = admin(&gw, "/admin/dlq/redrive", Some(&body), JSON).await;
     assert_eq!(
         answer.json,
-        serde_json::json!({"matched": 2, "redriven": 2, "older": 0, "filtered": 0})
+        serde_json::json!({"matched": 2, "redriven": 2, "older": 0, "filtered": 0, "not_configured": 0})
     );
     let body = format!(r#"{{"deliveries": [{first}, 987654]}}"#);
     let answer = admin(&gw, "/admin/dlq/redrive", Some(&body), JSON).await;
@@ -834,7 +834,7 @@ async fn redrive_by_ids_and_replay_by_type<DB: GatewayDb + AppDb>(store: Store<D
     let answer = admin(&gw, "/admin/dlq/redrive", Some(&body), JSON).await;
     assert_eq!(
         answer.json,
-        serde_json::json!({"matched": 2, "redriven": 2, "older": 0, "filtered": 0})
+        serde_json::json!({"matched": 2, "redriven": 2, "older": 0, "filtered": 0, "not_configured": 0})
     );
     let stats = gw.settle().await;
     assert_eq!(
