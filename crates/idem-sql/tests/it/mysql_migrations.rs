@@ -47,7 +47,8 @@ async fn tables(pool: &Pool<MySql>) -> Vec<String> {
         .collect()
 }
 
-const ALL_TABLES: [&str; 8] = [
+const ALL_TABLES: [&str; 9] = [
+    "idem_consumer_lineage",
     "idem_dead_letters",
     "idem_effects",
     "idem_inbox",
@@ -58,11 +59,18 @@ const ALL_TABLES: [&str; 8] = [
     "idem_versions",
 ];
 
-const ALL_DONE: [(i64, bool); 5] = [(1, true), (2, true), (3, true), (4, true), (5, true)];
+const ALL_DONE: [(i64, bool); 6] = [
+    (1, true),
+    (2, true),
+    (3, true),
+    (4, true),
+    (5, true),
+    (6, true),
+];
 
 /// The state a failure during migration 1 leaves (its first two tables made, the row marked
 /// unfinished, nothing after it): `migrate()` runs 1 again from its first statement (its
-/// tables made already are kept, with their rows), then 2 to 5.
+/// tables made already are kept, with their rows), then 2 to 6.
 #[tokio::test]
 async fn a_migration_left_unfinished_runs_again_from_its_start() {
     let store = migrated().await;
@@ -81,7 +89,7 @@ async fn a_migration_left_unfinished_runs_again_from_its_start() {
     exec(
         pool,
         "DROP TABLE idem_leases, idem_parked, idem_effects, idem_outbox, idem_dead_letters, \
-         idem_kafka_offsets",
+         idem_kafka_offsets, idem_consumer_lineage",
     )
     .await;
     assert_eq!(recorded(pool).await, [(1, false)]);
@@ -106,7 +114,11 @@ async fn an_older_idems_tables_are_migrated() {
     let store = migrated().await;
     let pool = store.pool();
     exec(pool, "DELETE FROM idem_migrations WHERE version >= 4").await;
-    exec(pool, "DROP TABLE idem_dead_letters, idem_kafka_offsets").await;
+    exec(
+        pool,
+        "DROP TABLE idem_dead_letters, idem_kafka_offsets, idem_consumer_lineage",
+    )
+    .await;
     store.migrate().await.unwrap();
     assert_eq!(recorded(pool).await, ALL_DONE);
     assert_eq!(tables(pool).await, ALL_TABLES);
@@ -121,18 +133,18 @@ async fn tables_of_a_newer_idem_are_refused() {
     exec(
         pool,
         "INSERT INTO idem_migrations (version, description, success, checksum, execution_time) \
-         VALUES (6, 'from a newer idem', FALSE, X'00', 0)",
+         VALUES (7, 'from a newer idem', FALSE, X'00', 0)",
     )
     .await;
     let err = store.migrate().await.expect_err("refused");
     assert!(matches!(err, Error::IncompatibleSchema { .. }), "{err:?}");
     assert_eq!(err.kind(), ErrorKind::Database);
     let text = err.to_string();
-    for needle in ["migration 6", "1 to 5", "newer idem"] {
+    for needle in ["migration 7", "1 to 6", "newer idem"] {
         assert!(text.contains(needle), "{needle:?} not in: {text}");
     }
     let mut expected = ALL_DONE.to_vec();
-    expected.push((6, false));
+    expected.push((7, false));
     assert_eq!(
         recorded(pool).await,
         expected,
