@@ -44,6 +44,8 @@ struct Inner<DB: GatewayDb> {
     wiring: ArcSwap<Wiring>,
     /// The file a reload reads (`None`: a configuration made in memory, which cannot reload).
     config_file: OnceLock<PathBuf>,
+    /// Whether a reload refuses a configuration with warnings (`idem serve --strict`).
+    strict: OnceLock<bool>,
 
     /// The pool's connections dispatch may hold at once (see [`Gateway::dispatch_connection`]).
     dispatch_connections: Semaphore,
@@ -119,6 +121,7 @@ impl<DB: GatewayDb> Gateway<DB> {
                 inbox,
                 wiring,
                 config_file: OnceLock::new(),
+                strict: OnceLock::new(),
                 dispatch_connections,
                 health: StoreHealth::default(),
                 rejections: Rejections::default(),
@@ -163,6 +166,18 @@ impl<DB: GatewayDb> Gateway<DB> {
     pub fn with_config_file(self, path: impl Into<PathBuf>) -> Self {
         let _ = self.inner.config_file.set(path.into());
         self
+    }
+
+    /// Makes a reload refuse a configuration with [warnings](Config::warnings), as `idem serve
+    /// --strict` refuses one at start. Set once; later calls are ignored.
+    pub fn with_strict_reload(self, strict: bool) -> Self {
+        let _ = self.inner.strict.set(strict);
+        self
+    }
+
+    /// Whether a reload refuses a configuration with warnings.
+    pub(crate) fn strict_reload(&self) -> bool {
+        self.inner.strict.get().copied().unwrap_or(false)
     }
 
     /// The file a reload reads, if one was named.

@@ -253,7 +253,8 @@ async fn on_store<DB: GatewayDb>(
             let gateway = match config_file {
                 Some(path) => gateway.with_config_file(path),
                 None => gateway,
-            };
+            }
+            .with_strict_reload(strict);
             serve::serve(gateway, strict).await
         }
         OnGateway::Events(command) => events::events(&gateway, command).await,

@@ -223,9 +223,16 @@ const DEFAULT_LIMIT: u32 = 100;
 /// The largest `limit` the list endpoints take: a list is one answer, held in memory.
 pub(crate) const MAX_LIMIT: u32 = 1000;
 
-/// `limit` as given (at most [`MAX_LIMIT`]) or [`DEFAULT_LIMIT`]; a larger one is refused.
+/// `limit` as given (1 to [`MAX_LIMIT`]) or [`DEFAULT_LIMIT`]; another is refused.
 fn limit(given: Option<u32>) -> Result<u32, Box<Response>> {
     match given {
+        Some(0) => Err(Box::new(Problem::new(
+            StatusCode::BAD_REQUEST,
+            "bad-limit",
+            "Limit out of range",
+            format!("limit=0 lists nothing; expected a whole number from 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})"),
+        )
+        .into_response())),
         Some(n) if n > MAX_LIMIT => Err(Box::new(Problem::new(
             StatusCode::BAD_REQUEST,
             "bad-limit",

@@ -45,8 +45,15 @@ async fn try_reload<DB: GatewayDb>(
         .map_err(|_| ReloadError::NotServing)??;
     let old = gateway.wiring();
     let plan = plan(old.config(), read)?;
-    for warning in plan.config.warnings() {
+    let warnings = plan.config.warnings();
+    for warning in &warnings {
         tracing::warn!("{warning}");
+    }
+    if let (true, Some(first)) = (gateway.strict_reload(), warnings.first()) {
+        return Err(ReloadError::Warnings {
+            count: warnings.len(),
+            first: first.to_string(),
+        });
     }
     // Swapped even when nothing it compares changed: secrets read from files, the admin token
     // and the alert settings are not compared (a secret prints as `Secret(…)`), and a reload
@@ -108,6 +115,9 @@ async fn try_reload<DB: GatewayDb>(
         added = ?report.added_destinations,
         changed = ?report.changed_destinations,
         removed = ?report.removed_destinations,
+        routes_added = ?report.added_routes,
+        routes_changed = ?report.changed_routes,
+        routes_removed = ?report.removed_routes,
         sources_added = ?report.added_sources,
         "configuration reloaded"
     );
@@ -159,5 +169,8 @@ fn report_of(plan: &Plan, generation: u64) -> ReloadReport {
         added_sources: plan.added_sources.clone(),
         changed_sources: plan.changed_sources.clone(),
         routes: plan.config.routes.len(),
+        added_routes: plan.routes.added.clone(),
+        changed_routes: plan.routes.changed.clone(),
+        removed_routes: plan.routes.removed.clone(),
     }
 }

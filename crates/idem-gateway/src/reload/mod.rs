@@ -46,6 +46,12 @@ pub struct ReloadReport {
     pub changed_sources: Vec<String>,
     /// How many routes run now.
     pub routes: usize,
+    /// Routes added, by name.
+    pub added_routes: Vec<String>,
+    /// Routes whose settings (`event_types`, `ordering`, `filter`, destination) changed.
+    pub changed_routes: Vec<String>,
+    /// Routes removed.
+    pub removed_routes: Vec<String>,
 }
 
 /// Why a reload was refused; the running configuration stays, whole.
@@ -63,6 +69,17 @@ pub enum ReloadError {
     NeedsRestart {
         /// The key as written in the file.
         key: String,
+    },
+    /// The file has warnings and the server runs with `--strict`
+    /// ([`Gateway::with_strict_reload`](crate::Gateway::with_strict_reload)).
+    #[error(
+        "the configuration has {count} warning(s), logged above (the first: {first}); refused under --strict; nothing was applied"
+    )]
+    Warnings {
+        /// How many.
+        count: usize,
+        /// The first, as logged.
+        first: String,
     },
     /// A source of the running configuration is missing from the file.
     #[error(
@@ -124,6 +141,7 @@ impl ReloadError {
             Self::NoFile => "no-file",
             Self::Invalid(_) => "invalid-config",
             Self::NeedsRestart { .. } => "needs-restart",
+            Self::Warnings { .. } => "warnings",
             Self::SourceRemoved { .. } => "source-removed",
             Self::OpenDeliveries { .. } => "open-deliveries",
             Self::Rename { .. } => "rename-needs-restart",

@@ -31,6 +31,40 @@ pub(super) struct Plan {
     pub(super) removed: Vec<String>,
     pub(super) added_sources: Vec<String>,
     pub(super) changed_sources: Vec<String>,
+    pub(super) routes: RouteChanges,
+}
+
+/// The routes a reload adds, changes and removes, by name.
+#[derive(Debug, Default)]
+pub(super) struct RouteChanges {
+    pub(super) added: Vec<String>,
+    pub(super) changed: Vec<String>,
+    pub(super) removed: Vec<String>,
+}
+
+impl RouteChanges {
+    fn of(old: &Config, new: &Config) -> Self {
+        let printed = |r: &crate::config::Route| format!("{r:?}");
+        let mut changes = Self::default();
+        for route in &new.routes {
+            match old.routes.iter().find(|r| r.name == route.name) {
+                None => changes.added.push(route.name.to_string()),
+                Some(before) if printed(before) != printed(route) => {
+                    changes.changed.push(route.name.to_string());
+                }
+                Some(_) => {}
+            }
+        }
+        changes.removed = (old.routes.iter())
+            .filter(|r| !new.routes.iter().any(|n| n.name == r.name))
+            .map(|r| r.name.to_string())
+            .collect();
+        changes
+    }
+
+    fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
 }
 
 impl Plan {
@@ -41,7 +75,7 @@ impl Plan {
             && self.changed_sources.is_empty()
             && (self.destinations.iter()).all(|c| matches!(c, Change::Kept { .. }))
             && self.destinations.len() == old.destinations.len()
-            && format!("{:?}", old.routes) == format!("{:?}", self.config.routes)
+            && self.routes.is_empty()
     }
 }
 
@@ -83,7 +117,9 @@ pub(super) fn plan(old: &Config, mut new: Config) -> Result<Plan, ReloadError> {
         .filter(|d| !new.destinations.iter().any(|n| n.name == d.name))
         .map(|d| d.name.to_string())
         .collect();
+    let routes = RouteChanges::of(old, &new);
     Ok(Plan {
+        routes,
         config: new,
         destinations,
         removed,

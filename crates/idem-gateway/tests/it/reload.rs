@@ -173,6 +173,8 @@ filter = "body.data.object.amount >= 100"
     files.write(app.addr, &second);
     let report = reload.reload().await.expect("applied");
     assert_eq!(report.added_destinations, ["app2"]);
+    assert_eq!(report.added_routes, ["stripe.app2"]);
+    assert!(report.changed_routes.is_empty() && report.removed_routes.is_empty());
     assert!(report.changed_destinations.is_empty() && report.removed_destinations.is_empty());
     assert_eq!(
         (report.routes, report.generation, report.unchanged),
@@ -426,7 +428,43 @@ async fn dead_letters_of_a_removed_destination_stay_dead<DB: GatewayDb>(store: S
     running.server.shutdown().await.unwrap();
 }
 
+/// Under `--strict` a reload refuses a file with warnings (a source no route leaves), as the
+/// start does; without it the same file applies.
+async fn a_strict_reload_refuses_warnings<DB: GatewayDb>(store: Store<DB>) {
+    let app = Downstream::ok().await;
+    let files = Files::new();
+    let path = files.write(app.addr, "");
+    let config = Config::load(&path).expect("a valid configuration");
+    let running = Running::start(config, store).await;
+    let gateway = (running.gateway.clone())
+        .with_config_file(&path)
+        .with_strict_reload(true);
+    let lonely = format!(
+        "\n[[source]]\nname = \"lonely\"\nkind = \"stripe\"\nsecrets_file = [\"{}\"]\n",
+        files.path("stripe").display()
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.clone() + &lonely).unwrap();
+    let refused = running.server.reload_handle().reload().await.unwrap_err();
+    assert_eq!(refused.kind(), "warnings", "{refused}");
+    assert!(refused.to_string().contains("lonely"), "{refused}");
+    assert_eq!(gateway.config().sources.len(), 1);
+    let answer = (running.client)
+        .get(format!("{}/admin/events?limit=0", running.url))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        StatusCode::BAD_REQUEST,
+        "limit=0 lists nothing"
+    );
+    running.server.shutdown().await.unwrap();
+}
+
 both_stores!(
+    a_strict_reload_refuses_warnings,
     dead_letters_of_a_removed_destination_stay_dead,
     a_reload_neither_renames_nor_strands_a_route,
     a_reload_applies_routes_and_destinations_and_refuses_what_needs_a_restart,
