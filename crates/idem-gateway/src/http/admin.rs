@@ -23,7 +23,7 @@ use crate::gateway::Gateway;
 use crate::http::problem::Problem;
 use crate::model::time::parse_time;
 use crate::operations::{RedriveRequest, ReplayRequest};
-use crate::reload::ReloadHandle;
+use crate::reload_request::ReloadHandle;
 use crate::store::GatewayDb;
 
 /// `/admin/…`, when the configuration has an admin token; otherwise no routes. The token is

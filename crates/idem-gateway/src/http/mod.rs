@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::gateway::Gateway;
 use crate::ingest::unit::Pending;
-use crate::reload::ReloadHandle;
+use crate::reload_request::ReloadHandle;
 use crate::store::GatewayDb;
 use problem::Problem;
 

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use super::plan::{Change, Plan, plan};
-use super::{ReloadError, ReloadReport};
 use crate::config::{Config, Destination};
 use crate::error::Task;
 use crate::gateway::Gateway;
 use crate::lanes::Lane;
 use crate::metric_definitions::CONFIG_RELOADS_TOTAL;
+use crate::reload_request::{ReloadError, ReloadReport};
 use crate::store::GatewayDb;
 use crate::supervise::Supervisor;
 use crate::wiring::Wiring;

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::ReloadError;
 use crate::config::{Config, Destination, Source};
+use crate::reload_request::ReloadError;
 
 /// How one destination of the new configuration relates to the running one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

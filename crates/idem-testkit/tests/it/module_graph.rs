@@ -125,15 +125,25 @@ const GATEWAY_LAYERS: [&[Row]; 7] = [
         row("operations", 4, &["ingest"]),
         row("destinations", 4, &[]),
         row("monitor", 4, &[]),
+        // What asks for a reload and what it answers; the reload itself is assembly's.
+        row("reload_request", 4, &[]),
     ],
     // L5: inputs and surfaces (axum only in http/): L0–L3 and the behaviour each calls.
     &[
         row("broker", 4, &["ingest"]),
-        row("http", 4, &["ingest", "operations", "destinations"]),
+        row(
+            "http",
+            4,
+            &["ingest", "operations", "destinations", "reload_request"],
+        ),
     ],
     // L6: assembly imports everything.
     &[
         row("supervise", 7, &[]),
+        // Starting a destination's dispatcher, at start and on a reload.
+        row("dispatchers", 7, &[]),
+        // Applying a reload: it stops and starts dispatchers.
+        row("reload", 7, &[]),
         row("server", 7, &[]),
         row("demo", 7, &[]),
     ],
