@@ -92,20 +92,19 @@ async fn scope_of<DB: Backend>(
     predecessor: &Name,
     consumer: &Name,
 ) -> Result<Result<Name, String>, Error> {
-    let Some((_, scope)) = DB::lineage_get(conn, predecessor.as_str()).await? else {
+    let Some((mut before, scope)) = DB::lineage_get(conn, predecessor.as_str()).await? else {
         return Ok(Ok(predecessor.clone()));
     };
     let mut chain = vec![consumer.to_string(), predecessor.to_string()];
-    let mut at = predecessor.to_string();
     for _ in 0..MAX_DEPTH {
-        let Some((Some(before), _)) = DB::lineage_get(conn, &at).await? else {
+        let Some(at) = before else {
             break;
         };
-        chain.push(before.clone());
-        if before == consumer.as_str() {
+        chain.push(at.clone());
+        if at == consumer.as_str() {
             return Ok(Err(chain.join(" → ")));
         }
-        at = before;
+        before = DB::lineage_get(conn, &at).await?.and_then(|(p, _)| p);
     }
     let scope = Name::new("consumer", scope).map_err(|e| Error::CorruptRow {
         table: "idem_consumer_lineage",

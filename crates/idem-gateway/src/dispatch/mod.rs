@@ -74,7 +74,9 @@ async fn dispatch<DB: GatewayDb>(
     // At least 1, at most `concurrency`: an idle destination always claims.
     let low_water = destination.concurrency.div_ceil(2);
     let mut handed = handoff.open(Arc::clone(&bounds.slots), low_water);
-    let poll = gateway.config().poll_interval;
+    // Keys a reload never changes (it refuses them): read once.
+    let config = gateway.config();
+    let poll = config.poll_interval;
     // A claim lasts LEASE_MARGIN past the attempt's timeout: the time an outcome may wait.
     let claim_ttl = match lane.claim_ttl() {
         Ok(ttl) => ttl,
@@ -115,7 +117,7 @@ async fn dispatch<DB: GatewayDb>(
         } else if bounds.slots.available_permits() < low_water {
             handoff.owe_claim();
         } else {
-            let deadline = gateway.config().database_timeout;
+            let deadline = config.database_timeout;
             let started = start_due(&gateway, transport, &outcomes, &bounds, &mut tasks);
             let health = lane.health();
             match tokio::time::timeout(deadline, started).await {
@@ -181,7 +183,7 @@ async fn dispatch<DB: GatewayDb>(
         };
         start(&gateway, transport, &outcomes, &bounds, claimed, &mut tasks);
     }
-    finish_in_flight(&mut tasks, &destination, gateway.config().shutdown_grace).await;
+    finish_in_flight(&mut tasks, &destination, config.shutdown_grace).await;
     drop(outcomes);
     let _ = writer.await;
 }

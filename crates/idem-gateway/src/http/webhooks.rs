@@ -23,6 +23,7 @@ use crate::ingest::{Refused, accept, submit};
 use crate::metric_definitions::{INGEST_DURATION_SECONDS, INGEST_TOTAL, WEBHOOK_REJECTED_TOTAL};
 use crate::store::GatewayDb;
 use crate::traces::{self, TraceHeaders};
+use crate::wiring::Wiring;
 
 /// The header that tells the sender how its request was taken: `accepted` or `duplicate`.
 pub const STATUS_HEADER: &str = "idem-status";
@@ -59,14 +60,14 @@ pub(crate) async fn declared_length<DB: GatewayDb>(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let limit = gateway.config().max_body_bytes;
+    let wiring = gateway.wiring();
+    let limit = wiring.config().max_body_bytes;
     let declared = request
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
-        let wiring = gateway.wiring();
         let source = (request.uri().path().strip_prefix("/webhooks/"))
             .and_then(|name| wiring.source_index(name))
             .map(|index| wiring.source(index).name.to_string());
@@ -137,7 +138,7 @@ pub(crate) async fn handle<DB: GatewayDb>(
     let source = &wiring.source(index).name;
     let span = traces::ingest_span(source.as_str());
     let trace = traces::start_ingest(&span, &headers, wiring.source(index).trust_traceparent);
-    let ingested = ingest(&state, index, &headers, body, trace, &span)
+    let ingested = ingest(&state, &wiring, index, &headers, body, trace, &span)
         .instrument(span.clone())
         .await;
     let (response, status) = match ingested {
@@ -180,10 +181,12 @@ pub(crate) async fn handle<DB: GatewayDb>(
     response
 }
 
-/// Verifies, reads and commits one webhook of source `index`, whose trace context to store is
-/// `trace` and whose `ingest` span is `span`.
+/// Verifies, reads and commits one webhook of source `index` of `wiring` (the one the request
+/// looked its source up in), whose trace context to store is `trace` and whose `ingest` span is
+/// `span`.
 async fn ingest<DB: GatewayDb>(
     state: &IngestState<DB>,
+    wiring: &Wiring,
     index: usize,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -191,7 +194,6 @@ async fn ingest<DB: GatewayDb>(
     span: &tracing::Span,
 ) -> Result<(String, Answer), Problem> {
     let gateway = &state.gateway;
-    let wiring = gateway.wiring();
     let source = wiring.source(index);
     let body = body.map_err(|rejection| {
         if super::body_deadline::is_body_timeout(&rejection) {
@@ -201,7 +203,7 @@ async fn ingest<DB: GatewayDb>(
                 "Body not received in time",
                 format!(
                     "the body was not received within body_read_timeout ({:?}); nothing was kept, send it again",
-                    gateway.config().body_read_timeout
+                    wiring.config().body_read_timeout
                 ),
             )
         } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -211,7 +213,7 @@ async fn ingest<DB: GatewayDb>(
                 "Body too large",
                 format!(
                     "the body is larger than the limit of {} bytes",
-                    gateway.config().max_body_bytes
+                    wiring.config().max_body_bytes
                 ),
             )
         } else {

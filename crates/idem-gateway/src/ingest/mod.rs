@@ -110,7 +110,7 @@ pub(crate) async fn submit_unit<DB: GatewayDb>(
     filter::apply(gateway, &wiring, &mut unit);
     // The request's own deadline, from its arrival: a batch ahead of it that waits on the
     // database does not hold it past `database_timeout`.
-    let timeout = gateway.config().database_timeout;
+    let timeout = wiring.config().database_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     match queue {
         Some(queue) => {
