@@ -318,8 +318,8 @@ pub(crate) struct VerifyArgs {
     /// Shell command that prints the handler's state (JSON or text).
     #[arg(long)]
     pub state: String,
-    /// Comma-separated modes: duplicate, concurrent, shuffle, lost-ack, crash, replay-later
-    /// (default: all; crash only with --restart).
+    /// Comma-separated modes: duplicate, concurrent, shuffle, lost-ack, crash, replay-later,
+    /// rebuild (default: all; crash only with --restart, rebuild only with --successor).
     #[arg(long)]
     pub modes: Option<String>,
     /// Shell command that kills and restarts the target, keeping its state (crash mode): it
@@ -327,6 +327,12 @@ pub(crate) struct VerifyArgs {
     /// server it starts in the background must not keep its output open.
     #[arg(long)]
     pub restart: Option<String>,
+    /// Shell command that moves the target to its next consumer version (billing_v2
+    /// succeeding billing_v1), keeping its state (rebuild mode): rebuild delivers the history,
+    /// runs it, delivers the same history again and expects the baseline's state, effects
+    /// included. --reset must return the target to its first version too.
+    #[arg(long)]
+    pub successor: Option<String>,
     /// Shuffle keeps each entity's events in file order (interleaving entities only), for
     /// handlers that do not claim to handle reordering within an entity.
     #[arg(long)]

@@ -116,6 +116,16 @@ impl Signer {
     }
 }
 
+/// The commands [`Target::deliver`] runs between steps: `--restart` after a crash point,
+/// `--successor` before the first delivery to the successor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hooks<'a> {
+    /// Kills and restarts the target, keeping its state.
+    pub restart: Option<&'a str>,
+    /// Moves the target to its successor consumer version, keeping its state.
+    pub successor: Option<&'a str>,
+}
+
 /// The endpoint under test.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -220,19 +230,22 @@ impl Target {
 
     /// Delivers `plan` (sorted by step): steps one after another, the deliveries of one step
     /// started together behind a barrier. After a step with a [`Delivery::crash`], runs
-    /// `restart` (the `--restart` command; crash points are plain deliveries without one) and
-    /// waits until the target answers again. Stops early, returning what was answered, once
-    /// `deadline` has passed.
+    /// `hooks.restart` (the `--restart` command; crash points are plain deliveries without one)
+    /// and waits until the target answers again. Before a step with a
+    /// [`Delivery::successor`], runs `hooks.successor` (`--successor`) and waits the same way.
+    /// Stops early, returning what was answered, once `deadline` has passed.
     ///
     /// # Errors
     /// [`VerifyError::Http`] when a delivery got no answer, or the target did not answer within
-    /// 30 s of a restart; [`VerifyError::Command`] when `restart` failed.
+    /// 30 s of a restart or a move to the successor; [`VerifyError::Command`] when `restart`
+    /// or `successor` failed; [`VerifyError::NoSuccessor`] for a successor step without a
+    /// `successor` command.
     pub async fn deliver(
         &self,
         events: &[EventRecord],
         plan: &[Delivery],
         deadline: tokio::time::Instant,
-        restart: Option<&str>,
+        hooks: Hooks<'_>,
     ) -> Result<Vec<Answer>, VerifyError> {
         let mut answers = Vec::with_capacity(plan.len());
         let mut sent = vec![0usize; events.len()];
@@ -244,6 +257,11 @@ impl Target {
             let len = rest.iter().take_while(|d| d.step == first.step).count();
             let (step, tail) = rest.split_at(len);
             rest = tail;
+            if step.iter().any(|d| d.successor) {
+                let command = hooks.successor.ok_or(VerifyError::NoSuccessor)?;
+                crate::state::shell("successor", command).await?;
+                self.wait_answering(Duration::from_secs(30)).await?;
+            }
             let mut duplicate = Vec::with_capacity(step.len());
             for d in step {
                 duplicate.push(sent[d.event] > 0);
@@ -278,7 +296,7 @@ impl Target {
                     duplicate,
                 });
             }
-            if let Some(command) = restart
+            if let Some(command) = hooks.restart
                 && step.iter().any(|d| d.crash)
             {
                 crate::state::shell("restart", command).await?;

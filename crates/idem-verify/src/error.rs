@@ -49,16 +49,16 @@ pub enum VerifyError {
     },
     /// A mode name is not known.
     #[error(
-        "unknown mode {given:?}: expected duplicate, concurrent, shuffle, lost-ack, crash or replay-later"
+        "unknown mode {given:?}: expected duplicate, concurrent, shuffle, lost-ack, crash, replay-later or rebuild"
     )]
     UnknownMode {
         /// The name given.
         given: String,
     },
-    /// `--reset` or `--state` could not be run or exited non-zero.
+    /// `--reset`, `--state`, `--restart` or `--successor` could not be run or exited non-zero.
     #[error("the --{which} command {command:?} failed: {reason}")]
     Command {
-        /// `reset` or `state`.
+        /// `reset`, `state`, `restart` or `successor`.
         which: &'static str,
         /// The shell command.
         command: String,
@@ -101,6 +101,12 @@ pub enum VerifyError {
         /// The first difference, `path: first read → second read`.
         first: String,
     },
+    /// A sequence moves the target to its successor (a rebuild's minimal sequence, a line with
+    /// `"successor": true`) and no `--successor` command was given.
+    #[error(
+        "the sequence moves the target to its successor consumer version: give --successor CMD (a command that switches the target to its next consumer version, keeping its state)"
+    )]
+    NoSuccessor,
     /// `--budget` is zero.
     #[error("--budget must be greater than 0")]
     ZeroBudget,

@@ -4,7 +4,8 @@
 //! `{"body": …, "headers": {…}, "id": "…", "seq": n, "step": n}` where `body` is a JSON value
 //! (sent as compact JSON) or a string (sent as is), and everything else is optional. The
 //! minimal sequences `idem verify` writes are wrappers with `step` (deliveries with one step are
-//! sent at the same moment) and `seq` (the event's position in the original file).
+//! sent at the same moment) and `seq` (the event's position in the original file); a rebuild's
+//! has `"successor": true` on the first delivery after the target moved to its successor.
 
 use std::path::Path;
 
@@ -31,6 +32,9 @@ pub struct EventRecord {
     pub seq: usize,
     /// The step a minimal-sequence line was delivered at, if the line names one.
     pub step: Option<usize>,
+    /// A rebuild's minimal-sequence line (`"successor": true`): the target was moved to its
+    /// successor consumer version (`--successor`) before this delivery.
+    pub successor: bool,
 }
 
 /// Reads a JSONL file, or every file of a directory (sorted by name, one body per file).
@@ -141,7 +145,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<EventRecord>, VerifyError> {
         };
         let seq = number("seq")?.unwrap_or(seq);
         let step = number("step")?;
-        records.push(record(bytes, headers, id, parsed.as_ref(), seq, step));
+        let successor = match object.get("successor") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(bad("`successor` is not true or false".into())),
+        };
+        let mut record = record(bytes, headers, id, parsed.as_ref(), seq, step);
+        record.successor = successor;
+        records.push(record);
     }
     Ok(records)
 }
@@ -182,5 +193,6 @@ fn record(
             .and_then(Value::as_i64),
         seq,
         step,
+        successor: false,
     }
 }

@@ -11,7 +11,13 @@
 //!    handled and before its answer counted, and redelivers that delivery once the target
 //!    answers again; without a restart command it is [`Verdict::Skipped`] with a note (not a
 //!    pass). [`Options::keep_entity_order`] (`--keep-entity-order`) makes `shuffle` keep each
-//!    entity's events in file order;
+//!    entity's events in file order. `rebuild` checks a consumer version upgrade: it delivers
+//!    the history in order, runs [`Commands::successor`] (`--successor`, which moves the target
+//!    to its next consumer version, `billing_v2` succeeding `billing_v1`, keeping its state),
+//!    delivers the same history again in order, and compares with the baseline: a projection
+//!    rebuilt differently, or an effect run again under a new key, shows in `--state` (print the
+//!    effects the target ran, e.g. the idempotency keys its provider received). Without a
+//!    successor command it is [`Verdict::Skipped`];
 //! 3. on a difference, delta debugging ([`shrink::ddmin`]) over the deliveries finds a minimal
 //!    sequence that still diverges from the in-order run of the same events; it is written as a
 //!    replayable JSONL file ([`replay`]) with a short explanation.
@@ -33,7 +39,7 @@ pub mod run;
 pub mod shrink;
 pub mod state;
 
-pub use deliver::{Signer, Target};
+pub use deliver::{Hooks, Signer, Target};
 pub use error::VerifyError;
 pub use plan::Mode;
 pub use run::{

@@ -25,6 +25,11 @@ pub struct Delivery {
     /// later delivery of the plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub crash: bool,
+    /// Rebuild mode: the target is moved to its successor consumer version (`--successor`)
+    /// before this delivery is sent; the deliveries from here on are the replay of history
+    /// into the new version.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub successor: bool,
 }
 
 /// A schedule: deliveries sorted by step.
@@ -50,17 +55,23 @@ pub enum Mode {
     /// `--restart` after handling it and before the sender saw its 2xx, and the delivery is
     /// redelivered once the target answers again. Skipped without `--restart`.
     Crash,
+    /// In order; then the target moves to its successor consumer version (`--successor`) and
+    /// the same history is delivered again, in order, as a rebuild does: the state must match
+    /// the baseline, the effects the first version ran included (none runs again). Skipped
+    /// without `--successor`.
+    Rebuild,
 }
 
 impl Mode {
     /// Every mode, in the order they run by default.
-    pub const ALL: [Mode; 6] = [
+    pub const ALL: [Mode; 7] = [
         Mode::Duplicate,
         Mode::Concurrent,
         Mode::Shuffle,
         Mode::LostAck,
         Mode::Crash,
         Mode::ReplayLater,
+        Mode::Rebuild,
     ];
 
     /// The name used on the command line and in reports (`lost-ack`).
@@ -72,6 +83,7 @@ impl Mode {
             Mode::LostAck => "lost-ack",
             Mode::ReplayLater => "replay-later",
             Mode::Crash => "crash",
+            Mode::Rebuild => "rebuild",
         }
     }
 
@@ -115,8 +127,24 @@ pub fn sequential(events: impl IntoIterator<Item = usize>) -> Plan {
             event,
             step,
             crash: false,
+            successor: false,
         })
         .collect()
+}
+
+/// The rebuild of `history` (a plan, in the order the first version got it): `history`, then
+/// the target moved to its successor, then each event of `history` once more, in the same
+/// order, one at a time.
+pub fn rebuild(history: &[Delivery]) -> Plan {
+    let mut plan = history.to_vec();
+    let next = history.last().map_or(0, |d| d.step + 1);
+    plan.extend(history.iter().enumerate().map(|(i, d)| Delivery {
+        event: d.event,
+        step: next + i,
+        crash: false,
+        successor: i == 0,
+    }));
+    plan
 }
 
 /// The in-order run of the distinct events of `plan`: each once, by their position in the
@@ -161,6 +189,7 @@ pub fn schedule_with(
                         event: i,
                         step: i,
                         crash: false,
+                        successor: false,
                     },
                     rng.random_range(2..=3),
                 )
@@ -184,12 +213,18 @@ pub fn schedule_with(
             let mut plan = Vec::with_capacity(n + n / 10);
             for (event, crash) in crashes.into_iter().enumerate() {
                 let step = plan.len();
-                plan.push(Delivery { event, step, crash });
+                plan.push(Delivery {
+                    event,
+                    step,
+                    crash,
+                    successor: false,
+                });
                 if crash {
                     plan.push(Delivery {
                         event,
                         step: step + 1,
                         crash: false,
+                        successor: false,
                     });
                 }
             }
@@ -237,6 +272,7 @@ pub fn schedule_with(
             keep_ties(&mut replays, events);
             sequential((0..n).chain(replays).collect::<Vec<_>>())
         }
+        Mode::Rebuild => rebuild(&sequential(0..n)),
     }
 }
 
@@ -302,6 +338,7 @@ mod tests {
             version: Some(version),
             seq,
             step: None,
+            successor: false,
         }
     }
 
@@ -367,12 +404,35 @@ mod tests {
     }
 
     #[test]
+    fn rebuild_delivers_history_again_after_the_successor() {
+        let events: Vec<EventRecord> = (0..3).map(|i| ev(i, "cus_1", i as i64)).collect();
+        let plan = schedule(Mode::Rebuild, &events, 7);
+        let order: Vec<(usize, usize, bool)> = plan
+            .iter()
+            .map(|d| (d.event, d.step, d.successor))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, 0, false),
+                (1, 1, false),
+                (2, 2, false),
+                (0, 3, true),
+                (1, 4, false),
+                (2, 5, false)
+            ]
+        );
+        assert_eq!(in_order_of(&plan, &events), sequential(0..3));
+    }
+
+    #[test]
     fn mode_names_round_trip() {
         assert_eq!(
             Mode::parse_list("duplicate, lost-ack").unwrap(),
             [Mode::Duplicate, Mode::LostAck]
         );
         assert_eq!(Mode::parse_list("crash").unwrap(), [Mode::Crash]);
+        assert_eq!(Mode::parse_list("rebuild").unwrap(), [Mode::Rebuild]);
         assert!(matches!(
             Mode::parse_list("reboot"),
             Err(VerifyError::UnknownMode { .. })

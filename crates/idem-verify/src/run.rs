@@ -77,6 +77,8 @@ pub struct MinimalDelivery {
     pub version: Option<i64>,
     /// Crash mode: the target was restarted right after it, before its answer counted.
     pub crash: bool,
+    /// Rebuild mode: the target was moved to its successor consumer version before it.
+    pub successor: bool,
 }
 
 /// The shrunk reproduction of a divergence.
@@ -172,12 +174,7 @@ impl Engine<'_> {
         self.commands.reset().await?;
         let answers = self
             .target
-            .deliver(
-                self.events,
-                plan,
-                self.deadline,
-                self.commands.restart.as_deref(),
-            )
+            .deliver(self.events, plan, self.deadline, self.commands.hooks())
             .await?;
         let snapshot = self.commands.snapshot().await?;
         Ok(Outcome {
@@ -310,13 +307,10 @@ pub async fn run(options: &Options, progress: &dyn Fn(&str)) -> Result<Report, V
         if mode == Mode::Shuffle && options.keep_entity_order {
             report.note = Some("--keep-entity-order: each entity's events in file order".into());
         }
-        if mode == Mode::Crash && options.commands.restart.is_none() {
+        if let Some(note) = missing_command(mode, &options.commands) {
             report.verdict = Verdict::Skipped;
-            report.note = Some(
-                "skipped: crash mode needs --restart CMD (a command that kills and restarts the target, keeping its state)"
-                    .into(),
-            );
-            progress("crash: skipped, no --restart");
+            progress(&format!("{mode}: {note}"));
+            report.note = Some(note.into());
         } else if baseline_complete && Instant::now() < engine.deadline {
             progress(&format!("{mode}: {} deliveries", plan.len()));
             let run = engine.execute(&plan).await?;
@@ -355,6 +349,20 @@ pub async fn run(options: &Options, progress: &dyn Fn(&str)) -> Result<Report, V
         seconds: started.elapsed().as_secs_f64(),
         passed,
     })
+}
+
+/// Why `mode` cannot run with `commands`: `crash` needs `--restart`, `rebuild` needs
+/// `--successor`.
+fn missing_command(mode: Mode, commands: &Commands) -> Option<&'static str> {
+    match mode {
+        Mode::Crash if commands.restart.is_none() => Some(
+            "skipped: crash mode needs --restart CMD (a command that kills and restarts the target, keeping its state)",
+        ),
+        Mode::Rebuild if commands.successor.is_none() => Some(
+            "skipped: rebuild mode needs --successor CMD (a command that moves the target to its next consumer version, keeping its state)",
+        ),
+        _ => None,
+    }
 }
 
 /// Refuses a baseline that proves nothing: more than half of its deliveries answered non-2xx
@@ -423,6 +431,22 @@ async fn shrink(
 ) -> Result<MinimalSequence, VerifyError> {
     let events = engine.events;
     let tokens = focus_tokens(report);
+    // A rebuild shrinks the history; each candidate is delivered, then delivered again to
+    // the successor.
+    let rebuild = mode == Mode::Rebuild;
+    let expand = |sub: &[Delivery]| {
+        if rebuild {
+            plan::rebuild(sub)
+        } else {
+            sub.to_vec()
+        }
+    };
+    let plan = if rebuild {
+        let history = plan.iter().take_while(|d| !d.successor).count();
+        &plan[..history]
+    } else {
+        plan
+    };
     let mut start: Vec<Delivery> = plan.to_vec();
     if !tokens.is_empty() {
         let focused: Vec<Delivery> = plan
@@ -436,14 +460,17 @@ async fn shrink(
             })
             .copied()
             .collect();
-        if !focused.is_empty() && focused.len() < plan.len() && engine.fails(&focused).await? {
+        if !focused.is_empty()
+            && focused.len() < plan.len()
+            && engine.fails(&expand(&focused)).await?
+        {
             start = focused;
         }
     }
     let deadline = engine.deadline;
     let (mut minimal, one_minimal) = ddmin(
         start,
-        async |sub: &[Delivery]| engine.fails(sub).await,
+        async |sub: &[Delivery]| engine.fails(&expand(sub)).await,
         deadline,
     )
     .await?;
@@ -457,6 +484,7 @@ async fn shrink(
         previous = Some(d.step);
         d.step = step;
     }
+    let minimal = expand(&minimal);
     let (state_diff, duplicate_non_2xx) = engine.compare(&minimal).await?.unwrap_or_default();
     let file = match out_dir {
         Some(dir) => Some(write_sequence(
@@ -474,6 +502,7 @@ async fn shrink(
             entity: events[d.event].entity.clone(),
             version: events[d.event].version,
             crash: d.crash,
+            successor: d.successor,
         })
         .collect();
     let explanation = explain(
@@ -515,6 +544,11 @@ fn explain(
     );
     let mut i = 0;
     while let Some(d) = deliveries.get(i) {
+        if d.successor {
+            out.push_str(
+                "  then the target moved to its successor consumer version (--successor)\n",
+            );
+        }
         // Copies of one event at one step are one line.
         let copies = deliveries[i..]
             .iter()
@@ -581,6 +615,9 @@ fn write_sequence(
         if d.crash {
             line["crash"] = Value::Bool(true);
         }
+        if d.successor {
+            line["successor"] = Value::Bool(true);
+        }
         if !e.headers.is_empty() {
             line["headers"] = e
                 .headers
@@ -628,6 +665,7 @@ pub async fn replay(
             event: index,
             step: line.step.unwrap_or(n),
             crash: false,
+            successor: line.successor,
         });
     }
     plan.sort_by_key(|d| d.step);

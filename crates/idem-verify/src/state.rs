@@ -117,9 +117,22 @@ pub struct Commands {
     /// return before the target answers: verify then polls the target for up to 30 s. Its
     /// output must not stay open (redirect a background server's output).
     pub restart: Option<String>,
+    /// `--successor`: moves the target to its next consumer version (`billing_v2`
+    /// succeeding `billing_v1`), keeping its state (rebuild mode). `--reset` must return the
+    /// target to its first version as well as empty its state. It may return before the
+    /// target answers: verify then polls the target for up to 30 s.
+    pub successor: Option<String>,
 }
 
 impl Commands {
+    /// The commands run between steps (`--restart`, `--successor`).
+    pub fn hooks(&self) -> crate::deliver::Hooks<'_> {
+        crate::deliver::Hooks {
+            restart: self.restart.as_deref(),
+            successor: self.successor.as_deref(),
+        }
+    }
+
     /// Runs `--reset`.
     ///
     /// # Errors

@@ -8,6 +8,11 @@
 //! | `/c/…` | [`Flavor::CheckThenInsert`]: `SELECT` "seen?", waits 50 ms, then inserts, outside one transaction | concurrent |
 //! | `/d/…` | [`Flavor::LastWriteWins`]: stores whichever status arrives last | shuffle, replay-later |
 //!
+//! Two more, `/e/…` and `/f/…`, are one consumer shipping a new version, for `idem verify
+//! --modes rebuild --successor …` ([`lineage`]): (e) succeeds its earlier version and sends no
+//! receipt again; (f) derives its receipts' keys from its versioned name and sends every one
+//! again.
+//!
 //! Each flavor serves `POST /{x}/webhook` (Stripe-signed when a secret is set: 400 otherwise),
 //! `POST /{x}/reset` (empties its tables) and `GET /{x}/state` (its state as JSON), so that
 //! `--reset 'curl -sf -X POST http://…/b/reset' --state 'curl -sf http://…/b/state'` work.
@@ -28,6 +33,8 @@ use idem::{DedupKey, Entity, Event, EventId, Name, Runner, SqliteStore, Timestam
 use idem_http::verify::Verifier;
 use idem_http::verify::stripe::StripeVerifier;
 use serde_json::{Value, json};
+
+pub mod lineage;
 
 /// Why the handlers could not start.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +130,7 @@ struct App {
 }
 
 /// The router of the four handlers, with their databases `a.db` … `d.db` in `dir` (created and
-/// migrated). With `secret` (`whsec_…`), unsigned or badly signed deliveries get 400.
+/// migrated), and of the two [`lineage`] handlers (`e.db`, `f.db`). With `secret` (`whsec_…`), unsigned or badly signed deliveries get 400.
 ///
 /// # Errors
 /// [`HandlerError::Store`] / [`HandlerError::Schema`] when a database cannot be set up,
@@ -160,7 +167,8 @@ pub async fn router(dir: &Path, secret: Option<&str>) -> Result<Router, HandlerE
         .route("/{flavor}/webhook", post(webhook))
         .route("/{flavor}/reset", post(reset))
         .route("/{flavor}/state", get(state))
-        .with_state(Arc::new(app)))
+        .with_state(Arc::new(app))
+        .merge(lineage::router(dir).await?))
 }
 
 /// Serves the handlers on `listener` in a background task; returns its address.

@@ -1,4 +1,4 @@
-//! `verify-handlers`: serves the four reference handlers of `idem verify` (see
+//! `verify-handlers`: serves the reference handlers of `idem verify` (see
 //! the crate's library) until Ctrl-C or SIGTERM.
 //!
 //! ```text
@@ -12,7 +12,9 @@ use anyhow::Context;
 use clap::Parser;
 
 /// Serves the reference handlers a (correct), b (increments), c (check-then-insert) and
-/// d (last write wins) at /a/webhook … /d/webhook, with /X/reset and /X/state.
+/// d (last write wins) at /a/webhook … /d/webhook, with /X/reset and /X/state; and e (a new
+/// consumer version that succeeds the earlier one) and f (effect keys from the versioned name),
+/// which also have /X/successor.
 #[derive(Debug, Parser)]
 struct Args {
     /// Address to listen on.

@@ -31,6 +31,7 @@ pub(super) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         state: args.state,
         ignore: args.ignore,
         restart: args.restart,
+        successor: args.successor,
     };
     if let Some(file) = &args.replay {
         let lines = idem_verify::events::load(file)?;
@@ -72,6 +73,7 @@ pub(super) async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         None => Mode::ALL
             .into_iter()
             .filter(|&m| m != Mode::Crash || commands.restart.is_some())
+            .filter(|&m| m != Mode::Rebuild || commands.successor.is_some())
             .collect(),
     };
     if modes.is_empty() {

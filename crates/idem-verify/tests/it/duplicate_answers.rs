@@ -60,6 +60,7 @@ async fn conflict_on_redelivery_is_a_finding() {
             state: format!("curl -sf http://{addr}/state"),
             ignore: Vec::new(),
             restart: None,
+            successor: None,
         },
         modes: vec![Mode::Duplicate, Mode::Shuffle],
         seed: 7,

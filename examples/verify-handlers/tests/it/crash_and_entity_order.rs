@@ -33,6 +33,7 @@ fn options(addr: &str, flavor: &str, modes: &[Mode], restart: Option<String>) ->
             state: format!("curl -sf http://{addr}/{flavor}/state"),
             ignore: Vec::new(),
             restart,
+            successor: None,
         },
         modes: modes.to_vec(),
         seed: 42,

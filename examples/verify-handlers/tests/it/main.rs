@@ -3,5 +3,6 @@
 //! and the runs it refuses because they would prove nothing.
 
 mod crash_and_entity_order;
+mod rebuild;
 mod reference_handlers;
 mod refusals;

@@ -27,6 +27,7 @@ async fn options(dir: &Path, sign: &str, state: Option<&str>) -> Options {
             state: state.map_or_else(|| format!("curl -sf http://{addr}/a/state"), str::to_owned),
             ignore: Vec::new(),
             restart: None,
+            successor: None,
         },
         modes: vec![Mode::Duplicate],
         seed: 42,
