@@ -24,8 +24,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use idem::{
-    CallOutcome, DedupKey, EffectCall, EffectKey, EffectLedger, EffectWorker, Enqueued, Entity,
-    ErrorKind, Event, EventId, HandlerError, Name, Runner, SqliteStore, Version, sqlx,
+    CallOutcome, DedupKey, EffectCall, EffectLedger, EffectWorker, Enqueued, Entity, ErrorKind,
+    Event, EventId, HandlerError, Name, Runner, SqliteStore, Version, sqlx,
 };
 use serde::Deserialize;
 
@@ -76,7 +76,12 @@ async fn stripe_webhook(State(app): State<Arc<App>>, body: Bytes) -> (StatusCode
     };
     let delivery = Event::new(DedupKey::from_event(&app.stripe, &event_id))
         .with_entity(entity, Version::timestamp(event.created));
-    let receipt = EffectKey::derive(app.runner.consumer(), &delivery.key, &app.send_receipt);
+    // The runner derives the key under its consumer's effects scope (docs/design.md C6): a
+    // later version that succeeds this one derives the same key, so a replay sends nothing again.
+    let receipt = match app.runner.effect_key(&delivery, &app.send_receipt) {
+        Ok(key) => key,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
 
     // The handler owns what it uses (`async move`): an axum handler's future must be `Send`.
     let (effects, send_receipt) = (app.effects.clone(), app.send_receipt.clone());

@@ -271,8 +271,8 @@
 //!
 //! ```
 //! use idem::{
-//!     CallOutcome, DedupKey, EffectCall, EffectKey, EffectWorker, Enqueued, Event, EventId, Name,
-//!     Outcome, Runner, SqliteStore,
+//!     CallOutcome, DedupKey, EffectCall, EffectWorker, Enqueued, Event, EventId, Name, Outcome,
+//!     Runner, SqliteStore,
 //! };
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -284,10 +284,12 @@
 //! let consumer = Name::new("consumer", "billing_v2")?;
 //! let send_receipt = Name::new("effect", "send_receipt")?;
 //! let event = Event::new(DedupKey::from_event(&Name::new("source", "stripe")?, &EventId::new("evt_C")?));
-//! let key = EffectKey::derive(&consumer, &event.key, &send_receipt);
 //! let request = br#"{"to":"c@example.com","template":"upgraded"}"#;
 //!
 //! let runner = Runner::new(store.clone(), &consumer);
+//! // `EffectKey::derive` under the consumer's effects scope: its own name here; the version it
+//! // succeeds when it declares one (next section), so that a new version derives the same key.
+//! let key = runner.effect_key(&event, &send_receipt)?;
 //! let effects = store.effects();
 //! for delivery in 1..=2 {
 //!     let outcome = runner
