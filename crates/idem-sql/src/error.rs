@@ -140,6 +140,60 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A line of a replay's event log ([`JsonlLog`](crate::JsonlLog)) is not an event: `line`
+    /// is its number (from 1) and `expected` says what was expected there. Nothing of the log
+    /// was applied when the replay read it (the log is read whole before any event runs, unless
+    /// effects may run again: see [`Replay::run`](crate::Replay::run)).
+    #[error("line {line} of the event log is not an event: expected {expected}")]
+    InvalidLogLine {
+        /// The line's number, from 1.
+        line: u64,
+        /// What was expected, and what was found where that helps.
+        expected: String,
+    },
+    /// A replay's event log could not be read (a missing file, an I/O error part way).
+    #[error("the event log {log} cannot be read: {source}")]
+    LogUnreadable {
+        /// The log (its path).
+        log: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A replay was refused because `count` events of its log occurred before the effects'
+    /// retention cutoff (`cutoff`, now − the retention `Store::gc` runs with): their effects'
+    /// ledger rows may be deleted, so their effects would run again whatever their keys
+    /// (docs/design.md C6, C9). Nothing was applied. Replay from a later point, or run them on
+    /// purpose with [`Replay::allow_effects_rerun`](crate::Replay::allow_effects_rerun).
+    #[error(
+        "{count} events of the log occurred before the effects' retention cutoff {cutoff} (the oldest at {oldest}): gc may have deleted their effects' ledger rows, so their effects would run again; nothing was applied (allow it with Replay::allow_effects_rerun, or replay from a later point)",
+        cutoff = cutoff.rfc3339(),
+        oldest = oldest.rfc3339()
+    )]
+    EffectsPastRetention {
+        /// How many events (not already in the consumer's inbox) are past the cutoff.
+        count: u64,
+        /// When the oldest of them occurred.
+        oldest: idem_core::Timestamp,
+        /// The cutoff: events that occurred before it are past the retention.
+        cutoff: idem_core::Timestamp,
+    },
+    /// A replay stopped at the event at `position` of its log (its line, for a JSONL log)
+    /// because of `source` (a handler's error, a database error); the `applied` events before it
+    /// stay committed. Running the replay again goes on from there: the events applied are
+    /// duplicates then. [`Error::kind`] is `source`'s.
+    #[error(
+        "the replay stopped at event {position} of the log ({applied} applied before it, committed): {source}"
+    )]
+    ReplayStopped {
+        /// The event's position in the log, from 1.
+        position: u64,
+        /// How many events this run applied before it.
+        applied: u64,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// No effect is stored under this key (`resolve`).
     #[error("no effect is stored under key {key}")]
     EffectNotFound {
@@ -236,6 +290,9 @@ impl Error {
             | Self::MissingTable { .. }
             | Self::EffectConflict { .. }
             | Self::Lineage { .. }
+            | Self::InvalidLogLine { .. }
+            | Self::LogUnreadable { .. }
+            | Self::EffectsPastRetention { .. }
             | Self::EffectNotFound { .. }
             | Self::EffectNotResolvable { .. } => ErrorKind::InvalidInput,
             Self::InvalidOutboxMessage { .. }
@@ -252,6 +309,7 @@ impl Error {
                 None => ErrorKind::Handler,
             },
             Self::Permanent(_) => ErrorKind::Permanent,
+            Self::ReplayStopped { source, .. } => source.kind(),
         }
     }
 

@@ -2,8 +2,9 @@
 //! sqlx: the inbox (claims), the version guard,
 //! fenced leases, the effect ledger and its worker ([`EffectLedger`], [`EffectWorker`]), the
 //! transactional outbox ([`Outbox`]), broker consumers' dead letters ([`DeadLetters`]),
-//! retention, and the [`Runner`] that puts claim, version check and the application's writes
-//! (its effect intents and outbox rows included) in one transaction.
+//! retention, the [`Runner`] that puts claim, version check and the application's writes
+//! (its effect intents and outbox rows included) in one transaction, and the [`Replay`] that
+//! feeds an application's event log through a runner (a new consumer version catching up).
 //!
 //! Most users depend on the `idem` facade crate, which re-exports this crate and `idem-core`;
 //! its documentation is the tutorial.
@@ -42,6 +43,8 @@ pub mod metric_definitions;
 mod outbox;
 mod pool_options;
 mod redact;
+// replaying an application's event log into a consumer (issue 33)
+mod replay;
 mod retention;
 mod runner;
 mod store;
@@ -71,6 +74,10 @@ pub use outbox::{
 };
 pub use pool_options::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolOptions};
 pub use redact::redact_url;
+pub use replay::{
+    EventLog, HandlerEffects, JsonlLog, LogEntries, LoggedEvent, Replay, ReplayProgress,
+    ReplayReport,
+};
 pub use retention::GcReport;
 pub use runner::{BoxFuture, DEFAULT_MAX_ATTEMPTS, Event, Outcome, Runner};
 #[cfg(feature = "mysql")]

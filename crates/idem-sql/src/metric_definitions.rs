@@ -26,7 +26,8 @@ pub const HANDLER_DURATION_SECONDS: &str = "idem_handler_duration_seconds";
 pub const CONFLICT_RETRIES_TOTAL: &str = "idem_conflict_retries_total";
 /// Rows deleted by retention; label `table`.
 pub const GC_DELETED_TOTAL: &str = "idem_gc_deleted_total";
-/// Effect intents enqueued; labels `effect`, `outcome` = `created` | `existing` | `conflict`.
+/// Effect intents enqueued; labels `effect`, `outcome` = `created` | `existing` | `conflict` |
+/// `request_differs` (a successor's other request bytes, answered with the stored state).
 /// Counted when `enqueue` is called, whether or not its transaction commits.
 pub const EFFECTS_ENQUEUED_TOTAL: &str = "idem_effects_enqueued_total";
 /// Effect attempts by result; labels `effect`, `outcome` = `succeeded` | `failed` (retryable,
@@ -78,7 +79,7 @@ pub fn describe() {
     describe_counter!(
         EFFECTS_ENQUEUED_TOTAL,
         Unit::Count,
-        "Effect intents enqueued, by outcome (created, existing, conflict)."
+        "Effect intents enqueued, by outcome (created, existing, conflict, request_differs)."
     );
     describe_counter!(
         EFFECTS_TOTAL,

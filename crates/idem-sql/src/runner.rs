@@ -418,6 +418,16 @@ impl<DB: Backend> Runner<DB> {
         self.inbox.consumer()
     }
 
+    /// The store it runs on.
+    pub(crate) fn store(&self) -> &Store<DB> {
+        &self.store
+    }
+
+    /// The inbox of its consumer.
+    pub(crate) fn inbox(&self) -> &Inbox<DB> {
+        &self.inbox
+    }
+
     /// Records attempt number `attempt`'s duration and outcome, and decides: a conflict below
     /// the attempt limit is retried after a backoff; anything else is returned.
     async fn settle<T>(

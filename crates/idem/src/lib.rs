@@ -373,6 +373,73 @@
 //! # }
 //! ```
 //!
+//! ## Replaying history into a new version
+//!
+//! The events `billing_v2` must catch up on live in the application's own log (a table, a JSONL
+//! file). [`Replay`] feeds that log through the runner in the log's order — taken as the
+//! original order, so each entity's events arrive as the log holds them — and reports what
+//! became of each event and effect ([`ReplayReport`]). Run it as a dry run first: it changes
+//! nothing and counts the events it would apply, the duplicates, the effects the lineage
+//! already recorded, and the events past the effects' retention. [`Store::gc`] deletes finished
+//! effects after the retention it is given; an event older than that would run its effects
+//! again whatever the keys, so a run refuses the log while it holds one
+//! ([`Error::EffectsPastRetention`], nothing applied) unless [`Replay::allow_effects_rerun`].
+//! Pass the [`RetentionPolicy`] your `gc` runs with.
+//!
+//! ```
+//! use std::time::Duration;
+//! use idem::{CallOutcome, EffectCall, EffectWorker, JsonlLog, LoggedEvent, Name, Replay, RetentionPolicy, Runner, SqliteStore};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let url = format!("sqlite://{}", dir.path().join("replay.db").display());
+//! let store = SqliteStore::connect(&url).await?;
+//! store.migrate().await?;
+//! let (v1, v2) = (Name::new("consumer", "billing_v1")?, Name::new("consumer", "billing_v2")?);
+//! let send_receipt = Name::new("effect", "send_receipt")?;
+//! let policy = RetentionPolicy::new(Duration::from_secs(30 * 86_400), idem::horizon::STRIPE)?;
+//! let now = store.now().as_millis();
+//! // The application's log: one JSON object per line (`JsonlLog` lists the fields), such as
+//! // {"source":"stripe","event_id":"evt_1","occurred_at":1764595758000,"payload":{"to":"a@example.com"}}
+//! let line = |id: &str, to: &str| {
+//!     serde_json::json!({"source": "stripe", "event_id": id, "occurred_at": now, "payload": {"to": to}})
+//!         .to_string()
+//! };
+//! let log = JsonlLog::from_text([line("evt_1", "a@example.com"), line("evt_2", "b@example.com")].join("\n"));
+//! let effects = store.effects();
+//! let worker = EffectWorker::new(store.clone(), |_: EffectCall| async { CallOutcome::Succeeded(b"sent".to_vec()) });
+//!
+//! // The one handler both versions run; the effect key comes from the runner.
+//! async fn handle(runner: &Runner<idem::sqlx::Sqlite>, effects: &idem::EffectLedger<idem::sqlx::Sqlite>,
+//!                 effect: &Name, tx: &mut idem::sqlx::SqliteConnection,
+//!                 logged: &LoggedEvent<serde_json::Value>) -> Result<idem::Enqueued, idem::HandlerError> {
+//!     // … the projection's writes, from `logged.payload` …
+//!     let request = logged.payload.to_string();
+//!     Ok(runner.enqueue_effect(tx, effects, &logged.event, effect, request.as_bytes()).await?)
+//! }
+//!
+//! // billing_v1 handled the events when they happened: two receipts sent.
+//! let first = Runner::new(store.clone(), &v1);
+//! Replay::new(&first, &policy).run(&log, async |tx, logged| handle(&first, &effects, &send_receipt, tx, logged).await).await?;
+//! assert_eq!(worker.drain().await?.succeeded, 2);
+//!
+//! // billing_v2 succeeds it. First the dry run: both events to apply, both receipts recorded.
+//! let second = Runner::new(store.clone(), &v2).succeeds(&v1);
+//! let handler = async |tx: &mut idem::sqlx::SqliteConnection, logged: &LoggedEvent<serde_json::Value>| {
+//!     handle(&second, &effects, &send_receipt, tx, logged).await
+//! };
+//! let preview = Replay::new(&second, &policy).dry_run(true).run(&log, handler).await?;
+//! assert_eq!((preview.applied, preview.past_retention, preview.effects_recorded), (2, 0, 2));
+//!
+//! // Then the run: both applied to billing_v2's projection, no receipt sent again.
+//! let report = Replay::new(&second, &policy).run(&log, handler).await?;
+//! assert_eq!((report.applied, report.effects_created, report.effects_existing), (2, 0, 2));
+//! assert_eq!(worker.drain().await?.claimed, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Examples
 //!
 //! [`_examples`] shows, in full, the programs that `cargo run -p idem --example NAME` runs: a
@@ -425,6 +492,13 @@ pub use idem_sql::{
 /// relays (NATS JetStream, RabbitMQ, HTTP): the `idem-broker` crate.
 #[cfg(feature = "broker")]
 pub use idem_broker as broker;
+
+/// Replaying an application's event log through a runner: a new consumer version catching up
+/// (`Replay`, `JsonlLog`).
+pub use idem_sql::{
+    EventLog, HandlerEffects, JsonlLog, LogEntries, LoggedEvent, Replay, ReplayProgress,
+    ReplayReport,
+};
 
 /// Dead letters of broker consumers (`Store::dead_letters`); the consumers are in `idem-broker`.
 pub use idem_sql::{DeadLetter, DeadLetterRecord, DeadLetters};

@@ -152,6 +152,11 @@ pub trait EffectOps: Database + Sized {
         now: i64,
     ) -> impl Future<Output = Res<bool>> + Send;
     /// Deletes up to `limit` finished rows (succeeded, failed) last changed before `cutoff`.
+    /// How many rows have a key that starts with `prefix` (a derived key's `{scope}/`).
+    fn effects_count_prefix(
+        conn: &mut Self::Connection,
+        prefix: &str,
+    ) -> impl Future<Output = Res<i64>> + Send;
     fn effects_gc(
         conn: &mut Self::Connection,
         cutoff: i64,
@@ -210,6 +215,10 @@ const RESOLVE_RETRY: &str = "UPDATE idem_effects SET status = 'pending', attempt
      first_attempt_at = NULL, next_attempt_at = $2, updated_at = $2";
 
 /// Retention (C9): only finished rows; never pending, running, unknown, parked or dead.
+/// Rows whose key starts with `$2`, `$1` characters long (keys are ASCII, so characters are
+/// bytes): a comparison of the prefix, as `LIKE` would read `_` in a name as a wildcard.
+const COUNT_PREFIX: &str = "SELECT COUNT(*) FROM idem_effects WHERE substr(effect_key, 1, $1) = $2";
+
 const GC: &str = "DELETE FROM idem_effects WHERE effect_key IN \
      (SELECT effect_key FROM idem_effects WHERE status IN ('succeeded', 'failed') \
       AND updated_at < $1 LIMIT $2)";
@@ -373,6 +382,15 @@ macro_rules! effect_ops {
                     }
                 };
                 Ok(done.rows_affected() == 1)
+            }
+
+            async fn effects_count_prefix(conn: &mut $conn, prefix: &str) -> Res<i64> {
+                let length = i32::try_from(prefix.len()).unwrap_or(i32::MAX);
+                sqlx::query_scalar(COUNT_PREFIX)
+                    .bind(length)
+                    .bind(prefix)
+                    .fetch_one(&mut *conn)
+                    .await
             }
 
             async fn effects_gc(conn: &mut $conn, cutoff: i64, limit: i64) -> Res<u64> {

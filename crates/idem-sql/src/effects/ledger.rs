@@ -150,6 +150,22 @@ impl<DB: Backend> EffectLedger<DB> {
             .transpose()
     }
 
+    /// How many effects are stored under keys derived in `scope` (`{scope}/{effect}/{dedup
+    /// key}`, [`EffectKey::derive`] with `scope` as its consumer): for a consumer with a declared
+    /// lineage, pass its effects scope ([`Runner::effects_scope_name`](crate::Runner::effects_scope_name))
+    /// to count what its lineage recorded. Intent keys ([`EffectKey::intent`]) belong to no
+    /// scope and are not counted, nor are rows [`Store::gc`] deleted. One autocommitted read of
+    /// the whole ledger (it compares each key's prefix): meant for reports, not for a hot path.
+    ///
+    /// # Errors
+    /// [`Error::Database`].
+    pub async fn count_scope(&self, scope: &Name) -> Result<u64, Error> {
+        let mut conn = self.store.pool().acquire().await?;
+        let prefix = format!("{scope}/");
+        let n = DB::effects_count_prefix(&mut conn, &prefix).await?;
+        Ok(u64::try_from(n).unwrap_or_default())
+    }
+
     /// Up to `limit` effects in `status`, least recently changed first (then by key): for example
     /// the parked and dead effects an operator must resolve.
     ///

@@ -3,19 +3,14 @@
 //! identical handler code derives identical effect keys through the runner.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::routing::post;
 use idem_core::{EffectKey, Name};
-use idem_sql::{
-    CallOutcome, EffectCall, EffectLedger, EffectWorker, Enqueued, Error, Event, Runner, Store,
-};
+use idem_sql::metric_definitions::EFFECTS_ENQUEUED_TOTAL;
+use idem_sql::{EffectLedger, Enqueued, Error, Event, Runner, Store};
 use idem_testkit::{AppDb, Value, all_stores, exec};
 
-use crate::support::{consumer, stripe_key};
+use crate::provider::{Recorder, drain};
+use crate::support::{self, consumer, stripe_key};
 
 /// The projection of the replay test; the other test writes to a table of its own, so that
 /// the two never create one table at once (PostgreSQL refuses the second).
@@ -29,74 +24,6 @@ const PROJECTION_B: &str = "CREATE TABLE IF NOT EXISTS lineage_payments_b (\
      account VARCHAR(191) NOT NULL, amount BIGINT NOT NULL, PRIMARY KEY (consumer, event_id))";
 const INSERT_B: &str = "INSERT INTO lineage_payments_b (consumer, event_id, account, amount) \
      VALUES ($1, $2, $3, $4)";
-
-/// A provider that records every `Idempotency-Key` it is called with and answers 200.
-#[derive(Clone, Default)]
-struct Recorder {
-    calls: Arc<Mutex<Vec<String>>>,
-}
-
-impl Recorder {
-    async fn start() -> (Self, String) {
-        let recorder = Self::default();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/receipts", listener.local_addr().unwrap());
-        let app = Router::new()
-            .route(
-                "/receipts",
-                post(|State(r): State<Recorder>, headers: HeaderMap| async move {
-                    let key = headers
-                        .get("idempotency-key")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_owned();
-                    r.calls.lock().unwrap().push(key);
-                    "sent"
-                }),
-            )
-            .with_state(recorder.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        (recorder, url)
-    }
-
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
-    }
-
-    fn distinct(&self) -> usize {
-        self.calls().into_iter().collect::<BTreeSet<_>>().len()
-    }
-}
-
-/// Runs the effect worker of `effect` against the provider at `url` until nothing is due.
-async fn drain<DB: AppDb>(store: &Store<DB>, effect: &Name, url: &str) {
-    let client = idem_testkit::http_client();
-    let url = url.to_owned();
-    let worker = EffectWorker::new(store.clone(), move |call: EffectCall| {
-        let (client, url) = (client.clone(), url.clone());
-        async move {
-            match client
-                .post(&url)
-                .header("Idempotency-Key", call.key.as_str())
-                .body(call.request)
-                .send()
-                .await
-            {
-                Ok(r) if r.status().is_success() => CallOutcome::Succeeded(b"sent".to_vec()),
-                Ok(r) => CallOutcome::Failed {
-                    retryable: true,
-                    reason: r.status().to_string(),
-                },
-                Err(e) => CallOutcome::Unknown {
-                    reason: e.to_string(),
-                },
-            }
-        }
-    })
-    .effects([effect.clone()])
-    .batch_size(200);
-    while worker.run_once().await.unwrap().claimed > 0 {}
-}
 
 /// The handler code every version runs: records the payment in the projection and enqueues
 /// the receipt with `template`, its key from the runner.
@@ -185,12 +112,23 @@ async fn a_successor_replays_history_and_runs_no_effect_again<DB: AppDb>(store: 
     }
     drain(&store, &receipt, &url).await;
     assert_eq!((provider.calls().len(), provider.distinct()), (500, 500));
-    let stored = EffectKey::derive(&v1, &stripe_key("evt_0"), &receipt);
-    assert!(
-        ledger.get(&stored).await.unwrap().is_some(),
-        "v1 keeps today's keys"
-    );
-    assert!(provider.calls().contains(&stored.as_str().to_owned()));
+    // A consumer without a lineage keeps today's keys exactly: every stored key (and every key
+    // the provider saw) is `EffectKey::derive` over its own name.
+    let todays = |below: usize| -> BTreeSet<String> {
+        (0..below)
+            .map(|n| {
+                EffectKey::derive(&v1, &stripe_key(&format!("evt_{n}")), &receipt)
+                    .as_str()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(provider.keys(), todays(500), "the keys the provider saw");
+    assert_eq!(ledger.count_scope(&v1).await.unwrap(), 500);
+    for key in todays(500) {
+        let stored = ledger.get(&EffectKey::intent(&key).unwrap()).await.unwrap();
+        assert!(stored.is_some(), "{key} is not stored");
+    }
 
     let second = Runner::new(store.clone(), &v2).succeeds(&v1);
     let mut completed = 0;
@@ -207,6 +145,13 @@ async fn a_successor_replays_history_and_runs_no_effect_again<DB: AppDb>(store: 
     assert_eq!(completed, 500);
     drain(&store, &receipt, &url).await;
     assert_eq!((provider.calls().len(), provider.distinct()), (600, 600));
+    assert_eq!(provider.keys(), todays(600), "v2 derived under v1's scope");
+    assert_eq!(ledger.count_scope(&v1).await.unwrap(), 600);
+    assert_eq!(
+        ledger.count_scope(&v2).await.unwrap(),
+        0,
+        "nothing under v2's own name"
+    );
     assert_eq!(
         projection(&store, &v2, 500).await,
         projection(&store, &v1, 500).await
@@ -217,6 +162,7 @@ async fn a_successor_replays_history_and_runs_no_effect_again<DB: AppDb>(store: 
 /// A successor whose request bytes differ (a new receipt template) runs nothing: it gets the
 /// stored state, not `EffectConflict`; a consumer without a lineage still gets the conflict.
 async fn a_successor_with_other_request_bytes_runs_nothing<DB: AppDb>(store: Store<DB>) {
+    support::install_metrics();
     exec(&store, PROJECTION_B, vec![]).await;
     let (provider, url) = Recorder::start().await;
     let ledger = store.effects();
@@ -242,6 +188,19 @@ async fn a_successor_with_other_request_bytes_runs_nothing<DB: AppDb>(store: Sto
     }
     drain(&store, &receipt, &url).await;
     assert_eq!(provider.calls().len(), 3, "nothing ran again");
+    // The difference is counted (the effect's name is this test's own) and the stored request
+    // is still v1's.
+    let differs = support::counter(
+        EFFECTS_ENQUEUED_TOTAL,
+        &[("effect", receipt.as_str()), ("outcome", "request_differs")],
+    );
+    assert_eq!(differs, 3, "differences counted");
+    let key = EffectKey::derive(&v1, &stripe_key("evt_0"), &receipt);
+    let stored = ledger.get(&key).await.unwrap().unwrap();
+    assert!(
+        String::from_utf8_lossy(&stored.request).contains(r#""template":"v1""#),
+        "{stored:?}"
+    );
 
     // Without a lineage, another template under the same key is still a conflict.
     let again = Runner::new(store.clone(), &v1);

@@ -13,6 +13,11 @@ const INSERT: &str = "INSERT INTO idem_effects \
       lease_expires_at, outcome, last_error, first_attempt_at, created_at, updated_at) \
      VALUES (?, ?, ?, 'pending', 0, ?, 0, 0, NULL, NULL, NULL, ?, ?)";
 
+/// Rows whose key starts with the second parameter, as long as the first (bytes: the column is
+/// `VARBINARY`).
+const COUNT_PREFIX: &str =
+    "SELECT COUNT(*) FROM idem_effects WHERE SUBSTRING(effect_key, 1, ?) = ?";
+
 /// The columns of an [`EffectRow`], in its field order.
 const ROW_COLUMNS: &str = "effect_key, effect, request, status, attempts, next_attempt_at, \
      lease_token, outcome, last_error, first_attempt_at, created_at, updated_at";
@@ -278,6 +283,15 @@ impl EffectOps for MySql {
             }
         };
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn effects_count_prefix(conn: &mut MySqlConnection, prefix: &str) -> Res<i64> {
+        let length = i64::try_from(prefix.len()).unwrap_or(i64::MAX);
+        sqlx::query_scalar(COUNT_PREFIX)
+            .bind(length)
+            .bind(prefix.as_bytes())
+            .fetch_one(&mut *conn)
+            .await
     }
 
     async fn effects_gc(conn: &mut MySqlConnection, cutoff: i64, limit: i64) -> Res<u64> {
