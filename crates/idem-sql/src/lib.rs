@@ -28,6 +28,8 @@ mod any_store;
 mod app_sql;
 mod backend;
 mod boxed_handler;
+// Resetting a consumer's cursor for a rebuild
+mod consumer_reset;
 mod database;
 mod dead_letters;
 mod effects;
@@ -51,6 +53,7 @@ pub use any_store::AnyStore;
 pub use app_sql::Sql;
 pub use backend::Backend;
 pub use boxed_handler::BoxedHandler;
+pub use consumer_reset::{GATEWAY_INBOX_CONSUMER, LIVE_WINDOW, ResetOptions, ResetReport};
 pub use database::{DatabaseKind, same_database};
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
