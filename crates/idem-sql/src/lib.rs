@@ -2,7 +2,8 @@
 //! sqlx: the inbox (claims), the version guard,
 //! fenced leases, the effect ledger and its worker ([`EffectLedger`], [`EffectWorker`]), the
 //! transactional outbox ([`Outbox`]), broker consumers' dead letters ([`DeadLetters`]),
-//! retention, and the [`Runner`] that puts claim, version check and the application's writes
+//! retention, a stopped consumer's reset for a rebuild ([`Store::reset_consumer`]), and the
+//! [`Runner`] that puts claim, version check and the application's writes
 //! (its effect intents and outbox rows included) in one transaction.
 //!
 //! Most users depend on the `idem` facade crate, which re-exports this crate and `idem-core`;
