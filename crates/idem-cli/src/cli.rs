@@ -123,6 +123,9 @@ pub(crate) enum Command {
     /// Broker consumers' dead letters (`idem_dead_letters`), including the broker messages the
     /// gateway could not read as events: list, show, delete.
     DeadLetters(LedgerArgs<DeadLettersCommand>),
+    /// Consumers in idem's tables (`idem_inbox`, `idem_versions`, `idem_parked`,
+    /// `idem_kafka_offsets`): reset one for a rebuild.
+    Consumers(LedgerArgs<ConsumersCommand>),
     /// Find non-idempotent handler code (TypeScript/JavaScript, Python, Go): runs the
     /// `idem-lint` program installed beside `idem` or on PATH with these arguments (`idem lint
     /// --help` for its options; `cargo install --path crates/idem-lint` installs it).
@@ -291,6 +294,30 @@ pub(crate) enum DeadLettersCommand {
     Delete {
         /// The id `dead-letters list` shows.
         id: i64,
+    },
+}
+
+/// `idem consumers …`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConsumersCommand {
+    /// Delete a stopped consumer's inbox keys, version-guard rows, parked markers and stored
+    /// Kafka offsets in one transaction, so that it reads its history again from the start
+    /// (never its effects, outbox rows, dead letters or lineage, nor another consumer's rows).
+    /// Refused while the consumer is live (a lease held, or a row written within the last
+    /// minute), for the gateway's own consumers, and for an unknown name (the known ones are
+    /// listed). Without --yes it prints what it would delete and exits 1.
+    Reset {
+        /// The consumer (a versioned name such as billing_v1).
+        name: String,
+        /// Count what would be deleted, delete nothing (needs no --yes).
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete: the confirmation a reset needs.
+        #[arg(long)]
+        yes: bool,
+        /// Print the report as JSON (times in RFC 3339 UTC), for scripts.
+        #[arg(long)]
+        json: bool,
     },
 }
 

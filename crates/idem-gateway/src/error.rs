@@ -250,6 +250,15 @@ pub enum RequestError {
         /// The text given.
         value: String,
     },
+    /// A consumer name (of a consumer reset) that is not a name: blank, too long, or with a
+    /// character other than letters, digits, `_`, `.` and `-`.
+    #[error("{value:?} is not a consumer name: {reason}")]
+    BadConsumerName {
+        /// The text given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A replay range with `since` not before `until`: it would match nothing.
     #[error(
         "since {} ({since} ms) is not before until {} ({until} ms): the range is empty",
@@ -288,6 +297,7 @@ impl RequestError {
             Self::BadFilter { .. } => "bad-filter",
             Self::BadCursor { .. } => "bad-cursor",
             Self::EmptyRange { .. } => "empty-range",
+            Self::BadConsumerName { .. } => "bad-consumer-name",
         }
     }
 
@@ -301,6 +311,7 @@ impl RequestError {
             Self::BadFilter { .. } => "Bad filter",
             Self::BadCursor { .. } => "Bad page cursor",
             Self::EmptyRange { .. } => "Empty time range",
+            Self::BadConsumerName { .. } => "Bad consumer name",
         }
     }
 }

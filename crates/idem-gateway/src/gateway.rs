@@ -18,8 +18,9 @@ use crate::wiring::Wiring;
 use crate::writer_gate::WriterGate;
 
 /// The consumer name of the gateway's inbox in idem's tables: every accepted event's dedup key
-/// (`{dedup scope}:{event id}`) is claimed under it.
-pub const INBOX_CONSUMER: &str = "idem-gateway";
+/// (`{dedup scope}:{event id}`) is claimed under it. Defined once in `idem-sql`, whose
+/// consumer reset refuses it.
+pub const INBOX_CONSUMER: &str = idem_sql::GATEWAY_INBOX_CONSUMER;
 
 /// Connections of the pool kept for what is neither ingest nor dispatch: `/readyz`, `/metrics`
 /// and the admin API.

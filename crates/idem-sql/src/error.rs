@@ -193,6 +193,41 @@ pub enum Error {
         /// Why.
         #[source]
         source: Box<Error>,
+    /// [`Store::reset_consumer`](crate::Store::reset_consumer) refused a consumer that is
+    /// live: it holds a lease that has not expired or been released (a Kafka consumer's
+    /// partition or member lease), or it wrote a row (a claim, a version, an offset) within the
+    /// last minute of the store's clock. Nothing was deleted; stop the consumer, wait a minute
+    /// and ask again.
+    #[error(
+        "consumer {consumer} is live ({reason}); nothing was reset: stop it, wait until it has been idle for a minute, and reset again"
+    )]
+    ConsumerLive {
+        /// The consumer.
+        consumer: String,
+        /// What shows it live: its live leases, or when it last wrote.
+        reason: String,
+    },
+    /// [`Store::reset_consumer`](crate::Store::reset_consumer) refused a consumer that must not
+    /// be reset: the gateway's own inbox consumer, or one the caller protected
+    /// ([`ResetOptions::protect`](crate::ResetOptions::protect)). Nothing was deleted.
+    #[error("consumer {consumer} cannot be reset: {reason}")]
+    ConsumerProtected {
+        /// The consumer.
+        consumer: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+    /// [`Store::reset_consumer`](crate::Store::reset_consumer) found no row of this consumer in
+    /// any of idem's tables. Nothing was deleted.
+    #[error(
+        "no consumer {consumer} is known here; known consumers: {}",
+        known_list(known)
+    )]
+    UnknownConsumer {
+        /// The name asked for.
+        consumer: String,
+        /// The consumers the tables hold rows of, sorted.
+        known: Vec<String>,
     },
     /// No effect is stored under this key (`resolve`).
     #[error("no effect is stored under key {key}")]
@@ -256,6 +291,9 @@ pub enum ErrorKind {
     InvalidInput,
     /// A fenced write was refused because the lease changed hands.
     Fenced,
+    /// What was asked for is in use now (a consumer still running, for a reset): nothing was
+    /// changed. Stop what uses it, then ask again.
+    InUse,
     /// Any other database or migration error.
     Database,
 }
@@ -294,7 +332,10 @@ impl Error {
             | Self::LogUnreadable { .. }
             | Self::EffectsPastRetention { .. }
             | Self::EffectNotFound { .. }
-            | Self::EffectNotResolvable { .. } => ErrorKind::InvalidInput,
+            | Self::EffectNotResolvable { .. }
+            | Self::ConsumerProtected { .. }
+            | Self::UnknownConsumer { .. } => ErrorKind::InvalidInput,
+            Self::ConsumerLive { .. } => ErrorKind::InUse,
             Self::InvalidOutboxMessage { .. }
             | Self::DuplicateMessageId { .. }
             | Self::NoTransaction { .. } => ErrorKind::InvalidInput,
@@ -316,6 +357,15 @@ impl Error {
     /// Shorthand for `self.kind().is_retryable()`.
     pub fn is_retryable(&self) -> bool {
         self.kind().is_retryable()
+    }
+}
+
+/// The known consumers of [`Error::UnknownConsumer`], as the message lists them.
+fn known_list(known: &[String]) -> String {
+    if known.is_empty() {
+        "none".to_owned()
+    } else {
+        known.join(", ")
     }
 }
 

@@ -34,6 +34,9 @@ use crate::{Error, LeaseStore, Store};
 
 const TABLE: &str = "idem_kafka_offsets";
 
+/// What the lease scope of a Kafka consumer's leases starts with: `kafka/{consumer}`.
+pub(crate) const LEASE_SCOPE_PREFIX: &str = "kafka/";
+
 /// What a holder of a partition presents with every write to its offsets row: the partition, the
 /// token of its lease and its member id. Made by [`KafkaOffsets::acquire`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,9 +155,10 @@ impl<DB: Backend> KafkaOffsets<DB> {
         &self.consumer
     }
 
-    /// The lease scope of this consumer's leases: `kafka/{consumer}`.
-    fn scope(&self) -> String {
-        format!("kafka/{}", self.consumer)
+    /// The lease scope of this consumer's partition and member leases: `kafka/{consumer}`
+    /// (also read by a reset's liveness check).
+    pub(crate) fn scope(&self) -> String {
+        format!("{LEASE_SCOPE_PREFIX}{}", self.consumer)
     }
 
     /// The lease on one partition: scope `kafka/{consumer}`, key `{topic}/{partition}`.

@@ -2,9 +2,10 @@
 //! sqlx: the inbox (claims), the version guard,
 //! fenced leases, the effect ledger and its worker ([`EffectLedger`], [`EffectWorker`]), the
 //! transactional outbox ([`Outbox`]), broker consumers' dead letters ([`DeadLetters`]),
-//! retention, the [`Runner`] that puts claim, version check and the application's writes
-//! (its effect intents and outbox rows included) in one transaction, and the [`Replay`] that
-//! feeds an application's event log through a runner (a new consumer version catching up).
+//! retention, a stopped consumer's reset for a rebuild ([`Store::reset_consumer`]), the
+//! [`Runner`] that puts claim, version check and the application's writes (its effect intents
+//! and outbox rows included) in one transaction, and the [`Replay`] that feeds an application's
+//! event log through a runner (a new consumer version catching up).
 //!
 //! Most users depend on the `idem` facade crate, which re-exports this crate and `idem-core`;
 //! its documentation is the tutorial.
@@ -29,6 +30,8 @@ mod any_store;
 mod app_sql;
 mod backend;
 mod boxed_handler;
+// Resetting a consumer's cursor for a rebuild
+mod consumer_reset;
 mod database;
 mod dead_letters;
 mod effects;
@@ -54,6 +57,7 @@ pub use any_store::AnyStore;
 pub use app_sql::Sql;
 pub use backend::Backend;
 pub use boxed_handler::BoxedHandler;
+pub use consumer_reset::{GATEWAY_INBOX_CONSUMER, LIVE_WINDOW, ResetOptions, ResetReport};
 pub use database::{DatabaseKind, same_database};
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{

@@ -503,6 +503,9 @@ pub use idem_sql::{
 /// Dead letters of broker consumers (`Store::dead_letters`); the consumers are in `idem-broker`.
 pub use idem_sql::{DeadLetter, DeadLetterRecord, DeadLetters};
 
+/// Resetting a stopped consumer's cursor for a rebuild (`Store::reset_consumer`).
+pub use idem_sql::{GATEWAY_INBOX_CONSUMER, LIVE_WINDOW, ResetOptions, ResetReport};
+
 /// Errors of `idem-core` (invalid ids, names, ttls, retention, version kinds), also reachable as
 /// [`Error::Invalid`].
 pub use idem_core::Error as RuleError;

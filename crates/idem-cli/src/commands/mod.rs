@@ -2,6 +2,7 @@
 //! for the commands that need them.
 
 mod check_config;
+mod consumers;
 mod dead_letters;
 mod demo;
 mod destination;
@@ -71,6 +72,10 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::DeadLetters(args) => {
             return dead_letters::dead_letters(&ledger_url(args.database)?, args.command).await;
+        }
+        Command::Consumers(args) => {
+            let url = ledger_url(args.database)?;
+            return consumers::consumers(&url, cli.config.as_deref(), args.command).await;
         }
         Command::Lint { args } => return lint::lint(args),
         Command::Demo { console } => {

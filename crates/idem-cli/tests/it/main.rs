@@ -4,6 +4,7 @@
 
 mod binary;
 mod check_config;
+mod consumers_cli;
 mod demo_console;
 mod faults;
 mod gateway_ops;

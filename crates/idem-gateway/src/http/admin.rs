@@ -53,6 +53,7 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>, reload: ReloadHandle) 
             "/admin/destinations/{destination}/resume",
             post(resume::<DB>),
         )
+        .route("/admin/consumers/{name}/reset", post(reset_consumer::<DB>))
         .route_layer(middleware::from_fn_with_state(
             Arc::new(Guard {
                 gateway: gateway.clone(),
@@ -562,4 +563,95 @@ async fn resume<DB: GatewayDb>(
     DestinationPath(destination): DestinationPath,
 ) -> Response {
     answer(gateway.resume(&destination).await)
+}
+
+/// `{name}` of `POST /admin/consumers/{name}/reset`, answering a path it cannot read (bad
+/// percent-encoding) with problem+json (400 `bad-path`).
+struct ConsumerPath(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ConsumerPath {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(name)) => Ok(Self(name)),
+            Err(rejection) => Err(Problem::new(
+                rejection.status(),
+                "bad-path",
+                "Bad path",
+                format!(
+                    "the path cannot be read ({}); expected /admin/consumers/{{name}}/reset, the \
+                     name percent-encoded UTF-8",
+                    rejection.body_text()
+                ),
+            )
+            .into_response()),
+        }
+    }
+}
+
+/// Body of `POST /admin/consumers/{name}/reset`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetBody {
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    confirm: bool,
+}
+
+impl Expected for ResetBody {
+    const EXPECTED: &'static str = "a JSON object with \"confirm\": true (required unless \
+        \"dry_run\": true) and optional \"dry_run\" (a boolean), such as {\"confirm\": true} \
+        or {\"dry_run\": true}";
+}
+
+/// `POST /admin/consumers/{name}/reset`: the consumer's inbox keys, version-guard rows, parked
+/// markers and Kafka offsets deleted (docs/gateway.md, "Reset a consumer"): 200 with the rows
+/// per table; 400 without `"confirm": true`; 409 for a live consumer or one the gateway keeps;
+/// 404 for an unknown one.
+async fn reset_consumer<DB: GatewayDb>(
+    State(gateway): State<Gateway<DB>>,
+    ConsumerPath(name): ConsumerPath,
+    Body(body): Body<ResetBody>,
+) -> Response {
+    if !body.confirm && !body.dry_run {
+        return Problem::new(
+            StatusCode::BAD_REQUEST,
+            "confirm-required",
+            "Confirmation required",
+            format!(
+                "resetting consumer {name:?} deletes its inbox keys, version-guard rows, parked \
+                 markers and Kafka offsets: send {{\"confirm\": true}} to do it, or \
+                 {{\"dry_run\": true}} to count them first"
+            ),
+        )
+        .into_response();
+    }
+    match gateway.reset_consumer(&name, body.dry_run).await {
+        Err(Error::Store(e)) => reset_refused(e),
+        result => answer(result),
+    }
+}
+
+/// A consumer reset's refusal from the store as problem+json: 409 `consumer-live` or
+/// `gateway-consumer`, 404 `unknown-consumer`, 400 `invalid`; anything else as [`answer`] does.
+fn reset_refused(e: idem_sql::Error) -> Response {
+    let (status, code, title) = match &e {
+        idem_sql::Error::ConsumerLive { .. } => {
+            (StatusCode::CONFLICT, "consumer-live", "Consumer is live")
+        }
+        idem_sql::Error::ConsumerProtected { .. } => (
+            StatusCode::CONFLICT,
+            "gateway-consumer",
+            "Consumer kept by the gateway",
+        ),
+        idem_sql::Error::UnknownConsumer { .. } => (
+            StatusCode::NOT_FOUND,
+            "unknown-consumer",
+            "Unknown consumer",
+        ),
+        _ => return answer::<()>(Err(Error::Store(e))),
+    };
+    Problem::new(status, code, title, e.to_string()).into_response()
 }

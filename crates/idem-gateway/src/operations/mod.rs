@@ -8,9 +8,11 @@ use idem_core::RetentionPolicy;
 use serde::Serialize;
 
 mod backfill;
+mod consumer_reset;
 mod pages;
 mod renames;
 pub use backfill::BackfillReport;
+pub use consumer_reset::ConsumerResetReport;
 pub use pages::Page;
 pub use renames::{RouteCarried, UnconfiguredRoute};
 

@@ -359,15 +359,15 @@ async fn admin_gateway() -> (
 }
 
 /// One `/admin` answer: status, Content-Type and the JSON body.
-struct AdminAnswer {
-    status: u16,
+pub(crate) struct AdminAnswer {
+    pub(crate) status: u16,
     content_type: String,
-    json: serde_json::Value,
+    pub(crate) json: serde_json::Value,
 }
 
 impl AdminAnswer {
     /// The problem's `type` code and `detail`, after checking it is problem+json.
-    fn problem(&self) -> (&str, &str) {
+    pub(crate) fn problem(&self) -> (&str, &str) {
         assert_eq!(
             self.content_type, "application/problem+json",
             "{}",
@@ -384,7 +384,7 @@ impl AdminAnswer {
 
 /// `POST path` with `body` as JSON (`content_type` `None`: no Content-Type), or `GET path`
 /// when `body` is `None`, with the admin token.
-async fn admin<DB: GatewayDb>(
+pub(crate) async fn admin<DB: GatewayDb>(
     gw: &Running<DB>,
     path: &str,
     body: Option<&str>,
@@ -422,7 +422,7 @@ async fn admin<DB: GatewayDb>(
     }
 }
 
-const JSON: Option<&str> = Some("application/json");
+pub(crate) const JSON: Option<&str> = Some("application/json");
 
 /// A bad admin request: path, body, Content-Type; the status, problem code and texts the
 /// detail must contain.

@@ -15,6 +15,7 @@ mod cluster;
 mod collector;
 mod config;
 mod console;
+mod consumer_reset;
 mod demo;
 mod dispatch;
 mod faults;

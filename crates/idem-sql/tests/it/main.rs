@@ -4,6 +4,7 @@
 mod api;
 mod byte_keys;
 mod claims;
+mod consumer_reset;
 mod crash;
 mod crash_consumer;
 mod dedup_keys;

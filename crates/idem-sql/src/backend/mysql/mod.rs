@@ -21,6 +21,7 @@
 //! - Deadlocks (1213) and lock-wait timeouts (1205) are retryable conflicts (`error.rs`).
 
 mod connect;
+mod consumer_reset;
 mod dead_letters;
 mod effects;
 mod inbox;
