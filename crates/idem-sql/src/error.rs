@@ -193,6 +193,7 @@ pub enum Error {
         /// Why.
         #[source]
         source: Box<Error>,
+    },
     /// [`Store::reset_consumer`](crate::Store::reset_consumer) refused a consumer that is
     /// live: it holds a lease that has not expired or been released (a Kafka consumer's
     /// partition or member lease), or it wrote a row (a claim, a version, an offset) within the
