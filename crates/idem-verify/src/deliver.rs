@@ -116,16 +116,6 @@ impl Signer {
     }
 }
 
-/// The commands [`Target::deliver`] runs between steps: `--restart` after a crash point,
-/// `--successor` before the first delivery to the successor.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Hooks<'a> {
-    /// Kills and restarts the target, keeping its state.
-    pub restart: Option<&'a str>,
-    /// Moves the target to its successor consumer version, keeping its state.
-    pub successor: Option<&'a str>,
-}
-
 /// The endpoint under test.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -245,7 +235,7 @@ impl Target {
         events: &[EventRecord],
         plan: &[Delivery],
         deadline: tokio::time::Instant,
-        hooks: Hooks<'_>,
+        hooks: crate::state::Hooks<'_>,
     ) -> Result<Vec<Answer>, VerifyError> {
         let mut answers = Vec::with_capacity(plan.len());
         let mut sent = vec![0usize; events.len()];

@@ -39,11 +39,11 @@ pub mod run;
 pub mod shrink;
 pub mod state;
 
-pub use deliver::{Hooks, Signer, Target};
+pub use deliver::{Signer, Target};
 pub use error::VerifyError;
 pub use plan::Mode;
 pub use run::{
     MinimalDelivery, MinimalSequence, ModeReport, Non2xx, Options, ReplayReport, Report, Verdict,
     replay, run,
 };
-pub use state::{Commands, Snapshot};
+pub use state::{Commands, Hooks, Snapshot};

@@ -104,6 +104,16 @@ fn flatten(value: &Value, path: String, ignore: &[String], out: &mut BTreeMap<St
     }
 }
 
+/// The commands [`Target::deliver`](crate::Target::deliver) runs between steps: `--restart` after a crash point,
+/// `--successor` before the first delivery to the successor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hooks<'a> {
+    /// Kills and restarts the target, keeping its state.
+    pub restart: Option<&'a str>,
+    /// Moves the target to its successor consumer version, keeping its state.
+    pub successor: Option<&'a str>,
+}
+
 /// The user's commands, run with `sh -c`.
 #[derive(Debug, Clone)]
 pub struct Commands {
@@ -126,8 +136,8 @@ pub struct Commands {
 
 impl Commands {
     /// The commands run between steps (`--restart`, `--successor`).
-    pub fn hooks(&self) -> crate::deliver::Hooks<'_> {
-        crate::deliver::Hooks {
+    pub fn hooks(&self) -> Hooks<'_> {
+        Hooks {
             restart: self.restart.as_deref(),
             successor: self.successor.as_deref(),
         }
