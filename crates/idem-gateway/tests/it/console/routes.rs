@@ -44,9 +44,11 @@ fn declared_routes() -> Vec<(String, Vec<&'static str>)> {
 }
 
 /// What every POST of the test sends: the fields of a confirmed redrive of every dead letter,
-/// of a confirmed replay of every Stripe event and of a resend of `evt_ok`, so that a route
-/// doing its work without a session would change what the gateway stored and sent.
-const FIELDS: [(&str, &str); 6] = [
+/// of a confirmed replay (and rebuild to `app`) of every Stripe event and of a resend of
+/// `evt_ok`, so that a route doing its work without a session would change what the gateway
+/// stored and sent.
+const FIELDS: [(&str, &str); 7] = [
+    ("destination", "app"),
     ("confirm", "yes"),
     ("id", "evt_ok"),
     ("scope", "all"),
@@ -90,9 +92,9 @@ async fn every_route_without_a_session_redirects_to_sign_in() {
     );
     let received = |id: &str| downstream.with_key(&format!("stripe:{id}")).len();
     let routes = declared_routes();
-    // The router's eleven paths, each with its methods: what the test reads must be all of
+    // The router's twelve paths, each with its methods: what the test reads must be all of
     // them.
-    assert_eq!(routes.len(), 11, "{routes:?}");
+    assert_eq!(routes.len(), 12, "{routes:?}");
     let public = ["/console/sign-in", "/console/assets/console.css"];
     let mut checked = 0;
     for (path, methods) in &routes {
@@ -128,10 +130,10 @@ async fn every_route_without_a_session_redirects_to_sign_in() {
             }
         }
     }
-    // Nine guarded routes: overview, events, event, resend, dead letters, redrive, replay (GET
-    // and POST), configuration, sign-out: ten method-path pairs, each without and with a bogus
-    // cookie.
-    assert_eq!(checked, 20);
+    // Ten guarded routes: overview, events, event, resend, dead letters, redrive, replay (GET
+    // and POST), rebuild, configuration, sign-out: eleven method-path pairs, each without and
+    // with a bogus cookie.
+    assert_eq!(checked, 22);
     // A redrive or replay made would be sent by the time nothing is pending.
     assert_eq!(gw.settle().await, before, "nothing changed");
     assert_eq!((received("evt_ok"), received("evt_dead")), (1, 1));
