@@ -88,9 +88,22 @@ fn with_v2(text: &str, v2: &Downstream, routed: bool) -> String {
     )
 }
 
+/// A downstream that answers a rebuild's first version of each entity 50 ms late: sent side by
+/// side with the later ones (no entity order), they would be recorded first.
+async fn slow_first_versions() -> Downstream {
+    Downstream::start(Arc::new(|r| {
+        let id = r.header("idem-event-id").unwrap_or_default();
+        if r.header("idem-replay").is_some() && id.ends_with("_1") {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        StatusCode::OK
+    }))
+    .await
+}
+
 async fn rebuild_sends_every_event_in_version_order<DB: GatewayDb + AppDb>(store: Store<DB>) {
-    let app = Downstream::ok().await;
-    let v2 = Downstream::ok().await;
+    let app = slow_first_versions().await;
+    let v2 = slow_first_versions().await;
     let text = config_text(app.addr, r#"["5ms"]"#);
     let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store.clone()).await;
     // sub_1's v3 arrives before its v2: v2 is recorded stale on app, never sent.
