@@ -1,6 +1,7 @@
 //! Every console route but sign-in and the stylesheet answers a redirect to sign-in without a
 //! session, whatever the method, and changes nothing; the routes are read from the console's
-//! router source, so a route added later is checked too.
+//! router source, so a route added later is checked too. With a session, the rebuild form
+//! counts, then rebuilds.
 
 use std::sync::Arc;
 
@@ -169,4 +170,69 @@ async fn no_console_without_an_admin_token_or_when_turned_off() {
         }
         gw.server.shutdown().await.unwrap();
     }
+}
+
+/// Issue 33: the replay page's rebuild form counts first (a dry run, nothing sent), then,
+/// confirmed, queues the rebuild: the event goes to the destination again with
+/// `Idem-Replay: rebuild`. A destination no route of the source leads to is refused on the form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rebuild_form_counts_then_rebuilds() {
+    capture_logs();
+    let downstream = Downstream::ok().await;
+    let (_dir, store) = sqlite(system_clock()).await;
+    let text = format!(
+        "admin_token_env = \"ADMIN_TOKEN\"\n{}",
+        config_text(downstream.addr, r#"["5ms"]"#)
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = stripe_event("evt_rb", "invoice.paid", "invoice", "in_rb", 10);
+    assert_eq!(gw.post_stripe(&body).await.json["status"], "accepted");
+    gw.settle().await;
+    let mut client = Client::new(&gw.url);
+    let csrf = client.sign_in().await;
+    let page = client.get("/console/replay").await;
+    assert!(page.html.contains("id=\"count-rebuild\""), "{}", page.html);
+
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("source", "stripe"),
+        ("since", "1h"),
+    ];
+    let dry = client
+        .post(
+            "/console/rebuild",
+            &[&form[..], &[("destination", "app")]].concat(),
+        )
+        .await;
+    assert_eq!(dry.status, 200, "{}", dry.html);
+    assert!(dry.html.contains("id=\"would-queue\">1<"), "{}", dry.html);
+    let wrong = client
+        .post(
+            "/console/rebuild",
+            &[&form[..], &[("destination", "nowhere")]].concat(),
+        )
+        .await;
+    assert_eq!(wrong.status, 400);
+    assert!(wrong.html.contains("no destination"), "{}", wrong.html);
+    gw.settle().await;
+    assert_eq!(downstream.received().len(), 1, "the dry run sent nothing");
+
+    let confirm = [
+        ("csrf", csrf.as_str()),
+        ("confirm", "yes"),
+        ("source", "stripe"),
+        ("destination", "app"),
+        ("since_ms", "0"),
+        ("until_ms", "9999999999999"),
+    ];
+    let done = client.post("/console/rebuild", &confirm).await;
+    assert_eq!(done.status, 200, "{}", done.html);
+    assert!(done.html.contains("queued as a rebuild"), "{}", done.html);
+    gw.settle().await;
+    let last = downstream.received().pop().unwrap();
+    assert_eq!(
+        (last.header("idem-event-id"), last.header("idem-replay")),
+        (Some("evt_rb"), Some("rebuild"))
+    );
+    gw.server.shutdown().await.unwrap();
 }
