@@ -514,4 +514,22 @@ pub(crate) struct ReplayArgs {
     /// (a route added or fixed after they arrived), through the version guard as a new event's.
     #[arg(long, conflicts_with = "force")]
     pub backfill: bool,
+    /// Rebuild the consumer behind --destination: send it EVERY stored event of the range
+    /// (delivered ones, stale ones, those with no delivery there yet) with the header
+    /// `Idem-Replay: rebuild`, one delivery per entity at a time in the entity's version order,
+    /// under each event's own Idempotency-Key. Refused while a delivery of the range to the
+    /// destination is pending or in flight, and when a body was dropped (unless
+    /// --skip-missing-bodies).
+    #[arg(long, conflicts_with_all = ["force", "backfill"], requires = "destination")]
+    pub rebuild: bool,
+    /// With --rebuild: the destination rebuilt; a route of --source must lead to it.
+    #[arg(long, requires = "rebuild")]
+    pub destination: Option<String>,
+    /// With --rebuild: skip (and count) the events whose body body_retention dropped instead of
+    /// refusing the rebuild.
+    #[arg(long, requires = "rebuild")]
+    pub skip_missing_bodies: bool,
+    /// Print the report as JSON, for scripts.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -1,6 +1,6 @@
-//! Every operator action (redrive, replay, backfill, resend, gc, pause, resume, reset-consumer),
-//! whoever asked — the admin API, the console or the `idem` command — is logged at INFO with
-//! what it did and counted in `idem_admin_actions_total{action}`.
+//! Every operator action (redrive, replay, backfill, rebuild, resend, gc, pause, resume,
+//! reset-consumer), whoever asked — the admin API, the console or the `idem` command — is logged
+//! at INFO with what it did and counted in `idem_admin_actions_total{action}`.
 
 use serde::Serialize;
 

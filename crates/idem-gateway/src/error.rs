@@ -180,7 +180,8 @@ impl From<idem_sql::sqlx::Error> for Error {
 
 /// An admin request the gateway refuses, naming what was wrong and what it accepts; nothing
 /// was changed. `/admin` answers it with 400 problem+json (types `unknown-source`,
-/// `unknown-destination`, `unknown-dead-letter`, `bad-time`, `empty-range`).
+/// `unknown-destination`, `unknown-dead-letter`, `bad-time`, `empty-range`, `no-route`,
+/// `bodies-missing`), or 409 for `deliveries-in-progress`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
@@ -271,6 +272,43 @@ pub enum RequestError {
         /// The end (now when none was given), in ms since the epoch.
         until: i64,
     },
+    /// A rebuild replay to a destination no route of the source leads to: the destination
+    /// would not know the source's events.
+    #[error(
+        "no route leads from source {source_name:?} to destination {destination:?}; the routes of {source_name:?}: {}; a rebuild sends a source's events to a destination one of its routes leads to",
+        names(routes)
+    )]
+    NoRoute {
+        /// The source.
+        source_name: String,
+        /// The destination asked for.
+        destination: String,
+        /// The source's routes, each as `route -> destination`.
+        routes: Vec<String>,
+    },
+    /// A rebuild replay over events whose raw bodies `body_retention` dropped: they cannot be
+    /// sent, and a rebuild without them is not the history. Refused unless the request skips
+    /// them (`--skip-missing-bodies`, `"skip_missing_bodies": true`).
+    #[error(
+        "{count} event(s) of the range have no stored body (body_retention dropped it) and cannot be sent; nothing was changed. Narrow the range, or skip them explicitly with --skip-missing-bodies (\"skip_missing_bodies\": true)"
+    )]
+    BodiesMissing {
+        /// How many events of the range have no body.
+        count: u64,
+    },
+    /// A rebuild replay over events whose delivery to the destination is still pending or in
+    /// flight (live traffic, a retry, or a rebuild still running): sending them again now
+    /// would race their own attempts out of order. Refused; wait until they are delivered or
+    /// dead, then rebuild.
+    #[error(
+        "{count} event(s) of the range are still pending or in flight to destination {destination:?}; nothing was changed. Wait until they are delivered or dead letters (`idem stats`), then rebuild"
+    )]
+    DeliveriesInProgress {
+        /// The destination.
+        destination: String,
+        /// How many deliveries of the range are open.
+        count: u64,
+    },
 }
 
 impl From<BadTime> for RequestError {
@@ -298,7 +336,16 @@ impl RequestError {
             Self::BadCursor { .. } => "bad-cursor",
             Self::EmptyRange { .. } => "empty-range",
             Self::BadConsumerName { .. } => "bad-consumer-name",
+            Self::NoRoute { .. } => "no-route",
+            Self::BodiesMissing { .. } => "bodies-missing",
+            Self::DeliveriesInProgress { .. } => "deliveries-in-progress",
         }
+    }
+
+    /// Whether the request may succeed unchanged later (deliveries in progress finish): `/admin`
+    /// answers it with 409, every other refusal with 400.
+    pub(crate) fn is_conflict(&self) -> bool {
+        matches!(self, Self::DeliveriesInProgress { .. })
     }
 
     pub(crate) fn title(&self) -> &'static str {
@@ -312,6 +359,9 @@ impl RequestError {
             Self::BadCursor { .. } => "Bad page cursor",
             Self::EmptyRange { .. } => "Empty time range",
             Self::BadConsumerName { .. } => "Bad consumer name",
+            Self::NoRoute { .. } => "No route to the destination",
+            Self::BodiesMissing { .. } => "Bodies missing",
+            Self::DeliveriesInProgress { .. } => "Deliveries in progress",
         }
     }
 }

@@ -36,7 +36,7 @@ pub const OLDEST_UNDELIVERED_AGE_SECONDS: &str = "idem_oldest_undelivered_age_se
 /// Admin API requests refused for a wrong or missing bearer token (401, or 429 once the
 /// client sent too many).
 pub const ADMIN_UNAUTHORIZED_TOTAL: &str = "idem_admin_unauthorized_total";
-/// Operator actions done (redrive, replay, backfill, resend, gc, pause, resume, reload,
+/// Operator actions done (redrive, replay, backfill, rebuild, resend, gc, pause, resume, reload,
 /// reset-consumer), from the admin API, the console or the `idem` command; label `action`.
 pub const ADMIN_ACTIONS_TOTAL: &str = "idem_admin_actions_total";
 /// Configuration reloads (`SIGHUP`, `POST /admin/reload`); label `result`: `applied` or

@@ -311,6 +311,44 @@ async fn operator_commands_run_without_secrets_and_redrive_keeps_entity_order() 
         assert!(stdout.starts_with(expected), "{ty}: {stdout}");
     }
 
+    // A rebuild (issue 33): the dry run's report as JSON counts the pending delivery, and the
+    // rebuild itself is refused for it (nothing changed); --destination needs --rebuild.
+    let rebuild = ["replay", "--source", "stripe", "--since", "1h", "--rebuild"];
+    let dry = [
+        &rebuild[..],
+        &["--destination", "app", "--dry-run", "--json"],
+    ]
+    .concat();
+    let (code, stdout, stderr) = idem(&path, &dry);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report,
+        serde_json::json!({"matched": 2, "queued": 1, "created": 0, "stale_included": 0,
+            "no_body": 0, "filtered": 0, "in_progress": 1})
+    );
+    let (code, _, stderr) = idem(&path, &[&rebuild[..], &["--destination", "app"]].concat());
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains(
+            "1 event(s) of the range are still pending or in flight to destination \"app\""
+        ),
+        "{stderr}"
+    );
+    let (code, _, _) = idem(
+        &path,
+        &[
+            "replay",
+            "--source",
+            "stripe",
+            "--since",
+            "1h",
+            "--destination",
+            "app",
+        ],
+    );
+    assert_eq!(code, Some(2), "--destination without --rebuild");
+
     // `idem serve` still needs every secret, and names the first one missing.
     let (code, _, stderr) = idem(&path, &["serve"]);
     assert_eq!(code, Some(1));

@@ -7,7 +7,9 @@ use idem_core::Timestamp;
 use idem_sql::{MessageId, OutboxRow, OutboxStatus};
 
 use super::attempted::{AttemptResult, Attempted};
-use super::send::{self, ATTEMPT, EVENT_ID, EVENT_TYPE, IDEMPOTENCY_KEY, SOURCE, VERSION_TIE};
+use super::send::{
+    self, ATTEMPT, EVENT_ID, EVENT_TYPE, IDEMPOTENCY_KEY, REPLAY, SOURCE, VERSION_TIE,
+};
 use crate::config::Destination;
 use crate::model::forwarded::ForwardedHeaders;
 use crate::store::DueDelivery;
@@ -19,13 +21,14 @@ const EXCERPT_CHARS: usize = 256;
 /// idem's own headers, as the operator reference spells them (a broker's headers are
 /// case-sensitive, unlike HTTP's): these names go out in this case, every other header (the
 /// forwarded ones, `traceparent`) as it is stored, in lower case.
-const SPELLED: [(&str, &str); 7] = [
+const SPELLED: [(&str, &str); 8] = [
     (IDEMPOTENCY_KEY, "Idempotency-Key"),
     (EVENT_ID, "Idem-Event-Id"),
     (SOURCE, "Idem-Source"),
     (ATTEMPT, "Idem-Attempt"),
     (EVENT_TYPE, "Idem-Event-Type"),
     (VERSION_TIE, "Idem-Version-Tie"),
+    (REPLAY, "Idem-Replay"),
     ("content-type", "Content-Type"),
 ];
 

@@ -31,6 +31,10 @@ pub const ATTEMPT: &str = "idem-attempt";
 pub const VERSION_TIE: &str = "idem-version-tie";
 /// The event type, when the source has one.
 pub const EVENT_TYPE: &str = "idem-event-type";
+/// `rebuild` on the attempts of a delivery a rebuild replay made due (`idem replay --rebuild`),
+/// so the application can tell a rebuild of a new consumer version from live traffic; absent
+/// on live deliveries and ordinary replays.
+pub const REPLAY: &str = "idem-replay";
 
 /// The most bytes of a response body kept with an attempt.
 const EXCERPT_BYTES: usize = 256;
@@ -274,6 +278,12 @@ pub(crate) fn unsigned_headers(
     }
     if delivery.tie {
         headers.insert(VERSION_TIE, HeaderValue::from_static("true"));
+    }
+    // Only a rebuild's attempts say so: a forwarded header of this name never goes out.
+    if delivery.rebuild {
+        headers.insert(REPLAY, HeaderValue::from_static("rebuild"));
+    } else {
+        headers.remove(REPLAY);
     }
     // Checked when read (visible ASCII), so always valid header values; inserted, so they
     // replace any forwarded header of these names.

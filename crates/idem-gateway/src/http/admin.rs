@@ -22,7 +22,7 @@ use crate::error::RequestError;
 use crate::gateway::Gateway;
 use crate::http::problem::Problem;
 use crate::model::time::parse_time;
-use crate::operations::{RedriveRequest, ReplayRequest};
+use crate::operations::{RebuildRequest, RedriveRequest, ReplayRequest};
 use crate::reload_request::ReloadHandle;
 use crate::store::GatewayDb;
 
@@ -79,7 +79,12 @@ fn answer<T: Serialize>(result: Result<T, Error>) -> Response {
 }
 
 fn refused(e: &RequestError) -> Response {
-    Problem::new(StatusCode::BAD_REQUEST, e.code(), e.title(), e.to_string()).into_response()
+    let status = if e.is_conflict() {
+        StatusCode::CONFLICT
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    Problem::new(status, e.code(), e.title(), e.to_string()).into_response()
 }
 
 /// What an endpoint's JSON body or query string should look like, for the problem that
@@ -310,6 +315,12 @@ struct ReplayBody {
     force: bool,
     #[serde(default)]
     backfill: bool,
+    #[serde(default)]
+    rebuild: bool,
+    #[serde(default)]
+    destination: Option<String>,
+    #[serde(default)]
+    skip_missing_bodies: bool,
 }
 
 impl Expected for ReplayBody {
@@ -317,7 +328,9 @@ impl Expected for ReplayBody {
         \"since\" and optional \"until\" (each a duration ago such as \"1h\", an RFC 3339 \
         timestamp, or milliseconds since the epoch), optional \"event_type\" (a type, or a \
         prefix ending in *), optional \"dry_run\", \"force\" and \"backfill\" \
-        (booleans), such as {\"source\": \"stripe\", \"since\": \"1h\", \"dry_run\": true}";
+        (booleans), or \"rebuild\": true with \"destination\" (a destination a route of the \
+        source leads to) and optional \"skip_missing_bodies\" (a boolean), such as \
+        {\"source\": \"stripe\", \"since\": \"1h\", \"dry_run\": true}";
 }
 
 /// A time of [`ReplayBody`]: a string for [`parse_time`], or a number of ms since the epoch.
@@ -511,20 +524,57 @@ async fn replay<DB: GatewayDb>(
     State(gateway): State<Gateway<DB>>,
     Body(body): Body<ReplayBody>,
 ) -> Response {
-    let backfill = body.backfill;
-    if backfill && body.force {
-        return Problem::new(
-            StatusCode::BAD_REQUEST,
-            "bad-body",
-            "Bad body",
-            "\"force\" does not apply to a backfill (its new deliveries go through the version guard); send one or the other",
-        )
-        .into_response();
+    if let Some(mix) = body.mixed_modes() {
+        return Problem::new(StatusCode::BAD_REQUEST, "bad-body", "Bad body", mix).into_response();
     }
+    let (backfill, rebuild) = (body.backfill, body.rebuild);
+    let destination = body.destination.clone().unwrap_or_default();
+    let skip_missing_bodies = body.skip_missing_bodies;
     match body.resolve(gateway.now().as_millis()) {
         Ok(request) if backfill => answer(gateway.backfill(&request).await),
+        Ok(request) if rebuild => {
+            let request = RebuildRequest {
+                source: request.source,
+                since: request.since,
+                until: request.until,
+                event_type: request.event_type,
+                destination,
+                dry_run: request.dry_run,
+                skip_missing_bodies,
+            };
+            answer(gateway.rebuild(&request).await)
+        }
         Ok(request) => answer(gateway.replay(&request, &|_, _| {}).await),
         Err(e) => refused(&e),
+    }
+}
+
+impl ReplayBody {
+    /// Why the body mixes what its modes take, if it does: `force` with a backfill or a
+    /// rebuild, both modes at once, a rebuild without its destination, or a rebuild's fields
+    /// without `rebuild`.
+    fn mixed_modes(&self) -> Option<&'static str> {
+        if self.backfill && self.rebuild {
+            Some("\"backfill\" and \"rebuild\" are two kinds of replay; send one or the other")
+        } else if self.backfill && self.force {
+            Some(
+                "\"force\" does not apply to a backfill (its new deliveries go through the version guard); send one or the other",
+            )
+        } else if self.rebuild && self.force {
+            Some(
+                "\"force\" does not apply to a rebuild (it sends stale and older events anyway); leave it out",
+            )
+        } else if self.rebuild && self.destination.is_none() {
+            Some(
+                "a rebuild needs \"destination\": the destination whose consumer is rebuilt, one a route of the source leads to",
+            )
+        } else if !self.rebuild && (self.destination.is_some() || self.skip_missing_bodies) {
+            Some(
+                "\"destination\" and \"skip_missing_bodies\" apply to a rebuild only; add \"rebuild\": true",
+            )
+        } else {
+            None
+        }
     }
 }
 

@@ -308,6 +308,8 @@ pub(super) fn hand_over(
             id,
             failures: 0,
             tie: decision.tie,
+            // Live traffic, never a rebuild's.
+            rebuild: false,
             route: route.name.to_string(),
             entity: decision.entity,
             source: wiring.source(incoming.source).name.to_string(),

@@ -10,10 +10,12 @@ use serde::Serialize;
 mod backfill;
 mod consumer_reset;
 mod pages;
+mod rebuild;
 mod renames;
 pub use backfill::BackfillReport;
 pub use consumer_reset::ConsumerResetReport;
 pub use pages::Page;
+pub use rebuild::{RebuildReport, RebuildRequest};
 pub use renames::{RouteCarried, UnconfiguredRoute};
 
 use crate::Error;
@@ -182,6 +184,17 @@ pub struct ReplayReport {
     /// Skipped: their route is not configured (removed with its destination, or missing from
     /// the configuration the command runs with): no dispatcher would send them.
     pub not_configured: u64,
+}
+
+/// How [`Gateway::requeue`] treats its rows.
+#[derive(Debug, Clone, Copy)]
+struct Requeueing {
+    /// Also stale and older deliveries on drop-stale routes.
+    force: bool,
+    /// Count only.
+    dry_run: bool,
+    /// A redrive: a rebuild's dead letter stays the rebuild's (`Idem-Replay: rebuild`).
+    redrive: bool,
 }
 
 /// What one [`Gateway::gc`] run removed.
@@ -461,7 +474,16 @@ impl<DB: GatewayDb> Gateway<DB> {
             .into());
         }
         let report = self
-            .requeue(&mut conn, rows, request.force, request.dry_run, &|_, _| {})
+            .requeue(
+                &mut conn,
+                rows,
+                Requeueing {
+                    force: request.force,
+                    dry_run: request.dry_run,
+                    redrive: true,
+                },
+                &|_, _| {},
+            )
             .await?;
         let report = RedriveReport {
             matched: report.matched,
@@ -500,7 +522,16 @@ impl<DB: GatewayDb> Gateway<DB> {
             rows.retain(|row| crate::config::type_matches(pattern, row.event_type.as_deref()));
         }
         let report = self
-            .requeue(&mut conn, rows, request.force, request.dry_run, progress)
+            .requeue(
+                &mut conn,
+                rows,
+                Requeueing {
+                    force: request.force,
+                    dry_run: request.dry_run,
+                    redrive: false,
+                },
+                progress,
+            )
             .await?;
         crate::audit::done("replay", request.dry_run, &report);
         Ok(report)
@@ -530,7 +561,16 @@ impl<DB: GatewayDb> Gateway<DB> {
         }
         let rows = DB::resend_candidates(&mut conn, source, event_id).await?;
         let report = self
-            .requeue(&mut conn, rows, force, dry_run, &|_, _| {})
+            .requeue(
+                &mut conn,
+                rows,
+                Requeueing {
+                    force,
+                    dry_run,
+                    redrive: false,
+                },
+                &|_, _| {},
+            )
             .await?;
         crate::audit::done("resend", dry_run, &report);
         Ok(Some(report))
@@ -566,13 +606,13 @@ impl<DB: GatewayDb> Gateway<DB> {
     /// The one path of redrive and replay: makes each finished delivery of `rows` due again
     /// (or, `dry_run`, counts it), except those still open, without a body, or, on a
     /// drop-stale route and without `force`, stale or older than the newest version of their
-    /// entity that was delivered or is being sent.
+    /// entity that was delivered or is being sent. A rebuild's delivery stays one on a redrive
+    /// (its dead letters finish the rebuild), not on a replay or resend.
     async fn requeue(
         &self,
         conn: &mut DB::Connection,
         rows: Vec<ReplayCandidate>,
-        force: bool,
-        dry_run: bool,
+        how: Requeueing,
         progress: &(dyn Fn(u64, u64) + Send + Sync),
     ) -> Result<ReplayReport, Error> {
         let mut report = ReplayReport {
@@ -582,8 +622,9 @@ impl<DB: GatewayDb> Gateway<DB> {
         for (done, row) in rows.into_iter().enumerate() {
             // From the stored delivery, not from the configuration the command runs with (which
             // may lack the route or its destination): a delivery records its entity's version
-            // exactly when its route kept entity order as it was stored.
-            let drop_stale = row.version.is_some();
+            // exactly when its route kept entity order as it was stored, or when a rebuild sent
+            // it in entity order (then only a route configured `ordering = "none"` tells).
+            let drop_stale = row.version.is_some() && !self.route_unordered(&row.route);
             if row.state.is_open() {
                 report.in_progress += 1;
             } else if !row.body_kept {
@@ -591,21 +632,35 @@ impl<DB: GatewayDb> Gateway<DB> {
             } else if !self.route_takes(&mut *conn, &row).await? {
                 report.filtered += 1;
             } else if drop_stale
-                && !force
+                && !how.force
                 && (row.state == DeliveryState::Stale || row.is_older_than_delivered())
             {
                 report.older += 1;
             } else if !self.route_configured(&row) {
                 report.not_configured += 1;
-            } else if dry_run || DB::requeue(&mut *conn, row.id, self.now().as_millis()).await? {
+            } else if how.dry_run
+                || DB::requeue(&mut *conn, row.id, self.now().as_millis(), how.redrive).await?
+            {
                 report.requeued += 1;
             }
             progress(done as u64 + 1, report.matched);
         }
-        if !dry_run && report.requeued > 0 {
+        if !how.dry_run && report.requeued > 0 {
             self.wake_all();
         }
         Ok(report)
+    }
+
+    /// Whether route `name` is configured (by name or as a route's `renamed_from`) with
+    /// `ordering = "none"`.
+    fn route_unordered(&self, name: &str) -> bool {
+        self.config().routes.iter().any(|r| {
+            (r.name.as_str() == name
+                || r.renamed_from
+                    .as_ref()
+                    .is_some_and(|old| old.as_str() == name))
+                && r.ordering == crate::config::Ordering::None
+        })
     }
 
     /// Whether the route of `row` is configured, under its name or as a route's `renamed_from`.

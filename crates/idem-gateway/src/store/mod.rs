@@ -7,6 +7,7 @@ mod console;
 mod counts;
 mod monitor;
 mod pauses;
+mod rebuild;
 mod relaxed;
 mod renames;
 mod rows;
@@ -20,6 +21,7 @@ use sqlx::Pool;
 pub use crate::model::state::{AttemptOutcome, DeliveryState};
 pub(crate) use console::{DeliveryRecord, EventContent, EventFilter, StateFilter};
 pub(crate) use monitor::{AlertChange, DueSend, PauseRow, destination_health};
+pub(crate) use rebuild::{RebuildRow, RebuildWrite};
 pub(crate) use rows::{
     BackfillRow, DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount,
     StoredAttempt, StoredDelivery, StoredEvent,
@@ -45,6 +47,7 @@ pub trait GatewayDb:
     + counts::ops::CountOps
     + console::ops::ConsoleOps
     + pauses::ops::PauseOps
+    + rebuild::ops::RebuildOps
     + monitor::ops::MonitorOps
     + relaxed::ops::RelaxedOps
     + renames::ops::RenameOps
@@ -219,10 +222,14 @@ pub(crate) mod ops {
             source: &str,
             event_id: &str,
         ) -> impl Future<Output = Res<Vec<ReplayCandidate>>> + Send;
+        /// Makes finished delivery `delivery` due at `now` again (see `sql::REQUEUE`); a
+        /// rebuild's delivery stays one only with `keep_rebuild`. Returns whether it was
+        /// finished (a pending or in-flight one is left alone).
         fn requeue(
             conn: &mut Self::Connection,
             delivery: i64,
             now: i64,
+            keep_rebuild: bool,
         ) -> impl Future<Output = Res<bool>> + Send;
         /// Deletes up to `limit` finished events received before `cutoff`, with their
         /// deliveries and attempts; returns how many events.
@@ -698,10 +705,12 @@ macro_rules! gateway_ops {
                 conn: &mut Self::Connection,
                 delivery: i64,
                 now: i64,
+                keep_rebuild: bool,
             ) -> Result<bool, sqlx::Error> {
                 let done = sqlx::query(sql::REQUEUE)
                     .bind(delivery)
                     .bind(now)
+                    .bind(keep_rebuild)
                     .execute(&mut *conn)
                     .await?;
                 Ok(done.rows_affected() == 1)

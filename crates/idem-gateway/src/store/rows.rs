@@ -53,6 +53,8 @@ pub struct DueDelivery {
     pub id: i64,
     pub failures: i64,
     pub tie: bool,
+    /// Made due by a rebuild (`idem replay --rebuild`): sent with `Idem-Replay: rebuild`.
+    pub rebuild: bool,
     pub route: String,
     /// The entity (`type:id`) whose order the delivery keeps, if any.
     pub entity: Option<String>,

@@ -58,7 +58,7 @@ macro_rules! older_open {
 macro_rules! due_in_state {
     ($state:literal) => {
         concat!(
-            "SELECT * FROM (SELECT d.id, d.failures, d.tie, d.route, d.entity, \
+            "SELECT * FROM (SELECT d.id, d.failures, d.tie, d.rebuild, d.route, d.entity, \
              d.next_attempt_at AS due_at, e.source, e.event_id, e.dedup_key, e.event_type, e.body, e.headers, \
              e.traceparent, e.tracestate \
              FROM idem_gateway_deliveries d JOIN idem_gateway_events e ON e.id = d.event \
@@ -91,7 +91,7 @@ pub(crate) const DUE: &str = concat!(
 /// `idem_gateway_deliveries_open_by_route` per key (its first entry), as a subquery per row, so
 /// that no plan reads every pending delivery (one did, with stale statistics: 117 ms a call).
 /// Followed by the list, [`DUE_SUCCESSORS_DUE`], the time and [`DUE_SUCCESSORS_END`].
-pub(crate) const DUE_SUCCESSORS: &str = "SELECT d.id, d.failures, d.tie, d.route, d.entity, \
+pub(crate) const DUE_SUCCESSORS: &str = "SELECT d.id, d.failures, d.tie, d.rebuild, d.route, d.entity, \
      e.source, e.event_id, e.dedup_key, e.event_type, e.body, e.headers, e.traceparent, e.tracestate \
      FROM (SELECT (SELECT p.id FROM idem_gateway_deliveries p \
        WHERE p.route = k.column1 AND p.entity = k.column2 \
@@ -264,9 +264,12 @@ pub(crate) const RESEND_CANDIDATES: &str =
     candidates!("WHERE e.source = $1 AND e.event_id = $2 ORDER BY d.id");
 
 /// Makes a finished delivery ($1) due again at $2 with a fresh schedule: a new attempt of the
-/// same event, under the same Idempotency-Key (redrive and replay alike).
+/// same event, under the same Idempotency-Key (redrive and replay alike). A rebuild's delivery
+/// stays one when $3 is true (a redrive of its dead letter) and becomes an ordinary one
+/// otherwise (a replay or resend: no `Idem-Replay` header).
 pub(crate) const REQUEUE: &str = "UPDATE idem_gateway_deliveries \
-     SET state = 'pending', failures = 0, next_attempt_at = $2, updated_at = $2 \
+     SET state = 'pending', failures = 0, next_attempt_at = $2, updated_at = $2, \
+         rebuild = (rebuild AND $3) \
      WHERE id = $1 AND state IN ('delivered', 'stale', 'dead')";
 
 /// Up to $2 events received before $1 whose deliveries are all finished (delivered or stale):

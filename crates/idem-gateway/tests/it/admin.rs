@@ -14,7 +14,8 @@ use idem_sql::Store;
 use idem_testkit::AppDb;
 
 use crate::support::{
-    Downstream, Running, STRIPE_SECRET, capture_logs, config_text, count, env, sqlite, stripe_event,
+    Downstream, Running, STRIPE_SECRET, capture_logs, config_text, count, env, lines_with, sqlite,
+    stripe_event,
 };
 
 /// A dead letter is listed, redriven (same Idempotency-Key, attempts numbered on), and
@@ -880,3 +881,68 @@ async fn redrive_by_ids_and_replay_by_type<DB: GatewayDb + AppDb>(store: Store<D
 }
 
 both_stores!(redrive_by_ids_and_replay_by_type);
+
+/// Issue 33: `POST /admin/replay` with `"rebuild": true` and a `destination` rebuilds it and
+/// answers the report; without a destination, with `force`, or to a destination no route of the
+/// source leads to it is refused, naming why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_replay_rebuilds_a_destination() {
+    let (downstream, _dir, gw) = admin_gateway().await;
+    let dry = r#"{"source": "stripe", "since": "1h", "rebuild": true, "destination": "app", "dry_run": true}"#;
+    let answer = admin(&gw, "/admin/replay", Some(dry), JSON).await;
+    assert_eq!(answer.status, 200, "{}", answer.json);
+    assert_eq!(
+        answer.json,
+        serde_json::json!({"matched": 1, "queued": 1, "created": 0, "stale_included": 0,
+            "no_body": 0, "filtered": 0, "in_progress": 0})
+    );
+    let cases: [(&str, u16, &str, &str); 4] = [
+        (
+            r#"{"source": "stripe", "since": "1h", "rebuild": true}"#,
+            400,
+            "bad-body",
+            "a rebuild needs \"destination\"",
+        ),
+        (
+            r#"{"source": "stripe", "since": "1h", "rebuild": true, "destination": "app", "force": true}"#,
+            400,
+            "bad-body",
+            "\"force\" does not apply to a rebuild",
+        ),
+        (
+            r#"{"source": "stripe", "since": "1h", "destination": "app"}"#,
+            400,
+            "bad-body",
+            "add \"rebuild\": true",
+        ),
+        (
+            r#"{"source": "github", "since": "1h", "rebuild": true, "destination": "nowhere"}"#,
+            400,
+            "unknown-destination",
+            "no destination \"nowhere\"",
+        ),
+    ];
+    for (body, status, code, text) in cases {
+        let answer = admin(&gw, "/admin/replay", Some(body), JSON).await;
+        assert_eq!(answer.status, status, "{body}: {}", answer.json);
+        let (got, detail) = answer.problem();
+        assert_eq!(got, code, "{body}");
+        assert!(detail.contains(text), "{body}: {detail}");
+    }
+    let real = r#"{"source": "stripe", "since": "1h", "rebuild": true, "destination": "app"}"#;
+    let answer = admin(&gw, "/admin/replay", Some(real), JSON).await;
+    assert_eq!((answer.status, &answer.json["queued"]), (200, &1.into()));
+    gw.settle().await;
+    let last = downstream.received().pop().unwrap();
+    assert_eq!(
+        (last.header("idem-event-id"), last.header("idem-replay")),
+        (Some("evt_admin"), Some("rebuild"))
+    );
+    assert!(
+        lines_with("INFO", "operator action done")
+            .iter()
+            .any(|l| l.contains("action=\"rebuild\"") && l.contains("\"matched\":1,\"queued\":1,")),
+        "the rebuild's audit line"
+    );
+    gw.server.shutdown().await.unwrap();
+}

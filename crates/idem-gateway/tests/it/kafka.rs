@@ -372,3 +372,111 @@ fn kafka_source_retention_is_checked_against_its_redelivery_horizon() {
     let error = Config::from_toml(nats, &env).unwrap_err().to_string();
     assert!(error.contains("topic"), "{error}");
 }
+
+/// A source `{name}` on `topic` read by consumer `consumer`, with each record's entity
+/// (`$.entity`, type `order`) and integer version (`$.v`), routed (drop-stale) to `{dest}` at
+/// `app` with concurrency 4.
+fn ordered_source(name: &str, topic: &str, consumer: &str, dest: &str, app: &Downstream) -> String {
+    format!(
+        r#"
+[[source]]
+name = "{name}"
+kind = "kafka"
+brokers = ["{}"]
+topic = "{topic}"
+consumer = "{consumer}"
+entity = {{ json = "$.entity" }}
+entity_type = "order"
+version = {{ json = "$.v", type = "integer" }}
+
+[[destination]]
+name = "{dest}"
+url = "http://{}/events"
+concurrency = 4
+retry_schedule = ["10ms"]
+signing_secret_env = "APP_SECRET"
+
+[[route]]
+source = "{name}"
+destination = "{dest}"
+"#,
+        kafka_addr(),
+        app.addr
+    )
+}
+
+/// Each entity's versions in the order `app` received them.
+fn entity_order(app: &Downstream) -> BTreeMap<String, Vec<i64>> {
+    let mut per_entity = BTreeMap::<String, Vec<i64>>::new();
+    for request in app.received() {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        per_entity
+            .entry(body["entity"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(body["v"].as_i64().unwrap());
+    }
+    per_entity
+}
+
+/// Issue 33: a new `consumer` name reads the topic from the earliest retained record. On the
+/// same source its records are the events already accepted (duplicates in the inbox: nothing is
+/// forwarded again); a new source (its own dedup scope) with a new consumer name forwards every
+/// record again, and at a destination with concurrency 4 each entity's events arrive in version
+/// order (the drop-stale route's entity order), not merely partition by partition.
+async fn kafka_new_consumer_reads_from_the_earliest_in_entity_order<DB: GatewayDb>(
+    store: Store<DB>,
+) {
+    let kafka = client().await;
+    let topic = create_topic(&kafka, 3).await;
+    // Six entities, four versions each; entity e lands in partition e % 3, in version order.
+    let ids: Vec<Vec<String>> = (0..6)
+        .map(|e| (1..=4).map(|v| format!("o{e}-v{v}")).collect())
+        .collect();
+    for p in 0..3_usize {
+        let records: Vec<(Option<&str>, String)> = (1..=4)
+            .flat_map(|v| (p..6).step_by(3).map(move |e| (e, v)).collect::<Vec<_>>())
+            .map(|(e, v)| {
+                let body = format!(r#"{{"entity":"o{e}","v":{v}}}"#);
+                (Some(ids[e][v - 1].as_str()), body)
+            })
+            .collect();
+        produce(&kafka, &topic, p as i32, &records).await;
+    }
+    let head = "listen = \"127.0.0.1:0\"\npoll_interval = \"20ms\"\n";
+    let app = Downstream::ok().await;
+    let first = format!(
+        "{head}{}",
+        ordered_source("orders", &topic, "gw_v1", "app", &app)
+    );
+    let config = |text: &str| Config::from_toml(text, &env).expect("valid configuration");
+    let running = Running::start(config(&first), store.clone()).await;
+    wait_offsets(&store, "gw_v1", &topic, &[8, 8, 8]).await;
+    running.settle().await;
+    assert_eq!(app.received().len(), 24);
+    running.server.shutdown().await.unwrap();
+
+    let app_v2 = Downstream::ok().await;
+    let second = format!(
+        "{head}{}{}",
+        ordered_source("orders", &topic, "gw_v1b", "app", &app),
+        ordered_source("orders-v2", &topic, "gw_v2", "app-v2", &app_v2)
+    );
+    let running = Running::start(config(&second), store.clone()).await;
+    wait_offsets(&store, "gw_v1b", &topic, &[8, 8, 8]).await;
+    wait_offsets(&store, "gw_v2", &topic, &[8, 8, 8]).await;
+    running.settle().await;
+    assert_eq!(
+        app.received().len(),
+        24,
+        "the same source's events are duplicates"
+    );
+    assert_eq!(app_v2.received().len(), 24, "every record forwarded again");
+    let expected: BTreeMap<String, Vec<i64>> = (0..6)
+        .map(|e| (format!("o{e}"), vec![1, 2, 3, 4]))
+        .collect();
+    assert_eq!(entity_order(&app), expected);
+    assert_eq!(entity_order(&app_v2), expected);
+    running.server.shutdown().await.unwrap();
+}
+
+both_stores!(kafka_new_consumer_reads_from_the_earliest_in_entity_order);

@@ -29,6 +29,7 @@ mod order_rules;
 mod pages;
 mod pause;
 mod rate_limit;
+mod rebuild;
 mod relays;
 mod reload;
 mod renames;

@@ -69,6 +69,7 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
             "/console/replay",
             get(pages::replay::page::<DB>).post(pages::replay::replay::<DB>),
         )
+        .route("/console/rebuild", post(pages::rebuild::rebuild::<DB>))
         .route("/console/configuration", get(pages::config::page::<DB>))
         .route("/console/sign-out", post(sign_in::sign_out::<DB>))
         .route_layer(middleware::from_fn_with_state(

@@ -1,6 +1,7 @@
 //! Every console route but sign-in and the stylesheet answers a redirect to sign-in without a
 //! session, whatever the method, and changes nothing; the routes are read from the console's
-//! router source, so a route added later is checked too.
+//! router source, so a route added later is checked too. With a session, the rebuild form
+//! counts, then rebuilds.
 
 use std::sync::Arc;
 
@@ -44,9 +45,11 @@ fn declared_routes() -> Vec<(String, Vec<&'static str>)> {
 }
 
 /// What every POST of the test sends: the fields of a confirmed redrive of every dead letter,
-/// of a confirmed replay of every Stripe event and of a resend of `evt_ok`, so that a route
-/// doing its work without a session would change what the gateway stored and sent.
-const FIELDS: [(&str, &str); 6] = [
+/// of a confirmed replay (and rebuild to `app`) of every Stripe event and of a resend of
+/// `evt_ok`, so that a route doing its work without a session would change what the gateway
+/// stored and sent.
+const FIELDS: [(&str, &str); 7] = [
+    ("destination", "app"),
     ("confirm", "yes"),
     ("id", "evt_ok"),
     ("scope", "all"),
@@ -90,9 +93,9 @@ async fn every_route_without_a_session_redirects_to_sign_in() {
     );
     let received = |id: &str| downstream.with_key(&format!("stripe:{id}")).len();
     let routes = declared_routes();
-    // The router's eleven paths, each with its methods: what the test reads must be all of
+    // The router's twelve paths, each with its methods: what the test reads must be all of
     // them.
-    assert_eq!(routes.len(), 11, "{routes:?}");
+    assert_eq!(routes.len(), 12, "{routes:?}");
     let public = ["/console/sign-in", "/console/assets/console.css"];
     let mut checked = 0;
     for (path, methods) in &routes {
@@ -128,10 +131,10 @@ async fn every_route_without_a_session_redirects_to_sign_in() {
             }
         }
     }
-    // Nine guarded routes: overview, events, event, resend, dead letters, redrive, replay (GET
-    // and POST), configuration, sign-out: ten method-path pairs, each without and with a bogus
-    // cookie.
-    assert_eq!(checked, 20);
+    // Ten guarded routes: overview, events, event, resend, dead letters, redrive, replay (GET
+    // and POST), rebuild, configuration, sign-out: eleven method-path pairs, each without and
+    // with a bogus cookie.
+    assert_eq!(checked, 22);
     // A redrive or replay made would be sent by the time nothing is pending.
     assert_eq!(gw.settle().await, before, "nothing changed");
     assert_eq!((received("evt_ok"), received("evt_dead")), (1, 1));
@@ -167,4 +170,69 @@ async fn no_console_without_an_admin_token_or_when_turned_off() {
         }
         gw.server.shutdown().await.unwrap();
     }
+}
+
+/// Issue 33: the replay page's rebuild form counts first (a dry run, nothing sent), then,
+/// confirmed, queues the rebuild: the event goes to the destination again with
+/// `Idem-Replay: rebuild`. A destination no route of the source leads to is refused on the form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rebuild_form_counts_then_rebuilds() {
+    capture_logs();
+    let downstream = Downstream::ok().await;
+    let (_dir, store) = sqlite(system_clock()).await;
+    let text = format!(
+        "admin_token_env = \"ADMIN_TOKEN\"\n{}",
+        config_text(downstream.addr, r#"["5ms"]"#)
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = stripe_event("evt_rb", "invoice.paid", "invoice", "in_rb", 10);
+    assert_eq!(gw.post_stripe(&body).await.json["status"], "accepted");
+    gw.settle().await;
+    let mut client = Client::new(&gw.url);
+    let csrf = client.sign_in().await;
+    let page = client.get("/console/replay").await;
+    assert!(page.html.contains("id=\"count-rebuild\""), "{}", page.html);
+
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("source", "stripe"),
+        ("since", "1h"),
+    ];
+    let dry = client
+        .post(
+            "/console/rebuild",
+            &[&form[..], &[("destination", "app")]].concat(),
+        )
+        .await;
+    assert_eq!(dry.status, 200, "{}", dry.html);
+    assert!(dry.html.contains("id=\"would-queue\">1<"), "{}", dry.html);
+    let wrong = client
+        .post(
+            "/console/rebuild",
+            &[&form[..], &[("destination", "nowhere")]].concat(),
+        )
+        .await;
+    assert_eq!(wrong.status, 400);
+    assert!(wrong.html.contains("no destination"), "{}", wrong.html);
+    gw.settle().await;
+    assert_eq!(downstream.received().len(), 1, "the dry run sent nothing");
+
+    let confirm = [
+        ("csrf", csrf.as_str()),
+        ("confirm", "yes"),
+        ("source", "stripe"),
+        ("destination", "app"),
+        ("since_ms", "0"),
+        ("until_ms", "9999999999999"),
+    ];
+    let done = client.post("/console/rebuild", &confirm).await;
+    assert_eq!(done.status, 200, "{}", done.html);
+    assert!(done.html.contains("queued as a rebuild"), "{}", done.html);
+    gw.settle().await;
+    let last = downstream.received().pop().unwrap();
+    assert_eq!(
+        (last.header("idem-event-id"), last.header("idem-replay")),
+        (Some("evt_rb"), Some("rebuild"))
+    );
+    gw.server.shutdown().await.unwrap();
 }

@@ -2,7 +2,8 @@
 //! `POST /console/replay`: first a dry-run count (matched, would be sent again, still in
 //! progress, older than their entity's newest, without a body) with the range fixed to the
 //! times it was counted over, then, confirmed, the replay itself: `idem replay` and `POST
-//! /admin/replay` by the same code. Force needs a second, named confirmation.
+//! /admin/replay` by the same code. Force needs a second, named confirmation. Below it, the
+//! rebuild form (`super::rebuild`).
 
 use axum::Extension;
 use axum::extract::State as StateOf;
@@ -20,7 +21,7 @@ use crate::model::time::parse_time;
 use crate::operations::{ReplayReport, ReplayRequest};
 use crate::store::GatewayDb;
 
-const PATH: &str = "/console/replay";
+const PATH: &str = super::REPLAY_PATH;
 
 pub(crate) async fn page<DB: GatewayDb>(
     StateOf(state): StateOf<State<DB>>,
@@ -28,7 +29,10 @@ pub(crate) async fn page<DB: GatewayDb>(
 ) -> Response {
     Page::new("Replay")
         .of(&session, PATH)
-        .render(form(&state.gateway, &session, &Fields::default(), None))
+        .render(html! {
+            (form(&state.gateway, &session, &Fields::default(), None))
+            (super::rebuild::form(&state.gateway, &session, &Fields::default()))
+        })
         .into_response()
 }
 
