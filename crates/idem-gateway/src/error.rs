@@ -301,7 +301,7 @@ pub enum RequestError {
     /// would race their own attempts out of order. Refused; wait until they are delivered or
     /// dead, then rebuild.
     #[error(
-        "{count} event(s) of the range are still pending or in flight to destination {destination:?}; nothing was changed. Wait until they are delivered or dead letters (`idem stats`), then rebuild"
+        "{count} event(s) of the range are still pending or in flight to destination {destination:?}; nothing was changed. Wait until they are delivered or dead letters (the console's overview, or `idem_backlog{{destination}}` on /metrics, shows what is left), then rebuild"
     )]
     DeliveriesInProgress {
         /// The destination.

@@ -593,8 +593,13 @@ fn explain(
     ));
     if let Some(file) = file {
         out.push_str(&format!(
-            "  replay: idem verify --replay {} (with the same --target, --sign, --reset, --state)\n",
-            file.display()
+            "  replay: idem verify --replay {} (with the same --target, --sign, --reset, --state{})\n",
+            file.display(),
+            if mode == Mode::Rebuild {
+                ", --successor"
+            } else {
+                ""
+            }
         ));
     }
     out

@@ -666,6 +666,12 @@ async fn reset_consumer<DB: GatewayDb>(
     Body(body): Body<ResetBody>,
 ) -> Response {
     if !body.confirm && !body.dry_run {
+        // What would refuse the reset (a live, protected or unknown consumer) is said first.
+        match gateway.reset_consumer(&name, true).await {
+            Err(Error::Store(e)) => return reset_refused(e),
+            Err(e) => return answer::<()>(Err(e)),
+            Ok(_) => {}
+        }
         return Problem::new(
             StatusCode::BAD_REQUEST,
             "confirm-required",

@@ -123,22 +123,27 @@ impl<DB: GatewayDb> Gateway<DB> {
     }
 
     /// `options`, refusing `consumer` too when its version-guard rows were set by events this
-    /// gateway stores (a route no longer configured).
+    /// gateway stores (a route no longer configured), or when it has guard rows and no inbox
+    /// key (a route whose events gc collected: a library consumer claims inbox keys).
     async fn protect_stored_routes(
         &self,
         options: ResetOptions,
         consumer: &Name,
     ) -> Result<ResetOptions, Error> {
         let mut conn = self.store().pool().acquire().await?;
-        if DB::gateway_guard_rows(&mut conn, consumer.as_str()).await? == 0 {
+        // Set by events still stored, or — their events collected by gc — guard rows with no
+        // inbox key beside them: what a route's guard looks like (C9 keeps guard rows for good).
+        let (inbox, guard) = DB::consumer_rows(&mut conn, consumer.as_str()).await?;
+        let looks_like_route = guard > 0 && inbox == 0;
+        if !looks_like_route && DB::gateway_guard_rows(&mut conn, consumer.as_str()).await? == 0 {
             return Ok(options);
         }
         Ok(options.protect(
             consumer.as_str(),
             format!(
-                "its version-guard rows were set by events this gateway stores: it is (or was) \
-                 the gateway's route {consumer}. To rebuild a destination, use `idem replay \
-                 --rebuild`"
+                "it has version-guard rows set by this gateway's events, or guard rows and no \
+                 inbox key as a route's guard has: it is (or was) the gateway's route \
+                 {consumer}. To rebuild a destination, use `idem replay --rebuild`"
             ),
         ))
     }

@@ -53,6 +53,9 @@ const GATEWAY_GUARD: &str = "SELECT v.dedup_key FROM idem_versions v \
 /// How many guard rows consumer $1 has.
 const GUARD_ROWS: &str = "SELECT COUNT(*) FROM idem_versions WHERE consumer = $1";
 
+/// How many inbox keys consumer $1 has.
+const INBOX_ROWS: &str = "SELECT COUNT(*) FROM idem_inbox WHERE consumer = $1";
+
 pub(crate) mod ops {
     use super::*;
 
@@ -85,6 +88,13 @@ pub(crate) mod ops {
             conn: &mut Self::Connection,
             consumer: &str,
         ) -> impl Future<Output = Res<i64>> + Send;
+
+        /// (inbox keys, version-guard rows) of consumer `consumer`: a route's guard has guard
+        /// rows and never an inbox key (the gateway claims under its own inbox consumer).
+        fn consumer_rows(
+            conn: &mut Self::Connection,
+            consumer: &str,
+        ) -> impl Future<Output = Res<(i64, i64)>> + Send;
     }
 }
 
@@ -161,6 +171,21 @@ macro_rules! rename_ops {
                     .bind(consumer)
                     .fetch_one(&mut *conn)
                     .await
+            }
+
+            async fn consumer_rows(
+                conn: &mut Self::Connection,
+                consumer: &str,
+            ) -> Result<(i64, i64), sqlx::Error> {
+                let inbox: i64 = sqlx::query_scalar(INBOX_ROWS)
+                    .bind(consumer)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                let guard: i64 = sqlx::query_scalar(GUARD_ROWS)
+                    .bind(consumer)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                Ok((inbox, guard))
             }
         }
     };

@@ -9,7 +9,7 @@ use std::time::Duration;
 use idem_core::{Clock, DedupKey, Entity, EventId, ManualClock, Name, SystemClock, Version};
 use idem_gateway::{Config, GatewayDb};
 use idem_sql::{Event, Runner, Store};
-use idem_testkit::{AppDb, query_i64};
+use idem_testkit::{AppDb, exec, query_i64};
 
 use crate::admin::{JSON, admin};
 use crate::support::{Downstream, Running, config_text, env, lines_with, stripe_event};
@@ -61,7 +61,27 @@ async fn admin_resets_an_application_consumer<DB: GatewayDb + AppDb>(store: Stor
     );
     assert_eq!(gateway_rows, ((1, 0), (0, 1)));
 
+    // A route whose events gc collected: its guard rows stay (C9), with no inbox key beside
+    // them, as no library consumer's are.
+    consume(&store, "gone.route", 2, Duration::from_secs(120)).await;
+    exec(
+        &store,
+        "DELETE FROM idem_inbox WHERE consumer = $1",
+        vec!["gone.route".into()],
+    )
+    .await;
+
     let reset = |name: &str| format!("/admin/consumers/{name}/reset");
+    // Unconfirmed, the refusals come first: only a consumer a reset would take is asked to
+    // confirm.
+    for (name, status, code) in [
+        ("idem-gateway", 409, "gateway-consumer"),
+        ("nobody_v1", 404, "unknown-consumer"),
+    ] {
+        let answer = admin(&gw, &reset(name), Some("{}"), JSON).await;
+        assert_eq!(answer.status, status, "{name}: {}", answer.json);
+        assert_eq!(answer.problem().0, code, "{name}");
+    }
     let refused = admin(&gw, &reset("billing_v1"), Some("{}"), JSON).await;
     assert_eq!(refused.status, 400);
     let (code, detail) = refused.problem();
@@ -120,6 +140,7 @@ async fn admin_resets_an_application_consumer<DB: GatewayDb + AppDb>(store: Stor
             "idem replay --source S",
         ),
         ("stripe.app", 409, "gateway-consumer", "route stripe.app"),
+        ("gone.route", 409, "gateway-consumer", "no inbox key"),
         ("nobody_v1", 404, "unknown-consumer", "live_v1"),
         ("bad%20name", 400, "bad-consumer-name", "\"bad name\""),
     ] {
@@ -130,6 +151,7 @@ async fn admin_resets_an_application_consumer<DB: GatewayDb + AppDb>(store: Stor
         assert!(detail.contains(says), "{name}: {detail}");
     }
     assert_eq!(rows(&store, "live_v1").await, (1, 1));
+    assert_eq!(rows(&store, "gone.route").await, (0, 2));
     assert_eq!(
         (
             rows(&store, "idem-gateway").await,

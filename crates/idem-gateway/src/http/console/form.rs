@@ -38,6 +38,33 @@ impl Fields {
             .filter(|v| !v.is_empty())
     }
 
+    /// The time range of a replay or rebuild form, in ms since the epoch: `since` and `until`
+    /// as typed (`2h`, an RFC 3339 time; `until` absent = just after `now`), or, `confirmed`,
+    /// the `since_ms` and `until_ms` the dry-run count fixed, so that the confirmed run covers
+    /// the range counted.
+    ///
+    /// # Errors
+    /// [`RequestError::BadTime`](crate::error::RequestError::BadTime) (from
+    /// [`parse_time`](crate::model::time::parse_time)) naming the field.
+    pub(crate) fn time_range(
+        &self,
+        confirmed: bool,
+        now: i64,
+    ) -> Result<(i64, i64), crate::error::RequestError> {
+        use crate::model::time::parse_time;
+        let (since_field, until_field) = if confirmed {
+            ("since_ms", "until_ms")
+        } else {
+            ("since", "until")
+        };
+        let since = parse_time("since", self.get(since_field).unwrap_or_default(), now)?;
+        let until = match self.get(until_field) {
+            Some(text) => parse_time("until", text, now)?,
+            None => now + 1,
+        };
+        Ok((since, until))
+    }
+
     /// Whether the checkbox or button `name` was sent with `value`.
     pub(crate) fn is(&self, name: &str, value: &str) -> bool {
         self.get(name) == Some(value)

@@ -16,7 +16,6 @@ use super::super::session::Session;
 use super::super::state::State;
 use super::super::templates::{Page, error_page, message_page, time};
 use crate::gateway::Gateway;
-use crate::model::time::parse_time;
 use crate::operations::{RebuildReport, RebuildRequest};
 use crate::store::GatewayDb;
 
@@ -89,19 +88,7 @@ pub(crate) async fn rebuild<DB: GatewayDb>(
     };
     let confirmed = fields.is("confirm", "yes");
     let now = gateway.now().as_millis();
-    let (since_field, until_field) = if confirmed {
-        ("since_ms", "until_ms")
-    } else {
-        ("since", "until")
-    };
-    let times = (|| {
-        let since = parse_time("since", fields.get(since_field).unwrap_or_default(), now)?;
-        let until = match fields.get(until_field) {
-            Some(text) => parse_time("until", text, now)?,
-            None => now + 1,
-        };
-        Ok::<_, crate::error::RequestError>((since, until))
-    })();
+    let times = fields.time_range(confirmed, now);
     let (since, until) = match times {
         Ok(times) => times,
         Err(e) => return refused(gateway, &session, &fields, &e.to_string()),

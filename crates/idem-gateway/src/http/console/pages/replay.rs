@@ -17,7 +17,6 @@ use super::super::session::Session;
 use super::super::state::State;
 use super::super::templates::{Page, error_page, message_page, time};
 use crate::gateway::Gateway;
-use crate::model::time::parse_time;
 use crate::operations::{ReplayReport, ReplayRequest};
 use crate::store::GatewayDb;
 
@@ -96,19 +95,7 @@ pub(crate) async fn replay<DB: GatewayDb>(
     let confirmed = fields.is("confirm", "yes");
     // The confirmed replay covers the range counted: its ends were fixed then, in ms.
     let now = gateway.now().as_millis();
-    let (since_field, until_field) = if confirmed {
-        ("since_ms", "until_ms")
-    } else {
-        ("since", "until")
-    };
-    let times = (|| {
-        let since = parse_time("since", fields.get(since_field).unwrap_or_default(), now)?;
-        let until = match fields.get(until_field) {
-            Some(text) => parse_time("until", text, now)?,
-            None => now + 1,
-        };
-        Ok::<_, crate::error::RequestError>((since, until))
-    })();
+    let times = fields.time_range(confirmed, now);
     let (since, until) = match times {
         Ok(times) => times,
         Err(e) => {
