@@ -22,7 +22,7 @@ use crate::Error;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
 use crate::model::forwarded::ForwardedHeaders;
-use crate::model::route_filter::FilterInput;
+use crate::model::route_filter::{FilterInput, RouteFilter};
 use crate::store::{
     AttemptOutcome, DeliveryState, GatewayDb, ReplayCandidate, StoredAttempt, StoredDelivery,
     StoredEvent,
@@ -697,12 +697,12 @@ impl<DB: GatewayDb> Gateway<DB> {
         else {
             return Ok(true);
         };
-        let Some((body, headers)) = DB::filter_input(&mut *conn, row.id).await? else {
-            return Ok(false);
-        };
-        let headers = ForwardedHeaders::from_json(&headers).unwrap_or_default();
-        let input = FilterInput::new(headers.pairs(), &body, row.event_type.as_deref());
-        Ok(filter.matches(&input).unwrap_or(false))
+        let input = DB::filter_input(&mut *conn, row.event).await?;
+        Ok(filter_takes(
+            filter,
+            input.as_ref(),
+            row.event_type.as_deref(),
+        ))
     }
 
     /// Deletes what the retention no longer needs, in small batches (C9): inbox keys and
@@ -776,4 +776,20 @@ impl<DB: GatewayDb> Gateway<DB> {
             lane.wake();
         }
     }
+}
+
+/// Whether `filter` takes a stored event: its body and stored headers (`input`, `None` when the
+/// body was dropped: nothing is taken) and its type. A filter that fails takes nothing, as at
+/// ingest.
+pub(crate) fn filter_takes(
+    filter: &RouteFilter,
+    input: Option<&(Vec<u8>, String)>,
+    event_type: Option<&str>,
+) -> bool {
+    let Some((body, headers)) = input else {
+        return false;
+    };
+    let headers = ForwardedHeaders::from_json(headers).unwrap_or_default();
+    let input = FilterInput::new(headers.pairs(), body, event_type);
+    filter.matches(&input).unwrap_or(false)
 }

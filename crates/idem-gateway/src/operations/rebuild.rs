@@ -13,8 +13,6 @@ use crate::Error;
 use crate::config::Route;
 use crate::error::RequestError;
 use crate::gateway::Gateway;
-use crate::model::forwarded::ForwardedHeaders;
-use crate::model::route_filter::FilterInput;
 use crate::store::{DeliveryState, GatewayDb, RebuildRow, RebuildWrite};
 
 /// A rebuild's writes per transaction: a commit holds SQLite's one writer, so it is kept short
@@ -232,6 +230,7 @@ async fn taking_route<DB: GatewayDb>(
     routes: &[Route],
     row: &RebuildRow,
 ) -> Result<Option<String>, Error> {
+    // Read once, at the first route with a filter.
     let mut input: Option<Option<(Vec<u8>, String)>> = None;
     for route in routes {
         if !route.matches(row.event_type.as_deref()) {
@@ -241,14 +240,10 @@ async fn taking_route<DB: GatewayDb>(
             return Ok(Some(route.name.to_string()));
         };
         if input.is_none() {
-            input = Some(DB::event_filter_input(&mut *conn, row.event).await?);
+            input = Some(DB::filter_input(&mut *conn, row.event).await?);
         }
-        let Some(Some((body, headers))) = &input else {
-            continue;
-        };
-        let headers = ForwardedHeaders::from_json(headers).unwrap_or_default();
-        let input = FilterInput::new(headers.pairs(), body, row.event_type.as_deref());
-        if filter.matches(&input).unwrap_or(false) {
+        let stored = input.as_ref().and_then(Option::as_ref);
+        if super::filter_takes(filter, stored, row.event_type.as_deref()) {
             return Ok(Some(route.name.to_string()));
         }
     }

@@ -231,14 +231,14 @@ pub(crate) mod ops {
             now: i64,
             keep_rebuild: bool,
         ) -> impl Future<Output = Res<bool>> + Send;
-        /// Deletes up to `limit` finished events received before `cutoff`, with their
-        /// deliveries and attempts; returns how many events.
-        /// The raw body and stored headers (JSON) of delivery `delivery`'s event; `None` when
-        /// the body was dropped or the delivery is gone.
+        /// The raw body and stored headers (JSON) of event `event`, for a route's filter;
+        /// `None` when the body was dropped or the event is gone.
         fn filter_input(
             conn: &mut Self::Connection,
-            delivery: i64,
+            event: i64,
         ) -> impl Future<Output = Res<Option<(Vec<u8>, String)>>> + Send;
+        /// Deletes up to `limit` finished events received before `cutoff`, with their
+        /// deliveries and attempts; returns how many events.
         fn collect_events(
             conn: &mut Self::Connection,
             cutoff: i64,
@@ -718,10 +718,10 @@ macro_rules! gateway_ops {
 
             async fn filter_input(
                 conn: &mut Self::Connection,
-                delivery: i64,
+                event: i64,
             ) -> Result<Option<(Vec<u8>, String)>, sqlx::Error> {
                 sqlx::query_as(sql::FILTER_INPUT)
-                    .bind(delivery)
+                    .bind(event)
                     .fetch_optional(&mut *conn)
                     .await
             }

@@ -17,11 +17,6 @@ const CANDIDATES: &str = "SELECT e.id AS event, e.event_type, e.aggregate_type, 
      WHERE e.source = $1 AND e.received_at >= $2 AND e.received_at < $3 \
      ORDER BY e.received_at, e.id";
 
-/// The body and stored headers of event $1, for a route's filter; no row once the body was
-/// dropped.
-const EVENT_FILTER_INPUT: &str =
-    "SELECT body, headers FROM idem_gateway_events WHERE id = $1 AND body IS NOT NULL";
-
 /// Makes finished delivery $1 a rebuild's, due at $2 with a fresh schedule, keeping the order
 /// of entity $3 at version $4 (secondary $5): its attempts carry `Idem-Replay: rebuild` and go
 /// one at a time per entity in version order, whatever the route's `ordering`. A delivery
@@ -96,12 +91,6 @@ pub(crate) mod ops {
             until: i64,
             destination: &str,
         ) -> impl Future<Output = Res<Vec<RebuildRow>>> + Send;
-        /// The raw body and stored headers (JSON) of event `event`; `None` when the body was
-        /// dropped.
-        fn event_filter_input(
-            conn: &mut Self::Connection,
-            event: i64,
-        ) -> impl Future<Output = Res<Option<(Vec<u8>, String)>>> + Send;
         /// Writes `write` (see [`RebuildWrite`]); returns whether it was written: `false` when
         /// the event's delivery is pending or in flight (or, for a new one, when a delivery to
         /// the destination was made since the row was read).
@@ -128,16 +117,6 @@ macro_rules! rebuild_ops {
                     .bind(until)
                     .bind(destination)
                     .fetch_all(&mut *conn)
-                    .await
-            }
-
-            async fn event_filter_input(
-                conn: &mut Self::Connection,
-                event: i64,
-            ) -> Result<Option<(Vec<u8>, String)>, sqlx::Error> {
-                sqlx::query_as(EVENT_FILTER_INPUT)
-                    .bind(event)
-                    .fetch_optional(&mut *conn)
                     .await
             }
 

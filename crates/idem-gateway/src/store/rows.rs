@@ -168,6 +168,8 @@ pub struct StoredAttempt {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ReplayCandidate {
     pub id: i64,
+    /// The delivery's event (its row id).
+    pub event: i64,
     pub route: String,
     pub state: DeliveryState,
     pub version: Option<i64>,

@@ -220,7 +220,7 @@ pub(crate) const DEAD_LETTERS: &str = "SELECT d.id, d.route, d.destination, d.st
 macro_rules! candidates {
     ($where:literal) => {
         concat!(
-            "SELECT d.id, d.route, d.state, d.version, d.version_secondary, \
+            "SELECT d.id, d.event, d.route, d.state, d.version, d.version_secondary, \
              e.event_type, e.body IS NOT NULL AS body_kept, \
              (SELECT MAX(h.version) FROM idem_gateway_deliveries h \
               WHERE h.destination = d.destination AND h.route = d.route AND h.entity = d.entity \
@@ -255,9 +255,10 @@ pub(crate) const REPLAY_CANDIDATES: &str = candidates!(
      ORDER BY e.received_at, d.id"
 );
 
-/// The body and stored headers of delivery $1's event, for its route's filter.
-pub(crate) const FILTER_INPUT: &str = "SELECT e.body, e.headers FROM idem_gateway_deliveries d \
-     JOIN idem_gateway_events e ON e.id = d.event WHERE d.id = $1 AND e.body IS NOT NULL";
+/// The body and stored headers of event $1, for a route's filter; no row once the body was
+/// dropped.
+pub(crate) const FILTER_INPUT: &str =
+    "SELECT body, headers FROM idem_gateway_events WHERE id = $1 AND body IS NOT NULL";
 
 /// The deliveries of source $1's event $2, for a resend.
 pub(crate) const RESEND_CANDIDATES: &str =

@@ -28,7 +28,6 @@ pub(crate) fn form<DB: GatewayDb>(
     session: &Session,
     fields: &Fields,
 ) -> Markup {
-    let value = |name| fields.get(name).unwrap_or_default().to_owned();
     let config = gateway.config();
     html! {
         h2 { "Rebuild a consumer" }
@@ -51,18 +50,7 @@ pub(crate) fn form<DB: GatewayDb>(
                     }
                 }
             }
-            p {
-                label for="b-since" { "Received since" }
-                input #b-since type="text" name="since" required value=(fields.get("since").unwrap_or("1h"));
-            }
-            p {
-                label for="b-until" { "Received before" }
-                input #b-until type="text" name="until" value=(value("until")) placeholder="now";
-            }
-            p {
-                label for="b-type" { "Event type (optional)" }
-                input #b-type type="text" name="type" value=(value("type")) placeholder="invoice.paid or invoice.*";
-            }
+            (super::replay::range_fields(fields, "b"))
             p {
                 input #b-skip type="checkbox" name="skip_missing_bodies" value="yes" checked[fields.is("skip_missing_bodies", "yes")];
                 label for="b-skip" { "Skip events whose body body_retention dropped (otherwise the rebuild is refused when there is any)" }
