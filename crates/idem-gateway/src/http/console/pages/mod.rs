@@ -5,6 +5,7 @@ pub(crate) mod dead_letters;
 pub(crate) mod event;
 pub(crate) mod events;
 pub(crate) mod overview;
+pub(crate) mod range;
 pub(crate) mod rebuild;
 pub(crate) mod replay;
 pub(crate) mod resend;

@@ -50,7 +50,7 @@ pub(crate) fn form<DB: GatewayDb>(
                     }
                 }
             }
-            (super::replay::range_fields(fields, "b"))
+            (super::range::range_fields(fields, "b"))
             p {
                 input #b-skip type="checkbox" name="skip_missing_bodies" value="yes" checked[fields.is("skip_missing_bodies", "yes")];
                 label for="b-skip" { "Skip events whose body body_retention dropped (otherwise the rebuild is refused when there is any)" }

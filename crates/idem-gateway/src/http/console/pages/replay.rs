@@ -35,30 +35,6 @@ pub(crate) async fn page<DB: GatewayDb>(
         .into_response()
 }
 
-/// The time range and event type fields of the replay and rebuild forms, filled with
-/// `fields`; their ids start with `prefix` (`r-since`, `b-since`, …).
-pub(super) fn range_fields(fields: &Fields, prefix: &str) -> Markup {
-    let value = |name| fields.get(name).unwrap_or_default().to_owned();
-    let id = |field: &str| format!("{prefix}-{field}");
-    let hint = id("times");
-    html! {
-        p {
-            label for=(id("since")) { "Received since" }
-            input id=(id("since")) type="text" name="since" required value=(fields.get("since").unwrap_or("1h"))
-                aria-describedby=(hint);
-        }
-        p {
-            label for=(id("until")) { "Received before" }
-            input id=(id("until")) type="text" name="until" value=(value("until")) placeholder="now" aria-describedby=(hint);
-        }
-        p.hint id=(hint) { "A duration ago (90s, 2h, 3d), an RFC 3339 time in UTC (2026-01-31T12:00:00Z) or milliseconds since the epoch." }
-        p {
-            label for=(id("type")) { "Event type (optional)" }
-            input id=(id("type")) type="text" name="type" value=(value("type")) placeholder="invoice.paid or invoice.*";
-        }
-    }
-}
-
 /// The replay form, filled with `fields`, with `problem` above it.
 fn form<DB: GatewayDb>(
     gateway: &Gateway<DB>,
@@ -79,7 +55,7 @@ fn form<DB: GatewayDb>(
                     }
                 }
             }
-            (range_fields(fields, "r"))
+            (super::range::range_fields(fields, "r"))
             p {
                 input #r-force type="checkbox" name="force" value="yes" checked[fields.is("force", "yes")];
                 label for="r-force" { "Force: also send stale events and events older than their entity's newest delivered one" }
