@@ -86,7 +86,7 @@
 //! | configuration, storage | `config` (private; its types are at the crate root), `store` (private; [`GatewayDb`], [`DatabaseKind`]) | the TOML file, checked at start (fail closed); the gateway's tables and SQL |
 //! | coordination | `error` ([`Error`], [`Task`]), `lanes` (private), `writer_gate`, `health`, [`traces`] | the error type; one lane per destination (wake, hand-off, throttle, health, claim ttl); the writer turn; the store's health; spans and the OTLP exporter |
 //! | shared state | [`Gateway`], `wiring` (private) | configuration, store and the wiring (lanes, sources, routes) behind one swap point |
-//! | behaviour | `ingest` (private), [`dispatch`], `relays` (private), [`operations`], [`destinations`] | group commit; due deliveries, entity order, leases, retries, dead letters, through one transport seam (HTTP today); the outbox relays; operations shared by the CLI and `/admin` |
+//! | behaviour | `ingest` (private), [`dispatch`], `relays` (private), [`operations`], [`destinations`], [`consumers`], `monitor` (private) | group commit; due deliveries, entity order, leases, retries, dead letters, through one transport seam (HTTP today); the outbox relays; operations shared by the CLI and `/admin`; the consumer inventory (the registry with the gateway's counts); health, breakers, alerts and the consumer gauges (it may read `consumers`) |
 //! | inputs, surfaces | `broker` (private), `http` (private; [`console`], [`Problem`], [`prometheus`]) | NATS JetStream, RabbitMQ and Kafka sources; every axum surface: webhooks, health, metrics, `/admin`, the console |
 //! | assembly | `supervise` (private), [`Server`], [`demo`] | the one supervisor of dispatchers, broker readers and relays; the server; `idem demo` |
 
@@ -96,6 +96,7 @@
 mod audit;
 mod broker;
 mod config;
+pub mod consumers;
 pub mod demo;
 pub mod destinations;
 pub mod dispatch;

@@ -88,6 +88,17 @@ pub const ALERTS_FIRING: &str = "idem_alerts_firing";
 /// `failed` (retried).
 pub const ALERT_NOTIFICATIONS_TOTAL: &str = "idem_alert_notifications_total";
 
+/// How far behind each consumer in the registry is (docs/consumers.md), as the monitor last
+/// read it (every `health_interval`); labels `consumer` and `unit`: `messages` (Kafka's high
+/// watermark − the stored offset, JetStream's pending count, as the consumer last reported it)
+/// or `seconds` (a gateway destination: how long its oldest due delivery has been due). Not
+/// set for a consumer whose source knows no lag.
+pub const CONSUMER_LAG: &str = "idem_consumer_lag";
+/// Seconds since each consumer in the registry was last seen (its last flushed counts or
+/// registration; a gateway source or destination: its last counted minute), as the monitor
+/// last read it (every `health_interval`); label `consumer`.
+pub const CONSUMER_SECONDS_SINCE_LAST_SEEN: &str = "idem_consumer_seconds_since_last_seen";
+
 /// Every metric name the gateway exports (idem-sql's and idem-broker's it records included),
 /// for the test that the Prometheus rules (`deploy/prometheus/idem-alerts.yml`) name only
 /// these.
@@ -119,6 +130,8 @@ pub const ALL: &[&str] = &[
     WEBHOOK_REJECTED_TOTAL,
     ALERTS_FIRING,
     ALERT_NOTIFICATIONS_TOTAL,
+    CONSUMER_LAG,
+    CONSUMER_SECONDS_SINCE_LAST_SEEN,
     idem_sql::metric_definitions::CLAIMS_TOTAL,
     idem_sql::metric_definitions::STALE_TOTAL,
     idem_sql::metric_definitions::TIES_TOTAL,
@@ -244,6 +257,15 @@ pub fn describe() {
         "Webhook requests refused, by reason."
     );
     describe_gauge!(ALERTS_FIRING, Unit::Count, "Alerts firing now.");
+    describe_gauge!(
+        CONSUMER_LAG,
+        "How far behind each consumer is: messages (unit=messages) or a destination's oldest due delivery's age (unit=seconds)."
+    );
+    describe_gauge!(
+        CONSUMER_SECONDS_SINCE_LAST_SEEN,
+        Unit::Seconds,
+        "Seconds since each consumer was last seen."
+    );
     describe_counter!(
         ALERT_NOTIFICATIONS_TOTAL,
         Unit::Count,

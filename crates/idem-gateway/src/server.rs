@@ -129,6 +129,8 @@ impl Server {
         let database_lock = lock_database_file(&gateway).await?;
         // Before any delivery is stored or sent under a route's new name.
         gateway.apply_route_renames().await?;
+        // The registry names every source, destination and Kafka cursor from the first start.
+        gateway.register_consumers().await?;
         let own = bind_own_listeners(&gateway).await?;
         let local = |l: &Option<TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
         let (admin_addr, metrics_addr) = (local(&own.admin), local(&own.metrics));

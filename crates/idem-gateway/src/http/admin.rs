@@ -12,6 +12,8 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json};
+use idem_core::Timestamp;
+use idem_sql::ListOptions;
 use serde::de::{self, DeserializeOwned};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -53,6 +55,8 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>, reload: ReloadHandle) 
             "/admin/destinations/{destination}/resume",
             post(resume::<DB>),
         )
+        .route("/admin/consumers", get(list_consumers::<DB>))
+        .route("/admin/consumers/{name}", get(show_consumer::<DB>))
         .route("/admin/consumers/{name}/reset", post(reset_consumer::<DB>))
         .route_layer(middleware::from_fn_with_state(
             Arc::new(Guard {
@@ -615,7 +619,7 @@ async fn resume<DB: GatewayDb>(
     answer(gateway.resume(&destination).await)
 }
 
-/// `{name}` of `POST /admin/consumers/{name}/reset`, answering a path it cannot read (bad
+/// `{name}` of `GET /admin/consumers/{name}` and `POST /admin/consumers/{name}/reset`, answering a path it cannot read (bad
 /// percent-encoding) with problem+json (400 `bad-path`).
 struct ConsumerPath(String);
 
@@ -710,4 +714,45 @@ fn reset_refused(e: idem_sql::Error) -> Response {
         _ => return answer::<()>(Err(Error::Store(e))),
     };
     Problem::new(status, code, title, e.to_string()).into_response()
+}
+
+/// Query of `GET /admin/consumers`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsumersQuery {
+    since: Option<String>,
+}
+
+impl Expected for ConsumersQuery {
+    const EXPECTED: &'static str = "optional `since`: only consumers first seen since then (a \
+        duration ago such as `90d`, an RFC 3339 time, or ms since the epoch)";
+}
+
+/// `GET /admin/consumers`: every consumer (first seen since `since`, when given), by name;
+/// 400 `bad-time` for a `since` that is no time.
+async fn list_consumers<DB: GatewayDb>(
+    State(gateway): State<Gateway<DB>>,
+    Params(query): Params<ConsumersQuery>,
+) -> Response {
+    let now = gateway.now().as_millis();
+    let mut options = ListOptions::at(Timestamp(now));
+    if let Some(since) = &query.since {
+        match parse_time("since", since, now) {
+            Ok(since) => options = options.since(Timestamp(since)),
+            Err(e) => return answer::<()>(Err(Error::Request(RequestError::from(e)))),
+        }
+    }
+    answer(gateway.consumers(&options).await)
+}
+
+/// `GET /admin/consumers/{name}`: one consumer; 404 `unknown-consumer` naming the known ones.
+async fn show_consumer<DB: GatewayDb>(
+    State(gateway): State<Gateway<DB>>,
+    ConsumerPath(name): ConsumerPath,
+) -> Response {
+    let options = ListOptions::at(gateway.now());
+    match gateway.consumer(&name, &options).await {
+        Err(Error::Store(e)) => reset_refused(e),
+        result => answer(result),
+    }
 }

@@ -1,7 +1,8 @@
 //! The monitor (issue 31): every `health_interval`, each gateway process judges each
 //! destination's health (`model::health`, from the database, so every process judges alike),
 //! runs its circuit breaker ([`breaker`]), writes the refused requests it counted, evaluates
-//! the alerts ([`alerts`]) and sends the notifications due ([`notify`]).
+//! the alerts ([`alerts`]) and sends the notifications due ([`notify`]); then it sets the
+//! consumer gauges from a read of the consumer inventory ([`consumer_gauges`]).
 //!
 //! What must happen once for the whole database is decided by the database: the breaker's
 //! pause, its probe, an alert's firing and clearing, and a notification's send are each a
@@ -10,6 +11,7 @@
 
 mod alerts;
 mod breaker;
+mod consumer_gauges;
 mod notify;
 
 use std::sync::Arc;
@@ -67,6 +69,11 @@ pub(crate) async fn run<DB: GatewayDb>(
             }
         };
         metrics::gauge!(READY).set(if ready { 1.0 } else { 0.0 });
+        // Read only, and apart from the tick: a registry that cannot be read now does not make
+        // the gateway unready.
+        if let Err(e) = consumer_gauges::set(&gateway).await {
+            tracing::warn!(error = %e, "the consumer gauges could not be read; trying at the next interval");
+        }
     }
 }
 

@@ -93,6 +93,11 @@ async fn try_reload<DB: GatewayDb>(
     let wiring = Wiring::with_lanes(Arc::clone(&config), lanes, old.generation() + 1);
     let new = Arc::new(wiring);
     gateway.rewire(Arc::clone(&new));
+    // A reload that cannot write the registry still applies: the next one (or a restart)
+    // registers what it added.
+    if let Err(error) = gateway.register_consumers().await {
+        tracing::warn!(%error, "the reloaded configuration's consumers could not be registered");
+    }
     // The old dispatchers of changed and removed destinations finish what they hold first:
     // one dispatcher per destination and process at any time.
     for name in report

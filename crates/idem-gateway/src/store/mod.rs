@@ -4,6 +4,7 @@
 #[cfg(test)]
 mod batch_tests;
 mod console;
+mod consumer_counts;
 mod counts;
 mod monitor;
 mod pauses;
@@ -45,6 +46,7 @@ pub trait GatewayDb:
     Backend
     + ops::Ops
     + counts::ops::CountOps
+    + consumer_counts::ops::ConsumerCountOps
     + console::ops::ConsoleOps
     + pauses::ops::PauseOps
     + rebuild::ops::RebuildOps

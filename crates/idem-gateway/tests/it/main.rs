@@ -16,6 +16,7 @@ mod collector;
 mod config;
 mod console;
 mod consumer_reset;
+mod consumers;
 mod demo;
 mod dispatch;
 mod faults;

@@ -124,7 +124,10 @@ const GATEWAY_LAYERS: [&[Row]; 7] = [
         // Backfill decides and stores new deliveries as ingest does.
         row("operations", 4, &["ingest"]),
         row("destinations", 4, &[]),
-        row("monitor", 4, &[]),
+        // The consumer inventory: the registry's reports with the gateway's counts.
+        row("consumers", 4, &[]),
+        // Its gauges read the consumer inventory.
+        row("monitor", 4, &["consumers"]),
         // What asks for a reload and what it answers; the reload itself is assembly's.
         row("reload_request", 4, &[]),
     ],
@@ -134,7 +137,13 @@ const GATEWAY_LAYERS: [&[Row]; 7] = [
         row(
             "http",
             4,
-            &["ingest", "operations", "destinations", "reload_request"],
+            &[
+                "ingest",
+                "operations",
+                "destinations",
+                "consumers",
+                "reload_request",
+            ],
         ),
     ],
     // L6: assembly imports everything.

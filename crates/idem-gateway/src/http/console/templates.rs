@@ -12,11 +12,12 @@ use super::state::PREFIX;
 use crate::model::time::format_time;
 
 /// The navigation's entries: (path, label).
-const NAV: [(&str, &str); 5] = [
+const NAV: [(&str, &str); 6] = [
     (PREFIX, "Overview"),
     ("/console/events", "Events"),
     ("/console/dead-letters", "Dead letters"),
     ("/console/replay", "Replay"),
+    ("/console/consumers", "Consumers"),
     ("/console/configuration", "Configuration"),
 ];
 

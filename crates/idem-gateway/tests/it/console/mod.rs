@@ -35,7 +35,7 @@ macro_rules! on_a_manual_clock {
 }
 
 mod browser;
-mod client;
+pub(crate) mod client;
 mod dead_letters;
 mod dispatcher;
 mod event_page;

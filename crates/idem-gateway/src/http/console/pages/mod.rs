@@ -1,6 +1,7 @@
 //! The console's pages, one file each.
 
 pub(crate) mod config;
+pub(crate) mod consumers;
 pub(crate) mod dead_letters;
 pub(crate) mod event;
 pub(crate) mod events;

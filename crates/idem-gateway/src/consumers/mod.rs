@@ -1,0 +1,126 @@
+//! The consumer inventory on the gateway's database (issue 34): idem-sql's registry reports
+//! ([`Store::consumers`](idem_sql::Store::consumers)) with the gateway's own consumers — each
+//! source, each destination, each Kafka source's cursor — filled from the counts the gateway
+//! already writes in its ingest and outcome commits (`idem_gateway_counts`), so the registry
+//! costs ingest and dispatch nothing. Read by `idem consumers list|show`, `GET
+//! /admin/consumers`, the console's consumers page and the monitor's gauges.
+
+mod entry;
+mod figures;
+mod judge;
+mod register;
+
+use std::collections::BTreeSet;
+
+pub use entry::ConsumerEntry;
+use figures::GatewayFigures;
+use idem_sql::{ConsumerKind, ListOptions};
+
+use crate::config::{Broker, Config};
+use crate::error::Error;
+use crate::gateway::Gateway;
+use crate::model::counts::Scope;
+use crate::model::health::Thresholds as HealthThresholds;
+use crate::store::GatewayDb;
+
+impl<DB: GatewayDb> Gateway<DB> {
+    /// Every consumer in the registry first seen at or after `options.since` (when given),
+    /// sorted by name, each judged by `options.thresholds` with windows ending at
+    /// `options.now`. The gateway's sources and destinations, and each Kafka source's consumer
+    /// (counted as its source), carry the gateway's counts: claimed = accepted (a source) or
+    /// delivered (a destination), duplicates, stale, gaps, dead letters = dead deliveries;
+    /// last seen is the newest counted minute when newer than the registry's; a destination's
+    /// `delivery_lag_ms` is the age of its oldest due delivery.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the database cannot be read (or holds a consumer kind this idem
+    /// does not know).
+    pub async fn consumers(&self, options: &ListOptions) -> Result<Vec<ConsumerEntry>, Error> {
+        // First seen may move earlier once the gateway's counts are read: filter after.
+        let mut all = *options;
+        all.since = None;
+        let reports = self.store().consumers().list(&all).await?;
+        let mut entries = self.filled(reports, options).await?;
+        if let Some(since) = options.since {
+            entries.retain(|e| e.report.first_seen >= since);
+        }
+        Ok(entries)
+    }
+
+    /// The consumer called `name`, as [`consumers`](Self::consumers) reports it
+    /// (`options.since` does not apply).
+    ///
+    /// # Errors
+    /// [`Error::Store`] with [`idem_sql::Error::UnknownConsumer`] (which lists the known names)
+    /// when the registry has no such consumer; as [`consumers`](Self::consumers).
+    pub async fn consumer(
+        &self,
+        name: &str,
+        options: &ListOptions,
+    ) -> Result<ConsumerEntry, Error> {
+        let report = self.store().consumers().show(name, options).await?;
+        let mut entries = self.filled(vec![report], options).await?;
+        Ok(entries.remove(0))
+    }
+
+    /// `reports` as entries, the gateway's own filled from its figures and judged again.
+    async fn filled(
+        &self,
+        reports: Vec<idem_sql::ConsumerReport>,
+        options: &ListOptions,
+    ) -> Result<Vec<ConsumerEntry>, Error> {
+        let config = self.config();
+        let now = options.now.as_millis();
+        let windows: BTreeSet<u64> = reports
+            .iter()
+            .flat_map(|r| r.windows.iter().map(|w| w.window_secs))
+            .collect();
+        let mut conn = self.store().pool().acquire().await?;
+        let figures = GatewayFigures::read::<DB>(&mut conn, windows, now).await?;
+        drop(conn);
+        let mut entries = Vec::with_capacity(reports.len());
+        for report in reports {
+            let mut entry = ConsumerEntry::from(report);
+            if let Some(counted_as) = counted_as(&config, &entry) {
+                figures.fill(&mut entry, &counted_as, now);
+                let backlog_after = backlog_after(&config, &counted_as);
+                judge::rejudge(&mut entry, &options.thresholds, backlog_after, now);
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+}
+
+/// The source or destination whose counts are `entry`'s: its own for a gateway source or
+/// destination, its source's for the consumer of a configured Kafka source; `None` for a
+/// consumer that is not the gateway's.
+fn counted_as(config: &Config, entry: &ConsumerEntry) -> Option<(Scope, String)> {
+    let name = &entry.report.name;
+    match entry.report.kind {
+        ConsumerKind::GatewaySource => Some((Scope::Source, name.clone())),
+        ConsumerKind::GatewayDestination => Some((Scope::Destination, name.clone())),
+        ConsumerKind::Kafka => config
+            .sources
+            .iter()
+            .find_map(|source| match source.broker() {
+                Some(Broker::Kafka(kafka)) if kafka.consumer.as_str() == name => {
+                    Some((Scope::Source, source.name.to_string()))
+                }
+                _ => None,
+            }),
+        _ => None,
+    }
+}
+
+/// The age of a due delivery past which destination `counted_as` is unhealthy: its health's
+/// `backlog_after` (the default for a destination the configuration does not name).
+fn backlog_after(config: &Config, counted_as: &(Scope, String)) -> std::time::Duration {
+    config
+        .destinations
+        .iter()
+        .find(|d| counted_as.0 == Scope::Destination && d.name.as_str() == counted_as.1)
+        .map_or(HealthThresholds::default().backlog_after, |d| {
+            d.health.backlog_after
+        })
+}
