@@ -123,8 +123,9 @@ pub(crate) enum Command {
     /// Broker consumers' dead letters (`idem_dead_letters`), including the broker messages the
     /// gateway could not read as events: list, show, delete.
     DeadLetters(LedgerArgs<DeadLettersCommand>),
-    /// Consumers in idem's tables (`idem_inbox`, `idem_versions`, `idem_parked`,
-    /// `idem_kafka_offsets`): reset one for a rebuild.
+    /// The consumer inventory (`idem_consumers`): list every consumer with its counts, lag and
+    /// flags, show one; reset one's cursor rows (`idem_inbox`, `idem_versions`, `idem_parked`,
+    /// `idem_kafka_offsets`) for a rebuild.
     Consumers(LedgerArgs<ConsumersCommand>),
     /// Find non-idempotent handler code (TypeScript/JavaScript, Python, Go): runs the
     /// `idem-lint` program installed beside `idem` or on PATH with these arguments (`idem lint
@@ -300,6 +301,29 @@ pub(crate) enum DeadLettersCommand {
 /// `idem consumers …`
 #[derive(Debug, Subcommand)]
 pub(crate) enum ConsumersCommand {
+    /// Every consumer in the registry, by name: kind, first and last seen, the last 24 hours'
+    /// claimed, duplicates (repeat rate), stale, gaps and dead letters, lag and flags
+    /// (superseded, orphaned, unhealthy; docs/consumers.md). On a gateway's database its
+    /// sources, destinations and Kafka cursors carry the gateway's counts.
+    List {
+        /// Only consumers first seen since: a duration ago (`90d`, `12h`), RFC 3339
+        /// (`2026-01-31T12:00:00Z`) or milliseconds since the epoch.
+        #[arg(long)]
+        since: Option<String>,
+        /// Print them as a JSON array (times in ms since the epoch), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One consumer: every window (1 h, 24 h, 30 d), its effects and outbox rows by status,
+    /// what it holds, its successor and its flags with their reasons. An unknown name lists
+    /// the known ones and exits 1.
+    Show {
+        /// The consumer's name.
+        name: String,
+        /// Print it as JSON (times in ms since the epoch), for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete a stopped consumer's inbox keys, version-guard rows, parked markers and stored
     /// Kafka offsets in one transaction, so that it reads its history again from the start
     /// (never its effects, outbox rows, dead letters or lineage, nor another consumer's rows).

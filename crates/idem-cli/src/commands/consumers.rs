@@ -10,9 +10,10 @@ use idem_core::Name;
 use idem_gateway::operations::ConsumerResetReport;
 use idem_gateway::time::format_time;
 use idem_gateway::{Config, Gateway, GatewayDb};
-use idem_sql::{AnyStore, Backend, PoolOptions, ResetOptions, Store};
+use idem_sql::{AnyStore, Backend, ResetOptions, Store};
 
-use super::idem_tables::{Db, open, with_db};
+use super::consumer_inventory as inventory;
+use super::idem_tables::{Db, open, open_gateway, with_db};
 use super::json_out;
 use crate::cli::ConsumersCommand;
 
@@ -23,12 +24,20 @@ pub(crate) async fn consumers(
     config: Option<&Path>,
     command: ConsumersCommand,
 ) -> anyhow::Result<ExitCode> {
-    let ConsumersCommand::Reset {
-        name,
-        dry_run,
-        yes,
-        json,
-    } = command;
+    let (name, dry_run, yes, json) = match command {
+        ConsumersCommand::Reset {
+            name,
+            dry_run,
+            yes,
+            json,
+        } => (name, dry_run, yes, json),
+        ConsumersCommand::List { since, json } => {
+            return inventory::list(url, config, since.as_deref(), json).await;
+        }
+        ConsumersCommand::Show { name, json } => {
+            return inventory::show(url, config, &name, json).await;
+        }
+    };
     // Without --yes, a dry run: what would go is shown, and nothing is deleted.
     let counted = dry_run || !yes;
     let report = match open_gateway(url).await? {
@@ -52,17 +61,6 @@ pub(crate) async fn consumers(
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The database at `url` when it holds the gateway's tables; `None` when it has no
-/// `idem_gateway_events` table (or, for SQLite, no file: [`open`] then says so).
-async fn open_gateway(url: &str) -> anyhow::Result<Option<AnyStore>> {
-    let options = PoolOptions::default().max_connections(1);
-    match AnyStore::open_existing(url, "idem_gateway_events", options).await {
-        Ok(store) => Ok(Some(store)),
-        Err(idem_sql::Error::MissingTable { .. } | idem_sql::Error::InvalidUrl { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The reset through the gateway of `config` (the defaults without one) over `store`.

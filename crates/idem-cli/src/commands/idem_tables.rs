@@ -86,3 +86,14 @@ pub(super) fn cell(text: &str, width: usize) -> String {
 }
 
 pub(super) use with_db;
+
+/// The database at `url` when it holds the gateway's tables; `None` when it has no
+/// `idem_gateway_events` table (or, for SQLite, no file: [`open`] then says so).
+pub(super) async fn open_gateway(url: &str) -> anyhow::Result<Option<AnyStore>> {
+    let options = PoolOptions::default().max_connections(1);
+    match AnyStore::open_existing(url, "idem_gateway_events", options).await {
+        Ok(store) => Ok(Some(store)),
+        Err(idem_sql::Error::MissingTable { .. } | idem_sql::Error::InvalidUrl { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -2,6 +2,7 @@
 //! for the commands that need them.
 
 mod check_config;
+mod consumer_inventory;
 mod consumers;
 mod dead_letters;
 mod demo;
