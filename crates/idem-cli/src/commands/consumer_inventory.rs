@@ -120,7 +120,7 @@ fn print_table(entries: &[ConsumerEntry]) -> anyhow::Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<24} {:<20} {:<26} {:<24} {:>8} {:>16} {:>6} {:>6} {:>6} {:>10}  flags",
+        "{:<24} {:<20} {:<26} {:<25} {:>8} {:>16} {:>6} {:>6} {:>6} {:>10}  flags",
         "name",
         "kind",
         "first seen",
@@ -136,7 +136,7 @@ fn print_table(entries: &[ConsumerEntry]) -> anyhow::Result<()> {
         let r = &entry.report;
         let day = window(entry, LIST_WINDOW_SECS);
         outln!(
-            "{:<24} {:<20} {:<26} {:<24} {:>8} {:>16} {:>6} {:>6} {:>6} {:>10}  {}",
+            "{:<24} {:<20} {:<26} {:<25} {:>8} {:>16} {:>6} {:>6} {:>6} {:>10}  {}",
             r.name,
             r.kind.as_str(),
             first_seen(entry),

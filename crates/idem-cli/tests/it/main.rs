@@ -5,6 +5,7 @@
 mod binary;
 mod check_config;
 mod consumers_cli;
+mod consumers_list;
 mod demo_console;
 mod faults;
 mod gateway_ops;
