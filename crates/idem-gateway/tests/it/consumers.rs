@@ -196,6 +196,11 @@ async fn gateway_consumers_are_listed_with_their_counts<DB: GatewayDb>(store: St
     assert_eq!((bad.status, bad.problem().0), (400, "bad-time"));
 
     let mut console = Client::new(&gw.url);
+    let signed_out = console.get("/console/consumers").await;
+    assert_eq!(
+        (signed_out.status, signed_out.location.as_deref()),
+        (303, Some("/console/sign-in"))
+    );
     console.sign_in().await;
     let page = console.get("/console/consumers").await;
     assert_eq!(page.status, 200, "{}", page.html);

@@ -181,6 +181,15 @@ filter = "body.data.object.amount >= 100"
         (2, 1, false)
     );
     assert_eq!(running.gateway.config().destinations.len(), 2);
+    // The reload registered the new destination as a consumer (issue 34).
+    let options = idem_sql::ListOptions::at(running.gateway.now());
+    let consumers = running.gateway.consumers(&options).await.unwrap();
+    let registered = consumers.iter().find(|e| e.report.name == "app2");
+    assert_eq!(
+        registered.map(|e| e.report.kind),
+        Some(idem_sql::ConsumerKind::GatewayDestination),
+        "{consumers:?}"
+    );
 
     assert_eq!(send(&running, STRIPE_V1, &invoice(2, 500)).await, 200);
     assert_eq!(send(&running, STRIPE_V1, &invoice(3, 5)).await, 200);
