@@ -63,8 +63,8 @@
 //! test's map); [`Source::read_event`] reads an event from a delivery as ingest does. The
 //! operations of the `idem` command line and of `/admin` (list and show events, in pages too,
 //! redrive dead letters, replay, collect old rows, carry renamed routes over; list, pause and
-//! resume destinations) are methods of
-//! [`Gateway`] ([`operations`], [`destinations`]).
+//! resume destinations; list the consumer inventory) are methods of
+//! [`Gateway`] ([`operations`], [`destinations`], [`consumers`]).
 //!
 //! ## The operator reference
 //!

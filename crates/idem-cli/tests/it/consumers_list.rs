@@ -3,7 +3,8 @@
 //! 127.0.0.1:19092) is sent events with duplicates and a stale one on each; the real binary's
 //! `list --json` shows each source, the Kafka cursor and the destination with first and last
 //! seen and exactly the counts sent; `--since` in the future lists none; `show` of an unknown
-//! name lists the known ones and exits 1. SQLite and PostgreSQL.
+//! name lists the known ones and exits 1; on an application's database (no gateway tables) a
+//! runner's counts are read through the library. SQLite and PostgreSQL.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -359,4 +360,64 @@ async fn consumers_are_listed_with_what_was_sent_postgres() {
     let url = pg_database().await;
     let store = idem_sql::PgStore::connect(&url).await.unwrap();
     consumers_are_listed_with_what_was_sent(store, &url).await;
+}
+
+/// Runs `idem consumers ARGS --database URL` with no configuration: (exit code, stdout, stderr).
+fn idem_app(url: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(IDEM)
+        .arg("consumers")
+        .args(args)
+        .args(["--database", url])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// On an application's database (no gateway tables) the commands read idem's library: a
+/// runner's events, one of them delivered twice, are listed once flushed.
+async fn consumers_of_an_application_database<DB: idem_sql::Backend>(url: &str) {
+    let store = Store::<DB>::connect(url).await.unwrap();
+    store.migrate().await.unwrap();
+    let runner =
+        idem_sql::Runner::new(store.clone(), &Name::new("consumer", "billing_v1").unwrap());
+    let source = Name::new("source", "orders").unwrap();
+    let ids = ["evt_a", "evt_b", "evt_c", "evt_a"];
+    for (i, id) in ids.into_iter().enumerate() {
+        let key = idem_core::DedupKey::from_event(&source, &idem_core::EventId::new(id).unwrap());
+        let event = idem_sql::Event::new(key);
+        let outcome = runner.run(&event, async |_tx| Ok(())).await.unwrap();
+        let expected = if i < 3 { "applied" } else { "duplicate" };
+        assert_eq!(outcome.name(), expected, "{id}");
+    }
+    store.flush_consumer_counts().await.unwrap();
+
+    let (code, out, err) = idem_app(url, &["list", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let (kind, counts, first, last) = figures(&listed, "billing_v1");
+    assert_eq!((kind.as_str(), counts), ("runner", [3, 1, 0]), "{listed}");
+    assert!(first <= last, "{listed}");
+    let (code, out, err) = idem_app(url, &["show", "billing_v1"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("consumer billing_v1 (runner)"), "{out}");
+    let (code, _, err) = idem_app(url, &["show", "nobody_v1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("billing_v1"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_of_an_application_database_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("app.db").display());
+    consumers_of_an_application_database::<idem_sql::sqlx::Sqlite>(&url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_of_an_application_database_postgres() {
+    consumers_of_an_application_database::<idem_sql::sqlx::Postgres>(&pg_database().await).await;
 }
