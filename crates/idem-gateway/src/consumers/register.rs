@@ -11,7 +11,7 @@ use crate::store::GatewayDb;
 /// Every consumer `config` runs, with its kind: each source (`gateway_source`), the consumer
 /// name of each Kafka source (`kafka`: the cursor its offsets are stored under) and each
 /// destination (`gateway_destination`).
-pub(crate) fn configured(config: &Config) -> Vec<(&idem_core::Name, ConsumerKind)> {
+fn configured(config: &Config) -> Vec<(&idem_core::Name, ConsumerKind)> {
     let mut consumers = Vec::new();
     for source in &config.sources {
         consumers.push((&source.name, ConsumerKind::GatewaySource));
@@ -26,9 +26,10 @@ pub(crate) fn configured(config: &Config) -> Vec<(&idem_core::Name, ConsumerKind
 }
 
 impl<DB: GatewayDb> Gateway<DB> {
-    /// Registers every consumer of the running configuration ([`configured`]) in idem's
-    /// registry and writes the rows now (upserts: a consumer seen before keeps its first seen,
-    /// its last seen becomes now). Called by [`Server::start`](crate::Server::start) and after
+    /// Registers every consumer of the running configuration in idem's registry: each source
+    /// (`gateway_source`), each Kafka source's consumer name (`kafka`) and each destination
+    /// (`gateway_destination`); writes the rows now (upserts: a consumer seen before keeps its
+    /// first seen, its last seen becomes now). Called by [`Server::start`](crate::Server::start) and after
     /// each applied reload; the counts themselves are never written here (they ride in
     /// ingest's and dispatch's commits, `idem_gateway_counts`).
     ///
