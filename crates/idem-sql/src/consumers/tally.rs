@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::ConsumerKind;
 use crate::backend::consumer_ops::{CountRow, RegistryWrite};
+use crate::{ConsumerKind, EventCounts};
 
 /// The length of a count bucket: 5 minutes, in ms.
 pub(crate) const BUCKET_MS: i64 = 5 * 60 * 1000;
@@ -161,19 +161,35 @@ impl Tally {
         update(&mut self.lock(), consumer, now, |known| {
             known.last_seen = known.last_seen.max(now);
             known.dirty = true;
-            if !matches!(known.counts.last(), Some((b, _)) if *b == bucket) {
-                known.counts.push((bucket, Counts::default()));
-            }
-            if let Some((_, counts)) = known.counts.last_mut() {
-                match counted {
-                    Counted::Claimed { gap } => {
-                        counts.claimed += 1;
-                        counts.gaps += i64::from(gap);
-                    }
-                    Counted::Duplicate => counts.duplicates += 1,
-                    Counted::Stale => counts.stale += 1,
+            let counts = bucket_mut(known, bucket);
+            match counted {
+                Counted::Claimed { gap } => {
+                    counts.claimed += 1;
+                    counts.gaps += i64::from(gap);
                 }
+                Counted::Duplicate => counts.duplicates += 1,
+                Counted::Stale => counts.stale += 1,
             }
+        });
+    }
+
+    /// Adds `counts` to `consumer`'s bucket of `now` (a batch committed at once).
+    pub(crate) fn count_many(&self, consumer: &str, counts: EventCounts, now: i64) {
+        if !self.enabled() {
+            return;
+        }
+        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let add = Counts {
+            claimed: to_i64(counts.claimed),
+            duplicates: to_i64(counts.duplicates),
+            stale: to_i64(counts.stale),
+            gaps: to_i64(counts.gaps),
+        };
+        let bucket = now - now.rem_euclid(BUCKET_MS);
+        update(&mut self.lock(), consumer, now, |known| {
+            known.last_seen = known.last_seen.max(now);
+            known.dirty = true;
+            bucket_mut(known, bucket).add(&add);
         });
     }
 
@@ -254,6 +270,19 @@ impl Tally {
             });
         }
     }
+}
+
+/// `known`'s counts of `bucket`: the newest bucket is looked at first (the one counted into,
+/// bar a clock set back).
+fn bucket_mut(known: &mut Known, bucket: i64) -> &mut Counts {
+    let at = match known.counts.iter().rposition(|(b, _)| *b == bucket) {
+        Some(at) => at,
+        None => {
+            known.counts.push((bucket, Counts::default()));
+            known.counts.len() - 1
+        }
+    };
+    &mut known.counts[at].1
 }
 
 /// A consumer not seen before, registered as `kind` at `now`.
