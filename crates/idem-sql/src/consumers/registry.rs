@@ -73,7 +73,8 @@ impl<DB: Backend> Store<DB> {
     /// nothing when counting is off, but still marks it seen.
     pub fn count_consumer_events(&self, consumer: &Name, counts: EventCounts) {
         let now = self.now().as_millis();
-        self.tally().seen(consumer.as_str(), now);
+        self.tally()
+            .seen(consumer.as_str(), ConsumerKind::Runner, now);
         self.tally().count_many(consumer.as_str(), counts, now);
     }
 

@@ -144,9 +144,14 @@ impl Tally {
         });
     }
 
-    /// Marks `consumer` seen at `now` (a worker's or relay's transaction).
-    pub(crate) fn seen(&self, consumer: &str, now: i64) {
-        update(&mut self.lock(), consumer, now, |known| {
+    /// Marks `consumer` seen at `now` (a worker's or relay's round), registering it as `kind`
+    /// when it was not known.
+    pub(crate) fn seen(&self, consumer: &str, kind: ConsumerKind, now: i64) {
+        let mut pending = self.lock();
+        if !pending.known.contains_key(consumer) {
+            pending.known.insert(consumer.to_owned(), fresh(kind, now));
+        }
+        update(&mut pending, consumer, now, |known| {
             known.last_seen = known.last_seen.max(now);
             known.dirty = true;
         });
