@@ -314,3 +314,68 @@ fn update(pending: &mut Pending, consumer: &str, now: i64, f: impl FnOnce(&mut K
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (claimed, duplicates, stale, gaps) summed over a batch's rows of `consumer`.
+    fn sums(batch: &Batch, consumer: &str) -> [i64; 4] {
+        batch
+            .counts
+            .iter()
+            .filter(|row| row.consumer == consumer)
+            .fold([0; 4], |s, r| {
+                [
+                    s[0] + r.claimed,
+                    s[1] + r.duplicates,
+                    s[2] + r.stale,
+                    s[3] + r.gaps,
+                ]
+            })
+    }
+
+    #[test]
+    fn a_taken_batch_is_cleared_and_a_restored_one_merges_with_what_came_since() {
+        let tally = Tally::new();
+        tally.count("a", Counted::Claimed { gap: true }, 1_000);
+        tally.count("a", Counted::Duplicate, 2_000);
+        // Another bucket, 5 minutes on.
+        tally.count("a", Counted::Stale, 1_000 + BUCKET_MS);
+        let taken = tally.take(1_000 + BUCKET_MS);
+        assert_eq!(sums(&taken, "a"), [1, 1, 1, 1]);
+        assert_eq!(taken.counts.len(), 2, "one row per bucket");
+        assert!(tally.take(0).is_empty(), "taken counts are not taken twice");
+
+        tally.count("a", Counted::Duplicate, 2 * BUCKET_MS);
+        tally.restore(taken);
+        assert_eq!(sums(&tally.take(3 * BUCKET_MS), "a"), [1, 2, 1, 1]);
+    }
+
+    #[test]
+    fn a_flush_is_due_after_the_interval_with_something_pending() {
+        let tally = Tally::new();
+        tally.set_interval(Duration::from_secs(5));
+        assert!(!tally.due(10_000), "nothing pending");
+        tally.count("a", Counted::Duplicate, 10_000);
+        assert!(tally.due(10_000), "never flushed yet");
+        let _ = tally.take(10_000);
+        tally.count("a", Counted::Duplicate, 12_000);
+        assert!(!tally.due(14_999));
+        assert!(tally.due(15_000));
+        tally.set_enabled(false);
+        assert!(!tally.due(20_000), "counting off");
+    }
+
+    #[test]
+    fn a_more_specific_kind_replaces_runner_and_nothing_else() {
+        let tally = Tally::new();
+        tally.register("k", ConsumerKind::Runner, 1);
+        tally.register("k", ConsumerKind::Kafka, 2);
+        tally.register("k", ConsumerKind::Runner, 3);
+        tally.register("k", ConsumerKind::Jetstream, 4);
+        let batch = tally.take(5);
+        assert_eq!(batch.registry[0].kind, "kafka");
+        assert_eq!(batch.registry[0].first_seen, 1);
+    }
+}
