@@ -475,6 +475,19 @@ impl<DB: Backend> Processor<DB> {
         self.runner.consumer()
     }
 
+    /// Registers its consumer as `kind` in the runner's store (the consumer registry).
+    pub(crate) fn register(&self, kind: idem_sql::ConsumerKind) {
+        self.runner.store().register_consumer(self.consumer(), kind);
+    }
+
+    /// Flushes the runner's store's pending consumer counts, when a consumer stops; a failure
+    /// is logged (they are lost with the process, the events are not).
+    pub(crate) async fn flush_counts(&self) {
+        if let Err(e) = self.runner.store().flush_consumer_counts().await {
+            tracing::warn!(consumer = %self.consumer(), error = %e, "flushing the consumer counts at shutdown failed");
+        }
+    }
+
     /// The live delivery counters of this processor and every consumer built on it.
     pub fn stats(&self) -> DeliveryStats {
         self.stats.clone()
@@ -616,6 +629,12 @@ impl<DB: Backend> Sink for Processor<DB> {
         metrics::counter!(ACK_FAILURES_TOTAL, "consumer" => self.consumer().to_string(), "broker" => broker)
             .increment(1);
         tracing::warn!(consumer = %self.consumer(), broker, %error, "acknowledgement not sent; the broker will redeliver");
+    }
+
+    /// Records the lag in the runner's store (the consumer registry), in memory until its next
+    /// flush.
+    fn report_lag(&self, pending: u64) {
+        self.runner.store().report_lag(self.consumer(), pending);
     }
 }
 

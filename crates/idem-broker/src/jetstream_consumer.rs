@@ -67,6 +67,7 @@ impl<DB: Backend> JetStreamConsumer<DB> {
     /// [`ConsumerError::InvalidConfig`] when `pull`'s ack policy is not explicit (acknowledging
     /// after commit needs one acknowledgement per message).
     pub fn new(pull: PullConsumer, processor: Processor<DB>) -> Result<Self, ConsumerError> {
+        processor.register(idem_sql::ConsumerKind::Jetstream);
         Ok(Self {
             source: JetStreamSource::new(pull)?,
             processor,
@@ -102,7 +103,11 @@ impl<DB: Backend> JetStreamConsumer<DB> {
 
     /// Pulls and processes messages until `shutdown` completes or a pull fails; on shutdown it
     /// stops pulling, finishes the messages in flight and settles them (ack, NAK or TERM), then
-    /// returns `Ok(())`.
+    /// returns `Ok(())`. Either way it then flushes the consumer registry's pending counts
+    /// ([`Store::flush_consumer_counts`](idem_sql::Store::flush_consumer_counts), a failure
+    /// logged). [`new`](Self::new) registers the consumer as
+    /// [`ConsumerKind::Jetstream`](idem_sql::ConsumerKind::Jetstream); each delivery reports
+    /// the consumer's pending count as its lag.
     ///
     /// # Errors
     /// As [`JetStreamSource::run`]: [`ConsumerError::Deleted`] when the durable consumer or its
@@ -111,6 +116,9 @@ impl<DB: Backend> JetStreamConsumer<DB> {
     where
         S: Future<Output = ()> + Send,
     {
-        self.source.run(self.processor, shutdown).await
+        let processor = self.processor.clone();
+        let result = self.source.run(self.processor, shutdown).await;
+        processor.flush_counts().await;
+        result
     }
 }

@@ -246,6 +246,9 @@ async fn handle<K: Sink>(
     _permit: OwnedSemaphorePermit,
 ) {
     let delivery = Arc::new(delivery_of(&message));
+    if let Ok(info) = message.info() {
+        sink.report_lag(info.pending);
+    }
     let work = sink.take(Arc::clone(&delivery), BROKER);
     let settle = match progress_interval {
         None => work.await,

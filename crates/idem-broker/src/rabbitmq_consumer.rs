@@ -49,6 +49,7 @@ impl<DB: Backend> RabbitMqConsumer<DB> {
         processor: Processor<DB>,
     ) -> Result<Self, ConsumerError> {
         let topology = RetryTopology::new(queue, processor.retry_policy())?;
+        processor.register(idem_sql::ConsumerKind::Rabbitmq);
         Ok(Self {
             channel,
             topology,
@@ -84,7 +85,10 @@ impl<DB: Backend> RabbitMqConsumer<DB> {
 
     /// Consumes until `shutdown` completes or the channel fails. On shutdown it cancels the
     /// subscription (`basic.cancel`: no new deliveries), finishes the messages already delivered
-    /// and settles them, then returns `Ok(())`.
+    /// and settles them, then returns `Ok(())`. Either way it then flushes the consumer
+    /// registry's pending counts ([`Store::flush_consumer_counts`](idem_sql::Store::flush_consumer_counts),
+    /// a failure logged); [`new`](Self::new) registers the consumer as
+    /// [`ConsumerKind::Rabbitmq`](idem_sql::ConsumerKind::Rabbitmq).
     ///
     /// # Errors
     /// As [`RabbitMqSource::run`]: [`ConsumerError::Amqp`] when confirm mode, `basic.qos` or
@@ -96,9 +100,13 @@ impl<DB: Backend> RabbitMqConsumer<DB> {
         S: Future<Output = ()> + Send,
     {
         let queue = self.topology.queue().to_owned();
-        RabbitMqSource::new(self.channel, &queue, RetryVia::RetryQueues(self.topology))
-            .prefetch(self.concurrency)
-            .run(self.processor, shutdown)
-            .await
+        let processor = self.processor.clone();
+        let result =
+            RabbitMqSource::new(self.channel, &queue, RetryVia::RetryQueues(self.topology))
+                .prefetch(self.concurrency)
+                .run(self.processor, shutdown)
+                .await;
+        processor.flush_counts().await;
+        result
     }
 }

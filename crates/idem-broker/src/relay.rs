@@ -311,8 +311,18 @@ impl<DB: Backend, P: Publisher> Relay<DB, P> {
     /// [`waits`](Self::waits)). `shutdown` is checked between cycles and during waits, never in
     /// the middle of one, so the confirmed rows of every published batch are marked before it
     /// returns; a batch claimed but not yet published when shutdown came is released when its
-    /// claim expires.
+    /// claim expires. Then it flushes the consumer registry's pending rows (the outbox's relay
+    /// name, [`Outbox::relay_name`]: its last seen), a failure logged.
     pub async fn run(&self, shutdown: impl Future<Output = ()> + Send) -> RelayReport {
+        let totals = self.run_until(shutdown).await;
+        if let Err(e) = self.outbox.store().flush_consumer_counts().await {
+            tracing::warn!(relay = %self.name, error = %e, "flushing the consumer registry at shutdown failed");
+        }
+        totals
+    }
+
+    /// [`run`](Self::run)'s cycles, until `shutdown` completes.
+    async fn run_until(&self, shutdown: impl Future<Output = ()> + Send) -> RelayReport {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut totals = RelayReport::default();
         let mut wait = self.min_wait;

@@ -45,4 +45,11 @@ pub trait Sink: Clone + Send + Sync + 'static {
     /// copy): the broker delivers the message again, and a sink that stored it answers the copy
     /// as a duplicate.
     fn ack_failed(&self, broker: &'static str, error: &dyn fmt::Display);
+
+    /// Called with how many messages the broker still has for this consumer after a delivery
+    /// (JetStream's `pending` from the message's metadata), for the consumer registry's lag.
+    /// Does nothing unless the sink keeps it.
+    fn report_lag(&self, pending: u64) {
+        let _ = pending;
+    }
 }

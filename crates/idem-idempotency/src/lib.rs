@@ -193,5 +193,5 @@ pub use service::Idempotency;
 #[cfg(feature = "redis")]
 pub use store::redis::RedisStore;
 #[cfg(feature = "sql")]
-pub use store::sql::{SqlStore, Tx, TxFinished, TxGuard};
+pub use store::sql::{DEFAULT_CONSUMER_NAME, SqlStore, Tx, TxFinished, TxGuard};
 pub use store::{Claim, DEFAULT_RETENTION, IdempotencyStore, Scope, TransactionalStore};

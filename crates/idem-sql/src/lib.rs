@@ -25,6 +25,34 @@
 //! runs a migration that an earlier failure left unfinished again (DDL commits statement by
 //! statement there) and refuses tables made by another idem ([`Error::IncompatibleSchema`]).
 //! `docs/mysql.md` is the operator's page.
+//!
+//! # The consumer registry
+//!
+//! Every consumer has a row in `idem_consumers` (its kind, first and last seen, its newest lag)
+//! and counts per 5-minute bucket in `idem_consumer_counts` (claimed, duplicates, stale, gaps),
+//! read as [`ConsumerReport`]s by [`Store::consumers`] (`idem consumers list|show`): counts
+//! over 1 hour, 24 hours and 30 days, dead letters (read from `idem_dead_letters`), effects and
+//! outbox rows by status (they record the consumer that wrote them:
+//! [`Runner::enqueue_effect`], [`Runner::enqueue_outbox`]), what it still holds, its successor
+//! and its [`ConsumerFlag`]s (superseded, orphaned, unhealthy, judged by [`Thresholds`]).
+//!
+//! [`Runner::new`] registers its consumer; the broker consumers, the [`EffectWorker`], the
+//! outbox relay ([`Outbox::relay_name`]) and the Idempotency-Key layer register their kinds
+//! under their names. The runner counts each outcome in memory (one mutex lock per event);
+//! nothing is written on a duplicate's account. The counts are written by the consumer's own
+//! commits: when a flush is due (something pending, the last flush at least
+//! [`Store::counts_flush_interval`] ago, 5 s by default) one multi-row upsert of the counts and
+//! one of the registry rows ride in the commit (or, for a duplicate, in a short transaction of
+//! its own); a commit that fails keeps them for the next flush. No background task writes: on
+//! SQLite a writer holds the database's only write lock, and a frozen process must not hold it
+//! for a count. Consumers flush at shutdown ([`Store::flush_consumer_counts`]).
+//!
+//! **What a crash can lose**: the counts since the last flush of the process that crashed — at
+//! most a flush interval of them — never an event: the events' claims, versions and effects
+//! commit as before. Counts rows are per process (`instance`), so two processes never write
+//! one row. Switch counting off with [`Store::consumer_counts`]`(false)`. A database of an
+//! older idem is back-filled by migration 7 from the rows it holds, first seen "at or before"
+//! (`first_seen_exact` false: retention may have deleted older rows).
 
 mod any_store;
 mod app_sql;
@@ -62,7 +90,7 @@ pub use boxed_handler::BoxedHandler;
 pub use consumer_reset::{GATEWAY_INBOX_CONSUMER, LIVE_WINDOW, ResetOptions, ResetReport};
 pub use consumers::{
     ConsumerFlag, ConsumerKind, ConsumerReport, Consumers, DEFAULT_COUNTS_FLUSH_INTERVAL,
-    DEFAULT_ORPHAN_AFTER, Holds, Lag, ListOptions, Thresholds, WindowCounts,
+    DEFAULT_ORPHAN_AFTER, EventCounts, Holds, Lag, ListOptions, Thresholds, WindowCounts,
 };
 pub use database::{DatabaseKind, same_database};
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};

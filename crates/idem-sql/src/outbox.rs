@@ -571,7 +571,7 @@ impl<DB: Backend> Outbox<DB> {
         let raw = DB::outbox_claim(&mut conn, now, ttl, i64::from(limit), token).await?;
         drop(conn);
         // The relay's last seen, at most every flush interval, in a transaction of its own.
-        self.store.tally().seen(&self.relay, now);
+        (self.store.tally()).seen(&self.relay, crate::ConsumerKind::Relay, now);
         crate::consumers::flush_if_due(&self.store).await;
         let mut rows = raw
             .into_iter()
@@ -671,7 +671,7 @@ impl<DB: Backend> Outbox<DB> {
         let mut tx = self.store.begin().await?;
         let now = self.store.now().as_millis();
         // Written with the batch's commit when a flush is due.
-        self.store.tally().seen(&self.relay, now);
+        (self.store.tally()).seen(&self.relay, crate::ConsumerKind::Relay, now);
         let rows = DB::outbox_lock_due(&mut tx, now, i64::from(limit))
             .await?
             .into_iter()

@@ -447,8 +447,9 @@ impl<DB: Backend> Runner<DB> {
         self.inbox.consumer()
     }
 
-    /// The store it runs on.
-    pub(crate) fn store(&self) -> &Store<DB> {
+    /// The store it runs on (for its consumer registry: a broker consumer registers its kind
+    /// and reports its lag there).
+    pub fn store(&self) -> &Store<DB> {
         &self.store
     }
 

@@ -17,6 +17,10 @@
 //!   statement text, same effect insert) on a pool of the same size and settings, the baseline
 //!   for idem's overhead.
 //!
+//! - **registry overhead**: per-event runs with the consumer registry's counting on and off
+//!   (issue 34), in interleaved rounds, with 1 and 32 clients; the median on/off ratio is
+//!   printed with its target (≥ 0.95×).
+//!
 //! Batched and raw run in interleaved rounds on fresh keys so that drift (a checkpoint, another
 //! process) hits both alike. The ratios the issue asks for are printed with their targets
 //! (batched/raw ≥ 0.8× on PostgreSQL and MariaDB, duplicate/fresh ≥ 3×) as PASS or BELOW; the
@@ -76,6 +80,8 @@ const ROUNDS: usize = 10;
 const DEFAULT_EVENTS: usize = 200_000;
 /// The target of batched/raw on PostgreSQL and MySQL.
 const RAW_TARGET: f64 = 0.8;
+/// The target of the consumer registry's overhead: per-event rate with counting on ÷ off.
+const REGISTRY_TARGET: f64 = 0.95;
 /// The target of duplicate/fresh at the same client count.
 const DUP_TARGET: f64 = 3.0;
 /// SQLite's busy timeout, as `idem` sets it, for the raw baseline's own pool.
@@ -793,6 +799,51 @@ impl<DB: BenchDb> Bench<DB> {
         Ok(())
     }
 
+    /// The consumer registry's overhead (issue 34): per-event runs with `clients` clients on the
+    /// store (counting on) and on a second store over the same pool with counting off, in
+    /// alternating rounds on fresh keys; prints the median over the rounds of on's rate ÷
+    /// off's (target ≥ 0.95×).
+    async fn registry_overhead(&mut self, clients: usize, n: usize) -> anyhow::Result<()> {
+        let per_round = n.div_ceil(ROUNDS).max(clients);
+        let off = Store::from_pool(self.store.pool().clone()).consumer_counts(false);
+        let mut ratios = Vec::with_capacity(ROUNDS);
+        for round in 0..ROUNDS {
+            let mut elapsed = [Duration::ZERO; 2];
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let m = self.next_measurement();
+                let store = if which == 0 { &self.store } else { &off };
+                let runner = Arc::new(Runner::new(store.clone(), &consumer(m)?));
+                let events = Arc::new(
+                    keys(m, per_round)?
+                        .into_iter()
+                        .map(Event::new)
+                        .collect::<Vec<_>>(),
+                );
+                elapsed[which] = per_event(&runner, &events, clients, Expect::Applied).await?;
+                self.effects += per_round;
+            }
+            // Same events per side: rate(on) / rate(off) = time(off) / time(on).
+            ratios.push(elapsed[1].as_secs_f64() / elapsed[0].as_secs_f64());
+        }
+        self.store.flush_consumer_counts().await?;
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[ratios.len() / 2];
+        let verdict = if median >= REGISTRY_TARGET {
+            "PASS"
+        } else {
+            "BELOW"
+        };
+        println!(
+            "registry overhead: {:<8} per-event {clients:>2} clients, {ROUNDS} rounds of {per_round}: \
+             counting on / off median {median:.3}x (rounds {:.3}..{:.3}; target >= {REGISTRY_TARGET}x) {verdict}",
+            DB::LABEL,
+            ratios[0],
+            ratios[ratios.len() - 1],
+        );
+        Ok(())
+    }
+
     /// Warms every path on its own keys (connections, prepared statements, table files), then
     /// measures.
     async fn run(&mut self, sizes: Sizes) -> anyhow::Result<()> {
@@ -819,6 +870,8 @@ impl<DB: BenchDb> Bench<DB> {
         self.per_event_pair(1, sizes.single).await?;
         self.per_event_pair(CLIENTS, sizes.concurrent).await?;
         self.batched_vs_raw(sizes.batched).await?;
+        self.registry_overhead(1, sizes.single).await?;
+        self.registry_overhead(CLIENTS, sizes.concurrent).await?;
 
         let rows = DB::count_effects(self.store.pool()).await?;
         ensure!(

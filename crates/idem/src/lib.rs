@@ -508,7 +508,7 @@ pub use idem_sql::{DeadLetter, DeadLetterRecord, DeadLetters};
 /// (`Store::consumers`, `Store::register_consumer`, `Store::flush_consumer_counts`).
 pub use idem_sql::{
     ConsumerFlag, ConsumerKind, ConsumerReport, Consumers, DEFAULT_COUNTS_FLUSH_INTERVAL,
-    DEFAULT_ORPHAN_AFTER, Holds, Lag, ListOptions, Thresholds, WindowCounts,
+    DEFAULT_ORPHAN_AFTER, EventCounts, Holds, Lag, ListOptions, Thresholds, WindowCounts,
 };
 
 /// Resetting a stopped consumer's cursor for a rebuild (`Store::reset_consumer`).

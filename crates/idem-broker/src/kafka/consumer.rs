@@ -106,7 +106,8 @@ impl<DB: Backend, S: PartitionSink> KafkaConsumer<DB, S> {
     /// store and consumer name). Defaults: every partition of the topic,
     /// [`DEFAULT_KAFKA_LEASE_TTL`] renewed every third of it, [`DEFAULT_KAFKA_BATCH_SIZE`],
     /// [`DEFAULT_FETCH_MAX_BYTES`], [`DEFAULT_FETCH_MAX_WAIT`], [`StartFrom::Earliest`], and a
-    /// random member id.
+    /// random member id. Registers `consumer` in `store`'s consumer registry as
+    /// [`ConsumerKind::Kafka`](idem_sql::ConsumerKind::Kafka).
     ///
     /// # Errors
     /// [`KafkaError::InvalidConfig`] for a topic name Kafka does not allow or longer than
@@ -119,6 +120,7 @@ impl<DB: Backend, S: PartitionSink> KafkaConsumer<DB, S> {
         sink: S,
     ) -> Result<Self, KafkaError> {
         check_topic(topic).map_err(KafkaError::InvalidConfig)?;
+        store.register_consumer(consumer, idem_sql::ConsumerKind::Kafka);
         let lease_ttl = Ttl::new(DEFAULT_KAFKA_LEASE_TTL)
             .map_err(|e| KafkaError::InvalidConfig(e.to_string()))?;
         Ok(Self {
@@ -251,7 +253,9 @@ impl<DB: Backend, S: PartitionSink> KafkaConsumer<DB, S> {
 
     /// Consumes until `shutdown` completes. At shutdown it stops fetching, lets every batch in
     /// flight finish, releases its partition leases (other members take them at once) and its
-    /// member lease, and returns `Ok(())`.
+    /// member lease, flushes the consumer registry's pending counts (a failure logged) and
+    /// returns `Ok(())`. After each fetch it reports the consumer's lag to the registry: the
+    /// high watermark − the next offset, summed over the partitions it holds.
     ///
     /// While it runs, failures of the store or the cluster are logged as warnings and retried
     /// (leases at the next renewal, fetches and batches after a backoff of 100 ms doubling to
@@ -274,7 +278,10 @@ impl<DB: Backend, S: PartitionSink> KafkaConsumer<DB, S> {
         let member_key = offsets.member_lease(&self.topic, &self.member)?;
         let leases = self.store.leases();
         let member_token = join(&leases, &member_key, self.lease_ttl).await?;
+        let store = self.store.clone();
         let shared = Arc::new(Shared {
+            lags: Default::default(),
+            store: store.clone(),
             client: self.client,
             offsets,
             topic: self.topic,
@@ -311,7 +318,11 @@ impl<DB: Backend, S: PartitionSink> KafkaConsumer<DB, S> {
                 _ = tick.tick() => group.rebalance().await,
             }
         }
+        let consumer = group.consumer.clone();
         group.leave().await;
+        if let Err(e) = store.flush_consumer_counts().await {
+            tracing::warn!(%consumer, error = %e, "flushing the consumer counts at shutdown failed");
+        }
         Ok(())
     }
 

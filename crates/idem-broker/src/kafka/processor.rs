@@ -457,7 +457,7 @@ impl<DB: Backend> KafkaProcessor<DB> {
             self.offsets
                 .advance_in(&mut tx, fence, from, batch.end())
                 .await?;
-            tx.commit().await?;
+            self.commit(tx, &counts).await?;
             return Ok(Attempt::Committed(Verdict::Settled, counts));
         };
         let (index, failed) = (*index, &batch.messages[*index]);
@@ -494,7 +494,7 @@ impl<DB: Backend> KafkaProcessor<DB> {
             counts.dead_lettered += 1;
             Verdict::DeadLettered(index)
         };
-        tx.commit().await?;
+        self.commit(tx, &counts).await?;
         match &verdict {
             Verdict::DeadLettered(_) => {
                 metrics::counter!(KAFKA_DEAD_LETTERS_TOTAL, "consumer" => self.consumer().to_string(), "topic" => batch.topic().to_owned(), "reason" => "failed").increment(1);
@@ -503,6 +503,19 @@ impl<DB: Backend> KafkaProcessor<DB> {
             Verdict::Settled | Verdict::Halt { .. } => {}
         }
         Ok(Attempt::Committed(verdict, counts))
+    }
+
+    /// Commits a batch's transaction, carrying the consumer registry's pending counts when a
+    /// flush is due, then counts the batch's outcomes.
+    async fn commit(
+        &self,
+        tx: idem_sql::sqlx::Transaction<'static, DB>,
+        counts: &KafkaCounts,
+    ) -> Result<(), idem_sql::Error> {
+        let counted = idem_sql::EventCounts::new(counts.applied, counts.duplicate, counts.stale);
+        self.store
+            .commit_counting(tx, self.consumer(), counted)
+            .await
     }
 
     fn letter(

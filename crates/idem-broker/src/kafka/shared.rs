@@ -1,11 +1,12 @@
 //! What a [`KafkaConsumer`](crate::KafkaConsumer) and its partition workers share: where new
 //! partitions start, the settings and the store, and the live counters.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use idem_sql::{Backend, KafkaOffsets};
+use idem_sql::{Backend, KafkaOffsets, Store};
 use rskafka::client::Client;
 
 use super::sink::PartitionSink;
@@ -77,6 +78,11 @@ impl KafkaConsumerStats {
 
 /// What the workers share: the client, the store, the sink and the settings.
 pub(crate) struct Shared<DB: Backend, S: PartitionSink> {
+    /// Each partition's last lag (high watermark − next offset): their sum is the consumer's
+    /// lag in the registry.
+    pub(crate) lags: Mutex<BTreeMap<i32, i64>>,
+    /// The store of the consumer registry.
+    pub(crate) store: Store<DB>,
     pub(crate) client: Arc<Client>,
     pub(crate) offsets: KafkaOffsets<DB>,
     pub(crate) topic: String,
@@ -86,4 +92,18 @@ pub(crate) struct Shared<DB: Backend, S: PartitionSink> {
     pub(crate) fetch_max_wait: Duration,
     pub(crate) start_from: StartFrom,
     pub(crate) stats: KafkaConsumerStats,
+}
+
+impl<DB: Backend, S: PartitionSink> Shared<DB, S> {
+    /// Records `partition`'s lag and reports the sum over the partitions to the consumer
+    /// registry (in memory until its next flush).
+    pub(crate) fn report_lag(&self, partition: i32, lag: i64) {
+        let total = {
+            let mut lags = self.lags.lock().unwrap_or_else(|e| e.into_inner());
+            lags.insert(partition, lag);
+            lags.values().sum::<i64>()
+        };
+        self.store
+            .report_lag(self.offsets.consumer(), u64::try_from(total).unwrap_or(0));
+    }
 }

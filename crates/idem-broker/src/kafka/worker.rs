@@ -254,6 +254,7 @@ impl<DB: Backend, S: PartitionSink> Worker<DB, S> {
 
     fn report_lag(&self, next: i64) {
         let lag = self.high_watermark.saturating_sub(next).max(0);
+        self.shared.report_lag(self.partition(), lag);
         metrics::gauge!(KAFKA_LAG, "consumer" => self.consumer(), "topic" => self.shared.topic.clone(), "partition" => self.partition().to_string())
             .set(lag as f64);
     }

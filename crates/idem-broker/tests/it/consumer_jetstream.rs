@@ -713,6 +713,16 @@ async fn shutdown_finishes_and_acknowledges_the_message_in_flight<DB: AppDb>(sto
     // By the time run returned, the 2.5 s handler had committed and the ack was sent.
     assert_eq!(stats.get().applied, 1);
     assert_eq!(effect_rows(&store, &consumer).await, 1);
+    // And the consumer registry was flushed: its kind, its one event, the server's pending
+    // count after it (none) as its lag.
+    let report = store
+        .consumers()
+        .show(consumer.as_str(), &idem_sql::ListOptions::at(store.now()))
+        .await
+        .unwrap();
+    assert_eq!(report.kind, idem_sql::ConsumerKind::Jetstream);
+    assert_eq!(report.windows[0].claimed, 1);
+    assert_eq!(report.lag.map(|lag| lag.value), Some(0));
     let start = Instant::now();
     while fx.pending().await != (0, 0, 0) {
         assert!(

@@ -274,6 +274,21 @@ async fn republished_messages_are_applied_once<DB: AppDb>(store: Store<DB>) {
         (rate - copies as f64 / records as f64).abs() < 1e-9,
         "{rate}"
     );
+    // The consumer registry, flushed when the consumer stopped: the same counts, and the lag
+    // summed over the partitions (all caught up).
+    let report = store
+        .consumers()
+        .show(consumer.as_str(), &idem_sql::ListOptions::at(store.now()))
+        .await
+        .unwrap();
+    assert_eq!(report.kind, idem_sql::ConsumerKind::Kafka);
+    let hour = &report.windows[0];
+    assert_eq!(
+        (hour.claimed, hour.duplicates),
+        (EVENTS as u64, copies as u64)
+    );
+    assert_eq!(report.lag.map(|lag| lag.value), Some(0));
+    assert_eq!(report.holds.kafka_offsets, 3);
     let labels = [("consumer", consumer.as_str()), ("outcome", "duplicate")];
     assert_eq!(
         metric(KAFKA_MESSAGES_TOTAL, &labels, false),

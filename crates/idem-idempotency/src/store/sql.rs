@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum_core::extract::FromRequestParts;
-use idem_core::{Acquire, FencingToken, LeaseKey, RetentionPolicy, Timestamp, Ttl};
+use idem_core::{Acquire, FencingToken, LeaseKey, Name, RetentionPolicy, Timestamp, Ttl};
 use idem_sql::sqlx::{self, Database, Pool, Postgres, Sqlite, Transaction};
-use idem_sql::{Backend, ErrorKind, LeaseStore, Store};
+use idem_sql::{Backend, ConsumerKind, ErrorKind, EventCounts, LeaseStore, Store};
 use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use super::{BoxFuture, Claim, IdempotencyStore, OpenTransaction, Scope, TransactionalStore};
@@ -22,6 +22,28 @@ use crate::store::DEFAULT_RETENTION;
 /// these leases apart from other users of `idem_leases` (effect workers, forwarding), so that
 /// [`SqlStore::gc`] deletes only these. The principal and the key stay in separate columns.
 pub const SCOPE_PREFIX: &str = "idempotency/";
+
+/// A [`SqlStore`]'s name in the consumer registry unless [`SqlStore::name`] sets one.
+pub const DEFAULT_CONSUMER_NAME: &str = "idempotency_keys";
+
+/// [`DEFAULT_CONSUMER_NAME`] as a [`Name`].
+fn default_name() -> Name {
+    match Name::new("consumer", DEFAULT_CONSUMER_NAME) {
+        Ok(name) => name,
+        // A constant the unit test below checks.
+        Err(e) => unreachable!("{e}"),
+    }
+}
+
+/// What a claim adds to the registry's counts: a fresh claim is claimed, a replay of a stored
+/// response a duplicate; the others (in progress, mismatch) count nothing but mark it seen.
+fn claim_counts(claim: &Claim) -> EventCounts {
+    match claim {
+        Claim::Acquired { .. } => EventCounts::new(1, 0, 0),
+        Claim::Completed(_) => EventCounts::new(0, 1, 0),
+        _ => EventCounts::default(),
+    }
+}
 
 /// Idempotency records in idem's `idem_leases` table, on SQLite, PostgreSQL or MySQL (MariaDB;
 /// feature `mysql`).
@@ -45,6 +67,8 @@ pub const SCOPE_PREFIX: &str = "idempotency/";
 /// completed: run it periodically.
 pub struct SqlStore<DB: Backend> {
     store: Store<DB>,
+    /// Its name in the consumer registry.
+    name: Name,
     leases: LeaseStore<DB>,
     retention: Duration,
     /// SQLite: one transactional request at a time, in arrival order (see
@@ -56,6 +80,7 @@ impl<DB: Backend> Clone for SqlStore<DB> {
     fn clone(&self) -> Self {
         Self {
             store: self.store.clone(),
+            name: self.name.clone(),
             leases: self.leases.clone(),
             retention: self.retention,
             turn: self.turn.clone(),
@@ -67,15 +92,21 @@ impl<DB: Backend> std::fmt::Debug for SqlStore<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqlStore")
             .field("store", &self.store)
+            .field("name", &self.name)
             .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }
 
 impl<DB: SqlBackend> SqlStore<DB> {
-    /// Keeps records in `store` (migrated with [`Store::migrate`]) for [`DEFAULT_RETENTION`].
+    /// Keeps records in `store` (migrated with [`Store::migrate`]) for [`DEFAULT_RETENTION`],
+    /// named [`DEFAULT_CONSUMER_NAME`] in the consumer registry (registered as
+    /// [`ConsumerKind::IdempotencyKey`]).
     pub fn new(store: Store<DB>) -> Self {
+        let name = default_name();
+        store.register_consumer(&name, ConsumerKind::IdempotencyKey);
         Self {
+            name,
             leases: store.leases(),
             store,
             retention: DEFAULT_RETENTION,
@@ -89,6 +120,19 @@ impl<DB: SqlBackend> SqlStore<DB> {
     pub fn retention(self, policy: &RetentionPolicy) -> Self {
         Self {
             retention: policy.keep(),
+            ..self
+        }
+    }
+
+    /// Names this layer's store `name` in the consumer registry (default
+    /// [`DEFAULT_CONSUMER_NAME`]), registered as [`ConsumerKind::IdempotencyKey`]: its claims
+    /// are counted there (a fresh claim as claimed, a replay as a duplicate) and update its
+    /// last seen. Give each service its own name.
+    pub fn name(self, name: &Name) -> Self {
+        self.store
+            .register_consumer(name, ConsumerKind::IdempotencyKey);
+        Self {
+            name: name.clone(),
             ..self
         }
     }
@@ -137,7 +181,14 @@ impl<DB: SqlBackend> SqlStore<DB> {
             .acquire_with_fingerprint(&key, fingerprint.as_bytes(), lease)
             .await
             .map_err(map_error)?;
-        to_claim(answer)
+        let claim = to_claim(answer)?;
+        self.store
+            .count_consumer_events(&self.name, claim_counts(&claim));
+        // Outside any transaction of the request's: the flush, when due, runs in its own.
+        if let Err(e) = self.store.flush_consumer_counts_if_due().await {
+            tracing::warn!(error = %e, "flushing the consumer registry failed; kept for the next flush");
+        }
+        Ok(claim)
     }
 }
 
@@ -213,6 +264,7 @@ impl<DB: SqlBackend> TransactionalStore for SqlStore<DB> {
             };
             let tx = self.store.begin().await.map_err(map_error)?;
             let open: Box<dyn OpenTransaction> = Box::new(SqlTransaction {
+                name: self.name.clone(),
                 tx: Tx(Arc::new(Mutex::new(Some(tx)))),
                 leases: self.leases.clone(),
                 store: self.store.clone(),
@@ -323,6 +375,8 @@ impl<S: Send + Sync, DB: Backend> FromRequestParts<S> for Tx<DB> {
 }
 
 struct SqlTransaction<DB: Backend> {
+    /// The store's name in the consumer registry.
+    name: Name,
     tx: Tx<DB>,
     leases: LeaseStore<DB>,
     store: Store<DB>,
@@ -350,7 +404,13 @@ impl<DB: SqlBackend> OpenTransaction for SqlTransaction<DB> {
                 .await
                 .map_err(|e| StoreError::Backend(e.into()))?;
             match DB::claim_in(&self.leases, &mut tx, &key, fingerprint.as_bytes(), lease).await {
-                Ok(answer) => to_claim(answer),
+                Ok(answer) => {
+                    // Counted in memory; written with a later commit (`commit` below).
+                    let claim = to_claim(answer)?;
+                    self.store
+                        .count_consumer_events(&self.name, claim_counts(&claim));
+                    Ok(claim)
+                }
                 // PostgreSQL, MySQL: another open transaction claimed this key. Its lease's
                 // expiry is not visible (uncommitted); a full lease from now is an upper bound.
                 Err(e) if is_lock_wait_ended::<DB>(&e) => Ok(Claim::InProgress {
@@ -382,9 +442,11 @@ impl<DB: SqlBackend> OpenTransaction for SqlTransaction<DB> {
                     .await
                     .map_err(map_error)?;
             }
-            tx.commit()
+            // The consumer registry's pending rows ride in this commit when a flush is due.
+            self.store
+                .commit_counting(tx, &self.name, EventCounts::default())
                 .await
-                .map_err(|e| map_error(idem_sql::Error::Database(e)))
+                .map_err(map_error)
         })
     }
 
@@ -677,5 +739,14 @@ impl SqlBackend for idem_sql::sqlx::MySql {
         let answer = answer?;
         restored?;
         Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    /// The default registry name is a valid consumer name (`default_name` relies on it).
+    #[test]
+    fn the_default_name_is_valid() {
+        assert_eq!(super::default_name().as_str(), super::DEFAULT_CONSUMER_NAME);
     }
 }

@@ -4,6 +4,7 @@
 //! test process), MySQL (MariaDB on 127.0.0.1:3306, a fresh database per test process) and
 //! Redis (127.0.0.1:6379, a unique key prefix per test; never flushed).
 
+mod registry;
 mod rejections;
 mod retention;
 mod scenarios;

@@ -58,10 +58,7 @@ pub(crate) async fn commit<DB: Backend>(
 /// is due: the consumer's own step, never a background task's. A failure keeps the counts for
 /// the next flush and is logged, not returned: the duplicate's answer does not depend on it.
 pub(crate) async fn flush_if_due<DB: Backend>(store: &Store<DB>) {
-    if !store.tally().due(store.now().as_millis()) {
-        return;
-    }
-    if let Err(e) = store.flush_consumer_counts().await {
+    if let Err(e) = store.flush_consumer_counts_if_due().await {
         tracing::warn!(error = %e, "flushing consumer counts failed; they are kept for the next flush");
     }
 }

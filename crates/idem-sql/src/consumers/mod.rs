@@ -5,6 +5,7 @@
 //! Counting costs one mutex lock per event in memory ([`tally`]); the counts are written by
 //! the consumer's own transactions ([`flush`]), never by a background task.
 
+mod event_counts;
 mod figures;
 mod flag;
 mod flush;
@@ -18,6 +19,7 @@ mod serde_time;
 pub(crate) mod tally;
 mod thresholds;
 
+pub use event_counts::EventCounts;
 pub use flag::ConsumerFlag;
 pub use kind::ConsumerKind;
 pub use list_options::ListOptions;

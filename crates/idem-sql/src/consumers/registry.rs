@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use idem_core::Name;
 
+use super::EventCounts;
 use super::flush;
 use super::tally::Counted;
 use crate::backend::Backend;
 use crate::{ConsumerKind, Error, Store};
+use sqlx::Transaction;
 
 impl<DB: Backend> Store<DB> {
     /// Registers `name` as a consumer of `kind`, in memory: its registry row is written with the
@@ -41,6 +43,55 @@ impl<DB: Backend> Store<DB> {
     pub(crate) fn count(&self, consumer: &Name, counted: Counted) {
         self.tally()
             .count(consumer.as_str(), counted, self.now().as_millis());
+    }
+
+    /// Commits `tx` — carrying the pending counts and registry rows when a flush is due (at most
+    /// every [flush interval](Self::counts_flush_interval)) — then counts `counts` of
+    /// `consumer`. For consumers that commit their own transactions instead of going through a
+    /// [`Runner`](crate::Runner) (the Kafka processor, a batched ingest); the runner does this
+    /// itself. When the commit fails nothing is counted and the pending counts it carried stay
+    /// pending: never counted twice, never lost on a rollback.
+    ///
+    /// # Errors
+    /// [`Error::Database`] when the flush's statements or the commit fail; nothing was
+    /// committed.
+    pub async fn commit_counting(
+        &self,
+        tx: Transaction<'static, DB>,
+        consumer: &Name,
+        counts: EventCounts,
+    ) -> Result<(), Error> {
+        super::commit(self, tx).await?;
+        self.tally()
+            .count_many(consumer.as_str(), counts, self.now().as_millis());
+        Ok(())
+    }
+
+    /// Adds `counts` to `consumer`'s counts in memory and marks it seen now (zero counts: only
+    /// seen), for consumers that do not run through a [`Runner`](crate::Runner) (the
+    /// Idempotency-Key layer, the gateway). Written with the next flush; fails never. Counts
+    /// nothing when counting is off, but still marks it seen.
+    pub fn count_consumer_events(&self, consumer: &Name, counts: EventCounts) {
+        let now = self.now().as_millis();
+        self.tally()
+            .seen(consumer.as_str(), ConsumerKind::Runner, now);
+        self.tally().count_many(consumer.as_str(), counts, now);
+    }
+
+    /// Flushes what is pending, in its own transaction, when a flush is due (something pending
+    /// and the last flush at least the flush interval ago); else does nothing. For a consumer's
+    /// own step outside any transaction of its own (never from a background task: on SQLite
+    /// the flush holds the database's write lock while it runs).
+    ///
+    /// # Errors
+    /// As [`flush_consumer_counts`](Self::flush_consumer_counts); what was pending stays
+    /// pending.
+    pub async fn flush_consumer_counts_if_due(&self) -> Result<(), Error> {
+        if self.tally().due(self.now().as_millis()) {
+            self.flush_consumer_counts().await
+        } else {
+            Ok(())
+        }
     }
 
     /// The same store with per-consumer counting on (the default) or off. Off, the runner counts

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::ConsumerKind;
 use crate::backend::consumer_ops::{CountRow, RegistryWrite};
+use crate::{ConsumerKind, EventCounts};
 
 /// The length of a count bucket: 5 minutes, in ms.
 pub(crate) const BUCKET_MS: i64 = 5 * 60 * 1000;
@@ -144,9 +144,14 @@ impl Tally {
         });
     }
 
-    /// Marks `consumer` seen at `now` (a worker's or relay's transaction).
-    pub(crate) fn seen(&self, consumer: &str, now: i64) {
-        update(&mut self.lock(), consumer, now, |known| {
+    /// Marks `consumer` seen at `now` (a worker's or relay's round), registering it as `kind`
+    /// when it was not known.
+    pub(crate) fn seen(&self, consumer: &str, kind: ConsumerKind, now: i64) {
+        let mut pending = self.lock();
+        if !pending.known.contains_key(consumer) {
+            pending.known.insert(consumer.to_owned(), fresh(kind, now));
+        }
+        update(&mut pending, consumer, now, |known| {
             known.last_seen = known.last_seen.max(now);
             known.dirty = true;
         });
@@ -161,19 +166,35 @@ impl Tally {
         update(&mut self.lock(), consumer, now, |known| {
             known.last_seen = known.last_seen.max(now);
             known.dirty = true;
-            if !matches!(known.counts.last(), Some((b, _)) if *b == bucket) {
-                known.counts.push((bucket, Counts::default()));
-            }
-            if let Some((_, counts)) = known.counts.last_mut() {
-                match counted {
-                    Counted::Claimed { gap } => {
-                        counts.claimed += 1;
-                        counts.gaps += i64::from(gap);
-                    }
-                    Counted::Duplicate => counts.duplicates += 1,
-                    Counted::Stale => counts.stale += 1,
+            let counts = bucket_mut(known, bucket);
+            match counted {
+                Counted::Claimed { gap } => {
+                    counts.claimed += 1;
+                    counts.gaps += i64::from(gap);
                 }
+                Counted::Duplicate => counts.duplicates += 1,
+                Counted::Stale => counts.stale += 1,
             }
+        });
+    }
+
+    /// Adds `counts` to `consumer`'s bucket of `now` (a batch committed at once).
+    pub(crate) fn count_many(&self, consumer: &str, counts: EventCounts, now: i64) {
+        if !self.enabled() {
+            return;
+        }
+        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let add = Counts {
+            claimed: to_i64(counts.claimed),
+            duplicates: to_i64(counts.duplicates),
+            stale: to_i64(counts.stale),
+            gaps: to_i64(counts.gaps),
+        };
+        let bucket = now - now.rem_euclid(BUCKET_MS);
+        update(&mut self.lock(), consumer, now, |known| {
+            known.last_seen = known.last_seen.max(now);
+            known.dirty = true;
+            bucket_mut(known, bucket).add(&add);
         });
     }
 
@@ -256,6 +277,19 @@ impl Tally {
     }
 }
 
+/// `known`'s counts of `bucket`: the newest bucket is looked at first (the one counted into,
+/// bar a clock set back).
+fn bucket_mut(known: &mut Known, bucket: i64) -> &mut Counts {
+    let at = match known.counts.iter().rposition(|(b, _)| *b == bucket) {
+        Some(at) => at,
+        None => {
+            known.counts.push((bucket, Counts::default()));
+            known.counts.len() - 1
+        }
+    };
+    &mut known.counts[at].1
+}
+
 /// A consumer not seen before, registered as `kind` at `now`.
 fn fresh(kind: ConsumerKind, now: i64) -> Known {
     Known {
@@ -278,5 +312,70 @@ fn update(pending: &mut Pending, consumer: &str, now: i64, f: impl FnOnce(&mut K
             f(&mut known);
             pending.known.insert(consumer.to_owned(), known);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (claimed, duplicates, stale, gaps) summed over a batch's rows of `consumer`.
+    fn sums(batch: &Batch, consumer: &str) -> [i64; 4] {
+        batch
+            .counts
+            .iter()
+            .filter(|row| row.consumer == consumer)
+            .fold([0; 4], |s, r| {
+                [
+                    s[0] + r.claimed,
+                    s[1] + r.duplicates,
+                    s[2] + r.stale,
+                    s[3] + r.gaps,
+                ]
+            })
+    }
+
+    #[test]
+    fn a_taken_batch_is_cleared_and_a_restored_one_merges_with_what_came_since() {
+        let tally = Tally::new();
+        tally.count("a", Counted::Claimed { gap: true }, 1_000);
+        tally.count("a", Counted::Duplicate, 2_000);
+        // Another bucket, 5 minutes on.
+        tally.count("a", Counted::Stale, 1_000 + BUCKET_MS);
+        let taken = tally.take(1_000 + BUCKET_MS);
+        assert_eq!(sums(&taken, "a"), [1, 1, 1, 1]);
+        assert_eq!(taken.counts.len(), 2, "one row per bucket");
+        assert!(tally.take(0).is_empty(), "taken counts are not taken twice");
+
+        tally.count("a", Counted::Duplicate, 2 * BUCKET_MS);
+        tally.restore(taken);
+        assert_eq!(sums(&tally.take(3 * BUCKET_MS), "a"), [1, 2, 1, 1]);
+    }
+
+    #[test]
+    fn a_flush_is_due_after_the_interval_with_something_pending() {
+        let tally = Tally::new();
+        tally.set_interval(Duration::from_secs(5));
+        assert!(!tally.due(10_000), "nothing pending");
+        tally.count("a", Counted::Duplicate, 10_000);
+        assert!(tally.due(10_000), "never flushed yet");
+        let _ = tally.take(10_000);
+        tally.count("a", Counted::Duplicate, 12_000);
+        assert!(!tally.due(14_999));
+        assert!(tally.due(15_000));
+        tally.set_enabled(false);
+        assert!(!tally.due(20_000), "counting off");
+    }
+
+    #[test]
+    fn a_more_specific_kind_replaces_runner_and_nothing_else() {
+        let tally = Tally::new();
+        tally.register("k", ConsumerKind::Runner, 1);
+        tally.register("k", ConsumerKind::Kafka, 2);
+        tally.register("k", ConsumerKind::Runner, 3);
+        tally.register("k", ConsumerKind::Jetstream, 4);
+        let batch = tally.take(5);
+        assert_eq!(batch.registry[0].kind, "kafka");
+        assert_eq!(batch.registry[0].first_seen, 1);
     }
 }

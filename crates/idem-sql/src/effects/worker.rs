@@ -379,7 +379,7 @@ impl<DB: Backend> EffectWorker<DB> {
         let claimed = {
             let mut conn = i.store.pool().acquire().await?;
             let now = i.store.now().as_millis();
-            i.store.tally().seen(&i.name, now);
+            (i.store.tally()).seen(&i.name, crate::ConsumerKind::EffectWorker, now);
             for (key, effect) in
                 DB::effects_park_expired(&mut conn, now, retention_ms, &effects).await?
             {

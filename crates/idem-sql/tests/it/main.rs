@@ -5,6 +5,7 @@ mod api;
 mod byte_keys;
 mod claims;
 mod consumer_counts;
+mod consumer_names;
 mod consumer_reset;
 mod consumers;
 mod consumers_backfill;
