@@ -68,10 +68,12 @@ fn unhealthy(entry: &ConsumerEntry, t: &Thresholds, backlog_after: Duration) -> 
     if let Some(due) = entry.delivery_lag_ms
         && due > backlog_ms
     {
+        // Whole seconds once past a second: a backlog of minutes reads as `3m 12s`.
+        let due = Duration::from_millis(if due >= 1000 { due / 1000 * 1000 } else { due });
         reasons.push(format!(
-            "oldest due delivery {} s old > backlog_after {} s",
-            due / 1000,
-            backlog_after.as_secs()
+            "oldest due delivery due for {} > backlog_after {}",
+            humantime::format_duration(due),
+            humantime::format_duration(backlog_after)
         ));
     }
     reasons

@@ -14,7 +14,7 @@ use idem_sql::Store;
 use serde_json::Value;
 
 use super::console::client::{Client, fragment, text_of};
-use crate::admin::admin;
+use crate::admin::{JSON, admin};
 use crate::support::{Downstream, Running, SW_OLD, config_text, env, stripe_event, unix_now};
 
 /// What the test sends to each source: distinct events, duplicate deliveries, stale events.
@@ -232,4 +232,102 @@ async fn gateway_consumers_are_listed_with_their_counts<DB: GatewayDb>(store: St
     gw.server.shutdown().await.unwrap();
 }
 
-both_stores!(gateway_consumers_are_listed_with_their_counts);
+/// Waits (up to 10 s) until `probe` holds of the consumer listing, and returns it.
+async fn listing_where<DB: GatewayDb>(gw: &Running<DB>, probe: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = admin(gw, "/admin/consumers", None, None).await;
+        assert_eq!(listed.status, 200, "{}", listed.json);
+        if probe(&listed.json) {
+            return listed.json;
+        }
+        assert!(Instant::now() < deadline, "{}", listed.json);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A destination whose delivery was dead-lettered, and a paused one whose delivery has been due
+/// longer than its `backlog_after`, are flagged unhealthy with the reason; the paused one's lag
+/// is its oldest due delivery's age, in the listing and in `idem_consumer_lag`.
+async fn unhealthy_destinations_say_why<DB: GatewayDb>(store: Store<DB>) {
+    let down = Downstream::start(std::sync::Arc::new(|_| {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    }))
+    .await;
+    let held = Downstream::ok().await;
+    let text = format!(
+        r#"admin_token_env = "ADMIN_TOKEN"
+health_interval = "50ms"
+listen = "127.0.0.1:0"
+poll_interval = "20ms"
+
+[[source]]
+name = "stripe"
+kind = "stripe"
+secrets_env = ["STRIPE_SECRET"]
+
+[[destination]]
+name = "down"
+url = "http://{}/events"
+retry_schedule = ["5ms"]
+circuit_breaker = false
+signing_secret_env = "APP_SECRET"
+
+[[destination]]
+name = "held"
+url = "http://{}/events"
+backlog_after = "20ms"
+signing_secret_env = "APP_SECRET"
+
+[[route]]
+source = "stripe"
+destination = "down"
+ordering = "none"
+
+[[route]]
+source = "stripe"
+destination = "held"
+ordering = "none"
+"#,
+        down.addr, held.addr
+    );
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let paused = admin(&gw, "/admin/destinations/held/pause", Some("{}"), JSON).await;
+    assert_eq!(paused.status, 200, "{}", paused.json);
+    let event = stripe_event("evt_sick", "customer.updated", "customer", "cus_sick", 1);
+    assert_eq!(gw.post_stripe(&event).await.json["status"], "accepted");
+
+    let flagged = |list: &Value, name: &str| {
+        entry(list, name)["flags"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+    };
+    let list = listing_where(&gw, |l| flagged(l, "down") && flagged(l, "held")).await;
+    let down_entry = entry(&list, "down");
+    assert_eq!(
+        down_entry["flags"],
+        serde_json::json!([{"flag": "unhealthy", "reasons": ["1 dead letters in the last 24 hours > 0"]}]),
+        "{down_entry}"
+    );
+    let held_entry = entry(&list, "held");
+    assert!(
+        held_entry["delivery_lag_ms"].as_u64().unwrap() > 20,
+        "{held_entry}"
+    );
+    assert_eq!(held_entry["flags"][0]["flag"], "unhealthy", "{held_entry}");
+    let reason = held_entry["flags"][0]["reasons"][0].as_str().unwrap();
+    assert!(
+        reason.starts_with("oldest due delivery due for ")
+            && reason.ends_with(" > backlog_after 20ms"),
+        "{held_entry}"
+    );
+    assert!(held.received().is_empty(), "paused: nothing sent");
+    let wanted = ["idem_consumer_lag{consumer=\"held\",unit=\"seconds\"}".to_owned()];
+    metrics_with(&gw, &wanted).await;
+    gw.server.shutdown().await.unwrap();
+}
+
+both_stores!(
+    gateway_consumers_are_listed_with_their_counts,
+    unhealthy_destinations_say_why
+);
