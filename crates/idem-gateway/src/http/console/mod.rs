@@ -70,7 +70,7 @@ pub(crate) fn router<DB: GatewayDb>(gateway: Gateway<DB>) -> Router {
             get(pages::replay::page::<DB>).post(pages::replay::replay::<DB>),
         )
         .route("/console/rebuild", post(pages::rebuild::rebuild::<DB>))
-        .route(pages::consumers::PATH, get(pages::consumers::page::<DB>))
+        .route("/console/consumers", get(pages::consumers::page::<DB>))
         .route("/console/consumer", get(pages::consumers::one::<DB>))
         .route("/console/configuration", get(pages::config::page::<DB>))
         .route("/console/sign-out", post(sign_in::sign_out::<DB>))

@@ -93,9 +93,9 @@ async fn every_route_without_a_session_redirects_to_sign_in() {
     );
     let received = |id: &str| downstream.with_key(&format!("stripe:{id}")).len();
     let routes = declared_routes();
-    // The router's twelve paths, each with its methods: what the test reads must be all of
+    // The router's fourteen paths, each with its methods: what the test reads must be all of
     // them.
-    assert_eq!(routes.len(), 12, "{routes:?}");
+    assert_eq!(routes.len(), 14, "{routes:?}");
     let public = ["/console/sign-in", "/console/assets/console.css"];
     let mut checked = 0;
     for (path, methods) in &routes {
@@ -131,10 +131,10 @@ async fn every_route_without_a_session_redirects_to_sign_in() {
             }
         }
     }
-    // Ten guarded routes: overview, events, event, resend, dead letters, redrive, replay (GET
-    // and POST), rebuild, configuration, sign-out: eleven method-path pairs, each without and
-    // with a bogus cookie.
-    assert_eq!(checked, 22);
+    // Twelve guarded routes: overview, events, event, resend, dead letters, redrive, replay
+    // (GET and POST), rebuild, consumers, consumer, configuration, sign-out: thirteen
+    // method-path pairs, each without and with a bogus cookie.
+    assert_eq!(checked, 26);
     // A redrive or replay made would be sent by the time nothing is pending.
     assert_eq!(gw.settle().await, before, "nothing changed");
     assert_eq!((received("evt_ok"), received("evt_dead")), (1, 1));
