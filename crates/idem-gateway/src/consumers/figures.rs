@@ -26,19 +26,23 @@ pub(crate) struct GatewayFigures {
 }
 
 impl GatewayFigures {
-    /// Reads the counts of each window in `window_secs` ending at `now` (ms), the counted
-    /// minutes and the destinations' oldest due deliveries: read only, a few grouped queries.
+    /// Reads the counts of each window in `window_secs` ending at `now` (ms), the first and
+    /// last counted minutes from `counted_since` (ms) on, and the destinations' oldest due
+    /// deliveries: read only, a few grouped queries (each a range of the counts' primary key,
+    /// which starts with the minute).
     ///
     /// # Errors
     /// The database's.
     pub(crate) async fn read<DB: GatewayDb>(
         conn: &mut DB::Connection,
         window_secs: impl IntoIterator<Item = u64>,
+        counted_since: i64,
         now: i64,
     ) -> Result<Self, sqlx::Error> {
         let mut figures = Self::default();
         for secs in window_secs {
-            let from = now.saturating_sub(i64::try_from(secs).unwrap_or(i64::MAX / 1000) * 1000);
+            let ms = i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000);
+            let from = now.saturating_sub(ms);
             let totals = figures.windows.entry(secs).or_default();
             for (scope, name, metric, count) in DB::window_totals(conn, from, now).await? {
                 // Words the migration's CHECK constraints allow; nothing else is stored.
@@ -54,7 +58,7 @@ impl GatewayFigures {
                     .or_default() += count;
             }
         }
-        for (scope, name, first, last) in DB::counted_minutes(conn).await? {
+        for (scope, name, first, last) in DB::counted_minutes(conn, counted_since).await? {
             if let Some(scope) = Scope::parse(&scope) {
                 figures.counted.insert((scope, name), (first, last));
             }

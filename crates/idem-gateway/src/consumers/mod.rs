@@ -40,7 +40,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         let mut all = *options;
         all.since = None;
         let reports = self.store().consumers().list(&all).await?;
-        let mut entries = self.filled(reports, options).await?;
+        let mut entries = self.filled(reports, options, Depth::Full).await?;
         if let Some(since) = options.since {
             entries.retain(|e| e.report.first_seen >= since);
         }
@@ -59,38 +59,74 @@ impl<DB: GatewayDb> Gateway<DB> {
         options: &ListOptions,
     ) -> Result<ConsumerEntry, Error> {
         let report = self.store().consumers().show(name, options).await?;
-        let mut entries = self.filled(vec![report], options).await?;
+        let mut entries = self.filled(vec![report], options, Depth::Full).await?;
         Ok(entries.remove(0))
     }
 
-    /// `reports` as entries, the gateway's own filled from its figures and judged again.
+    /// Every consumer with what the gauges need: last seen (the gateway's counts of the last
+    /// hour read, not all of them) and lag. Windows and flags are the registry's as they are:
+    /// the monitor reads this every `health_interval`, so it reads no more than that.
+    ///
+    /// # Errors
+    /// As [`consumers`](Self::consumers).
+    pub(crate) async fn consumers_seen(
+        &self,
+        options: &ListOptions,
+    ) -> Result<Vec<ConsumerEntry>, Error> {
+        let reports = self.store().consumers().list(options).await?;
+        self.filled(reports, options, Depth::Recent).await
+    }
+
+    /// `reports` as entries, the gateway's own filled from its figures (to `depth`) and, in
+    /// full, judged again.
     async fn filled(
         &self,
         reports: Vec<idem_sql::ConsumerReport>,
         options: &ListOptions,
+        depth: Depth,
     ) -> Result<Vec<ConsumerEntry>, Error> {
         let config = self.config();
         let now = options.now.as_millis();
-        let windows: BTreeSet<u64> = reports
-            .iter()
-            .flat_map(|r| r.windows.iter().map(|w| w.window_secs))
-            .collect();
+        let (windows, counted_since): (BTreeSet<u64>, i64) = match depth {
+            Depth::Full => (
+                (reports.iter())
+                    .flat_map(|r| r.windows.iter().map(|w| w.window_secs))
+                    .collect(),
+                i64::MIN,
+            ),
+            Depth::Recent => (BTreeSet::new(), now.saturating_sub(RECENT_MS)),
+        };
         let mut conn = self.store().pool().acquire().await?;
-        let figures = GatewayFigures::read::<DB>(&mut conn, windows, now).await?;
+        let figures = GatewayFigures::read::<DB>(&mut conn, windows, counted_since, now).await?;
         drop(conn);
         let mut entries = Vec::with_capacity(reports.len());
         for report in reports {
             let mut entry = ConsumerEntry::from(report);
             if let Some(counted_as) = counted_as(&config, &entry) {
                 figures.fill(&mut entry, &counted_as, now);
-                let backlog_after = backlog_after(&config, &counted_as);
-                judge::rejudge(&mut entry, &options.thresholds, backlog_after, now);
+                if depth == Depth::Full {
+                    let backlog_after = backlog_after(&config, &counted_as);
+                    judge::rejudge(&mut entry, &options.thresholds, backlog_after, now);
+                }
             }
             entries.push(entry);
         }
         Ok(entries)
     }
 }
+
+/// How much of the gateway's counts a reading takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    /// Every window and every counted minute: listings, judged again.
+    Full,
+    /// The counted minutes of the last [`RECENT_MS`] only, for last seen: the gauges.
+    Recent,
+}
+
+/// How far back the gauges' reading looks for counted minutes: an hour, in ms. A consumer not
+/// counted within it keeps the registry's last seen, which is then the older one anyway.
+const RECENT_MS: i64 = 3_600_000;
 
 /// The source or destination whose counts are `entry`'s: its own for a gateway source or
 /// destination, its source's for the consumer of a configured Kafka source; `None` for a

@@ -15,7 +15,7 @@ use crate::store::GatewayDb;
 /// [`Error::Store`] when the registry cannot be read (the gauges keep their last values).
 pub(super) async fn set<DB: GatewayDb>(gateway: &Gateway<DB>) -> Result<(), Error> {
     let now = gateway.now();
-    for entry in gateway.consumers(&ListOptions::at(now)).await? {
+    for entry in gateway.consumers_seen(&ListOptions::at(now)).await? {
         let report = &entry.report;
         let consumer = report.name.clone();
         let lag = match (entry.delivery_lag_ms, report.lag) {

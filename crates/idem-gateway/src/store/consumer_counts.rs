@@ -8,9 +8,9 @@ use std::future::Future;
 const WINDOW_TOTALS: &str = "SELECT scope, name, metric, CAST(SUM(count) AS BIGINT) AS count \
      FROM idem_gateway_counts WHERE minute >= $1 AND minute <= $2 GROUP BY scope, name, metric";
 
-/// Per (scope, name), the first and the last minute with a count.
+/// Per (scope, name), the first and the last minute with a count, of the minutes from $1 on.
 const COUNTED_MINUTES: &str = "SELECT scope, name, MIN(minute) AS first, MAX(minute) AS last \
-     FROM idem_gateway_counts GROUP BY scope, name";
+     FROM idem_gateway_counts WHERE minute >= $1 GROUP BY scope, name";
 
 /// (scope, name, metric, count): a total of [`ops::ConsumerCountOps::window_totals`].
 pub(crate) type WindowTotal = (String, String, String, i64);
@@ -31,9 +31,11 @@ pub(crate) mod ops {
             from: i64,
             to: i64,
         ) -> impl Future<Output = Res<Vec<WindowTotal>>> + Send;
-        /// Each counted source's and destination's first and last minute.
+        /// Each counted source's and destination's first and last minute, of the minutes from
+        /// `since` (ms) on.
         fn counted_minutes(
             conn: &mut Self::Connection,
+            since: i64,
         ) -> impl Future<Output = Res<Vec<CountedMinutes>>> + Send;
     }
 }
@@ -55,8 +57,12 @@ macro_rules! consumer_count_ops {
 
             async fn counted_minutes(
                 conn: &mut Self::Connection,
+                since: i64,
             ) -> Result<Vec<CountedMinutes>, sqlx::Error> {
-                sqlx::query_as(COUNTED_MINUTES).fetch_all(&mut *conn).await
+                sqlx::query_as(COUNTED_MINUTES)
+                    .bind(since)
+                    .fetch_all(&mut *conn)
+                    .await
             }
         }
     };
