@@ -45,7 +45,10 @@
 //! one of the registry rows ride in the commit (or, for a duplicate, in a short transaction of
 //! its own); a commit that fails keeps them for the next flush. No background task writes: on
 //! SQLite a writer holds the database's only write lock, and a frozen process must not hold it
-//! for a count. Consumers flush at shutdown ([`Store::flush_consumer_counts`]).
+//! for a count. Consumers flush at shutdown ([`Store::flush_consumer_counts`]). A consumer that
+//! commits its own transactions (the Kafka processor, a batched ingest) commits with
+//! [`Store::commit_counting`]; one outside any transaction counts with
+//! [`Store::count_consumer_events`] and flushes with [`Store::flush_consumer_counts_if_due`].
 //!
 //! **What a crash can lose**: the counts since the last flush of the process that crashed — at
 //! most a flush interval of them — never an event: the events' claims, versions and effects

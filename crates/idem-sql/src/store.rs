@@ -112,7 +112,10 @@ impl<DB: Backend> Store<DB> {
     }
 
     /// Creates or updates idem's tables (`idem_inbox`, `idem_versions`, `idem_leases`,
-    /// `idem_parked`, `idem_effects`, `idem_outbox`, `idem_dead_letters`, `idem_kafka_offsets`).
+    /// `idem_parked`, `idem_effects`, `idem_outbox`, `idem_dead_letters`, `idem_kafka_offsets`,
+    /// `idem_consumer_lineage`, and the consumer registry's `idem_consumers` and
+    /// `idem_consumer_counts`, back-filled from the rows of the others when they are first
+    /// made).
     /// Runs only when called; safe to call at every start, and from several processes at once.
     /// idem records its migrations in its own table, `idem_migrations`, so the application's
     /// sqlx migrations are not disturbed.

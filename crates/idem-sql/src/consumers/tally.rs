@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::backend::consumer_ops::{CountRow, RegistryWrite};
@@ -77,8 +77,6 @@ impl Batch {
 #[derive(Debug, Default)]
 struct Pending {
     known: HashMap<String, Known>,
-    /// When the last flush began (ms, the store's clock).
-    last_flush: i64,
 }
 
 /// The in-memory counts and registrations of a Store, shared by its clones.
@@ -88,6 +86,11 @@ pub(crate) struct Tally {
     pub(crate) instance: String,
     enabled: AtomicBool,
     interval_ms: AtomicU64,
+    /// When the last flush began (ms, the store's clock): read without the lock, so that the
+    /// runner's "is a flush due?" before each commit costs no lock.
+    last_flush: AtomicI64,
+    /// Whether some entry is dirty (set under the lock with the entry, cleared by `take`).
+    dirty: AtomicBool,
     pending: Mutex<Pending>,
 }
 
@@ -97,6 +100,8 @@ impl Tally {
             instance: format!("{:016x}", rand::random::<u64>()),
             enabled: AtomicBool::new(true),
             interval_ms: AtomicU64::new(DEFAULT_COUNTS_FLUSH_INTERVAL.as_millis() as u64),
+            last_flush: AtomicI64::new(i64::MIN),
+            dirty: AtomicBool::new(false),
             pending: Mutex::new(Pending::default()),
         }
     }
@@ -114,9 +119,13 @@ impl Tally {
         self.interval_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// The pending entries, locked for a change: marks the tally dirty (every caller changes
+    /// an entry, and `take` clears the mark under this same lock).
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         // A panic while holding the lock leaves plain counters behind: still usable.
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        let guard = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        self.dirty.store(true, Ordering::Relaxed);
+        guard
     }
 
     /// Registers `consumer` as `kind` at `now` (a more specific kind replaces `runner`).
@@ -205,16 +214,16 @@ impl Tally {
             return false;
         }
         let interval = i64::try_from(self.interval_ms.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
-        let pending = self.lock();
-        now.saturating_sub(pending.last_flush) >= interval
-            && pending.known.values().any(|k| k.dirty)
+        self.dirty.load(Ordering::Relaxed)
+            && now.saturating_sub(self.last_flush.load(Ordering::Relaxed)) >= interval
     }
 
     /// Takes everything pending into a batch (empty when nothing is), and marks `now` as the
     /// last flush.
     pub(crate) fn take(&self, now: i64) -> Batch {
         let mut pending = self.lock();
-        pending.last_flush = now;
+        self.last_flush.store(now, Ordering::Relaxed);
+        self.dirty.store(false, Ordering::Relaxed);
         let mut batch = Batch::default();
         for (name, known) in pending.known.iter_mut().filter(|(_, k)| k.dirty) {
             known.dirty = false;
