@@ -304,7 +304,8 @@ pub(crate) enum ConsumersCommand {
     /// Every consumer in the registry, by name: kind, first and last seen, the last 24 hours'
     /// claimed, duplicates (repeat rate), stale, gaps and dead letters, lag and flags
     /// (superseded, orphaned, unhealthy; docs/consumers.md). On a gateway's database its
-    /// sources, destinations and Kafka cursors carry the gateway's counts.
+    /// sources, destinations and Kafka cursors carry the gateway's counts (the Kafka cursors
+    /// are matched with their sources by the configuration: give -c).
     List {
         /// Only consumers first seen since: a duration ago (`90d`, `12h`), RFC 3339
         /// (`2026-01-31T12:00:00Z`) or milliseconds since the epoch.
