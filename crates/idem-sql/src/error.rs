@@ -230,6 +230,15 @@ pub enum Error {
         /// The consumers the tables hold rows of, sorted.
         known: Vec<String>,
     },
+    /// A consumer kind that idem does not know ([`ConsumerKind`](crate::ConsumerKind)'s
+    /// `FromStr`).
+    #[error("unknown consumer kind {found:?}: expected one of {expected}")]
+    UnknownConsumerKind {
+        /// The text given.
+        found: String,
+        /// The kinds known, comma-separated.
+        expected: String,
+    },
     /// No effect is stored under this key (`resolve`).
     #[error("no effect is stored under key {key}")]
     EffectNotFound {
@@ -335,7 +344,8 @@ impl Error {
             | Self::EffectNotFound { .. }
             | Self::EffectNotResolvable { .. }
             | Self::ConsumerProtected { .. }
-            | Self::UnknownConsumer { .. } => ErrorKind::InvalidInput,
+            | Self::UnknownConsumer { .. }
+            | Self::UnknownConsumerKind { .. } => ErrorKind::InvalidInput,
             Self::ConsumerLive { .. } => ErrorKind::InUse,
             Self::InvalidOutboxMessage { .. }
             | Self::DuplicateMessageId { .. }

@@ -32,6 +32,8 @@ mod backend;
 mod boxed_handler;
 // Resetting a consumer's cursor for a rebuild
 mod consumer_reset;
+// The consumer registry and its counts (issue 34)
+mod consumers;
 mod database;
 mod dead_letters;
 mod effects;
@@ -58,13 +60,17 @@ pub use app_sql::Sql;
 pub use backend::Backend;
 pub use boxed_handler::BoxedHandler;
 pub use consumer_reset::{GATEWAY_INBOX_CONSUMER, LIVE_WINDOW, ResetOptions, ResetReport};
+pub use consumers::{
+    ConsumerFlag, ConsumerKind, ConsumerReport, Consumers, DEFAULT_COUNTS_FLUSH_INTERVAL,
+    DEFAULT_ORPHAN_AFTER, Holds, Lag, ListOptions, Thresholds, WindowCounts,
+};
 pub use database::{DatabaseKind, same_database};
 pub use dead_letters::{DeadLetter, DeadLetterRecord, DeadLetters};
 pub use effects::{
     Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
-    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
-    EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord, EffectStatus, EffectWorker,
-    Enqueued, Provider, Resolution, WorkerReport,
+    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_EFFECT_WORKER_NAME, DEFAULT_KEY_RETENTION,
+    DEFAULT_MAX_EFFECT_ATTEMPTS, EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord,
+    EffectStatus, EffectWorker, Enqueued, Provider, Resolution, WorkerReport,
 };
 pub use error::{BoxError, Error, ErrorKind};
 pub use handler_error::HandlerError;
@@ -73,8 +79,9 @@ pub use inbox::{Claim, Inbox};
 pub use kafka_offsets::{KafkaOffset, KafkaOffsets, PartitionClaim, PartitionFence};
 pub use lease_store::LeaseStore;
 pub use outbox::{
-    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
-    OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
+    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, DEFAULT_OUTBOX_RELAY_NAME, LockedBatch,
+    MAX_MESSAGE_ID_BYTES, MessageId, Outbox, OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow,
+    OutboxStatus,
 };
 pub use pool_options::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolOptions};
 pub use redact::redact_url;

@@ -29,7 +29,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use idem_core::{Backoff, Entity, Timestamp};
+use idem_core::{Backoff, Entity, Name, Timestamp};
 use sqlx::Transaction;
 
 use crate::backend::Backend;
@@ -379,7 +379,13 @@ pub enum OutboxFailure {
 pub struct Outbox<DB: Backend> {
     store: Store<DB>,
     policy: OutboxPolicy,
+    /// The relay's name in the consumer registry.
+    relay: String,
 }
+
+/// The name an outbox's relay has in the consumer registry unless
+/// [`Outbox::relay_name`] sets one.
+pub const DEFAULT_OUTBOX_RELAY_NAME: &str = "outbox_relay";
 
 // Written out: a derive would require `DB: Clone`, which sqlx's database types are not.
 impl<DB: Backend> Clone for Outbox<DB> {
@@ -387,6 +393,7 @@ impl<DB: Backend> Clone for Outbox<DB> {
         Self {
             store: self.store.clone(),
             policy: self.policy,
+            relay: self.relay.clone(),
         }
     }
 }
@@ -396,7 +403,38 @@ impl<DB: Backend> Outbox<DB> {
         Self {
             store,
             policy: OutboxPolicy::default(),
+            relay: DEFAULT_OUTBOX_RELAY_NAME.to_owned(),
         }
+    }
+
+    /// Names the relay that publishes through this outbox `name` in the consumer registry
+    /// (default [`DEFAULT_OUTBOX_RELAY_NAME`]), registered as
+    /// [`ConsumerKind::Relay`](crate::ConsumerKind::Relay) now: its claims and marks update that
+    /// row's last seen. Give each relay of a fleet that serves other destinations its own name.
+    pub fn relay_name(self, name: &Name) -> Self {
+        self.store
+            .register_consumer(name, crate::ConsumerKind::Relay);
+        Self {
+            relay: name.to_string(),
+            ..self
+        }
+    }
+
+    /// As [`enqueue`](Self::enqueue), recording `consumer` as the row's writer (its
+    /// `consumer` column, counted per consumer by [`Store::consumers`]). `enqueue` leaves it
+    /// NULL; [`Runner::enqueue_outbox`](crate::Runner::enqueue_outbox) records the runner's
+    /// consumer.
+    ///
+    /// # Errors
+    /// As [`enqueue`](Self::enqueue).
+    pub async fn enqueue_for(
+        &self,
+        tx: &mut DB::Connection,
+        consumer: &Name,
+        message: &OutboxMessage,
+    ) -> Result<MessageId, Error> {
+        let _ = (tx, consumer, message);
+        unimplemented!("enqueue_for")
     }
 
     /// The same outbox with another retry policy (used by [`mark_failed`](Self::mark_failed)).

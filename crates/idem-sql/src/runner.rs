@@ -164,7 +164,12 @@ impl<DB: Backend> Clone for Runner<DB> {
 impl<DB: Backend> Runner<DB> {
     /// A runner for `consumer` (a versioned name such as `billing_v2`: dedup and versions are per
     /// consumer), with [`GapPolicy::Apply`] and [`DEFAULT_MAX_ATTEMPTS`].
+    ///
+    /// Registers `consumer` in the consumer registry as a
+    /// [`ConsumerKind::Runner`](crate::ConsumerKind::Runner) unless something more specific (a
+    /// broker consumer) registered it; see [`Store::register_consumer`].
     pub fn new(store: Store<DB>, consumer: &Name) -> Self {
+        store.register_consumer(consumer, crate::ConsumerKind::Runner);
         Self {
             inbox: store.inbox(consumer),
             guard: store.version_guard(consumer),
@@ -262,6 +267,21 @@ impl<DB: Backend> Runner<DB> {
         (ledger)
             .enqueue_as(tx, effect, &key, request, self.declared.is_some())
             .await
+    }
+
+    /// Enqueues `message` in the outbox `outbox`, in the handler's transaction `tx`, as
+    /// [`Outbox::enqueue`](crate::Outbox::enqueue) does, recording this runner's consumer as
+    /// the row's writer (counted per consumer by [`Store::consumers`]).
+    ///
+    /// # Errors
+    /// As [`Outbox::enqueue`](crate::Outbox::enqueue).
+    pub async fn enqueue_outbox(
+        &self,
+        tx: &mut DB::Connection,
+        outbox: &crate::Outbox<DB>,
+        message: &crate::OutboxMessage,
+    ) -> Result<crate::MessageId, Error> {
+        outbox.enqueue_for(tx, self.consumer(), message).await
     }
 
     /// Sets what happens to an event that leaves a gap in its entity's sequence.

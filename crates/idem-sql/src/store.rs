@@ -7,6 +7,7 @@ use idem_core::{Clock, SystemClock, Timestamp};
 use sqlx::{Pool, Transaction};
 
 use crate::backend::Backend;
+use crate::consumers::tally::Tally;
 use crate::pool_options::PoolOptions;
 use crate::{DEFAULT_MAX_CONNECTIONS, Error};
 
@@ -16,6 +17,8 @@ use crate::{DEFAULT_MAX_CONNECTIONS, Error};
 pub struct Store<DB: Backend> {
     pool: Pool<DB>,
     clock: Arc<dyn Clock>,
+    /// This process's consumer counts and registrations, shared by clones (issue 34).
+    tally: Arc<Tally>,
 }
 
 /// A store on SQLite.
@@ -33,6 +36,7 @@ impl<DB: Backend> Clone for Store<DB> {
         Self {
             pool: self.pool.clone(),
             clock: Arc::clone(&self.clock),
+            tally: Arc::clone(&self.tally),
         }
     }
 }
@@ -96,6 +100,7 @@ impl<DB: Backend> Store<DB> {
         Self {
             pool,
             clock: Arc::new(SystemClock),
+            tally: Arc::new(Tally::new()),
         }
     }
 
@@ -148,6 +153,11 @@ impl<DB: Backend> Store<DB> {
     /// The pool, for the application's own queries.
     pub fn pool(&self) -> &Pool<DB> {
         &self.pool
+    }
+
+    /// This process's consumer counts and registrations.
+    pub(crate) fn tally(&self) -> &Tally {
+        &self.tally
     }
 
     /// The current time from the store's clock.

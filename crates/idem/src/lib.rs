@@ -475,17 +475,18 @@ pub use idem_sql::{
 
 /// The transactional outbox (`Store::outbox`); relays that publish it are in `idem-broker`.
 pub use idem_sql::{
-    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, LockedBatch, MAX_MESSAGE_ID_BYTES, MessageId, Outbox,
-    OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow, OutboxStatus,
+    ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, DEFAULT_OUTBOX_RELAY_NAME, LockedBatch,
+    MAX_MESSAGE_ID_BYTES, MessageId, Outbox, OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow,
+    OutboxStatus,
 };
 
 /// The effect ledger (`Store::effects`) and its worker.
 pub use idem_core::{Backoff, EffectKey, MAX_EFFECT_KEY_BYTES};
 pub use idem_sql::{
     Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
-    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
-    EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord, EffectStatus, EffectWorker,
-    Enqueued, Provider, Resolution, WorkerReport,
+    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_EFFECT_WORKER_NAME, DEFAULT_KEY_RETENTION,
+    DEFAULT_MAX_EFFECT_ATTEMPTS, EFFECT_LEASE_MARGIN, EffectCall, EffectLedger, EffectRecord,
+    EffectStatus, EffectWorker, Enqueued, Provider, Resolution, WorkerReport,
 };
 
 /// NATS JetStream and RabbitMQ consumers that acknowledge after the commit, and the outbox
@@ -502,6 +503,13 @@ pub use idem_sql::{
 
 /// Dead letters of broker consumers (`Store::dead_letters`); the consumers are in `idem-broker`.
 pub use idem_sql::{DeadLetter, DeadLetterRecord, DeadLetters};
+
+/// The consumer registry: every consumer's kind, first and last seen, counts, holds and flags
+/// (`Store::consumers`, `Store::register_consumer`, `Store::flush_consumer_counts`).
+pub use idem_sql::{
+    ConsumerFlag, ConsumerKind, ConsumerReport, Consumers, DEFAULT_COUNTS_FLUSH_INTERVAL,
+    DEFAULT_ORPHAN_AFTER, Holds, Lag, ListOptions, Thresholds, WindowCounts,
+};
 
 /// Resetting a stopped consumer's cursor for a rebuild (`Store::reset_consumer`).
 pub use idem_sql::{GATEWAY_INBOX_CONSUMER, LIVE_WINDOW, ResetOptions, ResetReport};

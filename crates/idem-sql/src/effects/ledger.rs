@@ -71,6 +71,25 @@ impl<DB: Backend> EffectLedger<DB> {
         self.enqueue_as(tx, effect, key, request, false).await
     }
 
+    /// As [`enqueue`](Self::enqueue), recording `consumer` as the row's writer (its `consumer`
+    /// column, counted per consumer by [`Store::consumers`](crate::Store::consumers)).
+    /// `enqueue` leaves it NULL; [`Runner::enqueue_effect`](crate::Runner::enqueue_effect)
+    /// records the runner's consumer. A row that exists already keeps its writer.
+    ///
+    /// # Errors
+    /// As [`enqueue`](Self::enqueue).
+    pub async fn enqueue_for(
+        &self,
+        tx: &mut DB::Connection,
+        consumer: &Name,
+        effect: &Name,
+        key: &EffectKey,
+        request: &[u8],
+    ) -> Result<Enqueued, Error> {
+        let _ = (tx, consumer, effect, key, request);
+        unimplemented!("enqueue_for")
+    }
+
     /// [`enqueue`](Self::enqueue); with `successor` (a consumer with a declared lineage, through
     /// [`Runner::enqueue_effect`](crate::Runner::enqueue_effect)) a stored row whose request
     /// bytes differ is answered with its state, the difference counted and logged, instead of

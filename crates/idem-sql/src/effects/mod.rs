@@ -29,8 +29,9 @@ use idem_core::{EffectKey, FencingToken, Name, Timestamp};
 pub use ledger::EffectLedger;
 pub use worker::{
     Applied, CallOutcome, DEFAULT_EFFECT_BATCH_SIZE, DEFAULT_EFFECT_CALL_TIMEOUT,
-    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_KEY_RETENTION, DEFAULT_MAX_EFFECT_ATTEMPTS,
-    EFFECT_LEASE_MARGIN, EffectCall, EffectWorker, Provider, WorkerReport,
+    DEFAULT_EFFECT_POLL_INTERVAL, DEFAULT_EFFECT_WORKER_NAME, DEFAULT_KEY_RETENTION,
+    DEFAULT_MAX_EFFECT_ATTEMPTS, EFFECT_LEASE_MARGIN, EffectCall, EffectWorker, Provider,
+    WorkerReport,
 };
 
 use crate::Error;

@@ -190,6 +190,8 @@ pub struct EffectWorker<DB: Backend> {
 
 struct Inner<DB: Backend> {
     store: Store<DB>,
+    /// Its name in the consumer registry.
+    name: String,
     provider: Arc<dyn Provider>,
     apply: Option<Arc<ApplyHook<DB>>>,
     effects: Vec<Name>,
@@ -206,6 +208,7 @@ impl<DB: Backend> Clone for Inner<DB> {
         Self {
             store: self.store.clone(),
             provider: Arc::clone(&self.provider),
+            name: self.name.clone(),
             apply: self.apply.clone(),
             effects: self.effects.clone(),
             ..*self
@@ -226,6 +229,7 @@ impl<DB: Backend> fmt::Debug for EffectWorker<DB> {
         let i = &self.inner;
         f.debug_struct("EffectWorker")
             .field("store", &i.store)
+            .field("name", &i.name)
             .field("apply", &i.apply.is_some())
             .field("effects", &i.effects)
             .field("batch_size", &i.batch_size)
@@ -251,11 +255,16 @@ enum Left {
 impl<DB: Backend> EffectWorker<DB> {
     /// A worker over `store`'s ledger calling `provider`, with [`DEFAULT_EFFECT_BATCH_SIZE`],
     /// [`DEFAULT_EFFECT_CALL_TIMEOUT`], [`DEFAULT_MAX_EFFECT_ATTEMPTS`], [`Backoff::default`],
-    /// [`DEFAULT_KEY_RETENTION`], [`DEFAULT_EFFECT_POLL_INTERVAL`] and no apply hook.
+    /// [`DEFAULT_KEY_RETENTION`], [`DEFAULT_EFFECT_POLL_INTERVAL`] and no apply hook, named
+    /// [`DEFAULT_EFFECT_WORKER_NAME`] in the consumer registry (registered as
+    /// [`ConsumerKind::EffectWorker`](crate::ConsumerKind::EffectWorker)).
     pub fn new(store: Store<DB>, provider: impl Provider) -> Self {
+        let name = DEFAULT_EFFECT_WORKER_NAME.to_owned();
+        store.register_named(&name, crate::ConsumerKind::EffectWorker);
         Self {
             inner: Arc::new(Inner {
                 store,
+                name,
                 provider: Arc::new(provider),
                 apply: None,
                 effects: Vec::new(),
@@ -275,6 +284,18 @@ impl<DB: Backend> EffectWorker<DB> {
         Self {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Names this worker `name` in the consumer registry (default
+    /// [`DEFAULT_EFFECT_WORKER_NAME`]), registered as
+    /// [`ConsumerKind::EffectWorker`](crate::ConsumerKind::EffectWorker): its transactions
+    /// update that row's last seen. Give each worker of a fleet that serves other effects its
+    /// own name.
+    pub fn name(self, name: &Name) -> Self {
+        self.inner
+            .store
+            .register_consumer(name, crate::ConsumerKind::EffectWorker);
+        self.with(|i| i.name = name.to_string())
     }
 
     /// Runs `hook` in the transaction that stores a success, after the fenced write of the
@@ -649,3 +670,6 @@ fn count(effect: &str, outcome: &'static str) {
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
+
+/// [`EffectWorker`]'s name in the consumer registry unless [`EffectWorker::name`] sets one.
+pub const DEFAULT_EFFECT_WORKER_NAME: &str = "effect_worker";
