@@ -433,8 +433,8 @@ impl<DB: Backend> Outbox<DB> {
         consumer: &Name,
         message: &OutboxMessage,
     ) -> Result<MessageId, Error> {
-        let _ = (tx, consumer, message);
-        unimplemented!("enqueue_for")
+        self.enqueue_with(tx, Some(consumer.as_str()), message)
+            .await
     }
 
     /// The same outbox with another retry policy (used by [`mark_failed`](Self::mark_failed)).
@@ -510,6 +510,16 @@ impl<DB: Backend> Outbox<DB> {
         tx: &mut DB::Connection,
         message: &OutboxMessage,
     ) -> Result<MessageId, Error> {
+        self.enqueue_with(tx, None, message).await
+    }
+
+    /// [`enqueue`](Self::enqueue) with the writer's name, if known.
+    async fn enqueue_with(
+        &self,
+        tx: &mut DB::Connection,
+        consumer: Option<&str>,
+        message: &OutboxMessage,
+    ) -> Result<MessageId, Error> {
         in_transaction(tx, "Outbox::enqueue")?;
         message.check()?;
         let now = self.store.now();
@@ -529,6 +539,7 @@ impl<DB: Backend> Outbox<DB> {
             headers: &headers,
             payload: &message.payload,
             now: now.as_millis(),
+            consumer,
         };
         if DB::outbox_insert(tx, &row).await? {
             Ok(id)
@@ -558,6 +569,10 @@ impl<DB: Backend> Outbox<DB> {
         let ttl = i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX / 4);
         let mut conn = self.store.pool().acquire().await?;
         let raw = DB::outbox_claim(&mut conn, now, ttl, i64::from(limit), token).await?;
+        drop(conn);
+        // The relay's last seen, at most every flush interval, in a transaction of its own.
+        self.store.tally().seen(&self.relay, now);
+        crate::consumers::flush_if_due(&self.store).await;
         let mut rows = raw
             .into_iter()
             .map(OutboxRow::from_raw)
@@ -655,6 +670,8 @@ impl<DB: Backend> Outbox<DB> {
     pub async fn lock_due(&self, limit: u32) -> Result<(LockedBatch<DB>, Vec<OutboxRow>), Error> {
         let mut tx = self.store.begin().await?;
         let now = self.store.now().as_millis();
+        // Written with the batch's commit when a flush is due.
+        self.store.tally().seen(&self.relay, now);
         let rows = DB::outbox_lock_due(&mut tx, now, i64::from(limit))
             .await?
             .into_iter()
@@ -811,7 +828,8 @@ impl<DB: Backend> LockedBatch<DB> {
     /// [`Error::Database`]: nothing recorded in this batch is kept; its rows are due again and
     /// published again with the same ids.
     pub async fn commit(self) -> Result<(), Error> {
-        Ok(self.tx.commit().await?)
+        // The consumer registry's pending rows ride in this commit when a flush is due.
+        crate::consumers::commit(&self.outbox.store, self.tx).await
     }
 }
 

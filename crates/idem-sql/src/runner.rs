@@ -13,6 +13,7 @@ use sqlx::Transaction;
 use tokio::sync::OnceCell;
 
 use crate::backend::Backend;
+use crate::consumers::{self, Counted};
 use crate::lineage::{self, Declared};
 use crate::metric_definitions::{CONFLICT_RETRIES_TOTAL, HANDLER_DURATION_SECONDS};
 use crate::{
@@ -247,7 +248,8 @@ impl<DB: Backend> Runner<DB> {
     }
 
     /// Enqueues `event`'s effect `effect` with `request` under [`effect_key`](Self::effect_key),
-    /// in the handler's transaction `tx`, as [`EffectLedger::enqueue`] does — except that a
+    /// in the handler's transaction `tx`, as [`EffectLedger::enqueue`] does, recording this
+    /// runner's consumer as the row's writer — except that a
     /// consumer with a declared lineage whose request bytes differ from the ones its lineage
     /// recorded (a new receipt template) gets the stored state all the same, runs nothing, and
     /// the difference is counted (`idem_effects_enqueued_total{outcome="request_differs"}`) and
@@ -265,7 +267,14 @@ impl<DB: Backend> Runner<DB> {
     ) -> Result<Enqueued, Error> {
         let key = self.effect_key(event, effect)?;
         (ledger)
-            .enqueue_as(tx, effect, &key, request, self.declared.is_some())
+            .enqueue_as(
+                tx,
+                Some(self.consumer()),
+                effect,
+                &key,
+                request,
+                self.declared.is_some(),
+            )
             .await
     }
 
@@ -479,14 +488,14 @@ impl<DB: Backend> Runner<DB> {
     /// version; says whether the handler runs, or what the outcome already is.
     async fn begin_attempt<T>(&self, event: &Event) -> Result<Step<DB, T>, Error> {
         if self.duplicate_precheck && self.inbox.is_claimed(&event.key).await? {
-            return Ok(Step::Done(Outcome::Duplicate));
+            return Ok(self.duplicate().await);
         }
         let mut tx = self.store.begin().await?;
         if self.inbox.claim(&mut tx, &event.key).await? == Claim::Duplicate {
             // Nothing was written. Dropping the transaction queues its ROLLBACK on the connection,
             // sent when the pool takes it back, so the duplicate is answered without waiting for it.
             drop(tx);
-            return Ok(Step::Done(Outcome::Duplicate));
+            return Ok(self.duplicate().await);
         }
         let advance = match &event.entity {
             Some((entity, version)) => {
@@ -500,7 +509,8 @@ impl<DB: Backend> Runner<DB> {
         };
         match advance {
             Some((Advance::Stale { current }, got)) => {
-                tx.commit().await?;
+                consumers::commit(&self.store, tx).await?;
+                self.store.count(self.consumer(), Counted::Stale);
                 return Ok(Step::Done(Outcome::Stale { current, got }));
             }
             Some((Advance::Gap { expected, got }, _)) if self.gap_policy != GapPolicy::Apply => {
@@ -529,14 +539,24 @@ impl<DB: Backend> Runner<DB> {
         Ok(Step::Run { tx, advance })
     }
 
-    /// Commits the handler's transaction and says how the event was applied.
+    /// A duplicate, counted; a flush that is due is done in its own transaction.
+    async fn duplicate<T>(&self) -> Step<DB, T> {
+        self.store.count(self.consumer(), Counted::Duplicate);
+        consumers::flush_if_due(&self.store).await;
+        Step::Done(Outcome::Duplicate)
+    }
+
+    /// Commits the handler's transaction (with the consumer counts when a flush is due) and
+    /// says how the event was applied; counts it once committed.
     async fn finish<T>(
         &self,
         tx: Transaction<'static, DB>,
         advance: Option<(Advance, Version)>,
         value: T,
     ) -> Result<Outcome<T>, Error> {
-        tx.commit().await?;
+        consumers::commit(&self.store, tx).await?;
+        let gap = matches!(advance, Some((Advance::Gap { .. }, _)));
+        self.store.count(self.consumer(), Counted::Claimed { gap });
         Ok(match advance {
             Some((Advance::Tie { current }, _)) => Outcome::Tie { value, current },
             Some((Advance::Gap { expected, got }, _)) => Outcome::Gap {

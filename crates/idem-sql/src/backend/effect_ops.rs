@@ -109,6 +109,7 @@ pub trait EffectOps: Database + Sized {
         effect: &str,
         request: &[u8],
         now: i64,
+        consumer: Option<&str>,
     ) -> impl Future<Output = Res<bool>> + Send;
     fn effects_load(
         conn: &mut Self::Connection,
@@ -166,8 +167,8 @@ pub trait EffectOps: Database + Sized {
 
 const INSERT: &str = "INSERT INTO idem_effects \
      (effect_key, effect, request, status, attempts, next_attempt_at, lease_token, \
-      lease_expires_at, outcome, last_error, first_attempt_at, created_at, updated_at) \
-     VALUES ($1, $2, $3, 'pending', 0, $4, 0, 0, NULL, NULL, NULL, $4, $4) \
+      lease_expires_at, outcome, last_error, first_attempt_at, created_at, updated_at, consumer) \
+     VALUES ($1, $2, $3, 'pending', 0, $4, 0, 0, NULL, NULL, NULL, $4, $4, $5) \
      ON CONFLICT (effect_key) DO NOTHING";
 
 /// Due ($1 = now, $3 = key retention in ms): pending, or with an unknown result (status unknown,
@@ -232,12 +233,14 @@ macro_rules! effect_ops {
                 effect: &str,
                 request: &[u8],
                 now: i64,
+                consumer: Option<&str>,
             ) -> Res<bool> {
                 let done = sqlx::query(INSERT)
                     .bind(key)
                     .bind(effect)
                     .bind(request)
                     .bind(now)
+                    .bind(consumer)
                     .execute(&mut *conn)
                     .await?;
                 Ok(done.rows_affected() == 1)

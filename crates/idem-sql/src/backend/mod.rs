@@ -5,6 +5,7 @@
 //! begins, row locking for the version guard, and the batched claim. MySQL and MariaDB have
 //! their own statements (`?` parameters, no `ON CONFLICT`, no `RETURNING`), all in `mysql/`.
 
+pub(crate) mod consumer_ops;
 pub(crate) mod consumer_reset_ops;
 pub(crate) mod dead_letter_ops;
 pub(crate) mod effect_ops;
@@ -44,6 +45,7 @@ pub trait Backend:
     + kafka_offset_ops::KafkaOffsetOps
     + lineage_ops::LineageOps
     + consumer_reset_ops::ConsumerResetOps
+    + consumer_ops::ConsumerOps
 {
 }
 

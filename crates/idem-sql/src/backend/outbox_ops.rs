@@ -112,8 +112,8 @@ const FAIL_LOCKED: &str = "UPDATE idem_outbox SET attempts = attempts + 1, \
 
 const INSERT: &str = "INSERT INTO idem_outbox \
      (message_id, destination, aggregate_type, aggregate_id, headers, payload, status, attempts, \
-      next_attempt_at, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7) \
+      next_attempt_at, created_at, consumer) \
+     VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7, $8) \
      ON CONFLICT (message_id) DO NOTHING";
 
 /// Fenced by the claim token: only the relay holding the claim records its failure or deferral
@@ -158,6 +158,8 @@ pub struct NewOutboxRow<'a> {
     pub headers: &'a str,
     pub payload: &'a [u8],
     pub now: i64,
+    /// The consumer that wrote it, if known.
+    pub consumer: Option<&'a str>,
 }
 
 /// The outbox's operations on one database.
@@ -336,6 +338,7 @@ macro_rules! outbox_ops {
                     .bind(row.headers)
                     .bind(row.payload)
                     .bind(row.now)
+                    .bind(row.consumer)
                     .execute(&mut *conn)
                     .await?;
                 Ok(done.rows_affected() == 1)

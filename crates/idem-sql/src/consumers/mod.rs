@@ -5,8 +5,10 @@
 //! Counting costs one mutex lock per event in memory ([`tally`]); the counts are written by
 //! the consumer's own transactions ([`flush`]), never by a background task.
 
+mod figures;
 mod flag;
 mod flush;
+mod judge;
 mod kind;
 mod list_options;
 mod read;
@@ -24,5 +26,5 @@ pub use report::{ConsumerReport, Holds, Lag, WindowCounts};
 pub use tally::DEFAULT_COUNTS_FLUSH_INTERVAL;
 pub use thresholds::{DEFAULT_ORPHAN_AFTER, Thresholds};
 
-pub(crate) use flush::due as flush_due;
-pub(crate) use flush::write as flush_write;
+pub(crate) use flush::{commit, flush_if_due};
+pub(crate) use tally::Counted;

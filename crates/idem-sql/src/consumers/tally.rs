@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::ConsumerKind;
+use crate::backend::consumer_ops::{CountRow, RegistryWrite};
 
 /// The length of a count bucket: 5 minutes, in ms.
 pub(crate) const BUCKET_MS: i64 = 5 * 60 * 1000;
@@ -59,23 +60,12 @@ struct Known {
     counts: Vec<(i64, Counts)>,
 }
 
-/// The registry row of one consumer, as a flush writes it.
-#[derive(Debug, Clone)]
-pub(crate) struct RegistryRow {
-    pub(crate) consumer: String,
-    pub(crate) kind: ConsumerKind,
-    pub(crate) first_seen: i64,
-    pub(crate) last_seen: i64,
-    /// (lag, when reported)
-    pub(crate) lag: Option<(i64, i64)>,
-}
-
-/// What one flush writes: registry rows and bucket counts (consumer, bucket, counts), sorted by
-/// consumer so that concurrent flushes lock rows in one order.
+/// What one flush writes: registry rows and bucket counts, sorted by consumer so that
+/// concurrent flushes lock rows in one order.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Batch {
-    pub(crate) registry: Vec<RegistryRow>,
-    pub(crate) counts: Vec<(String, i64, Counts)>,
+    pub(crate) registry: Vec<RegistryWrite>,
+    pub(crate) counts: Vec<CountRow>,
 }
 
 impl Batch {
@@ -207,19 +197,29 @@ impl Tally {
         let mut batch = Batch::default();
         for (name, known) in pending.known.iter_mut().filter(|(_, k)| k.dirty) {
             known.dirty = false;
-            batch.registry.push(RegistryRow {
+            batch.registry.push(RegistryWrite {
                 consumer: name.clone(),
-                kind: known.kind,
+                kind: known.kind.as_str(),
                 first_seen: known.first_seen,
                 last_seen: known.last_seen,
-                lag: known.lag,
+                lag: known.lag.map(|(lag, _)| lag),
+                lag_at: known.lag.map(|(_, at)| at),
             });
-            for (bucket, counts) in known.counts.drain(..) {
-                batch.counts.push((name.clone(), bucket, counts));
+            for (bucket, c) in known.counts.drain(..) {
+                batch.counts.push(CountRow {
+                    consumer: name.clone(),
+                    bucket,
+                    claimed: c.claimed,
+                    duplicates: c.duplicates,
+                    stale: c.stale,
+                    gaps: c.gaps,
+                });
             }
         }
         batch.registry.sort_by(|a, b| a.consumer.cmp(&b.consumer));
-        batch.counts.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        batch
+            .counts
+            .sort_by(|a, b| (&a.consumer, a.bucket).cmp(&(&b.consumer, b.bucket)));
         batch
     }
 
@@ -232,8 +232,17 @@ impl Tally {
                 known.dirty = true;
             });
         }
-        for (consumer, bucket, counts) in batch.counts {
-            update(&mut pending, &consumer, bucket, |known| {
+        for row in batch.counts {
+            let (bucket, counts) = (
+                row.bucket,
+                Counts {
+                    claimed: row.claimed,
+                    duplicates: row.duplicates,
+                    stale: row.stale,
+                    gaps: row.gaps,
+                },
+            );
+            update(&mut pending, &row.consumer, bucket, |known| {
                 known.dirty = true;
                 match known.counts.iter_mut().find(|(b, _)| *b == bucket) {
                     Some((_, c)) => c.add(&counts),

@@ -68,7 +68,7 @@ impl<DB: Backend> EffectLedger<DB> {
         key: &EffectKey,
         request: &[u8],
     ) -> Result<Enqueued, Error> {
-        self.enqueue_as(tx, effect, key, request, false).await
+        self.enqueue_as(tx, None, effect, key, request, false).await
     }
 
     /// As [`enqueue`](Self::enqueue), recording `consumer` as the row's writer (its `consumer`
@@ -86,17 +86,18 @@ impl<DB: Backend> EffectLedger<DB> {
         key: &EffectKey,
         request: &[u8],
     ) -> Result<Enqueued, Error> {
-        let _ = (tx, consumer, effect, key, request);
-        unimplemented!("enqueue_for")
+        self.enqueue_as(tx, Some(consumer), effect, key, request, false)
+            .await
     }
 
-    /// [`enqueue`](Self::enqueue); with `successor` (a consumer with a declared lineage, through
+    /// [`enqueue`](Self::enqueue), recording `consumer` as the writer when given; with `successor` (a consumer with a declared lineage, through
     /// [`Runner::enqueue_effect`](crate::Runner::enqueue_effect)) a stored row whose request
     /// bytes differ is answered with its state, the difference counted and logged, instead of
     /// [`Error::EffectConflict`].
     pub(crate) async fn enqueue_as(
         &self,
         tx: &mut DB::Connection,
+        consumer: Option<&Name>,
         effect: &Name,
         key: &EffectKey,
         request: &[u8],
@@ -108,7 +109,16 @@ impl<DB: Backend> EffectLedger<DB> {
             metrics::counter!(EFFECTS_ENQUEUED_TOTAL, "effect" => effect.to_string(), "outcome" => outcome)
                 .increment(1);
         };
-        if DB::effects_insert(tx, key.as_str(), effect.as_str(), request, now).await? {
+        if DB::effects_insert(
+            tx,
+            key.as_str(),
+            effect.as_str(),
+            request,
+            now,
+            consumer.map(Name::as_str),
+        )
+        .await?
+        {
             count("created");
             return Ok(Enqueued::Created);
         }

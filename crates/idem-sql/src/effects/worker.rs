@@ -379,6 +379,7 @@ impl<DB: Backend> EffectWorker<DB> {
         let claimed = {
             let mut conn = i.store.pool().acquire().await?;
             let now = i.store.now().as_millis();
+            i.store.tally().seen(&i.name, now);
             for (key, effect) in
                 DB::effects_park_expired(&mut conn, now, retention_ms, &effects).await?
             {
@@ -427,6 +428,8 @@ impl<DB: Backend> EffectWorker<DB> {
                 }
             }
         }
+        // Its last seen, at most every flush interval, in a transaction of its own round.
+        crate::consumers::flush_if_due(&i.store).await;
         Ok(report)
     }
 
@@ -464,7 +467,8 @@ impl<DB: Backend> EffectWorker<DB> {
     /// Runs rounds until `shutdown` completes: another round at once after a round that claimed
     /// something, else after the poll interval. A round's error is logged and the next round
     /// comes after the poll interval. Shutdown is checked between rounds, so calls in flight
-    /// finish and are stored first.
+    /// finish and are stored first; then the consumer registry's pending rows are flushed
+    /// ([`Store::flush_consumer_counts`], its failure logged).
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         loop {
@@ -482,7 +486,12 @@ impl<DB: Backend> EffectWorker<DB> {
             };
             tokio::select! {
                 biased;
-                () = &mut shutdown => return,
+                () = &mut shutdown => {
+                    if let Err(e) = self.inner.store.flush_consumer_counts().await {
+                        tracing::warn!(error = %e, "flushing the consumer registry at shutdown failed");
+                    }
+                    return;
+                }
                 () = tokio::time::sleep(pause) => {}
             }
         }

@@ -4,7 +4,10 @@
 mod api;
 mod byte_keys;
 mod claims;
+mod consumer_counts;
 mod consumer_reset;
+mod consumers;
+mod consumers_backfill;
 mod crash;
 mod crash_consumer;
 mod dedup_keys;

@@ -47,7 +47,10 @@ async fn tables(pool: &Pool<MySql>) -> Vec<String> {
         .collect()
 }
 
-const ALL_TABLES: [&str; 9] = [
+// In the server's collation order (`idem_consumers` sorts before `idem_consumer_…`).
+const ALL_TABLES: [&str; 11] = [
+    "idem_consumers",
+    "idem_consumer_counts",
     "idem_consumer_lineage",
     "idem_dead_letters",
     "idem_effects",
@@ -59,18 +62,19 @@ const ALL_TABLES: [&str; 9] = [
     "idem_versions",
 ];
 
-const ALL_DONE: [(i64, bool); 6] = [
+const ALL_DONE: [(i64, bool); 7] = [
     (1, true),
     (2, true),
     (3, true),
     (4, true),
     (5, true),
     (6, true),
+    (7, true),
 ];
 
 /// The state a failure during migration 1 leaves (its first two tables made, the row marked
 /// unfinished, nothing after it): `migrate()` runs 1 again from its first statement (its
-/// tables made already are kept, with their rows), then 2 to 6.
+/// tables made already are kept, with their rows), then 2 to 7.
 #[tokio::test]
 async fn a_migration_left_unfinished_runs_again_from_its_start() {
     let store = migrated().await;
@@ -89,7 +93,7 @@ async fn a_migration_left_unfinished_runs_again_from_its_start() {
     exec(
         pool,
         "DROP TABLE idem_leases, idem_parked, idem_effects, idem_outbox, idem_dead_letters, \
-         idem_kafka_offsets, idem_consumer_lineage",
+         idem_kafka_offsets, idem_consumer_lineage, idem_consumers, idem_consumer_counts",
     )
     .await;
     assert_eq!(recorded(pool).await, [(1, false)]);
@@ -108,7 +112,8 @@ async fn a_migration_left_unfinished_runs_again_from_its_start() {
     assert_eq!(kept, 1, "a table made before the failure keeps its rows");
 }
 
-/// Tables of an older idem (migrations 1 to 3 applied) are brought up to date.
+/// Tables of an older idem (migrations 1 to 3 applied, and 7's columns on the effects and
+/// outbox tables left from an unfinished run of it) are brought up to date.
 #[tokio::test]
 async fn an_older_idems_tables_are_migrated() {
     let store = migrated().await;
@@ -116,7 +121,8 @@ async fn an_older_idems_tables_are_migrated() {
     exec(pool, "DELETE FROM idem_migrations WHERE version >= 4").await;
     exec(
         pool,
-        "DROP TABLE idem_dead_letters, idem_kafka_offsets, idem_consumer_lineage",
+        "DROP TABLE idem_dead_letters, idem_kafka_offsets, idem_consumer_lineage, \
+         idem_consumers, idem_consumer_counts",
     )
     .await;
     store.migrate().await.unwrap();
@@ -133,18 +139,18 @@ async fn tables_of_a_newer_idem_are_refused() {
     exec(
         pool,
         "INSERT INTO idem_migrations (version, description, success, checksum, execution_time) \
-         VALUES (7, 'from a newer idem', FALSE, X'00', 0)",
+         VALUES (8, 'from a newer idem', FALSE, X'00', 0)",
     )
     .await;
     let err = store.migrate().await.expect_err("refused");
     assert!(matches!(err, Error::IncompatibleSchema { .. }), "{err:?}");
     assert_eq!(err.kind(), ErrorKind::Database);
     let text = err.to_string();
-    for needle in ["migration 7", "1 to 6", "newer idem"] {
+    for needle in ["migration 8", "1 to 7", "newer idem"] {
         assert!(text.contains(needle), "{needle:?} not in: {text}");
     }
     let mut expected = ALL_DONE.to_vec();
-    expected.push((7, false));
+    expected.push((8, false));
     assert_eq!(
         recorded(pool).await,
         expected,

@@ -10,8 +10,8 @@ use crate::backend::effect_ops::{ClaimedRow, EffectOps, EffectRow, Finish, Resol
 
 const INSERT: &str = "INSERT INTO idem_effects \
      (effect_key, effect, request, status, attempts, next_attempt_at, lease_token, \
-      lease_expires_at, outcome, last_error, first_attempt_at, created_at, updated_at) \
-     VALUES (?, ?, ?, 'pending', 0, ?, 0, 0, NULL, NULL, NULL, ?, ?)";
+      lease_expires_at, outcome, last_error, first_attempt_at, created_at, updated_at, consumer) \
+     VALUES (?, ?, ?, 'pending', 0, ?, 0, 0, NULL, NULL, NULL, ?, ?, ?)";
 
 /// Rows whose key starts with the second parameter, as long as the first (bytes: the column is
 /// `VARBINARY`).
@@ -108,6 +108,7 @@ impl EffectOps for MySql {
         effect: &str,
         request: &[u8],
         now: i64,
+        consumer: Option<&str>,
     ) -> Res<bool> {
         inserted(
             sqlx::query(INSERT)
@@ -117,6 +118,7 @@ impl EffectOps for MySql {
                 .bind(now)
                 .bind(now)
                 .bind(now)
+                .bind(consumer)
                 .execute(&mut *conn)
                 .await,
         )

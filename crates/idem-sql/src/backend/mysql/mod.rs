@@ -22,6 +22,7 @@
 
 mod connect;
 mod consumer_reset;
+mod consumers;
 mod dead_letters;
 mod effects;
 mod inbox;

@@ -67,8 +67,8 @@ const DUE: &str = "SELECT seq, message_id, destination, aggregate_type, aggregat
 
 const INSERT: &str = "INSERT INTO idem_outbox \
      (message_id, destination, aggregate_type, aggregate_id, headers, payload, status, attempts, \
-      next_attempt_at, created_at) \
-     VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)";
+      next_attempt_at, created_at, consumer) \
+     VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)";
 
 /// Counts a failed attempt and parks the row when this one reaches the limit (max attempts,
 /// next attempt at, reason, message id): `status` is assigned before `attempts`, as MySQL
@@ -190,6 +190,7 @@ impl OutboxOps for MySql {
                 .bind(row.payload)
                 .bind(row.now)
                 .bind(row.now)
+                .bind(row.consumer)
                 .execute(&mut *conn)
                 .await,
         )
