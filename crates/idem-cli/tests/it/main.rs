@@ -8,6 +8,7 @@ mod consumers_cli;
 mod demo_console;
 mod faults;
 mod gateway_ops;
+mod lint_inventory;
 mod nats_destination;
 mod operator_cli;
 mod relays;

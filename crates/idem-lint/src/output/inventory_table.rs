@@ -64,9 +64,14 @@ fn aligned<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String;
     }
 }
 
-/// Rows as a Markdown table (`|` in a cell escaped).
+/// Rows as a Markdown table: `|` in a cell escaped, `<` and `>` as entities (GitHub would
+/// read `<anonymous>` as an HTML tag and show nothing).
 fn markdown<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N]]) {
-    let cell = |c: &str| c.replace('|', "\\|");
+    let cell = |c: &str| {
+        c.replace('|', "\\|")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let _ = writeln!(out, "|{}", "---|".repeat(N));
     for r in rows {

@@ -218,7 +218,8 @@ fn inventory_text_and_markdown_have_a_row_per_handler() {
             [site.as_str(), function, kind, &name, marker, verdict],
             "{row}"
         );
-        let md_row = format!("| {site} | {function} | {kind} | {name} | {marker} | {verdict} |");
+        let md_function = function.replace('<', "&lt;").replace('>', "&gt;");
+        let md_row = format!("| {site} | {md_function} | {kind} | {name} | {marker} | {verdict} |");
         assert!(md.contains(&md_row), "no {md_row} in\n{md}");
     }
     assert!(
