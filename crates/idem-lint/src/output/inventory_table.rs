@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::utc_time::utc;
 use crate::inventory::{Handler, Inventory, RegistryJoin, RegistryRow};
 
 const HEADER: [&str; 6] = [
@@ -34,13 +35,13 @@ fn row_cells(r: &RegistryRow) -> [String; 4] {
             } else {
                 "at or before "
             },
-            r.first_seen
+            utc(r.first_seen)
         ),
-        r.last_seen.to_string(),
+        utc(r.last_seen),
     ]
 }
 
-const ROW_HEADER: [&str; 4] = ["consumer", "kind", "first seen (ms)", "last seen (ms)"];
+const ROW_HEADER: [&str; 4] = ["consumer", "kind", "first seen (UTC)", "last seen (UTC)"];
 
 /// Rows as aligned text columns, two spaces apart.
 fn aligned<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N]]) {

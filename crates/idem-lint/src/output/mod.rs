@@ -6,6 +6,7 @@ mod inventory_table;
 mod json;
 mod sarif;
 mod text;
+mod utc_time;
 
 pub use inventory_json::inventory_to_json;
 pub use inventory_table::{inventory_to_markdown, inventory_to_text};
