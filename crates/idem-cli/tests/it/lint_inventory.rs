@@ -135,6 +135,7 @@ async fn the_registry_reaches_idem_lint_and_the_join_names_what_runs_unseen_and_
         [
             (tree.join("consumers/audit.js"), "<anonymous>"),
             (tree.join("go/github/webhook.go"), "githubWebhook"),
+            (tree.join("go/payments/reader.go"), "run"),
         ]
     );
 
@@ -162,12 +163,13 @@ async fn the_registry_reaches_idem_lint_and_the_join_names_what_runs_unseen_and_
     let no_marker_text = section("In code, no marker:");
     assert_eq!(
         no_marker_text.lines().count(),
-        4,
-        "title, header, two rows:\n{no_marker_text}"
+        5,
+        "title, header, three rows:\n{no_marker_text}"
     );
     assert!(
         no_marker_text.contains("consumers/audit.js:")
             && no_marker_text.contains("go/github/webhook.go:")
+            && no_marker_text.contains("go/payments/reader.go:")
     );
 
     let json = idem_lint::inventory_to_json(&inventory, Some(&join));
@@ -188,7 +190,7 @@ async fn the_registry_reaches_idem_lint_and_the_join_names_what_runs_unseen_and_
         .iter()
         .map(|h| h["function"].as_str().unwrap())
         .collect();
-    assert_eq!(functions, ["<anonymous>", "githubWebhook"]);
+    assert_eq!(functions, ["<anonymous>", "githubWebhook", "run"]);
 }
 
 #[tokio::test]

@@ -127,6 +127,18 @@ fn registering_calls<'m>(
     for c in calls_of(func).filter(|c| reads_message(c)) {
         out.push((c, Some(func)));
     }
+    // A script or function that makes its consumer itself (`consumer = KafkaConsumer("t",
+    // group_id="g")`, then `for message in consumer`).
+    for op in &func.ops {
+        if let OpKind::Assign {
+            value: Expr::Call(c),
+            ..
+        } = &op.kind
+            && norm(&c.name()).contains("consumer")
+        {
+            out.push((&**c, Some(func)));
+        }
+    }
     out
 }
 

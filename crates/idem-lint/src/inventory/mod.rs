@@ -17,10 +17,11 @@ use std::path::{Path, PathBuf};
 use crate::analysis::FnFacts;
 use crate::config::Config;
 use crate::handlers::is_event;
-use crate::ir::{Function, Module};
+use crate::ir::{Expr, Function, Module, OpKind};
 use crate::lang::MODULE;
 use crate::schema::Schema;
 use crate::skipped::Skipped;
+use crate::words::norm;
 
 pub use consumer_name::{ConsumerName, NameSource};
 pub use handler_role::HandlerRole;
@@ -125,7 +126,7 @@ fn called_by_another(module: &Module, f: &Function) -> bool {
         !std::ptr::eq(g, f)
             && is_event(g)
             && g.ops.iter().any(|op| {
-                matches!(&op.kind, crate::ir::OpKind::Call(c)
+                matches!(&op.kind, OpKind::Call(c)
                     if c.callee.len() <= 2 && c.callee.last() == Some(&f.name))
             })
     })
@@ -139,11 +140,30 @@ fn display_name(f: &Function) -> String {
     }
 }
 
-/// The function's line; a script's top level is reported at its first operation.
+/// The function's line; a script's top level is reported where it first reads from a
+/// consumer it made (`for message in consumer:`), else at its first operation.
 fn line_of(f: &Function) -> u32 {
     if f.pos.line > 0 {
-        f.pos.line
-    } else {
-        f.ops.first().map_or(1, |op| op.pos.line)
+        return f.pos.line;
     }
+    let mut consumers: Vec<&str> = Vec::new();
+    for op in &f.ops {
+        match &op.kind {
+            OpKind::Assign {
+                targets,
+                value: Expr::Call(c),
+                ..
+            } if norm(&c.name()).contains("consumer") => {
+                consumers.extend(targets.first().map(String::as_str));
+            }
+            OpKind::Assign {
+                value: Expr::Path(p),
+                ..
+            } if p.first().is_some_and(|r| consumers.contains(&r.as_str())) => {
+                return op.pos.line;
+            }
+            _ => {}
+        }
+    }
+    f.ops.first().map_or(1, |op| op.pos.line)
 }
