@@ -129,7 +129,9 @@ pub(crate) enum Command {
     Consumers(LedgerArgs<ConsumersCommand>),
     /// Find non-idempotent handler code (TypeScript/JavaScript, Python, Go): runs the
     /// `idem-lint` program installed beside `idem` or on PATH with these arguments (`idem lint
-    /// --help` for its options; `cargo install --path crates/idem-lint` installs it).
+    /// --help` for its options; `cargo install --path crates/idem-lint` installs it). `idem lint
+    /// --inventory --database URL` lists the handlers joined with the consumer registry at URL
+    /// (read here, passed to idem-lint as `--registry -`).
     #[command(disable_help_flag = true)]
     Lint {
         /// Everything after `lint`, passed to `idem-lint` as it is.

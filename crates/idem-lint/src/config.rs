@@ -12,6 +12,11 @@
 //!
 //! [rules.REL_KEY_VOLATILE]
 //! enabled = false                       # same as listing it in `disable`
+//!
+//! [[inventory.names]]                   # consumer names for `--inventory`
+//! path = "services/billing/**"          # the handlers under these paths
+//! function = "handle_invoice"           # optional: only this one
+//! consumer = "billing_v2"
 //! ```
 
 use std::collections::HashMap;
@@ -34,6 +39,33 @@ struct RawConfig {
     fail_on: Option<String>,
     #[serde(default)]
     rules: HashMap<String, RawScope>,
+    #[serde(default)]
+    inventory: RawInventory,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInventory {
+    #[serde(default)]
+    names: Vec<RawName>,
+}
+
+/// `[[inventory.names]]`: the consumer name of the handlers under `path` (a glob), or only of
+/// the one named `function` there.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawName {
+    path: String,
+    function: Option<String>,
+    consumer: String,
+}
+
+/// A parsed `[[inventory.names]]` entry.
+#[derive(Debug, Clone)]
+struct ConsumerNaming {
+    paths: GlobSet,
+    function: Option<String>,
+    consumer: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -61,6 +93,7 @@ pub struct Config {
     exclude_set: Option<GlobSet>,
     fail_on: Option<Confidence>,
     scopes: HashMap<RuleId, Scope>,
+    names: Vec<ConsumerNaming>,
 }
 
 /// Builds a glob set; `None` for no globs.
@@ -143,7 +176,35 @@ impl Config {
                 },
             );
         }
+        for (i, n) in raw.inventory.names.iter().enumerate() {
+            if n.consumer.trim().is_empty() {
+                return Err(format!(
+                    "inventory.names[{i}] (path {:?}): consumer is empty: expected the consumer's name",
+                    n.path
+                ));
+            }
+            config.names.push(ConsumerNaming {
+                paths: glob_set(std::slice::from_ref(&n.path))
+                    .map_err(|e| e.to_string())?
+                    .unwrap_or_else(GlobSet::empty),
+                function: n.function.clone(),
+                consumer: n.consumer.clone(),
+            });
+        }
         Ok(config)
+    }
+
+    /// The consumer name `[[inventory.names]]` gives the handler `function` in the file at
+    /// `path` (as displayed, relative to the directory the lint runs in): the first entry
+    /// whose glob matches the path and whose `function`, when given, is the handler's.
+    pub fn consumer_name(&self, path: &Path, function: &str) -> Option<&str> {
+        let path = clean(path);
+        self.names
+            .iter()
+            .find(|n| {
+                n.paths.is_match(&path) && n.function.as_deref().is_none_or(|f| f == function)
+            })
+            .map(|n| n.consumer.as_str())
     }
 
     /// Whether `rule` applies to the file at `path` (as displayed, relative to the

@@ -47,6 +47,14 @@ pub enum LintError {
         /// Why it does not parse.
         reason: String,
     },
+    /// The consumer registry given to `--registry` is not the JSON expected.
+    #[error("bad consumer registry from {from}: {reason}")]
+    Registry {
+        /// Where the rows came from (a file, or `standard input`).
+        from: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// `git diff` could not run or failed (not a repository, unknown revision).
     #[error("git diff {base} failed in {dir}: {reason}")]
     Git {
@@ -71,6 +79,8 @@ pub enum LintErrorKind {
     Argument,
     /// git could not produce the diff.
     Git,
+    /// The consumer registry given to the inventory is not valid.
+    Registry,
 }
 
 impl LintError {
@@ -81,6 +91,7 @@ impl LintError {
             LintError::ConfigRead { .. } | LintError::Config { .. } => LintErrorKind::Config,
             LintError::UnknownRule { .. } | LintError::Glob { .. } => LintErrorKind::Argument,
             LintError::Git { .. } => LintErrorKind::Git,
+            LintError::Registry { .. } => LintErrorKind::Registry,
         }
     }
 }

@@ -130,7 +130,9 @@ const ROUTE_TYPES: &[&str] = &[
     "nextapirequest",
 ];
 
-fn words_in(text: &str, list: &[&str]) -> bool {
+/// Whether `text` holds one of the words of `list` (dotted, spaced or snake words as written,
+/// others anywhere in the normalised text).
+pub(crate) fn words_in(text: &str, list: &[&str]) -> bool {
     let lower = text.to_lowercase();
     let n = norm(text);
     list.iter().any(|w| {
@@ -142,7 +144,8 @@ fn words_in(text: &str, list: &[&str]) -> bool {
     })
 }
 
-fn param_is_event(p: &str) -> bool {
+/// Whether a parameter's name says it carries an event or message.
+pub(crate) fn param_is_event(p: &str) -> bool {
     let n = norm(p);
     EVENT_PARAMS
         .iter()
@@ -203,11 +206,7 @@ fn loop_consumer(f: &mut Function) -> bool {
             value: Expr::Call(c),
             ..
         } = &op.kind
-            && c.callee.len() > 1
-            && READS_MESSAGE.contains(&c.method().as_str())
-            && c.receiver_words()
-                .iter()
-                .any(|w| has_any(w, &["reader", "consumer", "kafka", "queue", "sqs", "sub"]))
+            && reads_message(c)
         {
             events.extend(targets.first().cloned());
         }
@@ -217,13 +216,40 @@ fn loop_consumer(f: &mut Function) -> bool {
     found
 }
 
+/// Whether the call reads the next message from a broker client (`reader.ReadMessage(ctx)`,
+/// `consumer.poll(1.0)`).
+pub(crate) fn reads_message(c: &crate::ir::Call) -> bool {
+    c.callee.len() > 1
+        && READS_MESSAGE.contains(&c.method().as_str())
+        && c.receiver_words()
+            .iter()
+            .any(|w| has_any(w, &["reader", "consumer", "kafka", "queue", "sqs", "sub"]))
+}
+
+/// Whether the function is shaped as an HTTP route: registered by a route call
+/// (`app.post`, `http.HandleFunc`, `@api_view`), taking a request type, a Next.js or Django
+/// verb method, or `(req, res)`.
+pub(crate) fn route_shaped(f: &Function, path: &Path) -> bool {
+    let regs = f.registrations.join(" ");
+    let types = f.param_types.join(" ");
+    // Next.js route exports; Django class-based views (`def post(self, request)`,
+    // `def form_valid(self, form)`).
+    let http_verb = matches!(f.name.as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
+        || matches!(f.name.as_str(), "post" | "put" | "patch")
+            && f.params.first().is_some_and(|p| p == "request")
+        || f.name == "form_valid" && path.extension().is_some_and(|e| e == "py");
+    words_in(&regs, ROUTE_REGISTRATION)
+        || words_in(&types, ROUTE_TYPES)
+        || http_verb
+        || (f.params.len() >= 2 && f.params[0] == "req" && f.params[1] == "res")
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
     let event_file = ["webhook", "consumer", "subscriber", "listener", "worker"]
         .iter()
         .any(|w| path_text.contains(w));
-    let regs = f.registrations.join(" ");
     let types = f.param_types.join(" ");
     if f.registrations
         .iter()
@@ -244,16 +270,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
     {
         return HandlerKind::Event;
     }
-    // Next.js route exports; Django class-based views (`def post(self, request)`,
-    // `def form_valid(self, form)`).
-    let http_verb = matches!(f.name.as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
-        || matches!(f.name.as_str(), "post" | "put" | "patch")
-            && f.params.first().is_some_and(|p| p == "request")
-        || f.name == "form_valid" && path.extension().is_some_and(|e| e == "py");
-    let route = words_in(&regs, ROUTE_REGISTRATION)
-        || words_in(&types, ROUTE_TYPES)
-        || http_verb
-        || (f.params.len() >= 2 && f.params[0] == "req" && f.params[1] == "res");
+    let route = route_shaped(f, path);
     if route && event_file {
         HandlerKind::Event
     } else if route {
@@ -271,9 +288,10 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
 pub(crate) fn classify_module(module: &mut Module, path: &Path) {
     let names: HashSet<String> = module.functions.iter().map(|f| f.name.clone()).collect();
     let mut refs: Vec<(String, String)> = Vec::new();
-    let mut note = |callee: String, args: &[Expr]| {
+    let mut note = |callee: String, args: &[Expr], kwargs: &[(String, Expr)]| {
         let mut reg = callee;
-        for a in args {
+        // Keyword arguments name callbacks too: pika's `on_message_callback=handle`.
+        for a in args.iter().chain(kwargs.iter().map(|(_, v)| v)) {
             match a {
                 Expr::Str(s) => {
                     reg.push(' ');
@@ -291,12 +309,12 @@ pub(crate) fn classify_module(module: &mut Module, path: &Path) {
         }
     };
     for call in &module.top_calls {
-        note(call.name(), &call.args);
+        note(call.name(), &call.args, &call.kwargs);
     }
     for f in &module.functions {
         for op in &f.ops {
             if let OpKind::Call(call) = &op.kind {
-                note(call.name(), &call.args);
+                note(call.name(), &call.args, &call.kwargs);
             }
         }
     }
@@ -333,6 +351,7 @@ pub(crate) fn classify_module(module: &mut Module, path: &Path) {
     for f in &mut module.functions {
         if f.kind != HandlerKind::Event && !f.name.is_empty() && called.contains(&f.name) {
             f.kind = HandlerKind::Event;
+            f.called_by_handler = true;
         }
     }
 }

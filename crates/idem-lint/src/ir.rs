@@ -157,6 +157,13 @@ pub(crate) struct Function {
     pub(crate) ops: Vec<Op>,
     pub(crate) conds: Vec<Cond>,
     pub(crate) kind: HandlerKind,
+    /// Where the function is written (its first character).
+    pub(crate) pos: Pos,
+    /// The position of the call that registers it when it is written as that call's argument
+    /// (`consumer.run({ eachMessage: async … })`, `js.Subscribe("s", func(m *nats.Msg) {…})`).
+    pub(crate) registered_at: Option<Pos>,
+    /// An event handler only because an event handler of its file calls it (a helper).
+    pub(crate) called_by_handler: bool,
 }
 
 impl Function {
@@ -170,6 +177,9 @@ impl Function {
             ops: Vec::new(),
             conds: Vec::new(),
             kind: HandlerKind::Other,
+            pos: Pos::default(),
+            registered_at: None,
+            called_by_handler: false,
         }
     }
 }

@@ -64,6 +64,7 @@ mod diff;
 mod error;
 mod finding;
 mod handlers;
+mod inventory;
 mod ir;
 mod lang;
 mod mongoose;
@@ -71,6 +72,7 @@ mod output;
 mod rule;
 mod scan;
 mod schema;
+mod skipped;
 mod sql;
 mod suppress;
 mod words;
@@ -79,7 +81,13 @@ pub use config::Config;
 pub use diff::ChangedLines;
 pub use error::{LintError, LintErrorKind};
 pub use finding::{Confidence, Finding, HelperSite};
-pub use output::{to_json, to_sarif, to_text};
+pub use inventory::{
+    ConsumerName, Handler, HandlerRole, Inventory, MarkerKind, MarkerVerdict, NameSource,
+    RegistryJoin, RegistryRow,
+};
+pub use output::{
+    inventory_to_json, inventory_to_markdown, inventory_to_text, to_json, to_sarif, to_text,
+};
 pub use rule::RuleId;
 pub use scan::{Linter, MAX_FILE_BYTES, Report, Skipped};
 

@@ -13,10 +13,12 @@ use crate::diff::ChangedLines;
 use crate::error::LintError;
 use crate::finding::{Confidence, Finding, HelperSite};
 use crate::handlers::classify_module;
+use crate::inventory::{self, Inventory};
 use crate::ir::Module;
 use crate::lang::{self, Language};
 use crate::rule::RuleId;
 use crate::schema::{Schema, prisma_keys};
+pub use crate::skipped::Skipped;
 use crate::sql;
 use crate::suppress::{self, Allow};
 
@@ -25,16 +27,6 @@ const WORKER_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Files larger than this are skipped (bytes).
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
-
-/// A file that was not linted, and why (binary, minified, generated, does not parse,
-/// unreadable). Skipping is a warning: it never changes the exit code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skipped {
-    /// The file.
-    pub path: PathBuf,
-    /// Why, in a few words (`does not parse (line 12)`, `minified`, `generated`, …).
-    pub reason: String,
-}
 
 /// The result of a lint: findings sorted by file and line, skipped files, and how many
 /// files were linted.
@@ -227,6 +219,65 @@ impl Linter {
     /// hidden files; files given by name are linted even when ignored. A path that does not
     /// exist is [`LintError::Path`]; a file that cannot be read or parsed is only skipped.
     pub fn scan(&self, paths: &[PathBuf]) -> Result<Report, LintError> {
+        let tree = self.load_tree(paths)?;
+        let index = tree.index();
+        let check = || {
+            tree.parsed
+                .par_iter()
+                .enumerate()
+                .map(|(i, p)| self.check(p, &tree.schema, &index, i))
+                .collect::<Vec<Vec<Finding>>>()
+        };
+        let findings = tree.install(check);
+        let mut report = Report {
+            findings: findings.into_iter().flatten().collect(),
+            skipped: tree.skipped,
+            files_linted: tree.parsed.len(),
+        };
+        drop_helper_duplicates(&mut report.findings);
+        report.findings.sort_by(|a, b| {
+            (&a.path, a.line, a.column, a.rule).cmp(&(&b.path, b.line, b.column, b.rule))
+        });
+        Ok(report)
+    }
+
+    /// Lists the handlers of files and folders (`--inventory`), walked and parsed as
+    /// [`Linter::scan`] does, each judged with the helpers it calls: its role, consumer name
+    /// (the config's `[[inventory.names]]` first), marker kind and verdict. Rule selection
+    /// and the diff filter do not apply: an inventory lists every handler.
+    ///
+    /// # Errors
+    /// [`LintError::Path`] for a path that does not exist or cannot be read.
+    pub fn inventory(&self, paths: &[PathBuf]) -> Result<Inventory, LintError> {
+        let tree = self.load_tree(paths)?;
+        let index = tree.index();
+        let list = || {
+            tree.parsed
+                .par_iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let input = inventory::FileInput {
+                        path: &p.path,
+                        module: &p.module,
+                        schema: &tree.schema,
+                        implicit_tx: p.lang.implicit_transactions(),
+                        config: &self.config,
+                    };
+                    inventory::list(&input, &|f| index.expand(i, f))
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut handlers: Vec<_> = tree.install(list).into_iter().flatten().collect();
+        handlers.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+        Ok(Inventory {
+            handlers,
+            skipped: tree.skipped,
+            files_linted: tree.parsed.len(),
+        })
+    }
+
+    /// Finds, reads and parses the files under `paths`, merging the schema of the tree.
+    fn load_tree(&self, paths: &[PathBuf]) -> Result<Tree, LintError> {
         let mut files = Vec::new();
         for p in paths {
             let meta = std::fs::metadata(p).map_err(|source| LintError::Path {
@@ -260,7 +311,8 @@ impl Linter {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(rayon::current_num_threads())
             .stack_size(WORKER_STACK_BYTES)
-            .build();
+            .build()
+            .ok();
         let load = || {
             files
                 .par_iter()
@@ -268,42 +320,51 @@ impl Linter {
                 .collect::<Vec<Loaded>>()
         };
         let loaded: Vec<Loaded> = match &pool {
-            Ok(pool) => pool.install(load),
-            Err(_) => load(),
+            Some(pool) => pool.install(load),
+            None => load(),
         };
-        let mut schema = Schema::default();
-        let mut parsed = Vec::new();
-        let mut report = Report::default();
+        let mut tree = Tree {
+            parsed: Vec::new(),
+            schema: Schema::default(),
+            skipped: Vec::new(),
+            pool,
+        };
         for l in loaded {
             match l {
                 Loaded::Source(p) => {
-                    p.module.unique_keys.iter().for_each(|k| schema.add(k));
-                    parsed.push(p);
+                    p.module.unique_keys.iter().for_each(|k| tree.schema.add(k));
+                    tree.parsed.push(*p);
                 }
-                Loaded::Schema(keys) => keys.iter().for_each(|k| schema.add(k)),
-                Loaded::Skip(s) => report.skipped.push(s),
+                Loaded::Schema(keys) => keys.iter().for_each(|k| tree.schema.add(k)),
+                Loaded::Skip(s) => tree.skipped.push(s),
                 Loaded::Nothing => {}
             }
         }
-        report.files_linted = parsed.len();
-        let index = CallIndex::new(parsed.iter().map(|p| (p.path.as_path(), &p.module)));
-        let check = || {
-            parsed
-                .par_iter()
-                .enumerate()
-                .map(|(i, p)| self.check(p, &schema, &index, i))
-                .collect::<Vec<Vec<Finding>>>()
-        };
-        let findings = match &pool {
-            Ok(pool) => pool.install(check),
-            Err(_) => check(),
-        };
-        report.findings = findings.into_iter().flatten().collect();
-        drop_helper_duplicates(&mut report.findings);
-        report.findings.sort_by(|a, b| {
-            (&a.path, a.line, a.column, a.rule).cmp(&(&b.path, b.line, b.column, b.rule))
-        });
-        Ok(report)
+        Ok(tree)
+    }
+}
+
+/// A scanned tree: its parsed files, their merged schema, the files skipped, and the pool
+/// (with large stacks) the work runs on.
+struct Tree {
+    parsed: Vec<Parsed>,
+    schema: Schema,
+    skipped: Vec<Skipped>,
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl Tree {
+    /// The index call following resolves helpers in.
+    fn index(&self) -> CallIndex<'_> {
+        CallIndex::new(self.parsed.iter().map(|p| (p.path.as_path(), &p.module)))
+    }
+
+    /// Runs `work` on the tree's pool (on the caller's when none could be built).
+    fn install<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        match &self.pool {
+            Some(pool) => pool.install(work),
+            None => work(),
+        }
     }
 }
 

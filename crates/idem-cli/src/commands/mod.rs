@@ -14,6 +14,7 @@ mod gc;
 mod idem_tables;
 mod json_out;
 mod lint;
+mod lint_registry;
 mod outbox;
 mod replay;
 mod serve;
@@ -78,7 +79,7 @@ pub(crate) async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = ledger_url(args.database)?;
             return consumers::consumers(&url, cli.config.as_deref(), args.command).await;
         }
-        Command::Lint { args } => return lint::lint(args),
+        Command::Lint { args } => return lint::lint(args).await,
         Command::Demo { console } => {
             if let Some(path) = &cli.config {
                 bail!(

@@ -9,6 +9,7 @@ mod consumers_list;
 mod demo_console;
 mod faults;
 mod gateway_ops;
+mod lint_inventory;
 mod nats_destination;
 mod operator_cli;
 mod relays;

@@ -155,32 +155,63 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
         })
 }
 
-pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
-    if !is_event(facts.func) {
-        return;
-    }
+/// One processed marker of a function (a dedup-table insert, a Redis `SET NX`) and what the
+/// `REL_MARKER_OUTSIDE_TX` analysis decides about it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MarkerCommit {
+    /// The op that writes the marker.
+    pub(crate) marker: usize,
+    /// The marker is a Redis key.
+    pub(crate) redis: bool,
+    /// A side effect committed apart from the marker (the one after it if any, else the one
+    /// before it); `None` when every effect commits with it.
+    pub(crate) apart: Option<usize>,
+    /// A Redis marker whose finding is another check's: `REL_TTL_MARKER`'s when it decides a
+    /// database effect, none when a database claim stands behind it.
+    pub(crate) deferred: bool,
+}
+
+/// Every processed marker the function writes, with whether a side effect commits apart from
+/// it. The check and the inventory (`idem lint --inventory`) both read this one decision.
+pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
     // A marker in Redis in front of a database effect is REL_TTL_MARKER's finding.
     let ttl_marker = super::ttl_marker::applies(facts);
     // A Redis claim in front of a database claim only saves work: the database decides.
     let db_claim = super::ttl_marker::database_claim(facts);
+    let mut out = Vec::new();
     for (m, act) in facts.acts.iter().enumerate() {
         if !is_marker(act) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
-        if redis && (ttl_marker || db_claim) {
-            continue;
-        }
-        // The effect after the marker if any (the usual claim-then-apply), else before it.
         let outside = |e: usize| {
             e != m
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
         };
-        let effect = (m + 1..facts.acts.len())
+        let apart = (m + 1..facts.acts.len())
             .find(|&e| outside(e))
             .or_else(|| (0..m).find(|&e| outside(e)));
-        let Some(e) = effect else { continue };
+        out.push(MarkerCommit {
+            marker: m,
+            redis,
+            apart,
+            deferred: redis && (ttl_marker || db_claim),
+        });
+    }
+    out
+}
+
+pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
+    if !is_event(facts.func) {
+        return;
+    }
+    for found in marker_commits(facts) {
+        let (m, redis) = (found.marker, found.redis);
+        let Some(e) = found.apart.filter(|_| !found.deferred) else {
+            continue;
+        };
+        let act = &facts.acts[m];
         let where_ = if redis {
             "in Redis, outside the database transaction of".to_string()
         } else if facts.tx[m].is_none() {

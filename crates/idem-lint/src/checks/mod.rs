@@ -17,6 +17,9 @@ mod unconditional_insert;
 
 use std::sync::Arc;
 
+pub(crate) use marker_outside_tx::marker_commits;
+pub(crate) use ttl_marker::applies as ttl_marker_applies;
+
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_entry;

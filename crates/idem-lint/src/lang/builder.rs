@@ -153,6 +153,14 @@ impl<'s> Builder<'s> {
         });
     }
 
+    /// Records that the function lowered last is registered by the call at `at` (it was
+    /// written as one of that call's arguments).
+    pub(super) fn registered_last(&mut self, at: Pos) {
+        if let Some(f) = self.module.functions.last_mut() {
+            f.registered_at = Some(at);
+        }
+    }
+
     pub(super) fn end_function(&mut self) {
         if let Some(frame) = self.frames.pop() {
             self.module.functions.push(frame.func);

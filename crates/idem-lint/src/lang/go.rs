@@ -277,6 +277,7 @@ impl<'s> Lower<'s> {
                 }
             }
         }
+        f.pos = self.b.pos(n);
         f.registrations.extend(registration);
         self.b.begin_function(f);
         if let Some(body) = n.child_by_field_name("body") {
@@ -471,6 +472,7 @@ impl<'s> Lower<'s> {
                         self.b.pop_tx();
                     } else {
                         self.function(a, String::new(), Some(reg.clone()));
+                        self.b.registered_last(call.pos);
                     }
                     call.args.push(Expr::Other(Vec::new()));
                     continue;

@@ -8,7 +8,7 @@ use tree_sitter::Node;
 
 use super::builder::{Builder, call_pos, named, opens_transaction, runs_inline, unescape};
 use super::{Language, extension};
-use crate::ir::{Call, Expr, Function, Module, OpKind};
+use crate::ir::{Call, Expr, Function, Module, OpKind, Pos};
 
 /// JavaScript and TypeScript.
 #[derive(Debug)]
@@ -41,6 +41,7 @@ impl Language for JavaScript {
         let mut lower = Lower {
             b: Builder::new(source),
             registration: Vec::new(),
+            registration_at: Vec::new(),
         };
         lower.stmt(tree.root_node());
         lower.b.finish()
@@ -52,6 +53,8 @@ struct Lower<'s> {
     /// The call whose arguments are being lowered (callee and string arguments): a function
     /// found there is registered by it (`app.post /webhook`, `consumer.run eachMessage`).
     registration: Vec<String>,
+    /// The positions of those calls, in step with `registration`.
+    registration_at: Vec<Pos>,
 }
 
 fn is_function(kind: &str) -> bool {
@@ -325,12 +328,18 @@ impl<'s> Lower<'s> {
                 }
             }
         }
+        f.pos = self.b.pos(n);
+        if registration.is_some() {
+            f.registered_at = self.registration_at.last().copied();
+        }
         f.registrations.extend(registration);
         let saved = std::mem::take(&mut self.registration);
+        let saved_at = std::mem::take(&mut self.registration_at);
         self.b.begin_function(f);
         self.body(n);
         self.b.end_function();
         self.registration = saved;
+        self.registration_at = saved_at;
     }
 
     /// Lowers a function's body into the current function (transaction callbacks, `forEach`).
@@ -681,7 +690,9 @@ impl<'s> Lower<'s> {
                 } else if runs_inline(call) {
                     self.inline(a, call);
                 } else {
+                    self.registration_at.push(call.pos);
                     self.function(a, String::new(), Some(reg.clone()));
+                    self.registration_at.pop();
                 }
                 call.args.push(Expr::Other(Vec::new()));
                 continue;
@@ -692,8 +703,10 @@ impl<'s> Lower<'s> {
                 self.b.push_tx();
             }
             self.registration.push(reg.clone());
+            self.registration_at.push(call.pos);
             let v = self.expr(a);
             self.registration.pop();
+            self.registration_at.pop();
             if tx {
                 self.b.pop_tx();
             }

@@ -290,6 +290,7 @@ impl<'s> Lower<'s> {
             .map(|x| self.b.text(x).to_string())
             .unwrap_or_default();
         let mut f = Function::new(name);
+        f.pos = self.b.pos(n);
         if let Some(params) = n.child_by_field_name("parameters") {
             for p in named(params) {
                 let name = match p.kind() {

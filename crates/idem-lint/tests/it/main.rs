@@ -4,5 +4,6 @@
 mod cli;
 mod docs;
 mod fixtures;
+mod inventory;
 mod sarif;
 mod score;
