@@ -18,7 +18,7 @@ use idem_sql::{ConsumerKind, ListOptions};
 
 use crate::config::{Broker, Config};
 use crate::error::Error;
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, INBOX_CONSUMER};
 use crate::model::counts::Scope;
 use crate::model::health::Thresholds as HealthThresholds;
 use crate::store::GatewayDb;
@@ -40,6 +40,7 @@ impl<DB: GatewayDb> Gateway<DB> {
         let mut all = *options;
         all.since = None;
         let reports = self.store().consumers().list(&all).await?;
+        let reports = self.without_internal(reports);
         let mut entries = self.filled(reports, options, Depth::Full).await?;
         if let Some(since) = options.since {
             entries.retain(|e| e.report.first_seen >= since);
@@ -74,7 +75,31 @@ impl<DB: GatewayDb> Gateway<DB> {
         options: &ListOptions,
     ) -> Result<Vec<ConsumerEntry>, Error> {
         let reports = self.store().consumers().list(options).await?;
+        let reports = self.without_internal(reports);
         self.filled(reports, options, Depth::Recent).await
+    }
+
+    /// `reports` without the gateway's internal consumers: its inbox ([`INBOX_CONSUMER`]) and
+    /// the version guards of its configured and retired routes, which a database of an older
+    /// idem back-filled as `runner` rows from their inbox and guard rows. They are parts of
+    /// the sources and routes, reported through the sources; listed alone they would never be
+    /// seen again and read as orphans. `show` still answers for them.
+    fn without_internal(
+        &self,
+        mut reports: Vec<idem_sql::ConsumerReport>,
+    ) -> Vec<idem_sql::ConsumerReport> {
+        let config = self.config();
+        reports.retain(|r| {
+            let name = r.name.as_str();
+            let internal = name == INBOX_CONSUMER
+                || config
+                    .routes
+                    .iter()
+                    .any(|route| route.name.as_str() == name)
+                || config.retired_routes.iter().any(|n| n.as_str() == name);
+            !(r.kind == ConsumerKind::Runner && internal)
+        });
+        reports
     }
 
     /// `reports` as entries, the gateway's own filled from its figures (to `depth`) and, in

@@ -7,10 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use idem_core::{Clock, SystemClock};
+use idem_core::{Clock, Name, SystemClock};
 use idem_gateway::{Config, GatewayDb};
 use idem_http::verify::standard_webhooks;
-use idem_sql::Store;
+use idem_sql::{ConsumerKind, Store};
 use serde_json::Value;
 
 use super::console::client::{Client, fragment, text_of};
@@ -128,6 +128,13 @@ async fn gateway_consumers_are_listed_with_their_counts<DB: GatewayDb>(store: St
     );
     let started = SystemClock.now().as_millis();
     let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    // What an older idem's database back-fills as `runner` rows: the gateway's inbox and a
+    // route's version guard (parts of the sources, never listed) beside an application's own.
+    let store = gw.gateway.store();
+    for name in ["idem-gateway", "stripe.app", "billing_v1"] {
+        store.register_consumer(&Name::new("consumer", name).unwrap(), ConsumerKind::Runner);
+    }
+    store.flush_consumer_counts().await.unwrap();
     let stripe = send_stripe(&gw, 5, 2).await;
     let sw = send_sw(&gw, 4, 3).await;
     gw.settle().await;
@@ -160,6 +167,13 @@ async fn gateway_consumers_are_listed_with_their_counts<DB: GatewayDb>(store: St
             (&e["kind"], day_counts(e)),
             (&Value::from("gateway_source"), (0, 0, 0))
         );
+    }
+    let names: Vec<&str> = (list.as_array().unwrap().iter())
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"billing_v1"), "{names:?}");
+    for internal in ["idem-gateway", "stripe.app"] {
+        assert!(!names.contains(&internal), "{internal} listed: {names:?}");
     }
     // Every event but the stale one was delivered to `app`; the stale one was judged stale on
     // its drop-stale route, and nothing is due.
