@@ -16,6 +16,10 @@ use super::message::{Message, delivered, failed};
 /// How long connecting to the server may take at start.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How much longer than the destination's `timeout` the JetStream context waits for an ack:
+/// the attempt's timeout always ends the wait first.
+const ACK_WAIT_MARGIN: Duration = Duration::from_secs(1);
+
 /// A connected NATS destination: one connection (async-nats reconnects it on its own), its
 /// JetStream publisher and the subject.
 pub(crate) struct NatsTarget {
@@ -25,8 +29,8 @@ pub(crate) struct NatsTarget {
 }
 
 impl NatsTarget {
-    /// Connects to `url` and checks that a stream takes `subject`; a publish waits for its ack
-    /// at most `timeout`.
+    /// Connects to `url` and checks that a stream takes `subject`; a publish's wait for its ack
+    /// is cut at `timeout` by the attempt ([`ACK_WAIT_MARGIN`] before the client's own).
     ///
     /// # Errors
     /// The reason, naming the server or subject: the server cannot be reached, or no stream
@@ -44,7 +48,10 @@ impl NatsTarget {
             .await
             .map_err(|e| format!("cannot connect to NATS at {shown}: {e}"))?;
         let mut context = jetstream::new(client.clone());
-        context.set_timeout(timeout);
+        // The attempt's own timeout (transport.rs) cuts a publish at `timeout`. The context's
+        // ack wait must not end at the same instant: whichever timer the runtime woke first
+        // would word the failed attempt (a flaky excerpt under load), so it ends a second later.
+        context.set_timeout(timeout.saturating_add(ACK_WAIT_MARGIN));
         match tokio::time::timeout(CONNECT_TIMEOUT, context.stream_by_subject(subject)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
