@@ -63,10 +63,13 @@ async fn read(
     config: Option<&Path>,
     what: Read<'_>,
 ) -> anyhow::Result<Vec<ConsumerEntry>> {
+    // Opened first on every database, a gateway's too: one an older idem migrated has no
+    // registry, and this names it rather than failing on the first query.
+    let db = open(url, "idem_consumers").await?;
     match open_gateway(url).await? {
         Some(AnyStore::Sqlite(store)) => via_gateway(store, config, what).await,
         Some(AnyStore::Postgres(store)) => via_gateway(store, config, what).await,
-        _ => with_db!(open(url, "idem_consumers").await?, store => direct(&store, what).await),
+        _ => with_db!(db, store => direct(&store, what).await),
     }
 }
 

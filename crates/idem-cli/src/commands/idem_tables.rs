@@ -53,6 +53,13 @@ pub(super) async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
         Ok(AnyStore::Sqlite(store)) => Ok(Db::Sqlite(store)),
         Ok(AnyStore::Postgres(store)) => Ok(Db::Postgres(store)),
         Ok(_) => bail!("database {shown:?} is neither sqlite:// nor postgres://"),
+        // The registry came with migration 0007: a database of an older idem lacks only it.
+        Err(idem_sql::Error::MissingTable {
+            url,
+            table: "idem_consumers",
+        }) => bail!(
+            "no idem_consumers table at {url}: the database is not idem's, or predates the consumer registry (migration 0007); `idem serve` migrates a gateway's database at start, Store::migrate an application's"
+        ),
         Err(idem_sql::Error::MissingTable { url, table }) => bail!(
             "no {table} table at {url}: check --database (the application creates idem's tables with Store::migrate)"
         ),

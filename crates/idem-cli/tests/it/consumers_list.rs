@@ -421,3 +421,36 @@ async fn consumers_of_an_application_database_sqlite() {
 async fn consumers_of_an_application_database_postgres() {
     consumers_of_an_application_database::<idem_sql::sqlx::Postgres>(&pg_database().await).await;
 }
+
+/// A database an idem older than the registry migrated (simulated: a migrated one without
+/// `idem_consumers`, once an application's, once with a gateway's events table) is named as
+/// such, not failed on the first query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_older_than_the_registry_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("old.db").display());
+    let store = Store::<idem_sql::sqlx::Sqlite>::connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    idem_sql::sqlx::query("DROP TABLE idem_consumers")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    for gateway in [false, true] {
+        if gateway {
+            idem_sql::sqlx::query("CREATE TABLE idem_gateway_events (event_id TEXT)")
+                .execute(store.pool())
+                .await
+                .unwrap();
+        }
+        for args in [&["list"][..], &["show", "billing_v1"]] {
+            let (code, out, err) = idem_app(&url, args);
+            assert_eq!((code, out.as_str()), (Some(1), ""), "{args:?}: {err}");
+            assert!(
+                err.contains("predates the consumer registry (migration 0007)"),
+                "gateway {gateway}, {args:?}: {err}"
+            );
+        }
+    }
+}
