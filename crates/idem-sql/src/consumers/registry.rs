@@ -73,9 +73,12 @@ impl<DB: Backend> Store<DB> {
     /// nothing when counting is off, but still marks it seen.
     pub fn count_consumer_events(&self, consumer: &Name, counts: EventCounts) {
         let now = self.now().as_millis();
-        self.tally()
-            .seen(consumer.as_str(), ConsumerKind::Runner, now);
-        self.tally().count_many(consumer.as_str(), counts, now);
+        // One lock either way: counting marks it seen too.
+        if self.tally().enabled() {
+            self.tally().count_many(consumer.as_str(), counts, now);
+        } else {
+            (self.tally()).seen(consumer.as_str(), ConsumerKind::Runner, now);
+        }
     }
 
     /// Flushes what is pending, in its own transaction, when a flush is due (something pending
