@@ -8,9 +8,6 @@ use idem_sql::{ConsumerFlag, Thresholds};
 
 use super::entry::ConsumerEntry;
 
-/// One day in ms.
-const DAY_MS: i64 = 24 * 3600 * 1000;
-
 /// Replaces `entry`'s orphaned and unhealthy flags by those its figures give at `now` (ms)
 /// under `thresholds`; `backlog_after` is the age of a due delivery a destination is unhealthy
 /// past. A superseded flag, judged from the lineage, stays as the registry gave it.
@@ -20,61 +17,32 @@ pub(crate) fn rejudge(
     backlog_after: Duration,
     now: i64,
 ) {
-    let report = &mut entry.report;
-    report
-        .flags
-        .retain(|f| matches!(f, ConsumerFlag::Superseded { .. }));
-    let unseen = now.saturating_sub(report.last_seen.as_millis());
-    let orphan_after = i64::try_from(thresholds.orphan_after.as_millis()).unwrap_or(i64::MAX);
-    if report.successor.is_none() && unseen >= orphan_after && report.holds.any() {
-        report.flags.push(ConsumerFlag::Orphaned {
-            days_unseen: u64::try_from(unseen / DAY_MS).unwrap_or(0),
-        });
-    }
-    let reasons = unhealthy(entry, thresholds, backlog_after);
+    let report = &entry.report;
+    let mut flags: Vec<ConsumerFlag> = (report.flags.iter())
+        .filter(|f| matches!(f, ConsumerFlag::Superseded { .. }))
+        .cloned()
+        .collect();
+    flags.extend(report.orphaned(thresholds, now));
+    // The gateway's claimed events include its stale ones.
+    let deliveries = (report.windows.first()).map_or(0, |h| h.claimed + h.duplicates);
+    let mut reasons = report.unhealthy_reasons(thresholds, deliveries);
+    reasons.extend(backlog(entry.delivery_lag_ms, backlog_after));
     if !reasons.is_empty() {
-        entry.report.flags.push(ConsumerFlag::Unhealthy { reasons });
+        flags.push(ConsumerFlag::Unhealthy { reasons });
     }
+    entry.report.flags = flags;
 }
 
-/// What is above its threshold: the repeat rate over the last hour, dead letters over 24
-/// hours, the lag (messages) or a destination's oldest due delivery.
-fn unhealthy(entry: &ConsumerEntry, t: &Thresholds, backlog_after: Duration) -> Vec<String> {
-    let report = &entry.report;
-    let mut reasons = Vec::new();
-    if let Some(hour) = report.windows.first() {
-        let deliveries = hour.claimed + hour.duplicates;
-        if deliveries >= t.min_deliveries && hour.repeat_rate > t.max_repeat_rate {
-            reasons.push(format!(
-                "repeat rate {:.2} over the last hour ({} duplicates of {deliveries} deliveries) > {}",
-                hour.repeat_rate, hour.duplicates, t.max_repeat_rate
-            ));
-        }
-    }
-    if let Some(day) = report.windows.get(1)
-        && day.dead_letters > t.max_dead_letters
-    {
-        reasons.push(format!(
-            "{} dead letters in the last 24 hours > {}",
-            day.dead_letters, t.max_dead_letters
-        ));
-    }
-    if let Some(lag) = report.lag
-        && lag.value > t.max_lag
-    {
-        reasons.push(format!("lag {} > {}", lag.value, t.max_lag));
-    }
+/// Why a destination whose oldest due delivery has been due `due` ms is unhealthy past
+/// `backlog_after`; `None` when it is not (or is no destination).
+fn backlog(due: Option<u64>, backlog_after: Duration) -> Option<String> {
     let backlog_ms = u64::try_from(backlog_after.as_millis()).unwrap_or(u64::MAX);
-    if let Some(due) = entry.delivery_lag_ms
-        && due > backlog_ms
-    {
-        // Whole seconds once past a second: a backlog of minutes reads as `3m 12s`.
-        let due = Duration::from_millis(if due >= 1000 { due / 1000 * 1000 } else { due });
-        reasons.push(format!(
-            "oldest due delivery due for {} > backlog_after {}",
-            humantime::format_duration(due),
-            humantime::format_duration(backlog_after)
-        ));
-    }
-    reasons
+    let due = due.filter(|due| *due > backlog_ms)?;
+    // Whole seconds once past a second: a backlog of minutes reads as `3m 12s`.
+    let due = Duration::from_millis(if due >= 1000 { due / 1000 * 1000 } else { due });
+    Some(format!(
+        "oldest due delivery due for {} > backlog_after {}",
+        humantime::format_duration(due),
+        humantime::format_duration(backlog_after)
+    ))
 }
