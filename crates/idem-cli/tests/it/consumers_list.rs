@@ -226,11 +226,17 @@ async fn settle<DB: GatewayDb>(gateway: &Gateway<DB>, topic: &str, end: i64) {
     }
 }
 
-/// Runs `idem -c CONFIG consumers ARGS --database URL`: (exit code, stdout, stderr).
-fn idem(config: &std::path::Path, url: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(IDEM)
-        .arg("-c")
-        .arg(config)
+/// Runs `idem [-c CONFIG] consumers ARGS --database URL`: (exit code, stdout, stderr).
+fn idem(
+    config: Option<&std::path::Path>,
+    url: &str,
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut command = Command::new(IDEM);
+    if let Some(config) = config {
+        command.arg("-c").arg(config);
+    }
+    let output = command
         .arg("consumers")
         .args(args)
         .args(["--database", url])
@@ -246,7 +252,7 @@ fn idem(config: &std::path::Path, url: &str, args: &[&str]) -> (Option<i32>, Str
 
 /// `idem consumers list --json ARGS` as JSON.
 fn list(config: &std::path::Path, url: &str, args: &[&str]) -> Value {
-    let (code, out, err) = idem(config, url, &[&["list", "--json"], args].concat());
+    let (code, out, err) = idem(Some(config), url, &[&["list", "--json"], args].concat());
     assert_eq!(code, Some(0), "{err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
@@ -329,17 +335,17 @@ async fn consumers_are_listed_with_what_was_sent<DB: GatewayDb>(store: Store<DB>
         listed.as_array().unwrap().len()
     );
 
-    let (code, out, _) = idem(&path, url, &["list"]);
+    let (code, out, _) = idem(Some(&path), url, &["list"]);
     assert_eq!(code, Some(0));
     let row = out
         .lines()
         .find(|l| l.starts_with("orders_v1 "))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(row.contains(" kafka "), "{row}");
-    let (code, out, _) = idem(&path, url, &["show", "orders_v1"]);
+    let (code, out, _) = idem(Some(&path), url, &["show", "orders_v1"]);
     assert_eq!(code, Some(0));
     assert!(out.starts_with("consumer orders_v1 (kafka)"), "{out}");
-    let (code, _, err) = idem(&path, url, &["show", "nobody_v1"]);
+    let (code, _, err) = idem(Some(&path), url, &["show", "nobody_v1"]);
     assert_eq!(code, Some(1), "{err}");
     for known in ["stripe", "shop", "orders_v1", "app"] {
         assert!(err.contains(known), "{known} not in {err}");
@@ -362,22 +368,6 @@ async fn consumers_are_listed_with_what_was_sent_postgres() {
     consumers_are_listed_with_what_was_sent(store, &url).await;
 }
 
-/// Runs `idem consumers ARGS --database URL` with no configuration: (exit code, stdout, stderr).
-fn idem_app(url: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(IDEM)
-        .arg("consumers")
-        .args(args)
-        .args(["--database", url])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// On an application's database (no gateway tables) the commands read idem's library: a
 /// runner's events, one of them delivered twice, are listed once flushed.
 async fn consumers_of_an_application_database<DB: idem_sql::Backend>(url: &str) {
@@ -396,16 +386,16 @@ async fn consumers_of_an_application_database<DB: idem_sql::Backend>(url: &str) 
     }
     store.flush_consumer_counts().await.unwrap();
 
-    let (code, out, err) = idem_app(url, &["list", "--json"]);
+    let (code, out, err) = idem(None, url, &["list", "--json"]);
     assert_eq!(code, Some(0), "{err}");
     let listed: Value = serde_json::from_str(&out).unwrap();
     let (kind, counts, first, last) = figures(&listed, "billing_v1");
     assert_eq!((kind.as_str(), counts), ("runner", [3, 1, 0]), "{listed}");
     assert!(first <= last, "{listed}");
-    let (code, out, err) = idem_app(url, &["show", "billing_v1"]);
+    let (code, out, err) = idem(None, url, &["show", "billing_v1"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.starts_with("consumer billing_v1 (runner)"), "{out}");
-    let (code, _, err) = idem_app(url, &["show", "nobody_v1"]);
+    let (code, _, err) = idem(None, url, &["show", "nobody_v1"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("billing_v1"), "{err}");
 }
@@ -445,7 +435,7 @@ async fn a_database_older_than_the_registry_is_named() {
                 .unwrap();
         }
         for args in [&["list"][..], &["show", "billing_v1"]] {
-            let (code, out, err) = idem_app(&url, args);
+            let (code, out, err) = idem(None, &url, args);
             assert_eq!((code, out.as_str()), (Some(1), ""), "{args:?}: {err}");
             assert!(
                 err.contains("predates the consumer registry (migration 0007)"),
