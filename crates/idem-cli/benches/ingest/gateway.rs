@@ -29,9 +29,20 @@ pub(crate) struct Serve {
 }
 
 impl Serve {
-    /// Starts it on `database_url`, with a route to `app` when given (with `filter` when
-    /// given), and waits until it answers.
+    /// Starts the binary under test (see [`idem_binary`]) on `database_url`, with a route to
+    /// `app` when given (with `filter` when given), and waits until it answers.
     pub(crate) async fn start(
+        database_url: &str,
+        app: Option<&App>,
+        filter: Option<&str>,
+        dir: &std::path::Path,
+    ) -> Self {
+        Self::start_binary(&idem_binary(), database_url, app, filter, dir).await
+    }
+
+    /// As [`Serve::start`], running the `idem` binary at `binary`.
+    pub(crate) async fn start_binary(
+        binary: &std::ffi::OsStr,
         database_url: &str,
         app: Option<&App>,
         filter: Option<&str>,
@@ -58,7 +69,7 @@ impl Serve {
         }
         let path = dir.join(format!("bench-{port}.toml"));
         std::fs::write(&path, config).expect("write the configuration");
-        let child = Command::new(idem_binary())
+        let child = Command::new(binary)
             .args(["--config", path.to_str().expect("UTF-8 path"), "serve"])
             .env("BENCH_SECRET", SECRET)
             .env("APP_SECRET", APP_SECRET)
@@ -196,6 +207,6 @@ impl App {
 /// The `idem` binary under test: `IDEM_BENCH_IDEM` when set (to compare another build's binary
 /// with this one in back-to-back runs of the same harness), else the one cargo built with the
 /// bench.
-fn idem_binary() -> std::ffi::OsString {
+pub(crate) fn idem_binary() -> std::ffi::OsString {
     std::env::var_os("IDEM_BENCH_IDEM").unwrap_or_else(|| env!("CARGO_BIN_EXE_idem").into())
 }

@@ -40,9 +40,12 @@
 //! skips the SQLite gateway runs (to study PostgreSQL alone), `IDEM_BENCH_IDEM` (the `idem` binary to
 //! run instead of the one built with the bench: a base build's, to compare two builds back to
 //! back, or a `profiling` build's), `IDEM_BENCH_PERF` (a directory: record a `perf` profile of
-//! each closed-loop forwarding run there, see [`perf`]).
+//! each closed-loop forwarding run there, see [`perf`]), `IDEM_BENCH_BASE` (another build's
+//! `idem` binary: measure only base against new, back to back, see [`compare`]; with
+//! `IDEM_BENCH_ROUNDS`, default 2).
 
 mod baselines;
+mod compare;
 mod cpu;
 mod forwarder;
 mod gateway;
@@ -129,6 +132,10 @@ async fn run() {
     let pg_admin = std::env::var("IDEM_BENCH_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let dir = tempfile::tempdir_in(".").expect("a directory on the real disk");
+    if let Some(base) = std::env::var_os("IDEM_BENCH_BASE") {
+        let rounds = env_u64("IDEM_BENCH_ROUNDS", 2);
+        return compare::run(&base, &pg_admin, secs, rounds, dir.path()).await;
+    }
     println!(
         "idem receive-and-forward bench: {} closed-loop connections, {secs} s per setting, {step_secs} s per open-loop step\n",
         load::CONNECTIONS
@@ -249,11 +256,21 @@ async fn gateway_runs(
         (unique, per_event)
     };
     let app = App::start();
-    let closed = closed_forwarding(store, &urls[1], &app, None, secs, dir).await;
+    let binary = gateway::idem_binary();
+    let closed = closed_forwarding(&binary, store, &urls[1], &app, None, secs, dir).await;
     // An application of its own: the drain counts what arrived at it, and the unfiltered
     // run's deliveries must not count as this run's.
     let filter_app = App::start();
-    let filtered = closed_forwarding(store, &urls[3], &filter_app, Some(FILTER), secs, dir).await;
+    let filtered = closed_forwarding(
+        &binary,
+        store,
+        &urls[3],
+        &filter_app,
+        Some(FILTER),
+        secs,
+        dir,
+    )
+    .await;
     let serve = Serve::start(&urls[2], Some(&app), None, dir).await;
     let (sustainable, open_peak) =
         open_steps(store, &serve, &urls[2], &app, forwarder_rate, step_secs).await;
@@ -283,6 +300,7 @@ struct ClosedForwarding {
 /// The closed-loop forwarding run of `store` on `url`, forwarding to `app`: `secs` of load,
 /// then until the backlog drained (recorded by `perf` when `IDEM_BENCH_PERF` is set).
 async fn closed_forwarding(
+    binary: &std::ffi::OsStr,
     store: &str,
     url: &str,
     app: &App,
@@ -290,7 +308,7 @@ async fn closed_forwarding(
     secs: u64,
     dir: &std::path::Path,
 ) -> ClosedForwarding {
-    let serve = Serve::start(url, Some(app), filter, dir).await;
+    let serve = Serve::start_binary(binary, url, Some(app), filter, dir).await;
     let gateway = Server::Gateway(serve.pid());
     let recording = perf::start(store, serve.pid()).await;
     let cpu = Snapshot::take(gateway, serve.database());
