@@ -107,7 +107,10 @@ pub(super) const OPEN_ENTITIES_END: &str = ") AS k WHERE EXISTS (SELECT 1 FROM i
 
 /// The next delivery of each (route, entity) of the derived table after it (`k`: `c1`, `c2`)
 /// when it is pending and due at the time after [`DUE_SUCCESSORS_DUE`] (as
-/// `store::sql::DUE_SUCCESSORS`).
+/// `store::sql::DUE_SUCCESSORS`): the entity's open delivery with no older open one. Written
+/// as a join of the keys with their open deliveries, not as PostgreSQL's subquery per key:
+/// MariaDB 10.11 fails a prepared statement whose subquery in a derived table's select list
+/// reads a sibling derived table (1054, "Unknown column 'k.c1'", from its second execution).
 pub(super) const DUE_SUCCESSORS: &str = concat!(
     "SELECT d.id, d.failures, d.tie, d.rebuild, ",
     text!("d.route", "route"),
@@ -121,15 +124,16 @@ pub(super) const DUE_SUCCESSORS: &str = concat!(
     text!("e.dedup_key", "dedup_key"),
     ", ",
     text!("e.event_type", "event_type"),
-    ", e.body, e.headers, e.traceparent, e.tracestate \
-     FROM (SELECT (SELECT p.id FROM idem_gateway_deliveries p \
-       WHERE p.route = k.c1 AND p.entity = k.c2 AND p.state IN ('pending', 'in_flight') \
-       ORDER BY p.version, p.id LIMIT 1) AS id FROM ("
+    ", e.body, e.headers, e.traceparent, e.tracestate FROM ("
 );
 
-pub(super) const DUE_SUCCESSORS_DUE: &str = ") AS k) AS head \
-     JOIN idem_gateway_deliveries d ON d.id = head.id JOIN idem_gateway_events e ON e.id = d.event \
-     WHERE d.state = 'pending' AND d.next_attempt_at <= ";
+pub(super) const DUE_SUCCESSORS_DUE: &str = concat!(
+    ") AS k JOIN idem_gateway_deliveries d ON d.route = k.c1 AND d.entity = k.c2 \
+     JOIN idem_gateway_events e ON e.id = d.event \
+     WHERE d.state = 'pending' AND NOT EXISTS (",
+    older_open!(),
+    ") AND d.next_attempt_at <= "
+);
 
 pub(super) const DUE_SUCCESSORS_END: &str = " ORDER BY d.id";
 
