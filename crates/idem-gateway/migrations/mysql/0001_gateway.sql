@@ -95,8 +95,8 @@ CREATE TABLE IF NOT EXISTS idem_gateway_counts (
     count  BIGINT         NOT NULL,
     PRIMARY KEY (minute, scope, name, metric, slot),
     CONSTRAINT idem_gateway_counts_scope CHECK (scope IN ('source', 'destination')),
-    CONSTRAINT idem_gateway_counts_metric CHECK (metric IN
-        ('accepted', 'duplicate', 'stale', 'tie', 'gap', 'delivered', 'retried', 'dead'))
+    CONSTRAINT idem_gateway_counts_metric
+        CHECK (metric IN ('accepted', 'duplicate', 'stale', 'tie', 'gap', 'delivered', 'retried', 'dead'))
 ) ENGINE=InnoDB;
 
 CREATE TABLE IF NOT EXISTS idem_gateway_console_sessions (

@@ -44,3 +44,55 @@ pub(super) async fn migrate(pool: &Pool<MySql>) -> Result<(), sqlx::migrate::Mig
     conn.unlock().await.ok();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use idem_sql::Store;
+
+    use crate::store::ops::Ops;
+
+    /// A migration an earlier run left unfinished (`success = FALSE`: a statement failed after
+    /// others had committed) runs again from its first statement, and the rows of the tables it
+    /// had made are kept.
+    #[tokio::test]
+    async fn an_unfinished_migration_runs_again() {
+        let store: Store<sqlx::MySql> = Store::connect(&idem_testkit::mysql_database().await)
+            .await
+            .expect("connect");
+        let pool = store.pool();
+        sqlx::MySql::migrate_gateway(pool).await.expect("migrate");
+        sqlx::query("INSERT INTO idem_gateway_health (id, checked_at) VALUES (1, 42)")
+            .execute(pool)
+            .await
+            .expect("a row");
+        // As a run that failed half-way leaves it; and a table it had not made yet.
+        sqlx::query("UPDATE idem_gateway_migrations SET success = FALSE WHERE version = 1")
+            .execute(pool)
+            .await
+            .expect("mark unfinished");
+        sqlx::query("DROP TABLE idem_gateway_destination_resumes")
+            .execute(pool)
+            .await
+            .expect("drop");
+        sqlx::MySql::migrate_gateway(pool)
+            .await
+            .expect("migrate again");
+        let finished: Vec<(i64, bool)> =
+            sqlx::query_as("SELECT version, success FROM idem_gateway_migrations")
+                .fetch_all(pool)
+                .await
+                .expect("history");
+        assert_eq!(finished, [(1, true)]);
+        let kept: i64 = sqlx::query_scalar("SELECT checked_at FROM idem_gateway_health")
+            .fetch_one(pool)
+            .await
+            .expect("kept");
+        assert_eq!(kept, 42);
+        let resumes: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM idem_gateway_destination_resumes")
+                .fetch_one(pool)
+                .await
+                .expect("made again");
+        assert_eq!(resumes, 0);
+    }
+}
