@@ -10,24 +10,6 @@ use crate::support::{
 };
 use idem_http::verify::stripe;
 
-/// `async fn name<DB: GatewayDb>(url: String)` as `name::postgres` and `name::mysql`, each on a
-/// fresh database that the test's gateways share.
-macro_rules! shared_stores {
-    ($($name:ident),+ $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                super::$name::<idem_sql::sqlx::Postgres>(crate::support::pg_database().await).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn mysql() {
-                super::$name::<idem_sql::sqlx::MySql>(idem_testkit::mysql_database().await).await;
-            }
-        }
-    )+};
-}
-
 shared_stores!(
     two_gateways_on_one_database_deliver_once,
     two_gateways_never_send_one_delivery_at_once_and_keep_entity_order,

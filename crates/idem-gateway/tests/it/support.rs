@@ -311,6 +311,25 @@ macro_rules! both_stores {
     )+};
 }
 
+/// Turns `async fn name<DB: GatewayDb>(url: String)` into `name::postgres` and `name::mysql`,
+/// each on a fresh database that the test's gateway processes share (the stores several
+/// processes can use: not SQLite's).
+macro_rules! shared_stores {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                super::$name::<idem_sql::sqlx::Postgres>(crate::support::pg_database().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mysql() {
+                super::$name::<idem_sql::sqlx::MySql>(idem_testkit::mysql_database().await).await;
+            }
+        }
+    )+};
+}
+
 static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 
 struct Capture;
