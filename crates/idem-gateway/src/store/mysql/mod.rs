@@ -16,6 +16,7 @@ mod rebuild;
 mod relaxed;
 mod renames;
 mod sql;
+mod writes;
 
 use sqlx::mysql::MySqlDatabaseError;
 
