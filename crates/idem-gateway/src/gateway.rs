@@ -32,8 +32,8 @@ pub(crate) fn dispatch_share(pool_size: usize, commits: usize) -> usize {
     pool_size.saturating_sub(commits + OTHER_CONNECTIONS).max(1)
 }
 
-/// A gateway over a store on `DB` ([`idem_sql::sqlx::Sqlite`] or [`idem_sql::sqlx::Postgres`]): what
-/// ingest, dispatch and the admin commands share. Cheap to clone.
+/// A gateway over a store on `DB` ([`idem_sql::sqlx::Sqlite`], [`idem_sql::sqlx::Postgres`] or
+/// [`idem_sql::sqlx::MySql`]): what ingest, dispatch and the admin commands share. Cheap to clone.
 pub struct Gateway<DB: GatewayDb> {
     inner: Arc<Inner<DB>>,
 }

@@ -42,7 +42,7 @@
 //!
 //! ```toml
 //! listen = "127.0.0.1:8080"
-//! database_url = "sqlite://./idem-data/idem.db"      # or postgres://…
+//! database_url = "sqlite://./idem-data/idem.db"      # or postgres://…, mysql://…
 //!
 //! [[source]]
 //! name = "stripe"

@@ -14,6 +14,7 @@
 //! - [`kafka`]: the Kafka tests' broker (`IDEM_TEST_KAFKA`, default `127.0.0.1:19092`), fresh
 //!   topics, produced records and the application's tables;
 //! - [`private_postgres`]: a PostgreSQL server of the test's own, which it stops and starts;
+//! - [`private_mariadb`]: a MariaDB server of the test's own, which it kills and starts again;
 //! - [`silent_server`]: a server that accepts TCP and never answers;
 //! - [`http_client`]: an HTTP client with its own rustls configuration (reqwest has no
 //!   crypto provider to fall back on);
@@ -30,6 +31,7 @@ pub mod mysql;
 pub mod nats;
 pub mod outbox;
 mod placeholders;
+pub mod private_mariadb;
 pub mod private_postgres;
 pub mod silent_server;
 pub mod stale;

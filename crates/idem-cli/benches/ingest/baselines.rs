@@ -14,6 +14,7 @@ use axum::routing::post;
 use idem_core::{Clock, SystemClock};
 use idem_http::verify::Verifier;
 use idem_http::verify::stripe::StripeVerifier;
+use idem_sql::sqlx::mysql::MySqlPoolOptions;
 use idem_sql::sqlx::postgres::PgPoolOptions;
 use idem_sql::sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
@@ -34,12 +35,15 @@ pub(crate) enum Recipe {
     Sqlite(String),
     /// PostgreSQL at this URL, 32 connections.
     Postgres(String),
+    /// MySQL or MariaDB at this URL, 32 connections, the server's default isolation.
+    MySql(String),
 }
 
 enum Db {
     None,
     Sqlite(Pool<sqlx::Sqlite>),
     Postgres(Pool<sqlx::Postgres>),
+    MySql(Pool<sqlx::MySql>),
 }
 
 struct App {
@@ -53,6 +57,15 @@ const TABLES: [&str; 2] = [
 ];
 const CLAIM: &str = "INSERT INTO processed_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING";
 const RECORD: &str = "INSERT INTO ledger (event_id, body) VALUES ($1, $2)";
+
+/// The same tables and statements as a MySQL user writes them.
+const MYSQL_TABLES: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS processed_events (event_id VARBINARY(255) PRIMARY KEY) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS ledger (event_id VARBINARY(255) NOT NULL, body LONGBLOB NOT NULL) \
+     ENGINE=InnoDB",
+];
+const MYSQL_CLAIM: &str = "INSERT IGNORE INTO processed_events (event_id) VALUES (?)";
+const MYSQL_RECORD: &str = "INSERT INTO ledger (event_id, body) VALUES (?, ?)";
 
 /// Starts `recipe`'s server on its own runtime; its `url` takes the webhooks.
 pub(crate) fn start(recipe: Recipe) -> OwnRuntime {
@@ -88,6 +101,18 @@ pub(crate) fn start(recipe: Recipe) -> OwnRuntime {
                 }
                 Db::Postgres(pool)
             }
+            Recipe::MySql(url) => {
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(32)
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect(&url)
+                    .await
+                    .expect("connect to MySQL");
+                for table in MYSQL_TABLES {
+                    sqlx::query(table).execute(&pool).await.expect("create");
+                }
+                Db::MySql(pool)
+            }
         };
         let app = Arc::new(App {
             verifier: StripeVerifier::new([SECRET]).expect("secret"),
@@ -120,6 +145,7 @@ async fn handle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) ->
         Db::None => Ok(()),
         Db::Sqlite(pool) => record_sqlite(pool, &id, &body).await,
         Db::Postgres(pool) => record_postgres(pool, &id, &body).await,
+        Db::MySql(pool) => record_mysql(pool, &id, &body).await,
     };
     match stored {
         Ok(()) => StatusCode::OK,
@@ -130,11 +156,14 @@ async fn handle(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) ->
 /// One transaction per webhook: claim the id, record the event if the claim took, commit.
 macro_rules! record_fn {
     ($name:ident, $db:ty) => {
+        record_fn!($name, $db, CLAIM, RECORD);
+    };
+    ($name:ident, $db:ty, $claim:expr, $record:expr) => {
         async fn $name(pool: &Pool<$db>, id: &str, body: &[u8]) -> Result<(), sqlx::Error> {
             let mut tx = pool.begin().await?;
-            let claimed = sqlx::query(CLAIM).bind(id).execute(&mut *tx).await?;
+            let claimed = sqlx::query($claim).bind(id).execute(&mut *tx).await?;
             if claimed.rows_affected() == 1 {
-                sqlx::query(RECORD)
+                sqlx::query($record)
                     .bind(id)
                     .bind(body)
                     .execute(&mut *tx)
@@ -146,3 +175,4 @@ macro_rules! record_fn {
 }
 record_fn!(record_sqlite, sqlx::Sqlite);
 record_fn!(record_postgres, sqlx::Postgres);
+record_fn!(record_mysql, sqlx::MySql, MYSQL_CLAIM, MYSQL_RECORD);

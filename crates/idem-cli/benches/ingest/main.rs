@@ -6,9 +6,12 @@
 //!   forwarding runs use (an instance of its own), answering 200 once it answered 200: the
 //!   yardstick of end-to-end forwarding, with the same HTTP work and no store;
 //! - **naive recipe**: the ceiling plus one transaction per webhook (SQLite WAL `synchronous =
-//!   FULL` on one connection; PostgreSQL with 32 connections);
+//!   FULL` on one connection; PostgreSQL and MySQL/MariaDB with 32 connections);
 //! - **ingest-only**: `idem serve` without a route, 64 closed-loop connections, unique events
 //!   over 1,000 entities in version order, then 30 % duplicates;
+//! - **MariaDB ingest-only** (issue 29: >= 1.5x the naive recipe on MariaDB): `idem serve` on a
+//!   `mysql://` database, as ingest-only above (the forwarding runs are SQLite's and
+//!   PostgreSQL's);
 //! - **forwarding**: the same load with one route to a local application answering 200 at
 //!   once (`concurrency = 64`): ingest rate and p99 with forwarding on; and again with a route
 //!   `filter` that takes every event (issue 30: ingest with it >= 0.9x without);
@@ -37,7 +40,8 @@
 //! Environment: `IDEM_BENCH_SECS` (closed-loop load per setting, default 8), `IDEM_BENCH_STEP_SECS`
 //! (each open-loop step, default 30), `IDEM_BENCH_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`; empty skips PostgreSQL), `IDEM_BENCH_SQLITE=0`
-//! skips the SQLite gateway runs (to study PostgreSQL alone), `IDEM_BENCH_IDEM` (the `idem` binary to
+//! skips the SQLite gateway runs (to study PostgreSQL alone), `IDEM_BENCH_MYSQL_URL` (a MySQL or
+//! MariaDB server, default `mysql://root@127.0.0.1:3306/`; empty skips MySQL), `IDEM_BENCH_IDEM` (the `idem` binary to
 //! run instead of the one built with the bench: a base build's, to compare two builds back to
 //! back, or a `profiling` build's), `IDEM_BENCH_PERF` (a directory: record a `perf` profile of
 //! each closed-loop forwarding run there, see [`perf`]), `IDEM_BENCH_BASE` (another build's
@@ -57,7 +61,7 @@ mod report;
 use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use idem_sql::sqlx::{self, Connection, PgConnection, SqliteConnection};
+use idem_sql::sqlx::{self, Connection, MySqlConnection, PgConnection, SqliteConnection};
 
 use baselines::Recipe;
 use cpu::{PerEvent, Server, Snapshot};
@@ -108,6 +112,7 @@ struct Baselines {
     forwarder_cpu: PerEvent,
     naive_sqlite: Measured,
     naive_pg: Option<Measured>,
+    naive_mysql: Option<Measured>,
 }
 
 /// What one store's gateway runs measured.
@@ -144,7 +149,9 @@ async fn run() {
         "{:<44} {:>9} {:>9} {:>9} {:>7}",
         "setting", "req/s", "p50 ms", "p99 ms", "errors"
     );
-    let baselines = measure_baselines(&pg_admin, secs, dir.path()).await;
+    let mysql_admin = std::env::var("IDEM_BENCH_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/".into());
+    let baselines = measure_baselines(&pg_admin, &mysql_admin, secs, dir.path()).await;
     let forwarder_rate = baselines.forwarder.rate;
 
     let sqlite = if std::env::var("IDEM_BENCH_SQLITE").is_ok_and(|v| v == "0") {
@@ -182,12 +189,36 @@ async fn run() {
         }
         Some(figures)
     };
-    report::summary(&baselines, sqlite.as_ref(), postgres.as_ref());
+    let mysql = if mysql_admin.is_empty() {
+        None
+    } else {
+        let url = fresh_mysql(&mysql_admin, "ingest").await;
+        let serve = Serve::start(&url, None, None, dir.path()).await;
+        let unique = load::closed_loop(&serve.url, &run_id("i"), secs, 0.0).await;
+        row("idem serve, MariaDB, ingest-only", &unique);
+        let dup = load::closed_loop(&serve.url, &run_id("d"), secs, 0.3).await;
+        row("idem serve, MariaDB, ingest-only, 30 % dup", &dup);
+        drop(serve);
+        drop_mysql(&mysql_admin, &url).await;
+        Some(unique)
+    };
+    report::summary(
+        &baselines,
+        sqlite.as_ref(),
+        postgres.as_ref(),
+        mysql.as_ref(),
+    );
 }
 
 /// The ceiling, the storeless forwarder and the naive recipes (PostgreSQL's unless `pg_admin`
-/// is empty), `secs` of closed-loop load each, their databases in `dir`.
-async fn measure_baselines(pg_admin: &str, secs: u64, dir: &std::path::Path) -> Baselines {
+/// is empty, MySQL's unless `mysql_admin` is), `secs` of closed-loop load each, their databases
+/// in `dir`.
+async fn measure_baselines(
+    pg_admin: &str,
+    mysql_admin: &str,
+    secs: u64,
+    dir: &std::path::Path,
+) -> Baselines {
     let ceiling = {
         let server = baselines::start(Recipe::None);
         load::closed_loop(&server.url, &run_id("c"), secs, 0.0).await
@@ -221,12 +252,25 @@ async fn measure_baselines(pg_admin: &str, secs: u64, dir: &std::path::Path) -> 
         row("naive recipe, PostgreSQL (32 connections)", &measured);
         Some(measured)
     };
+    let naive_mysql = if mysql_admin.is_empty() {
+        None
+    } else {
+        let url = fresh_mysql(mysql_admin, "naive").await;
+        let measured = {
+            let server = baselines::start(Recipe::MySql(url.clone()));
+            load::closed_loop(&server.url, &run_id("n"), secs, 0.0).await
+        };
+        drop_mysql(mysql_admin, &url).await;
+        row("naive recipe, MariaDB (32 connections)", &measured);
+        Some(measured)
+    };
     Baselines {
         ceiling,
         forwarder,
         forwarder_cpu,
         naive_sqlite,
         naive_pg,
+        naive_mysql,
     }
 }
 
@@ -446,6 +490,36 @@ async fn drop_pg(admin_url: &str, url: &str) {
     let name = url.rsplit_once('/').map_or(url, |(_, n)| n);
     if let Ok(mut admin) = PgConnection::connect(admin_url).await {
         let drop = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
+            .execute(&mut admin)
+            .await;
+    }
+}
+
+/// A fresh database `idem_bench_{pid}_{tag}` on the MySQL server of `admin_url`; its URL.
+async fn fresh_mysql(admin_url: &str, tag: &str) -> String {
+    let base = admin_url.trim_end_matches('/');
+    let name = format!("idem_bench_{}_{tag}", std::process::id());
+    let mut admin = MySqlConnection::connect(admin_url)
+        .await
+        .expect("connect to MySQL");
+    for statement in [
+        format!("DROP DATABASE IF EXISTS `{name}`"),
+        format!("CREATE DATABASE `{name}`"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&mut admin)
+            .await
+            .expect("create the bench database");
+    }
+    format!("{base}/{name}")
+}
+
+/// Drops the MySQL bench database at `url`.
+async fn drop_mysql(admin_url: &str, url: &str) {
+    let name = url.rsplit_once('/').map_or(url, |(_, n)| n);
+    if let Ok(mut admin) = MySqlConnection::connect(admin_url).await {
+        let drop = format!("DROP DATABASE IF EXISTS `{name}`");
         let _ = sqlx::query(sqlx::AssertSqlSafe(drop))
             .execute(&mut admin)
             .await;

@@ -32,6 +32,7 @@ pub(crate) fn summary(
     b: &Baselines,
     sqlite: Option<&StoreFigures>,
     postgres: Option<&StoreFigures>,
+    mysql: Option<&Measured>,
 ) {
     println!("\nratios and CPU per event (target in brackets):");
     if let Some(sqlite) = sqlite {
@@ -48,6 +49,12 @@ pub(crate) fn summary(
         println!(
             "  PostgreSQL ingest-only / naive PG       {:>6.2}x  [>= 2]",
             ratio(pg.ingest.rate, naive.rate)
+        );
+    }
+    if let (Some(ingest), Some(naive)) = (mysql, &b.naive_mysql) {
+        println!(
+            "  MariaDB ingest-only / naive MariaDB     {:>6.2}x  [>= 1.5]",
+            ratio(ingest.rate, naive.rate)
         );
     }
     println!(

@@ -69,6 +69,7 @@ async fn read(
     match open_gateway(url).await? {
         Some(AnyStore::Sqlite(store)) => via_gateway(store, config, what).await,
         Some(AnyStore::Postgres(store)) => via_gateway(store, config, what).await,
+        Some(AnyStore::MySql(store)) => via_gateway(store, config, what).await,
         _ => with_db!(db, store => direct(&store, what).await),
     }
 }

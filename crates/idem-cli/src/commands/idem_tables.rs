@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use anyhow::bail;
 use idem_sql::redact_url;
-use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::sqlx::{MySql, Postgres, Sqlite};
 use idem_sql::{AnyStore, DatabaseKind, PoolOptions, Store};
 use serde_json::{Value, json};
 
 pub(super) enum Db {
     Sqlite(Store<Sqlite>),
     Postgres(Store<Postgres>),
+    MySql(Store<MySql>),
 }
 
 /// Runs `$body` with `$store` bound to the opened store, whichever database it is on.
@@ -21,11 +22,12 @@ macro_rules! with_db {
         match $db {
             Db::Sqlite($store) => $body,
             Db::Postgres($store) => $body,
+            Db::MySql($store) => $body,
         }
     };
 }
 
-/// How long opening a PostgreSQL database may take: a server that does not answer at all
+/// How long opening a PostgreSQL or MySQL database may take: a server that does not answer at all
 /// (packets dropped) would otherwise hold the command for the operating system's TCP timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -33,17 +35,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// user and password.
 ///
 /// # Errors
-/// A URL that is neither SQLite nor PostgreSQL, a database that cannot be opened (a SQLite file
-/// that does not exist is not created; a PostgreSQL server that refuses, or rejects the login,
-/// is reported at once with the driver's reason; one that does not answer, after 10 s), or a
+/// A URL that is not SQLite, PostgreSQL or MySQL, a database that cannot be opened (a SQLite
+/// file that does not exist is not created; a server that refuses, or rejects the login, is
+/// reported at once with the driver's reason; one that does not answer, after 10 s), or a
 /// missing `table`, each naming the database.
 pub(super) async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
     let shown = redact_url(url);
-    if !matches!(
-        DatabaseKind::of(url),
-        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres)
-    ) {
-        bail!("database {shown:?} is neither sqlite:// nor postgres://");
+    if DatabaseKind::of(url).is_none() {
+        bail!("database {shown:?} is not sqlite://, postgres:// or mysql://");
     }
     let options = PoolOptions::default()
         .max_connections(1)
@@ -52,7 +51,8 @@ pub(super) async fn open(url: &str, table: &'static str) -> anyhow::Result<Db> {
     match AnyStore::open_existing(url, table, options).await {
         Ok(AnyStore::Sqlite(store)) => Ok(Db::Sqlite(store)),
         Ok(AnyStore::Postgres(store)) => Ok(Db::Postgres(store)),
-        Ok(_) => bail!("database {shown:?} is neither sqlite:// nor postgres://"),
+        Ok(AnyStore::MySql(store)) => Ok(Db::MySql(store)),
+        Ok(_) => bail!("database {shown:?} is not sqlite://, postgres:// or mysql://"),
         // The registry came with migration 0007: a database of an older idem lacks only it.
         Err(idem_sql::Error::MissingTable {
             url,

@@ -11,7 +11,7 @@ use super::idem_tables::{Db, open, with_db};
 /// first_seen_exact, last_seen}` (times in milliseconds since the Unix epoch).
 ///
 /// # Errors
-/// A URL of no SQLite or PostgreSQL database, a database that cannot be opened (a SQLite file
+/// A URL of no SQLite, PostgreSQL or MySQL database, a database that cannot be opened (a SQLite file
 /// is never created), a database without `idem_consumers` (named in the message: one migrated
 /// by an idem older than the consumer registry), or a failed read.
 pub(super) async fn rows(url: &str) -> anyhow::Result<Value> {

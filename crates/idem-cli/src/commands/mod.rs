@@ -29,7 +29,7 @@ use idem_gateway::{Config, DatabaseKind, Gateway, GatewayDb};
 use std::time::Duration;
 
 use idem_sql::redact_url;
-use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::sqlx::{MySql, Postgres, Sqlite};
 use idem_sql::{AnyStore, PoolOptions, Store};
 
 use crate::cli::{Cli, Command, DestinationCommand, DlqCommand, EventsCommand, ReplayArgs};
@@ -176,22 +176,27 @@ async fn on_database(
             let store = Store::<Postgres>::connect_with_options(&url, pool(&config, serve)).await?;
             on_store(on_gateway, config, store).await
         }
+        Some(DatabaseKind::MySql) if serve => {
+            let store = Store::<MySql>::connect_with_options(&url, pool(&config, serve)).await?;
+            on_store(on_gateway, config, store).await
+        }
         // Admin commands read what `idem serve` made: they never create a database.
-        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres) => {
+        Some(_) => {
             match AnyStore::open_existing(&url, "idem_gateway_events", pool(&config, serve))
                 .await
                 .map_err(no_tables)?
             {
                 AnyStore::Sqlite(store) => on_store(on_gateway, config, store).await,
                 AnyStore::Postgres(store) => on_store(on_gateway, config, store).await,
+                AnyStore::MySql(store) => on_store(on_gateway, config, store).await,
                 _ => bail!(
-                    "database_url {:?} is neither sqlite:// nor postgres://",
+                    "database_url {:?} is not sqlite://, postgres:// or mysql://",
                     redact_url(&config.database_url)
                 ),
             }
         }
-        _ => bail!(
-            "database_url {:?} is neither sqlite:// nor postgres://",
+        None => bail!(
+            "database_url {:?} is not sqlite://, postgres:// or mysql://",
             redact_url(&config.database_url)
         ),
     }
@@ -208,7 +213,8 @@ async fn check_database(config: Config) -> anyhow::Result<ExitCode> {
     {
         AnyStore::Sqlite(store) => Gateway::new(config, store).unconfigured_routes().await?,
         AnyStore::Postgres(store) => Gateway::new(config, store).unconfigured_routes().await?,
-        _ => bail!("database_url {shown:?} is neither sqlite:// nor postgres://"),
+        AnyStore::MySql(store) => Gateway::new(config, store).unconfigured_routes().await?,
+        _ => bail!("database_url {shown:?} is not sqlite://, postgres:// or mysql://"),
     };
     if stray.is_empty() {
         outln!("database {shown}: every stored route name is configured, renamed or retired")?;

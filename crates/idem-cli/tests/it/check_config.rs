@@ -45,12 +45,12 @@ url = "http://127.0.0.1:3000"
         assert!(!stdout.contains(secret), "{stdout}");
     }
 
-    std::fs::write(&path, "database_url = \"mysql://db/x?password=s3cret\"\n").unwrap();
+    std::fs::write(&path, "database_url = \"redis://db/x?password=s3cret\"\n").unwrap();
     let output = check(&path);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(
-        stderr.contains("database_url = \"mysql://db/x?password=***\" is not valid"),
+        stderr.contains("database_url = \"redis://db/x?password=***\" is not valid"),
         "{stderr}"
     );
     assert!(!stderr.contains("s3cret"), "{stderr}");

@@ -219,7 +219,7 @@ async fn bad_databases_exit_2_naming_the_problem() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("neither sqlite:// nor postgres://"),
+        stderr(&out).contains("is not sqlite://, postgres:// or mysql://"),
         "{}",
         stderr(&out)
     );

@@ -10,6 +10,7 @@ mod demo_console;
 mod faults;
 mod gateway_ops;
 mod lint_inventory;
+mod mysql_gateway;
 mod nats_destination;
 mod operator_cli;
 mod relays;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use idem_broker::{HttpPublisher, Relay};
 use idem_core::EffectKey;
 use idem_core::Name;
-use idem_sql::sqlx::{Postgres, Sqlite};
+use idem_sql::sqlx::{MySql, Postgres, Sqlite};
 use idem_sql::{Backend, Store};
 use idem_sql::{
     CallOutcome, DeadLetterRecord, EffectCall, EffectStatus, EffectWorker, Enqueued, MessageId,
@@ -333,6 +333,11 @@ async fn effects_commands_on_postgres() {
     effects_commands::<Postgres>(&pg_database().await).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn effects_commands_on_mysql() {
+    effects_commands::<MySql>(&idem_testkit::mysql_database().await).await;
+}
+
 async fn outbox_commands<DB: Backend + AppDb>(url: &str) {
     let store = app::<DB>(url).await;
     let mut tx = store.begin().await.unwrap();
@@ -461,6 +466,11 @@ async fn outbox_commands_on_postgres() {
     outbox_commands::<Postgres>(&pg_database().await).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbox_commands_on_mysql() {
+    outbox_commands::<MySql>(&idem_testkit::mysql_database().await).await;
+}
+
 async fn dead_letter_commands<DB: Backend>(url: &str) {
     let store = app::<DB>(url).await;
     let letter = DeadLetterRecord {
@@ -531,6 +541,11 @@ async fn dead_letter_commands_on_postgres() {
     dead_letter_commands::<Postgres>(&pg_database().await).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_commands_on_mysql() {
+    dead_letter_commands::<MySql>(&idem_testkit::mysql_database().await).await;
+}
+
 #[test]
 fn a_database_without_idem_tables_is_named_and_never_created() {
     let dir = tempfile::tempdir().unwrap();
@@ -542,9 +557,9 @@ fn a_database_without_idem_tables_is_named_and_never_created() {
         "{stderr}"
     );
     assert!(!path.exists(), "the command created a database");
-    let stderr = refused("mysql://x", &["outbox", "list"]);
+    let stderr = refused("redis://x", &["outbox", "list"]);
     assert!(
-        stderr.contains("neither sqlite:// nor postgres://"),
+        stderr.contains("is not sqlite://, postgres:// or mysql://"),
         "{stderr}"
     );
 }
@@ -599,11 +614,13 @@ fn a_password_in_the_query_string_is_never_printed() {
     assert!(!stderr.contains("s3cret"), "{stderr}");
     assert!(!stderr.contains("k3y"), "{stderr}");
     let stderr = refused(
-        "mysql://app:s3cret@db/x?password=s3cret",
+        "redis://app:s3cret@db/x?password=s3cret",
         &["outbox", "list"],
     );
     assert!(
-        stderr.contains("\"mysql://***@db/x?password=***\" is neither sqlite:// nor postgres://"),
+        stderr.contains(
+            "\"redis://***@db/x?password=***\" is not sqlite://, postgres:// or mysql://"
+        ),
         "{stderr}"
     );
 }

@@ -2,12 +2,12 @@
 
 use idem_sql::DatabaseKind;
 
-/// Whether `url` names a database the gateway's tables (and the relays' reads) can live in:
-/// SQLite or PostgreSQL. MySQL is idem-sql's third store, but not (yet) the gateway's.
+/// Whether `url` names a database the gateway's tables can live in: SQLite, PostgreSQL, MySQL
+/// or MariaDB (every store of idem-sql).
 pub(super) fn holds_gateway_tables(url: &str) -> bool {
     matches!(
         DatabaseKind::of(url),
-        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres)
+        Some(DatabaseKind::Sqlite | DatabaseKind::Postgres | DatabaseKind::MySql)
     )
 }
 

@@ -107,7 +107,8 @@ fn address(field: &str, text: &str, example: &str) -> Result<SocketAddr, ConfigE
     })
 }
 
-/// `database_url`: SQLite or PostgreSQL, the databases the gateway's tables live in.
+/// `database_url`: SQLite, PostgreSQL, MySQL or MariaDB, the databases the gateway's tables live
+/// in.
 fn database_url(raw: &RawConfig) -> Result<String, ConfigError> {
     let database_url = raw
         .database_url
@@ -117,7 +118,7 @@ fn database_url(raw: &RawConfig) -> Result<String, ConfigError> {
         return Err(ConfigError::BadValue {
             field: "database_url".into(),
             value: idem_sql::redact_url(&database_url),
-            expected: "a sqlite:// or postgres:// URL".into(),
+            expected: "a sqlite://, postgres:// or mysql:// URL".into(),
         });
     }
     Ok(database_url)

@@ -166,6 +166,7 @@ mod tests {
         for sql in [
             include_str!("../../migrations/sqlite/0009_console_counts_and_sessions.sql"),
             include_str!("../../migrations/postgres/0009_console_counts_and_sessions.sql"),
+            include_str!("../../migrations/mysql/0001_gateway.sql"),
         ] {
             assert!(sql.contains(&check), "{check}");
         }

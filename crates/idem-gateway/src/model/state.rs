@@ -90,6 +90,7 @@ mod tests {
         for sql in [
             include_str!("../../migrations/sqlite/0001_gateway.sql"),
             include_str!("../../migrations/postgres/0001_gateway.sql"),
+            include_str!("../../migrations/mysql/0001_gateway.sql"),
         ] {
             assert!(
                 sql.contains(&format!("CHECK (state IN ({states}))")),

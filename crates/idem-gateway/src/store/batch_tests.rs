@@ -1,4 +1,4 @@
-//! The batched claim and outcome statements on both databases: which rows a batch takes, and
+//! The batched claim and outcome statements on every database: which rows a batch takes, and
 //! that a holder whose claim lapsed and was taken over writes nothing.
 
 use idem_sql::Store;
@@ -216,4 +216,65 @@ async fn postgres_a_stored_event_is_none_in_its_place() {
         .await
         .expect("connect");
     a_stored_event_is_none_in_its_place::<sqlx::Postgres>(store).await;
+}
+
+/// A MySQL store on a fresh database of this test process.
+async fn mysql_store() -> Store<sqlx::MySql> {
+    Store::connect(&idem_testkit::mysql_database().await)
+        .await
+        .expect("connect")
+}
+
+#[tokio::test]
+async fn mysql_batch_claims_only_what_is_still_due() {
+    batch_claims_only_what_is_still_due(mysql_store().await).await;
+}
+
+#[tokio::test]
+async fn mysql_a_lapsed_holder_writes_nothing() {
+    a_lapsed_holder_writes_nothing(mysql_store().await).await;
+}
+
+#[tokio::test]
+async fn mysql_a_stored_event_is_none_in_its_place() {
+    a_stored_event_is_none_in_its_place(mysql_store().await).await;
+}
+
+/// Event ids that differ only in case or in a trailing space are three events, each found by
+/// its own id: keys compare byte for byte (on MySQL the default collations would make them one).
+async fn ids_differing_in_case_or_trailing_space_are_distinct<DB: GatewayDb>(store: Store<DB>) {
+    DB::migrate_gateway(store.pool()).await.expect("migrate");
+    let ids = ["evt_a", "evt_A", "evt_a "];
+    let events: Vec<NewEvent<'_>> = ids.iter().map(|id| stripe_event(id, 1)).collect();
+    let mut tx = store.begin().await.expect("begin");
+    let rows = DB::insert_events(&mut tx, &events).await.expect("insert");
+    tx.commit().await.expect("commit");
+    assert!(rows.iter().all(Option::is_some), "{rows:?}");
+    let mut conn = store.pool().acquire().await.expect("connection");
+    for (row, id) in rows.iter().zip(ids) {
+        let stored = DB::find_event(&mut conn, "stripe", id)
+            .await
+            .expect("find")
+            .expect("stored");
+        assert_eq!((*row, stored.event_id.as_str()), (Some(stored.id), id));
+    }
+}
+
+#[tokio::test]
+async fn sqlite_ids_differing_in_case_or_trailing_space_are_distinct() {
+    let (_dir, store) = idem_testkit::sqlite_store().await;
+    ids_differing_in_case_or_trailing_space_are_distinct(store).await;
+}
+
+#[tokio::test]
+async fn postgres_ids_differing_in_case_or_trailing_space_are_distinct() {
+    let store = Store::connect(&idem_testkit::pg_database().await)
+        .await
+        .expect("connect");
+    ids_differing_in_case_or_trailing_space_are_distinct::<sqlx::Postgres>(store).await;
+}
+
+#[tokio::test]
+async fn mysql_ids_differing_in_case_or_trailing_space_are_distinct() {
+    ids_differing_in_case_or_trailing_space_are_distinct(mysql_store().await).await;
 }

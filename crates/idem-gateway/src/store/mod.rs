@@ -1,5 +1,7 @@
-//! The gateway's tables (events, deliveries, attempts) on SQLite and PostgreSQL, beside idem's
-//! own (inbox, version guard, leases), in the same database.
+//! The gateway's tables (events, deliveries, attempts) on SQLite, PostgreSQL and MySQL/MariaDB,
+//! beside idem's own (inbox, version guard, leases), in the same database. SQLite and PostgreSQL
+//! share one SQL text (`sql.rs` and each concern's module); MySQL's dialect has its own
+//! (`mysql/`, a file per concern).
 
 #[cfg(test)]
 mod batch_tests;
@@ -7,6 +9,7 @@ mod console;
 mod consumer_counts;
 mod counts;
 mod monitor;
+mod mysql;
 mod pauses;
 mod rebuild;
 mod relaxed;
@@ -39,9 +42,10 @@ pub(crate) const ROWS_PER_INSERT: usize = 1_000;
 /// Which database a URL names: idem-sql's, the one every opener of the workspace reads.
 pub use idem_sql::DatabaseKind;
 
-/// A database that can hold the gateway's tables: [`sqlx::Sqlite`] or [`sqlx::Postgres`].
+/// A database that can hold the gateway's tables: [`sqlx::Sqlite`], [`sqlx::Postgres`] or
+/// [`sqlx::MySql`] (MySQL 8.0 or later, MariaDB 10.6 or later).
 ///
-/// Sealed: the statements the gateway needs are implemented for these two only.
+/// Sealed: the statements the gateway needs are implemented for these three only.
 pub trait GatewayDb:
     Backend
     + ops::Ops
@@ -58,6 +62,7 @@ pub trait GatewayDb:
 
 impl GatewayDb for sqlx::Sqlite {}
 impl GatewayDb for sqlx::Postgres {}
+impl GatewayDb for sqlx::MySql {}
 
 /// The operations behind [`GatewayDb`]; unnameable outside the crate.
 pub(crate) mod ops {

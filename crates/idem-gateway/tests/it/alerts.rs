@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use idem_gateway::{Config, GatewayDb};
 use idem_http::verify::stripe;
-use idem_sql::{PgStore, SqliteStore};
+use idem_sql::{SqliteStore, Store};
 use idem_testkit::downstream::Received;
 
-use crate::support::{Downstream, Running, SW_NEW, pg_database, post, stripe_event, unix_now};
+use crate::support::{Downstream, Running, SW_NEW, post, stripe_event, unix_now};
 
 fn env(var: &str) -> Option<String> {
     match var {
@@ -249,12 +249,12 @@ async fn each_condition_fires_once_and_clears_once_across_a_restart() {
     gw.server.shutdown().await.unwrap();
 }
 
-/// Two gateways on one PostgreSQL database each refuse two forged requests: only their sum
+shared_stores!(two_gateways_add_their_refusals_and_alert_once);
+
+/// Two gateways on one database each refuse two forged requests: only their sum
 /// (four) is over the limit (three), and the alert fires once and clears once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_gateways_add_their_refusals_and_alert_once() {
+async fn two_gateways_add_their_refusals_and_alert_once<DB: GatewayDb>(url: String) {
     crate::support::capture_logs();
-    let url = pg_database().await;
     let dead = Downstream::start(Arc::new(|_| StatusCode::OK)).await;
     let waiting = Downstream::start(Arc::new(|_| StatusCode::OK)).await;
     let receiver = Downstream::start(Arc::new(|_| StatusCode::OK)).await;
@@ -263,7 +263,7 @@ async fn two_gateways_add_their_refusals_and_alert_once() {
     let start = async || {
         Running::start(
             Config::from_toml(&text, &env).unwrap(),
-            PgStore::connect(&url).await.unwrap(),
+            Store::<DB>::connect(&url).await.unwrap(),
         )
         .await
     };

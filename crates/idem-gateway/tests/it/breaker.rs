@@ -16,12 +16,12 @@ use idem_core::Timestamp;
 use idem_gateway::{Config, Gateway, GatewayDb};
 use idem_http::verify::Verifier;
 use idem_http::verify::standard_webhooks::StandardWebhooksVerifier;
-use idem_sql::{PgStore, Store};
+use idem_sql::Store;
 use idem_testkit::downstream::Received;
 use idem_testkit::{AppDb, Value};
 
 use crate::support::{
-    Downstream, Running, STRIPE_SECRET, SW_NEW, count, pg_database, post, stripe_event, unix_now,
+    Downstream, Running, STRIPE_SECRET, SW_NEW, count, post, stripe_event, unix_now,
 };
 use idem_http::verify::stripe;
 
@@ -353,24 +353,24 @@ async fn a_failing_destination_is_paused_probed_and_resumed<DB: GatewayDb + AppD
 
 both_stores!(a_failing_destination_is_paused_probed_and_resumed);
 
-/// Two gateways on one PostgreSQL database, events posted to both: one automatic pause, one
+shared_stores!(two_gateways_pause_probe_and_alert_once);
+
+/// Two gateways on one database, events posted to both: one automatic pause, one
 /// probe per cool-down (the first probe is the only request between the pause and its
 /// failure), one notification per alert.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_gateways_pause_probe_and_alert_once() {
+async fn two_gateways_pause_probe_and_alert_once<DB: GatewayDb + idem_testkit::AppDb>(url: String) {
     crate::support::capture_logs();
-    let url = pg_database().await;
     let (downstream, open) = gated().await;
     let receiver = Downstream::start(Arc::new(|_| StatusCode::OK)).await;
     let name = "breaker_two";
     let a = Running::start(
         config(&downstream, &receiver, name),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
     let b = Running::start(
         config(&downstream, &receiver, name),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
     breaker_round(&[&a, &b], name, (&downstream, &open, &receiver)).await;

@@ -1,31 +1,35 @@
-//! Two gateway processes sharing one PostgreSQL database.
+//! Two gateway processes sharing one database: PostgreSQL (`name::postgres`) and MySQL/MariaDB
+//! (`name::mysql`), the stores several processes can share.
 
-use idem_gateway::Config;
-use idem_sql::PgStore;
+use idem_gateway::{Config, GatewayDb};
+use idem_sql::Store;
 
 use crate::support::{
-    Downstream, Running, STRIPE_SECRET, capture_logs, config_text, env, pg_database, post,
-    stripe_event, unix_now, versions_by_created,
+    Downstream, Running, STRIPE_SECRET, capture_logs, config_text, env, post, stripe_event,
+    unix_now, versions_by_created,
 };
 use idem_http::verify::stripe;
+
+shared_stores!(
+    two_gateways_on_one_database_deliver_once,
+    two_gateways_never_send_one_delivery_at_once_and_keep_entity_order,
+);
 
 /// The same Stripe event posted to two gateways at once: one `accepted`, one `duplicate`, one
 /// delivery; and a stream of events posted to both, each delivered exactly once although both
 /// dispatchers compete for every delivery.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_gateways_on_one_postgres_deliver_once() {
+async fn two_gateways_on_one_database_deliver_once<DB: GatewayDb>(url: String) {
     capture_logs();
-    let url = pg_database().await;
     let downstream = Downstream::ok().await;
     let text = config_text(downstream.addr, r#"["10ms", "20ms"]"#);
     let a = Running::start(
         Config::from_toml(&text, &env).unwrap(),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
     let b = Running::start(
         Config::from_toml(&text, &env).unwrap(),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
 
@@ -81,17 +85,17 @@ async fn two_gateways_on_one_postgres_deliver_once() {
     b.server.shutdown().await.unwrap();
 }
 
-/// Two gateways on one PostgreSQL database under concurrent load: 20 entities, 10 versions
+/// Two gateways on one database under concurrent load: 20 entities, 10 versions
 /// each, every entity's events posted in version order alternately to either gateway, while the
 /// application takes 5 ms per request. Both dispatchers claim from the same rows, yet no
 /// delivery is ever sent by both at once, each is delivered once, and each entity's events
 /// arrive in version order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_gateways_never_send_one_delivery_at_once_and_keep_entity_order() {
+async fn two_gateways_never_send_one_delivery_at_once_and_keep_entity_order<DB: GatewayDb>(
+    url: String,
+) {
     use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
 
-    let url = pg_database().await;
     let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
     let overlaps: Arc<Mutex<Vec<String>>> = Arc::default();
     let (busy, seen) = (Arc::clone(&in_flight), Arc::clone(&overlaps));
@@ -109,7 +113,7 @@ async fn two_gateways_never_send_one_delivery_at_once_and_keep_entity_order() {
     let start = |url: String, text: String| async move {
         Running::start(
             Config::from_toml(&text, &env).unwrap(),
-            PgStore::connect(&url).await.unwrap(),
+            Store::<DB>::connect(&url).await.unwrap(),
         )
         .await
     };

@@ -1,5 +1,6 @@
 //! The gateway under faults, each made for real: a full disk (a size-capped tmpfs), a database
-//! that accepts TCP and never answers, a PostgreSQL server stopped and started again, slow
+//! that accepts TCP and never answers, a PostgreSQL server stopped and a MariaDB server killed,
+//! each started again, slow
 //! clients that send a byte every 200 ms. No accepted event is lost; every webhook is answered
 //! within its deadline; nothing needs a restart to recover.
 
@@ -8,7 +9,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use idem_gateway::{Config, GatewayDb};
-use idem_sql::{PgStore, PoolOptions, SqliteStore};
+use idem_sql::{PgStore, PoolOptions, SqliteStore, Store};
+use idem_testkit::private_mariadb::PrivateMariaDb;
 use idem_testkit::private_postgres::PrivatePostgres;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -206,16 +208,64 @@ async fn a_full_disk_recovers_without_a_restart() {
     running.server.shutdown().await.unwrap();
 }
 
-/// PostgreSQL stopped (connections refused) for 5 s under a sender: every webhook is answered
-/// 503 with `Retry-After` within `database_timeout` (2 s) plus 50 %, `/readyz` answers 503 within
-/// `readyz_timeout` (1 s) plus 50 %; once the server is back, `/readyz` says ready only when
-/// ingest works, and every event answered 200 is delivered (at least once, under its key).
+/// A database server of the test's own, which it takes away and brings back.
+trait Outage {
+    fn url(&self) -> String;
+    /// Connections are refused from its return on.
+    fn stop(&self);
+    fn start_again(&self);
+}
+
+impl Outage for PrivatePostgres {
+    fn url(&self) -> String {
+        PrivatePostgres::url(self)
+    }
+
+    fn stop(&self) {
+        PrivatePostgres::stop(self);
+    }
+
+    fn start_again(&self) {
+        PrivatePostgres::start_again(self);
+    }
+}
+
+impl Outage for PrivateMariaDb {
+    fn url(&self) -> String {
+        PrivateMariaDb::url(self)
+    }
+
+    /// SIGKILL: the server crashes, and recovers from InnoDB's log at the next start.
+    fn stop(&self) {
+        PrivateMariaDb::kill(self);
+    }
+
+    fn start_again(&self) {
+        PrivateMariaDb::start_again(self);
+    }
+}
+
+/// PostgreSQL stopped (connections refused) for 5 s under a sender: see [`database_outage`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_database_answers_503_within_the_deadline_and_recovers() {
-    let pg = PrivatePostgres::start();
+    database_outage::<idem_sql::sqlx::Postgres>(&PrivatePostgres::start()).await;
+}
+
+/// MariaDB killed (`kill -9`) for 5 s under a sender, then started again: see
+/// [`database_outage`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_mariadb_answers_503_within_the_deadline_and_recovers() {
+    database_outage::<idem_sql::sqlx::MySql>(&PrivateMariaDb::start()).await;
+}
+
+/// The database away for 5 s under a sender: every webhook is answered 503 with `Retry-After`
+/// within `database_timeout` (2 s) plus 50 %, `/readyz` answers 503 within `readyz_timeout`
+/// (1 s) plus 50 %; once the server is back, `/readyz` says ready only when ingest works, and
+/// every event answered 200 is delivered (at least once, under its key).
+async fn database_outage<DB: GatewayDb>(pg: &impl Outage) {
     let database_timeout = idem_gateway::DEFAULT_DATABASE_TIMEOUT;
     let readyz_timeout = idem_gateway::DEFAULT_READYZ_TIMEOUT;
-    let store = PgStore::connect_with_options(
+    let store = Store::<DB>::connect_with_options(
         &pg.url(),
         PoolOptions::default().acquire_timeout(database_timeout),
     )
@@ -268,7 +318,7 @@ async fn a_stopped_database_answers_503_within_the_deadline_and_recovers() {
     while readyz(&running).await != 200 {
         assert!(
             back.elapsed() < Duration::from_secs(15),
-            "/readyz not ready 15 s after PostgreSQL came back"
+            "/readyz not ready 15 s after the database came back"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use idem_gateway::{Config, Gateway, GatewayDb};
-use idem_sql::{PgStore, Store};
+use idem_sql::Store;
 use idem_testkit::AppDb;
 
 use crate::support::{
-    Downstream, Running, STRIPE_SECRET, count, env, pg_database, post, stripe_event, unix_now,
+    Downstream, Running, STRIPE_SECRET, count, env, post, stripe_event, unix_now,
     versions_by_event_id,
 };
 use idem_http::verify::stripe;
@@ -177,28 +177,28 @@ async fn a_paused_destination_waits_and_resumes_in_entity_order<DB: GatewayDb + 
 
 both_stores!(a_paused_destination_waits_and_resumes_in_entity_order);
 
-/// Two gateways on one PostgreSQL database: a pause set through one's admin API is read by the
+shared_stores!(two_gateways_honour_a_pause_set_through_either);
+
+/// Two gateways on one database: a pause set through one's admin API is read by the
 /// other's dispatcher (within its 20 ms poll); events posted to both meanwhile wait, with no
 /// attempt and no dead letter; a resume through the same API, after the downstream recovered,
 /// sends each once, each entity's in version order. An unknown destination is refused naming
 /// the configured ones.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_gateways_honour_a_pause_set_through_either() {
+async fn two_gateways_honour_a_pause_set_through_either<DB: GatewayDb + AppDb>(url: String) {
     crate::support::capture_logs();
-    let url = pg_database().await;
     let (downstream, open) = gated_downstream().await;
     let name = "paused_two";
     let a = Running::start(
         config(&downstream, name),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
     let b = Running::start(
         config(&downstream, name),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
-    let admin = |gw: &Running<idem_sql::sqlx::Postgres>, path: &str| {
+    let admin = |gw: &Running<DB>, path: &str| {
         gw.client
             .post(format!("{}/admin/destinations/{path}", gw.url))
             .bearer_auth("admin-token")

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use idem_core::{Clock, SystemClock};
 use idem_gateway::{Config, Gateway, GatewayDb, Server, Stats};
 use idem_http::verify::stripe;
-use idem_sql::{PgStore, SqliteStore, Store};
+use idem_sql::{MySqlStore, PgStore, SqliteStore, Store};
 use idem_testkit::AppDb;
 use tempfile::TempDir;
 
@@ -267,13 +267,23 @@ pub(crate) async fn postgres(clock: Arc<dyn Clock>) -> (Option<TempDir>, PgStore
     (None, store)
 }
 
+/// A store on a fresh MySQL (MariaDB) database of this test process
+/// (`idem_testkit::mysql_database`, `IDEM_TEST_MYSQL_URL`), with `clock`.
+pub(crate) async fn mysql(clock: Arc<dyn Clock>) -> (Option<TempDir>, MySqlStore) {
+    let store = MySqlStore::connect(&idem_testkit::mysql_database().await)
+        .await
+        .unwrap()
+        .with_clock(clock);
+    (None, store)
+}
+
 /// The system clock, shared.
 pub(crate) fn system_clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock)
 }
 
-/// Turns `async fn name<DB: GatewayDb>(store: Store<DB>)` into `name::sqlite` and
-/// `name::postgres`, each on a fresh database with the system clock.
+/// Turns `async fn name<DB: GatewayDb>(store: Store<DB>)` into `name::sqlite`,
+/// `name::postgres` and `name::mysql`, each on a fresh database with the system clock.
 macro_rules! both_stores {
     ($($name:ident),+ $(,)?) => {$(
         mod $name {
@@ -289,6 +299,32 @@ macro_rules! both_stores {
                 $crate::support::capture_logs();
                 let (_dir, store) = $crate::support::postgres($crate::support::system_clock()).await;
                 super::$name(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mysql() {
+                $crate::support::capture_logs();
+                let (_dir, store) = $crate::support::mysql($crate::support::system_clock()).await;
+                super::$name(store).await;
+            }
+        }
+    )+};
+}
+
+/// Turns `async fn name<DB: GatewayDb>(url: String)` into `name::postgres` and `name::mysql`,
+/// each on a fresh database that the test's gateway processes share (the stores several
+/// processes can use: not SQLite's).
+macro_rules! shared_stores {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                super::$name::<idem_sql::sqlx::Postgres>(crate::support::pg_database().await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mysql() {
+                super::$name::<idem_sql::sqlx::MySql>(idem_testkit::mysql_database().await).await;
             }
         }
     )+};

@@ -17,13 +17,12 @@ use std::time::{Duration, Instant};
 use idem_gateway::console::{Health, Overview, SeriesRow};
 use idem_gateway::counters::Metric;
 use idem_gateway::{Config, GatewayDb};
-use idem_sql::PgStore;
+use idem_sql::Store;
 use idem_testkit::AppDb;
 
 use super::seq;
 use crate::support::{
-    Downstream, Running, capture_logs, config_text, count, pg_database, sqlite, stripe_event,
-    system_clock,
+    Downstream, Running, capture_logs, config_text, count, sqlite, stripe_event, system_clock,
 };
 
 /// The test configuration, plus source `seq` (to `app`) and destination `later` (at `later`,
@@ -328,21 +327,21 @@ async fn the_overview_counts_what_the_rows_and_the_commands_show_sqlite() {
     overview_on_sqlite().await;
 }
 
-/// Two gateway processes' worth (two servers, two pools) on one PostgreSQL database: what
+shared_stores!(the_overview_counts_what_two_processes_counted);
+
+/// Two gateway processes' worth (two servers, two pools) on one database: what
 /// each counted is in both overviews.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_overview_counts_what_the_rows_and_the_commands_show_postgres() {
+async fn the_overview_counts_what_two_processes_counted<DB: GatewayDb + AppDb>(url: String) {
     capture_logs();
     let (downstream, later) = (downstream().await, fails_once().await);
-    let url = pg_database().await;
     let first = Running::start(
         config(&downstream, &later),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
     let second = Running::start(
         config(&downstream, &later),
-        PgStore::connect(&url).await.unwrap(),
+        Store::<DB>::connect(&url).await.unwrap(),
     )
     .await;
     send(&first, &second).await;
