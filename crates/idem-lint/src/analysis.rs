@@ -766,9 +766,19 @@ impl<'a> FnFacts<'a> {
         let mut ordered = false;
         // The data: Prisma `data`, Mongo `$set`/`$inc` (second argument), Django and
         // SQLAlchemy keyword arguments, GORM `Updates(map/struct)` or `Update("col", v)`.
+        // Data held in a local (`update({ where, data })` with `data` built before) is the
+        // local's value.
+        let local = |e: &'_ Expr| -> Option<Expr> {
+            match e {
+                Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).cloned(),
+                _ => None,
+            }
+        };
+        let held: Vec<Expr> = call.option("data").and_then(local).into_iter().collect();
         let data: Vec<&Expr> = call
             .option("data")
             .into_iter()
+            .chain(held.iter())
             .chain(call.args.get(1))
             .chain(call.args.first().filter(|_| call.option("data").is_none()))
             .collect();

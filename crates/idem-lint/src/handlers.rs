@@ -244,6 +244,20 @@ pub(crate) fn route_shaped(f: &Function, path: &Path) -> bool {
         || (f.params.len() >= 2 && f.params[0] == "req" && f.params[1] == "res")
 }
 
+/// A route that verifies a webhook delivery (`stripe.webhooks.constructEvent(…)`,
+/// `Webhook.verify(…)`, `validateWebhookSignature(…)`) receives events.
+fn verifies_webhook(f: &Function) -> bool {
+    f.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => {
+            let n = norm(&c.name());
+            n.contains("constructevent")
+                || n.contains("webhook")
+                    && has_any(&n, &["verify", "validate", "construct", "signature"])
+        }
+        _ => false,
+    })
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
@@ -271,7 +285,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
         return HandlerKind::Event;
     }
     let route = route_shaped(f, path);
-    if route && event_file {
+    if route && (event_file || verifies_webhook(f)) {
         HandlerKind::Event
     } else if route {
         HandlerKind::Route

@@ -119,6 +119,10 @@ pub(crate) struct Op {
     pub(crate) lexical_tx: Option<u32>,
     /// Where the operation is written when it was inlined from a helper (call following).
     pub(crate) origin: Option<std::sync::Arc<Origin>>,
+    /// Work nobody waits for: started in a goroutine (`go f()`), a deferred callback
+    /// (`setImmediate`, `setTimeout`, `process.nextTick`), an unawaited call, or inlined
+    /// from one; it may not have finished when the next operation runs.
+    pub(crate) detached: bool,
 }
 
 /// Where an inlined operation is written: the helper's file, its position there and the

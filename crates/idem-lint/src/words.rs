@@ -116,6 +116,10 @@ pub(crate) fn is_event_time_column(name: &str) -> bool {
     let at = name.ends_with("At") || name.ends_with("_at");
     (at && !matches!(n.as_str(), "createdat" | "deletedat" | "lastloginat"))
         || n.starts_with("date") && n.len() > 4
+        || matches!(
+            n.as_str(),
+            "startdate" | "enddate" | "expirydate" | "renewaldate"
+        )
         || n.contains("periodend")
         || n.contains("periodstart")
 }

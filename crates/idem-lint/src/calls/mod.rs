@@ -101,6 +101,8 @@ struct Site {
     helper: Option<(usize, String)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
+    /// The call was work nobody waits for: everything inlined from it is too.
+    detached: bool,
 }
 
 /// The state of one expansion.
@@ -162,6 +164,7 @@ impl<'a> CallIndex<'a> {
             pos: None,
             helper: None,
             names: HashMap::new(),
+            detached: false,
         };
         self.copy(&mut ex, file, func, &top, 0);
         (ex.inlined > 0).then_some(ex.func)
@@ -191,7 +194,8 @@ impl<'a> CallIndex<'a> {
             {
                 ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
-                self.inline(ex, call, callee, target, conds, tx, pos, depth);
+                let detached = op.detached || site.detached;
+                self.inline(ex, call, callee, target, (conds, tx, detached), pos, depth);
                 continue;
             }
             let origin = match (&op.origin, &site.helper) {
@@ -209,23 +213,24 @@ impl<'a> CallIndex<'a> {
                 conds,
                 lexical_tx: tx,
                 origin,
+                detached: op.detached || site.detached,
             });
         }
     }
 
     /// Inlines one call: the parameters assigned from the arguments, then the body.
-    #[allow(clippy::too_many_arguments)]
+    /// `at` is the call's conditions, open transaction and whether nobody waits for it.
     fn inline(
         &self,
         ex: &mut Expansion,
         call: &Call,
         callee: &Function,
         target: (usize, usize),
-        conds: Vec<usize>,
-        tx: Option<u32>,
+        at: (Vec<usize>, Option<u32>, bool),
         pos: Pos,
         depth: usize,
     ) {
+        let (conds, tx, detached) = at;
         let names = rename::locals(callee, ex.inlined);
         for (i, param) in callee.params.iter().enumerate() {
             let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
@@ -255,6 +260,7 @@ impl<'a> CallIndex<'a> {
                     conds: conds.clone(),
                     lexical_tx: tx,
                     origin: None,
+                    detached,
                 });
             }
         }
@@ -266,6 +272,7 @@ impl<'a> CallIndex<'a> {
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
             names,
+            detached,
         };
         ex.func.conds.extend(callee.conds.iter().map(|c| {
             let mut c = c.clone();

@@ -9,6 +9,8 @@ struct Frame {
     func: Function,
     conds: Vec<usize>,
     tx: Vec<u32>,
+    /// How many enclosing statements start work nobody waits for.
+    detached: u32,
 }
 
 /// Builds a [`Module`] while a lowering walks the tree.
@@ -150,6 +152,7 @@ impl<'s> Builder<'s> {
             func,
             conds: Vec::new(),
             tx: Vec::new(),
+            detached: 0,
         });
     }
 
@@ -177,7 +180,22 @@ impl<'s> Builder<'s> {
             conds: frame.conds.clone(),
             lexical_tx: frame.tx.last().copied(),
             origin: None,
+            detached: frame.detached > 0,
         });
+    }
+
+    /// Operations emitted until [`pop_detached`](Self::pop_detached) run in work nobody waits
+    /// for (a goroutine, a deferred callback, an unawaited call).
+    pub(super) fn push_detached(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.detached += 1;
+        }
+    }
+
+    pub(super) fn pop_detached(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.detached = frame.detached.saturating_sub(1);
+        }
     }
 
     pub(super) fn push_cond(&mut self, test: Expr, negated: bool, is_catch: bool) {

@@ -53,10 +53,18 @@ impl<'s> Lower<'s> {
             "source_file" | "block" | "statement_list" => {
                 named(n).into_iter().for_each(|c| self.stmt(c))
             }
-            "expression_statement" | "go_statement" | "defer_statement" => {
+            "expression_statement" | "defer_statement" => {
                 for c in named(n) {
                     self.expr(c);
                 }
+            }
+            // `go f()`: nobody waits for the goroutine.
+            "go_statement" => {
+                self.b.push_detached();
+                for c in named(n) {
+                    self.expr(c);
+                }
+                self.b.pop_detached();
             }
             "function_declaration" | "method_declaration" => {
                 let name = n
