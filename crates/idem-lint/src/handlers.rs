@@ -244,6 +244,21 @@ pub(crate) fn route_shaped(f: &Function, path: &Path) -> bool {
         || (f.params.len() >= 2 && f.params[0] == "req" && f.params[1] == "res")
 }
 
+/// A function that acknowledges a message it was given (`payload.ack()`, `msg.Ack()`,
+/// `channel.ack(msg)`) consumes it.
+fn acks_param(f: &Function) -> bool {
+    f.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => matches!(
+            c.method().as_str(),
+            "ack" | "nack" | "basic_ack" | "basic_nack" | "acknowledge"
+        ) && (c.callee.first().is_some_and(|r| f.params.contains(r))
+            || c.args.iter().any(
+                |a| matches!(a, Expr::Path(p) if p.first().is_some_and(|r| f.params.contains(r))),
+            )),
+        _ => false,
+    })
+}
+
 /// A route that verifies a webhook delivery (`stripe.webhooks.constructEvent(…)`,
 /// `Webhook.verify(…)`, `validateWebhookSignature(…)`) receives events.
 fn verifies_webhook(f: &Function) -> bool {
@@ -281,6 +296,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
                     )
                 })))
         || name == "consumeclaim"
+        || acks_param(f)
     {
         return HandlerKind::Event;
     }

@@ -273,20 +273,55 @@ fn acks_inside_tx(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool {
             .iter()
             .enumerate()
             .find(|(k, o)| o.lexical_tx == Some(tx) && facts.acts[*k].is_db_write());
-        let Some((k, _)) = write else { continue };
+        // A write the linter cannot see (a command bus, a library call) still commits with
+        // the transaction: any other call in it is the work.
+        // The nearest such call before the ack, else the first after it.
+        let is_work = |(k, o): &(usize, &Op)| {
+            *k != a
+                && o.lexical_tx == Some(tx)
+                && matches!(&o.kind, OpKind::Call(c) if !is_logging(c)
+                    && acknowledgement(c).is_none()
+                    && !matches!(c.method().as_str(), "get" | "str" | "int" | "len" | "dumps" | "loads"))
+        };
+        let work = ops[..a]
+            .iter()
+            .enumerate()
+            .rfind(|x| is_work(x))
+            .or_else(|| ops.iter().enumerate().skip(a + 1).find(|x| is_work(x)));
+        let (k, confidence, what_k) = match (write, work) {
+            (Some((k, _)), _) => (k, Confidence::High, super::describe(&facts.acts[k])),
+            (None, Some((k, o))) => {
+                let OpKind::Call(c) = &o.kind else { continue };
+                (k, Confidence::Medium, format!("{}()", c.name()))
+            }
+            (None, None) => continue,
+        };
         out.push(Hit {
             rule: RuleId::RelAckBeforeCommit,
             pos: op.pos,
             origin: op.origin.clone(),
             message: format!(
-                "{}() {what} inside the open transaction of the write on line {} ({}), which commits only after it: a failed commit loses the event",
+                "{}() {what} inside the open transaction of line {} ({what_k}), which commits only after it: a failed commit loses the event",
                 call.name(),
                 ops[k].pos.line,
-                super::describe(&facts.acts[k]),
             ),
-            confidence: Confidence::High,
+            confidence,
         });
         return true;
     }
     false
+}
+
+/// `print(…)`, `console.log(…)`, `logger.info(…)`, `log.Printf(…)`: no work.
+fn is_logging(call: &Call) -> bool {
+    let root = call
+        .callee
+        .first()
+        .map(|r| r.to_lowercase())
+        .unwrap_or_default();
+    call.callee.len() == 1 && matches!(root.as_str(), "print" | "println")
+        || matches!(
+            root.as_str(),
+            "console" | "log" | "logger" | "logging" | "fmt" | "slog"
+        )
 }
