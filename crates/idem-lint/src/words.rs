@@ -51,7 +51,10 @@ pub(crate) fn is_key_name(name: &str) -> bool {
             "msgid",
             "clienttoken",
         ],
-    ) || matches!(norm(name).as_str(), "idempotency" | "dedup" | "dedupe")
+    ) || matches!(
+        norm(name).as_str(),
+        "idempotency" | "dedup" | "dedupe" | "messageid" | "eventid"
+    )
 }
 
 /// Tables or models that record which events were handled (the inbox / processed marker).

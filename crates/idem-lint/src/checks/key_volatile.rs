@@ -58,6 +58,20 @@ const PER_ATTEMPT: &[&str] = &[
     "requestid",
 ];
 
+/// A call without arguments named as minting a fresh value (`randomString()`,
+/// `generateMessageId()`, `makeId()`): a deterministic key needs an input.
+fn mints(c: &crate::ir::Call) -> bool {
+    let m = norm(&c.method());
+    c.args.is_empty()
+        && c.kwargs.is_empty()
+        && ["random", "generate", "gen", "make", "new", "create"]
+            .iter()
+            .any(|p| m.starts_with(p))
+        && ["id", "key", "string", "str", "token", "uuid", "hex"]
+            .iter()
+            .any(|s| m.ends_with(s))
+}
+
 /// What makes a value volatile, if anything.
 fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, Option<Pos>)> {
     let mut found: Option<(String, bool, Option<Pos>)> = None;
@@ -140,7 +154,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "bsonnewobjectid"
                             | "primitivenewobjectid"
                             | "generateuuid"
-                    ) || (m == "random" && c.callee.len() == 2);
+                    ) || (m == "random" && c.callee.len() == 2)
+                        || mints(c);
                     let host = matches!(
                         n.as_str(),
                         "oshostname"
@@ -240,6 +255,15 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     && let Some(found) = volatile(facts, value, 0)
                 {
                     report(op, op.pos, t, found);
+                } else if let Expr::Object { fields, .. } = value {
+                    // `const message = { ...event, messageId: generateMessageId() }`
+                    if let Some((k, found)) = fields
+                        .iter()
+                        .filter(|(k, _)| is_key_name(k))
+                        .find_map(|(k, v)| Some((k, volatile(facts, v, 0)?)))
+                    {
+                        report(op, op.pos, k, found);
+                    }
                 }
             }
             OpKind::Call(call) => {
