@@ -130,6 +130,7 @@ const PROVIDERS: &[&str] = &[
     "postmark",
     "resend",
     "shopify",
+    "clerk",
 ];
 
 const REDIS_WORDS: &[&str] = &["redis", "rdb", "cache", "valkey", "kv", "upstash"];
@@ -421,6 +422,8 @@ impl<'a> FnFacts<'a> {
                 "stream",
                 "emitter",
                 "ch",
+                "inngest",
+                "qstash",
             ],
         ) || recv == "js"
             || recv == "nc"
@@ -501,7 +504,7 @@ impl<'a> FnFacts<'a> {
             _ if norm(m).contains("send")
                 && ["email", "mail", "sms", "notification"]
                     .iter()
-                    .any(|w| norm(m).contains(w)) =>
+                    .any(|w| norm(m).contains(w) || has_any(recv, &[w])) =>
             {
                 true
             }
@@ -514,6 +517,15 @@ impl<'a> FnFacts<'a> {
             // A payment provider's client or a service wrapping it creating something:
             // `stripe.charges.create`, `h.stripeService.CreatePaymentIntent(…)`.
             _ if m.starts_with("create") && (root == "stripe" || provider_client(call)) => true,
+            // A provider's object changed: `stripe.customers.update(…)`,
+            // `clerkClient.users.updateUserMetadata(…)`.
+            _ if ["update", "pay", "capture", "cancel", "refund"]
+                .iter()
+                .any(|p| m.starts_with(p))
+                && provider_client(call) =>
+            {
+                true
+            }
             "create" => has_any(
                 recv,
                 &[

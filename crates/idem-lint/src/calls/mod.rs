@@ -313,7 +313,9 @@ impl<'a> CallIndex<'a> {
                         .and_then(Path::file_name)
                         .and_then(|s| s.to_str())
                         .unwrap_or("");
-                    stem.eq_ignore_ascii_case(&root) || parent.eq_ignore_ascii_case(&root)
+                    // `emailCore` names `email-core.js`, `order_service` `order-service.ts`.
+                    let same = |a: &str| crate::words::norm(a) == crate::words::norm(&root);
+                    same(stem) || same(parent)
                 });
                 if len == 2 && named_module.is_some() {
                     return named_module;
