@@ -195,7 +195,7 @@ impl<'a> CallIndex<'a> {
                 ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
                 let detached = op.detached || site.detached;
-                self.inline(ex, call, callee, target, (conds, tx, detached), pos, depth);
+                self.inline(ex, call, callee, target, (conds, tx, detached, pos), depth);
                 continue;
             }
             let origin = match (&op.origin, &site.helper) {
@@ -219,18 +219,18 @@ impl<'a> CallIndex<'a> {
     }
 
     /// Inlines one call: the parameters assigned from the arguments, then the body.
-    /// `at` is the call's conditions, open transaction and whether nobody waits for it.
+    /// `at` is the call's conditions, open transaction, whether nobody waits for it, and its
+    /// position in the handler.
     fn inline(
         &self,
         ex: &mut Expansion,
         call: &Call,
         callee: &Function,
         target: (usize, usize),
-        at: (Vec<usize>, Option<u32>, bool),
-        pos: Pos,
+        at: (Vec<usize>, Option<u32>, bool, Pos),
         depth: usize,
     ) {
-        let (conds, tx, detached) = at;
+        let (conds, tx, detached, pos) = at;
         let names = rename::locals(callee, ex.inlined);
         for (i, param) in callee.params.iter().enumerate() {
             let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
