@@ -1178,7 +1178,15 @@ fn provider_client(call: &Call) -> bool {
             "db" | "prisma" | "tx" | "trx" | "knex" | "supabase" | "client" | "models"
         )
     });
+    // `this.stripePaymentRepository.create(…)` is this application's table.
+    let repository = segs.iter().any(|s| {
+        has_any(
+            s,
+            &["repository", "repo", "model", "dao", "table", "collection"],
+        )
+    });
     !db_root
+        && !repository
         && segs
             .iter()
             .any(|s| PROVIDERS.iter().any(|p| norm(s).starts_with(p)))

@@ -299,8 +299,15 @@ impl<'a> CallIndex<'a> {
             [only] if name.len() >= 6 => Some(*only),
             _ => None,
         };
-        let root = call.callee[0].to_lowercase();
-        match call.callee.len() {
+        let mut root = call.callee[0].to_lowercase();
+        let mut len = call.callee.len();
+        // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an
+        // imported module is (`stripe.service.ts`).
+        if len > 2 && matches!(root.as_str(), "self" | "this") {
+            root = call.callee[1].to_lowercase();
+            len -= 1;
+        }
+        match len {
             1 => same_file().or_else(same_dir).or_else(unique),
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
             _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
