@@ -500,6 +500,16 @@ impl<'a> FnFacts<'a> {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // A chat API's post: Slack `client.chat_postMessage(…)`, `app.client.chat.postMessage`.
+            _ if norm(m).ends_with("postmessage")
+                && !recv.is_empty()
+                && !has_any(
+                    recv,
+                    &["window", "worker", "port", "parent", "iframe", "self"],
+                ) =>
+            {
+                true
+            }
             // Helpers that send mail or messages: `self._send_confirmation_email(order)`.
             _ if norm(m).contains("send")
                 && ["email", "mail", "sms", "notification"]
