@@ -352,7 +352,63 @@ impl<'a> FnFacts<'a> {
         if self.is_http_create(call, &m, &recv_text) {
             return Act::HttpCreate;
         }
+        if let Some(act) = self.firestore(call, &m) {
+            return act;
+        }
         self.orm(call, &m, &recv)
+    }
+
+    /// Firestore's modular API, plain functions on a reference: `addDoc(collection(db,
+    /// "bookings"), data)`, `getDocs(query(ref, where(…)))`, `updateDoc(ref, data)`,
+    /// `setDoc(doc(db, "bookings", id), data)` (keyed by the id: a safe create).
+    fn firestore(&self, call: &Call, m: &str) -> Option<Act> {
+        if call.callee.len() != 1 {
+            return None;
+        }
+        // The collection named by the reference (through a local, a `query(…)` on it).
+        fn named(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<String> {
+            match e {
+                Expr::Call(c) if matches!(c.method().as_str(), "collection" | "doc") => c
+                    .args
+                    .get(1)
+                    .and_then(Expr::string_text)
+                    .or_else(|| c.args.get(1).map(key_shape)),
+                Expr::Call(c) if c.method() == "query" => {
+                    c.args.first().and_then(|a| named(facts, a, depth))
+                }
+                Expr::Path(p) if p.len() == 1 && depth < 3 => facts
+                    .values
+                    .get(&p[0])
+                    .and_then(|v| named(facts, v, depth + 1)),
+                _ => None,
+            }
+        }
+        let target = || {
+            call.args
+                .first()
+                .and_then(|a| named(self, a, 0))
+                .unwrap_or_default()
+        };
+        match m {
+            "adddoc" => Some(Act::OrmCreate {
+                target: target(),
+                columns: None,
+                safe: false,
+            }),
+            "setdoc" => Some(Act::OrmCreate {
+                target: target(),
+                columns: None,
+                safe: true,
+            }),
+            "getdocs" | "getdoc" => Some(Act::OrmRead { target: target() }),
+            "updatedoc" => Some(Act::OrmUpdate {
+                target: target(),
+                sets: Vec::new(),
+                relative: false,
+                ordered: false,
+            }),
+            _ => None,
+        }
     }
 
     fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
