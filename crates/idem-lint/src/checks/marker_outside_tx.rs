@@ -2,13 +2,13 @@
 //! is committed in another transaction than the side effect it stands for. A crash between
 //! the two either loses the event (marker first) or repeats the effect (effect first).
 
-use super::{Hit, describe, is_marker};
+use super::{Hit, describe, is_marker, is_unique_violation};
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
 use crate::ir::{Expr, OpKind};
 use crate::rule::RuleId;
-use crate::words::has_any;
+use crate::words::{has_any, is_duplicate_word};
 
 /// Calls that are not side effects: logging, parsing, responses, validation.
 const NOT_EFFECTS: &[&str] = &[
@@ -155,6 +155,42 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
         })
 }
 
+/// An insert used as the claim by how its failure is read: a unique violation after it is
+/// answered "duplicate" (`catch (e) { if (e.code === 11000) return { isDuplicate: true } }`).
+fn claim_by_violation(facts: &FnFacts<'_>, m: usize) -> bool {
+    let inserts = match &facts.acts[m] {
+        Act::OrmCreate { safe: false, .. } => true,
+        Act::Sql(crate::sql::SqlStmt::Insert {
+            conflict_clause: false,
+            ..
+        }) => true,
+        _ => false,
+    };
+    if !inserts {
+        return false;
+    }
+    let handled: Vec<usize> = facts
+        .func
+        .conds
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.test.words().iter().any(|w| is_unique_violation(w)))
+        .map(|(k, _)| k)
+        .collect();
+    facts.func.ops[m + 1..].iter().any(|o| {
+        o.conds.iter().any(|c| handled.contains(c))
+            && match &o.kind {
+                OpKind::Return(Some(e)) => e.words().iter().any(|w| is_duplicate_word(w)),
+                OpKind::Assign { targets, value, .. } => targets
+                    .iter()
+                    .cloned()
+                    .chain(value.words())
+                    .any(|w| is_duplicate_word(&w)),
+                _ => false,
+            }
+    })
+}
+
 /// One processed marker of a function (a dedup-table insert, a Redis `SET NX`) and what the
 /// `REL_MARKER_OUTSIDE_TX` analysis decides about it.
 #[derive(Debug, Clone, Copy)]
@@ -180,7 +216,7 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
     let db_claim = super::ttl_marker::database_claim(facts);
     let mut out = Vec::new();
     for (m, act) in facts.acts.iter().enumerate() {
-        if !is_marker(act) {
+        if !is_marker(act) && !claim_by_violation(facts, m) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });

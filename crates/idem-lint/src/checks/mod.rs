@@ -295,6 +295,12 @@ const UNIQUE_VIOLATION: &[&str] = &[
 /// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,
 /// `catch (e) { if (e.code === "P2002") … }`, `errors.Is(err, gorm.ErrDuplicatedKey)`): the
 /// insert hits a unique key the linter cannot see, and the database referees a duplicate.
+/// Whether a word names a unique-key violation (`23505`, `P2002`, `IntegrityError`, `11000`).
+pub(crate) fn is_unique_violation(word: &str) -> bool {
+    let n = norm(word);
+    UNIQUE_VIOLATION.iter().any(|u| n.contains(u))
+}
+
 pub(crate) fn conflict_handled(facts: &FnFacts<'_>, i: usize) -> bool {
     let handled: Vec<usize> = facts
         .func
