@@ -92,7 +92,9 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
         return false;
     }
     let m = call.method();
-    if NOT_EFFECTS.iter().any(|n| m == *n) || m.is_empty() {
+    // `registry.get(kind)(event)`: a call on a call's result builds something, it applies
+    // nothing yet.
+    if NOT_EFFECTS.iter().any(|n| m == *n) || m.is_empty() || m == "?" {
         return false;
     }
     // Helpers that read or compute (`getClickEvent(evt)`, `parsePayload(evt)`) are no effect.
@@ -148,8 +150,19 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
                 ],
             )
         });
-    local
-        && call.args.iter().any(|a| {
+    // `webhook = WebhookClass(event); webhook.process()`: an object built from the event
+    // told to apply it.
+    let applies = matches!(
+        m.as_str(),
+        "process" | "handle" | "apply" | "execute" | "run" | "dispatch" | "fulfil" | "fulfill"
+    ) && call.callee.len() == 2
+        && facts
+            .values
+            .get(&call.callee[0])
+            .is_some_and(|v| facts.mentions_tainted(v));
+    applies
+        || local
+            && call.args.iter().any(|a| {
             facts.mentions_tainted(a)
                 && !matches!(a, Expr::Path(p) if p.len() == 1 && matches!(p[0].as_str(), "ctx" | "w" | "res" | "reply"))
         })
@@ -191,6 +204,31 @@ fn claim_by_violation(facts: &FnFacts<'_>, m: usize) -> bool {
     })
 }
 
+/// An insert into the table the handler looked the event up in and decided on (`if
+/// Event.objects.filter(stripe_id=…).first(): return` … `Event.objects.create(stripe_id=…)`):
+/// the row records that the event was handled, a marker by use.
+fn claim_by_lookup(facts: &FnFacts<'_>, m: usize) -> bool {
+    let target = match &facts.acts[m] {
+        Act::OrmCreate { target, .. } => target,
+        Act::Sql(crate::sql::SqlStmt::Insert { table, .. }) => table,
+        _ => return false,
+    };
+    let same = |t: &str| crate::words::table_key(t) == crate::words::table_key(target);
+    (0..m).any(|k| {
+        let read = match &facts.acts[k] {
+            Act::OrmRead { target } => same(target),
+            Act::Sql(crate::sql::SqlStmt::Select {
+                tables,
+                filtered: true,
+                ..
+            }) => tables.iter().any(|t| same(t)),
+            _ => false,
+        };
+        read && matches!(&facts.func.ops[k].kind, OpKind::Call(c) if c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)))
+            && super::decided_by(facts, k, m)
+    })
+}
+
 /// One processed marker of a function (a dedup-table insert, a Redis `SET NX`) and what the
 /// `REL_MARKER_OUTSIDE_TX` analysis decides about it.
 #[derive(Debug, Clone, Copy)]
@@ -216,7 +254,7 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
     let db_claim = super::ttl_marker::database_claim(facts);
     let mut out = Vec::new();
     for (m, act) in facts.acts.iter().enumerate() {
-        if !is_marker(act) && !claim_by_violation(facts, m) {
+        if !is_marker(act) && !claim_by_violation(facts, m) && !claim_by_lookup(facts, m) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });

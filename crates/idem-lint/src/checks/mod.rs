@@ -220,7 +220,7 @@ fn unique_claim(facts: &FnFacts<'_>, act: &Act) -> bool {
 /// A race between two copies remains, and `REL_CHECK_THEN_ACT` reports it where it inserts.
 /// Whether op `i` runs only on a path a condition about op `k`'s result decided: `i` is under
 /// such a condition, or an early return or throw under one lies between them.
-fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
+pub(crate) fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
     let ops = &facts.func.ops;
     let OpKind::Call(read) = &ops[k].kind else {
         return false;
