@@ -254,7 +254,8 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
     let db_claim = super::ttl_marker::database_claim(facts);
     let mut out = Vec::new();
     for (m, act) in facts.acts.iter().enumerate() {
-        if !is_marker(act) && !claim_by_violation(facts, m) && !claim_by_lookup(facts, m) {
+        let by_use = !is_marker(act);
+        if by_use && !claim_by_violation(facts, m) && !claim_by_lookup(facts, m) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
@@ -263,9 +264,10 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
         };
+        // A marker by use claims what follows it; what came before built the claim.
         let apart = (m + 1..facts.acts.len())
             .find(|&e| outside(e))
-            .or_else(|| (0..m).find(|&e| outside(e)));
+            .or_else(|| (0..m).filter(|_| !by_use).find(|&e| outside(e)));
         out.push(MarkerCommit {
             marker: m,
             redis,
