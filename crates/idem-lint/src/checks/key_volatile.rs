@@ -146,6 +146,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "uuidnewv4"
                             | "uuidnewrandom"
                             | "randint"
+                            | "randomint"
+                            | "cryptorandomint"
                             | "randintn"
                             | "randint63"
                             | "ksuidnew"
@@ -291,6 +293,34 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                         && let Some(found) = volatile(facts, v, 0)
                     {
                         report(op, call.pos, &k, found);
+                    }
+                }
+                // A dedup insert (conflict-ignoring, or into a marker table) whose id is
+                // minted here: the conflict it relies on never happens.
+                if matches!(facts.acts[i], Act::OrmCreate { safe: true, .. })
+                    || super::is_marker(&facts.acts[i])
+                {
+                    let mut ids: Vec<(String, &Expr)> = Vec::new();
+                    for e in call.arg_exprs() {
+                        if let Expr::Object { fields, .. } = e {
+                            ids.extend(
+                                fields
+                                    .iter()
+                                    .filter(|(k, _)| norm(k) == "id")
+                                    .map(|(k, v)| (k.clone(), v)),
+                            );
+                        }
+                    }
+                    if let Some((k, found)) = ids
+                        .into_iter()
+                        .find_map(|(k, v)| Some((k, volatile(facts, v, 0)?)))
+                    {
+                        report(
+                            op,
+                            call.pos,
+                            &format!("{k} (the dedup insert's key)"),
+                            found,
+                        );
                     }
                 }
                 // A dedup claim (`SET key NX`) whose key is volatile.
