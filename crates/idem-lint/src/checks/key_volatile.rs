@@ -257,10 +257,17 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     && let Some(found) = volatile(facts, value, 0)
                 {
                     report(op, op.pos, t, found);
-                } else if let Expr::Object { fields, .. } = value {
-                    // `const message = { ...event, messageId: generateMessageId() }`
+                } else if matches!(value, Expr::Object { .. } | Expr::List(_)) {
+                    // `const message = { ...event, messageId: generateMessageId() }`, also
+                    // nested (`{ data: [{ event_id: orderId }] }`).
+                    let mut fields: Vec<(&String, &Expr)> = Vec::new();
+                    value.walk(&mut |e| {
+                        if let Expr::Object { fields: f, .. } = e {
+                            fields.extend(f.iter().map(|(k, v)| (k, v)));
+                        }
+                    });
                     if let Some((k, found)) = fields
-                        .iter()
+                        .into_iter()
                         .filter(|(k, _)| is_key_name(k))
                         .find_map(|(k, v)| Some((k, volatile(facts, v, 0)?)))
                     {
