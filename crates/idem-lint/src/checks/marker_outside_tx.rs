@@ -171,14 +171,14 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
 /// An insert used as the claim by how its failure is read: a unique violation after it is
 /// answered "duplicate" (`catch (e) { if (e.code === 11000) return { isDuplicate: true } }`).
 fn claim_by_violation(facts: &FnFacts<'_>, m: usize) -> bool {
-    let inserts = match &facts.acts[m] {
-        Act::OrmCreate { safe: false, .. } => true,
-        Act::Sql(crate::sql::SqlStmt::Insert {
-            conflict_clause: false,
-            ..
-        }) => true,
-        _ => false,
-    };
+    let inserts = matches!(
+        &facts.acts[m],
+        Act::OrmCreate { safe: false, .. }
+            | Act::Sql(crate::sql::SqlStmt::Insert {
+                conflict_clause: false,
+                ..
+            })
+    );
     if !inserts {
         return false;
     }
