@@ -121,8 +121,10 @@ pub(crate) struct Op {
     pub(crate) origin: Option<std::sync::Arc<Origin>>,
     /// Work nobody waits for: started in a goroutine (`go f()`), a deferred callback
     /// (`setImmediate`, `setTimeout`, `process.nextTick`), an unawaited call, or inlined
-    /// from one; it may not have finished when the next operation runs.
-    pub(crate) detached: bool,
+    /// from one; it may not have finished when the next operation runs. The id of the
+    /// statement that detached it (0: awaited), so operations of one detached statement (a
+    /// `.then(…)` chain) can be told from a later statement's.
+    pub(crate) detached: u32,
 }
 
 /// Where an inlined operation is written: the helper's file, its position there and the

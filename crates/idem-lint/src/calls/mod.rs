@@ -101,8 +101,20 @@ struct Site {
     helper: Option<(usize, String)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
-    /// The call was work nobody waits for: everything inlined from it is too.
-    detached: bool,
+    /// The call was work nobody waits for (its statement's id, 0: awaited): everything
+    /// inlined from it is too.
+    detached: u32,
+}
+
+/// The detached-statement id of an operation copied at `site`: the call's when the whole
+/// helper runs detached, else the helper's own (offset like its transactions, so it cannot
+/// meet an id of the handler's).
+fn detached_id(op: &Op, site: &Site) -> u32 {
+    match (site.detached, op.detached) {
+        (0, 0) => 0,
+        (0, own) => own.wrapping_add(site.tx_offset),
+        (call, _) => call,
+    }
 }
 
 /// The state of one expansion.
@@ -164,7 +176,7 @@ impl<'a> CallIndex<'a> {
             pos: None,
             helper: None,
             names: HashMap::new(),
-            detached: false,
+            detached: 0,
         };
         self.copy(&mut ex, file, func, &top, 0);
         (ex.inlined > 0).then_some(ex.func)
@@ -194,7 +206,7 @@ impl<'a> CallIndex<'a> {
             {
                 ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
-                let detached = op.detached || site.detached;
+                let detached = detached_id(op, site);
                 self.inline(ex, call, callee, target, (conds, tx, detached, pos), depth);
                 continue;
             }
@@ -213,7 +225,7 @@ impl<'a> CallIndex<'a> {
                 conds,
                 lexical_tx: tx,
                 origin,
-                detached: op.detached || site.detached,
+                detached: detached_id(op, site),
             });
         }
     }
@@ -227,7 +239,7 @@ impl<'a> CallIndex<'a> {
         call: &Call,
         callee: &Function,
         target: (usize, usize),
-        at: (Vec<usize>, Option<u32>, bool, Pos),
+        at: (Vec<usize>, Option<u32>, u32, Pos),
         depth: usize,
     ) {
         let (conds, tx, detached, pos) = at;

@@ -217,7 +217,7 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
     let ops = &facts.func.ops;
     let in_catch = |op: &Op| op.conds.iter().any(|&c| facts.func.conds[c].is_catch);
     for (a, op) in ops.iter().enumerate() {
-        if op.detached || in_catch(op) || in_duplicate_branch(facts, a) {
+        if in_catch(op) || in_duplicate_branch(facts, a) {
             continue;
         }
         let Some(what) = answers_ok(op) else {
@@ -228,7 +228,10 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
                 OpKind::Call(c) => Some(c),
                 _ => None,
             };
-            ops[k].detached
+            // Detached by another statement than the answer's (`db.insert(x).then(() =>
+            // res.json(…))` answers after its own work).
+            ops[k].detached != 0
+                && ops[k].detached != op.detached
                 && is_effect(&facts.acts[k], call_k)
                 && same_path(&ops[k], op)
                 && !in_catch(&ops[k])
