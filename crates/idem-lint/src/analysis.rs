@@ -656,6 +656,7 @@ impl<'a> FnFacts<'a> {
                     "manager",
                     "db",
                     "session",
+                    "sess",
                     "tx",
                     "trx",
                     "orm",

@@ -301,7 +301,8 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
         return HandlerKind::Event;
     }
     let route = route_shaped(f, path);
-    if route && (event_file || verifies_webhook(f)) {
+    // A route named for hooks (`PostHook`, `handle_hook`) receives deliveries.
+    if route && (event_file || verifies_webhook(f) || name.contains("hook")) {
         HandlerKind::Event
     } else if route {
         HandlerKind::Route

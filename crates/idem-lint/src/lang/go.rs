@@ -478,6 +478,12 @@ impl<'s> Lower<'s> {
                             self.stmt(body);
                         }
                         self.b.pop_tx();
+                    } else if retries(&call) {
+                        // `backoff.Retry(func() …)`, `retry.Do(func() error …)`: the function
+                        // runs in the call, as part of the caller.
+                        if let Some(body) = a.child_by_field_name("body") {
+                            self.stmt(body);
+                        }
                     } else {
                         self.function(a, String::new(), Some(reg.clone()));
                         self.b.registered_last(call.pos);
@@ -580,4 +586,16 @@ fn struct_tag<'t>(tag: &'t str, key: &str) -> Option<&'t str> {
         rest = &after[end + 1..];
     }
     None
+}
+
+/// A retry wrapper that runs its function argument in the call: `backoff.Retry(op, b)`,
+/// `retry.Do(func() error {…})`.
+fn retries(call: &Call) -> bool {
+    let m = call.method();
+    matches!(m.as_str(), "retry" | "retrynotify" | "retrywithdata")
+        || m == "do"
+            && call
+                .callee
+                .first()
+                .is_some_and(|r| r.to_lowercase().contains("retry"))
 }
