@@ -65,6 +65,7 @@ const EVENT_TYPES: &[&str] = &[
     "incomingmessage",
     "cloudevent",
     "basicdeliver",
+    "asynq.task",
 ];
 
 /// Parameter names that carry an event or message.
