@@ -302,8 +302,14 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
         return HandlerKind::Event;
     }
     let route = route_shaped(f, path);
-    // A route named for hooks (`PostHook`, `handle_hook`) receives deliveries.
-    if route && (event_file || verifies_webhook(f) || name.contains("hook")) {
+    // A route named for hooks or receipt of messages (`PostHook`, `handle_hook`,
+    // `receivedMessage`, `receive_event`) receives deliveries.
+    let receives = name.contains("hook")
+        || name.starts_with("receive")
+            && ["message", "event", "notification", "update"]
+                .iter()
+                .any(|w| name.contains(w));
+    if route && (event_file || verifies_webhook(f) || receives) {
         HandlerKind::Event
     } else if route {
         HandlerKind::Route

@@ -213,6 +213,11 @@ fn claim_by_lookup(facts: &FnFacts<'_>, m: usize) -> bool {
         Act::Sql(crate::sql::SqlStmt::Insert { table, .. }) => table,
         _ => return false,
     };
+    // Only a table of received events: a find-or-create of a customer or conversation
+    // records no delivery.
+    if !super::is_event_log_table(target) {
+        return false;
+    }
     let same = |t: &str| crate::words::table_key(t) == crate::words::table_key(target);
     (0..m).any(|k| {
         let read = match &facts.acts[k] {

@@ -134,7 +134,7 @@ pub(crate) fn is_marker(act: &Act) -> bool {
 
 /// A table of received events or messages (`payment_events`, `stripe_messages`): an insert
 /// into it that ignores conflicts records that the event arrived, a claim by another name.
-fn is_event_log_table(table: &str) -> bool {
+pub(crate) fn is_event_log_table(table: &str) -> bool {
     let key = crate::words::table_key(table);
     ["event", "message", "notification", "delivery"]
         .iter()
