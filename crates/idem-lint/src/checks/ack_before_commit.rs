@@ -232,6 +232,7 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
             // res.json(…))` answers after its own work).
             ops[k].detached != 0
                 && ops[k].detached != op.detached
+                && !call_k.is_some_and(synchronous)
                 && is_effect(&facts.acts[k], call_k)
                 && same_path(&ops[k], op)
                 && !in_catch(&ops[k])
@@ -326,5 +327,15 @@ fn is_logging(call: &Call) -> bool {
         || matches!(
             root.as_str(),
             "console" | "log" | "logger" | "logging" | "fmt" | "slog"
+        )
+}
+
+/// A synchronous database call that needs no await: better-sqlite3's
+/// `db.prepare(sql).run(…)`, whose unawaited statement has finished when the next one runs.
+fn synchronous(call: &Call) -> bool {
+    call.callee.iter().any(|s| s == "prepare")
+        && matches!(
+            call.method().as_str(),
+            "prepare" | "run" | "all" | "get" | "iterate"
         )
 }
