@@ -156,7 +156,9 @@ pub(crate) fn in_duplicate_branch(facts: &FnFacts<'_>, i: usize) -> bool {
     let op = &facts.func.ops[i];
     op.conds.iter().any(|&c| {
         let cond = &facts.func.conds[c];
-        let negated = cond.negated ^ matches!(cond.test, crate::ir::Expr::Not(_));
+        // `if (!dup)`, and `if (err.code !== "23505")`: the branch for everything else.
+        let inequality = matches!(&cond.test, crate::ir::Expr::Binary { op, .. } if matches!(op.as_str(), "!=" | "!==" | "is not"));
+        let negated = cond.negated ^ (matches!(cond.test, crate::ir::Expr::Not(_)) || inequality);
         !negated && cond.test.words().iter().any(|w| is_duplicate_word(w))
     })
 }
