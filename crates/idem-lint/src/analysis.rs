@@ -130,6 +130,7 @@ const PROVIDERS: &[&str] = &[
     "postmark",
     "resend",
     "shopify",
+    "clerk",
 ];
 
 const REDIS_WORDS: &[&str] = &["redis", "rdb", "cache", "valkey", "kv", "upstash"];
@@ -351,7 +352,63 @@ impl<'a> FnFacts<'a> {
         if self.is_http_create(call, &m, &recv_text) {
             return Act::HttpCreate;
         }
+        if let Some(act) = self.firestore(call, &m) {
+            return act;
+        }
         self.orm(call, &m, &recv)
+    }
+
+    /// Firestore's modular API, plain functions on a reference: `addDoc(collection(db,
+    /// "bookings"), data)`, `getDocs(query(ref, where(…)))`, `updateDoc(ref, data)`,
+    /// `setDoc(doc(db, "bookings", id), data)` (keyed by the id: a safe create).
+    fn firestore(&self, call: &Call, m: &str) -> Option<Act> {
+        if call.callee.len() != 1 {
+            return None;
+        }
+        // The collection named by the reference (through a local, a `query(…)` on it).
+        fn named(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<String> {
+            match e {
+                Expr::Call(c) if matches!(c.method().as_str(), "collection" | "doc") => c
+                    .args
+                    .get(1)
+                    .and_then(Expr::string_text)
+                    .or_else(|| c.args.get(1).map(key_shape)),
+                Expr::Call(c) if c.method() == "query" => {
+                    c.args.first().and_then(|a| named(facts, a, depth))
+                }
+                Expr::Path(p) if p.len() == 1 && depth < 3 => facts
+                    .values
+                    .get(&p[0])
+                    .and_then(|v| named(facts, v, depth + 1)),
+                _ => None,
+            }
+        }
+        let target = || {
+            call.args
+                .first()
+                .and_then(|a| named(self, a, 0))
+                .unwrap_or_default()
+        };
+        match m {
+            "adddoc" => Some(Act::OrmCreate {
+                target: target(),
+                columns: None,
+                safe: false,
+            }),
+            "setdoc" => Some(Act::OrmCreate {
+                target: target(),
+                columns: None,
+                safe: true,
+            }),
+            "getdocs" | "getdoc" => Some(Act::OrmRead { target: target() }),
+            "updatedoc" => Some(Act::OrmUpdate {
+                target: target(),
+                sets: Vec::new(),
+                relative: false,
+                ordered: false,
+            }),
+            _ => None,
+        }
     }
 
     fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
@@ -421,6 +478,8 @@ impl<'a> FnFacts<'a> {
                 "stream",
                 "emitter",
                 "ch",
+                "inngest",
+                "qstash",
             ],
         ) || recv == "js"
             || recv == "nc"
@@ -497,11 +556,21 @@ impl<'a> FnFacts<'a> {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // A chat API's post: Slack `client.chat_postMessage(…)`, `app.client.chat.postMessage`.
+            _ if norm(m).ends_with("postmessage")
+                && !recv.is_empty()
+                && !has_any(
+                    recv,
+                    &["window", "worker", "port", "parent", "iframe", "self"],
+                ) =>
+            {
+                true
+            }
             // Helpers that send mail or messages: `self._send_confirmation_email(order)`.
             _ if norm(m).contains("send")
                 && ["email", "mail", "sms", "notification"]
                     .iter()
-                    .any(|w| norm(m).contains(w)) =>
+                    .any(|w| norm(m).contains(w) || has_any(recv, &[w])) =>
             {
                 true
             }
@@ -514,6 +583,15 @@ impl<'a> FnFacts<'a> {
             // A payment provider's client or a service wrapping it creating something:
             // `stripe.charges.create`, `h.stripeService.CreatePaymentIntent(…)`.
             _ if m.starts_with("create") && (root == "stripe" || provider_client(call)) => true,
+            // A provider's object changed: `stripe.customers.update(…)`,
+            // `clerkClient.users.updateUserMetadata(…)`.
+            _ if ["update", "pay", "capture", "cancel", "refund"]
+                .iter()
+                .any(|p| m.starts_with(p))
+                && provider_client(call) =>
+            {
+                true
+            }
             "create" => has_any(
                 recv,
                 &[
@@ -549,10 +627,71 @@ impl<'a> FnFacts<'a> {
             || call.option("update_conflicts").is_some();
         let target = || self.target_of(call);
         const NOT_ORM: &[&str] = &[
-            "stripe", "axios", "http", "json", "object", "array", "math", "promise", "console",
-            "logger", "log", "res", "window", "document", "map", "set", "list", "crypto", "uuid",
-            "date", "fs", "path", "os", "strings", "errors", "fmt", "router", "app", "schema", "z",
-            "yup", "joi", "response", "reply", "w", "c", "ctx", "r", "req", "request",
+            "stripe",
+            "axios",
+            "http",
+            "json",
+            "object",
+            "array",
+            "math",
+            "promise",
+            "console",
+            "logger",
+            "log",
+            "res",
+            "window",
+            "document",
+            "map",
+            "set",
+            "list",
+            "crypto",
+            "uuid",
+            "date",
+            "fs",
+            "path",
+            "os",
+            "strings",
+            "errors",
+            "fmt",
+            "router",
+            "app",
+            "schema",
+            "z",
+            "yup",
+            "joi",
+            "response",
+            "reply",
+            "w",
+            "c",
+            "ctx",
+            "r",
+            "req",
+            "request",
+            "hmac",
+            "hash",
+            "hasher",
+            "cipher",
+            "decipher",
+            "signer",
+            "verifier",
+            "md5",
+            "sha1",
+            "sha256",
+            "shasum",
+            "createhmac",
+            "createhash",
+            "createsign",
+            "createverify",
+            "createcipheriv",
+            "createdecipheriv",
+            "sentry",
+            "posthog",
+            "analytics",
+            "tracer",
+            "span",
+            "newrelic",
+            "datadog",
+            "telemetry",
         ];
         // A one-letter root with more after it is a Go receiver (`c.db.Create`), not gin's `c`.
         let ormish = !recv.is_empty()
@@ -578,10 +717,14 @@ impl<'a> FnFacts<'a> {
                     "manager",
                     "db",
                     "session",
+                    "sess",
                     "tx",
                     "trx",
                     "orm",
                     "queries",
+                    "service",
+                    "svc",
+                    "usecase",
                     "em",
                     "knex",
                     "sequelize",
@@ -596,7 +739,10 @@ impl<'a> FnFacts<'a> {
             .callee
             .first()
             .is_some_and(|r| r.chars().next().is_some_and(char::is_uppercase))
-            || call.receiver.is_some();
+            || call.receiver.is_some()
+            // `product.save()`: an active-record save of a row held in a local (Django,
+            // Mongoose, ActiveRecord-style ORMs), whatever the local is called.
+            || m == "save" && call.callee.len() == 2 && call.args.is_empty() && call.kwargs.is_empty();
         if !model_like {
             return Act::Other;
         }
@@ -766,9 +912,19 @@ impl<'a> FnFacts<'a> {
         let mut ordered = false;
         // The data: Prisma `data`, Mongo `$set`/`$inc` (second argument), Django and
         // SQLAlchemy keyword arguments, GORM `Updates(map/struct)` or `Update("col", v)`.
+        // Data held in a local (`update({ where, data })` with `data` built before) is the
+        // local's value.
+        let local = |e: &'_ Expr| -> Option<Expr> {
+            match e {
+                Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).cloned(),
+                _ => None,
+            }
+        };
+        let held: Vec<Expr> = call.option("data").and_then(local).into_iter().collect();
         let data: Vec<&Expr> = call
             .option("data")
             .into_iter()
+            .chain(held.iter())
             .chain(call.args.get(1))
             .chain(call.args.first().filter(|_| call.option("data").is_none()))
             .collect();
@@ -1153,7 +1309,15 @@ fn provider_client(call: &Call) -> bool {
             "db" | "prisma" | "tx" | "trx" | "knex" | "supabase" | "client" | "models"
         )
     });
+    // `this.stripePaymentRepository.create(…)` is this application's table.
+    let repository = segs.iter().any(|s| {
+        has_any(
+            s,
+            &["repository", "repo", "model", "dao", "table", "collection"],
+        )
+    });
     !db_root
+        && !repository
         && segs
             .iter()
             .any(|s| PROVIDERS.iter().any(|p| norm(s).starts_with(p)))

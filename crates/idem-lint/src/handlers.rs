@@ -65,6 +65,7 @@ const EVENT_TYPES: &[&str] = &[
     "incomingmessage",
     "cloudevent",
     "basicdeliver",
+    "asynq.task",
 ];
 
 /// Parameter names that carry an event or message.
@@ -244,6 +245,35 @@ pub(crate) fn route_shaped(f: &Function, path: &Path) -> bool {
         || (f.params.len() >= 2 && f.params[0] == "req" && f.params[1] == "res")
 }
 
+/// A function that acknowledges a message it was given (`payload.ack()`, `msg.Ack()`,
+/// `channel.ack(msg)`) consumes it.
+fn acks_param(f: &Function) -> bool {
+    f.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => matches!(
+            c.method().as_str(),
+            "ack" | "nack" | "basic_ack" | "basic_nack" | "acknowledge"
+        ) && (c.callee.first().is_some_and(|r| f.params.contains(r))
+            || c.args.iter().any(
+                |a| matches!(a, Expr::Path(p) if p.first().is_some_and(|r| f.params.contains(r))),
+            )),
+        _ => false,
+    })
+}
+
+/// A route that verifies a webhook delivery (`stripe.webhooks.constructEvent(…)`,
+/// `Webhook.verify(…)`, `validateWebhookSignature(…)`) receives events.
+fn verifies_webhook(f: &Function) -> bool {
+    f.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => {
+            let n = norm(&c.name());
+            n.contains("constructevent")
+                || n.contains("webhook")
+                    && has_any(&n, &["verify", "validate", "construct", "signature"])
+        }
+        _ => false,
+    })
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
@@ -267,11 +297,19 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
                     )
                 })))
         || name == "consumeclaim"
+        || acks_param(f)
     {
         return HandlerKind::Event;
     }
     let route = route_shaped(f, path);
-    if route && event_file {
+    // A route named for hooks or receipt of messages (`PostHook`, `handle_hook`,
+    // `receivedMessage`, `receive_event`) receives deliveries.
+    let receives = name.contains("hook")
+        || name.starts_with("receive")
+            && ["message", "event", "notification", "update"]
+                .iter()
+                .any(|w| name.contains(w));
+    if route && (event_file || verifies_webhook(f) || receives) {
         HandlerKind::Event
     } else if route {
         HandlerKind::Route

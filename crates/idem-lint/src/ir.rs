@@ -119,6 +119,12 @@ pub(crate) struct Op {
     pub(crate) lexical_tx: Option<u32>,
     /// Where the operation is written when it was inlined from a helper (call following).
     pub(crate) origin: Option<std::sync::Arc<Origin>>,
+    /// Work nobody waits for: started in a goroutine (`go f()`), a deferred callback
+    /// (`setImmediate`, `setTimeout`, `process.nextTick`), an unawaited call, or inlined
+    /// from one; it may not have finished when the next operation runs. The id of the
+    /// statement that detached it (0: awaited), so operations of one detached statement (a
+    /// `.then(…)` chain) can be told from a later statement's.
+    pub(crate) detached: u32,
 }
 
 /// Where an inlined operation is written: the helper's file, its position there and the

@@ -51,7 +51,10 @@ pub(crate) fn is_key_name(name: &str) -> bool {
             "msgid",
             "clienttoken",
         ],
-    ) || matches!(norm(name).as_str(), "idempotency" | "dedup" | "dedupe")
+    ) || matches!(
+        norm(name).as_str(),
+        "idempotency" | "dedup" | "dedupe" | "messageid" | "eventid"
+    )
 }
 
 /// Tables or models that record which events were handled (the inbox / processed marker).
@@ -116,6 +119,10 @@ pub(crate) fn is_event_time_column(name: &str) -> bool {
     let at = name.ends_with("At") || name.ends_with("_at");
     (at && !matches!(n.as_str(), "createdat" | "deletedat" | "lastloginat"))
         || n.starts_with("date") && n.len() > 4
+        || matches!(
+            n.as_str(),
+            "startdate" | "enddate" | "expirydate" | "renewaldate"
+        )
         || n.contains("periodend")
         || n.contains("periodstart")
 }

@@ -101,6 +101,20 @@ struct Site {
     helper: Option<(usize, String)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
+    /// The call was work nobody waits for (its statement's id, 0: awaited): everything
+    /// inlined from it is too.
+    detached: u32,
+}
+
+/// The detached-statement id of an operation copied at `site`: the call's when the whole
+/// helper runs detached, else the helper's own (offset like its transactions, so it cannot
+/// meet an id of the handler's).
+fn detached_id(op: &Op, site: &Site) -> u32 {
+    match (site.detached, op.detached) {
+        (0, 0) => 0,
+        (0, own) => own.wrapping_add(site.tx_offset),
+        (call, _) => call,
+    }
 }
 
 /// The state of one expansion.
@@ -162,6 +176,7 @@ impl<'a> CallIndex<'a> {
             pos: None,
             helper: None,
             names: HashMap::new(),
+            detached: 0,
         };
         self.copy(&mut ex, file, func, &top, 0);
         (ex.inlined > 0).then_some(ex.func)
@@ -191,7 +206,8 @@ impl<'a> CallIndex<'a> {
             {
                 ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
-                self.inline(ex, call, callee, target, conds, tx, pos, depth);
+                let detached = detached_id(op, site);
+                self.inline(ex, call, callee, target, (conds, tx, detached, pos), depth);
                 continue;
             }
             let origin = match (&op.origin, &site.helper) {
@@ -209,23 +225,24 @@ impl<'a> CallIndex<'a> {
                 conds,
                 lexical_tx: tx,
                 origin,
+                detached: detached_id(op, site),
             });
         }
     }
 
     /// Inlines one call: the parameters assigned from the arguments, then the body.
-    #[allow(clippy::too_many_arguments)]
+    /// `at` is the call's conditions, open transaction, whether nobody waits for it, and its
+    /// position in the handler.
     fn inline(
         &self,
         ex: &mut Expansion,
         call: &Call,
         callee: &Function,
         target: (usize, usize),
-        conds: Vec<usize>,
-        tx: Option<u32>,
-        pos: Pos,
+        at: (Vec<usize>, Option<u32>, u32, Pos),
         depth: usize,
     ) {
+        let (conds, tx, detached, pos) = at;
         let names = rename::locals(callee, ex.inlined);
         for (i, param) in callee.params.iter().enumerate() {
             let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
@@ -255,6 +272,7 @@ impl<'a> CallIndex<'a> {
                     conds: conds.clone(),
                     lexical_tx: tx,
                     origin: None,
+                    detached,
                 });
             }
         }
@@ -266,6 +284,7 @@ impl<'a> CallIndex<'a> {
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
             names,
+            detached,
         };
         ex.func.conds.extend(callee.conds.iter().map(|c| {
             let mut c = c.clone();
@@ -292,8 +311,15 @@ impl<'a> CallIndex<'a> {
             [only] if name.len() >= 6 => Some(*only),
             _ => None,
         };
-        let root = call.callee[0].to_lowercase();
-        match call.callee.len() {
+        let mut root = call.callee[0].to_lowercase();
+        let mut len = call.callee.len();
+        // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an
+        // imported module is (`stripe.service.ts`).
+        if len > 2 && matches!(root.as_str(), "self" | "this") {
+            root = call.callee[1].to_lowercase();
+            len -= 1;
+        }
+        match len {
             1 => same_file().or_else(same_dir).or_else(unique),
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
             _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
@@ -306,7 +332,9 @@ impl<'a> CallIndex<'a> {
                         .and_then(Path::file_name)
                         .and_then(|s| s.to_str())
                         .unwrap_or("");
-                    stem.eq_ignore_ascii_case(&root) || parent.eq_ignore_ascii_case(&root)
+                    // `emailCore` names `email-core.js`, `order_service` `order-service.ts`.
+                    let same = |a: &str| crate::words::norm(a) == crate::words::norm(&root);
+                    same(stem) || same(parent)
                 });
                 if len == 2 && named_module.is_some() {
                     return named_module;

@@ -3,11 +3,12 @@
 //! consumer set to acknowledge on receipt (`noAck: true`, `auto_ack=True`, Go amqp
 //! `Consume(q, "", true, …)`, NATS `AckNone`). A crash in between loses the event.
 
+use super::duplicate_not_2xx::status_of;
 use super::{Hit, in_duplicate_branch};
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
-use crate::ir::{Call, Expr, OpKind};
+use crate::ir::{Call, Expr, Op, OpKind};
 use crate::rule::RuleId;
 use crate::words::has_any;
 
@@ -138,6 +139,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
     }
+    if answers_before_detached_work(facts, out) || acks_inside_tx(facts, out) {
+        return;
+    }
     for (a, op) in ops.iter().enumerate() {
         let OpKind::Call(call) = &op.kind else {
             continue;
@@ -174,4 +178,164 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         });
         break;
     }
+}
+
+/// A 2xx answered by any response call or returned response: `c.JSON(202, …)`,
+/// `return new NextResponse(null, { status: 200 })`, `return Response.json(…)`.
+fn answers_ok(op: &Op) -> Option<&'static str> {
+    let call = match &op.kind {
+        OpKind::Call(c) => {
+            if let Some(what) = acknowledgement(c) {
+                return Some(what);
+            }
+            c
+        }
+        OpKind::Return(Some(Expr::Call(c))) => c,
+        _ => return None,
+    };
+    let mut chain = Some(call);
+    while let Some(c) = chain {
+        if let Some(code) = status_of(c) {
+            return ok(code).then_some("answers 2xx");
+        }
+        chain = c.receiver.as_deref();
+    }
+    // `Response.json(body)` / `NextResponse.json(body)` without a status: 200.
+    let responds = call.callee.first().is_some_and(|r| r.ends_with("Response"))
+        && matches!(call.method().as_str(), "json" | "text");
+    (responds && matches!(op.kind, OpKind::Return(_))).then_some("answers 2xx")
+}
+
+/// Whether two operations can both run on one path: one's conditions extend the other's.
+fn same_path(a: &Op, b: &Op) -> bool {
+    a.conds.starts_with(&b.conds) || b.conds.starts_with(&a.conds)
+}
+
+/// The acknowledgement or 2xx given after an effect started in work nobody waits for (a
+/// goroutine, `setImmediate`, an unawaited call): the answer can precede the effect.
+fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool {
+    let ops = &facts.func.ops;
+    let in_catch = |op: &Op| op.conds.iter().any(|&c| facts.func.conds[c].is_catch);
+    for (a, op) in ops.iter().enumerate() {
+        if in_catch(op) || in_duplicate_branch(facts, a) {
+            continue;
+        }
+        let Some(what) = answers_ok(op) else {
+            continue;
+        };
+        let started = (0..a).find(|&k| {
+            let call_k = match &ops[k].kind {
+                OpKind::Call(c) => Some(c),
+                _ => None,
+            };
+            // Detached by another statement than the answer's (`db.insert(x).then(() =>
+            // res.json(…))` answers after its own work).
+            ops[k].detached != 0
+                && ops[k].detached != op.detached
+                && !call_k.is_some_and(synchronous)
+                && is_effect(&facts.acts[k], call_k)
+                && same_path(&ops[k], op)
+                && !in_catch(&ops[k])
+        });
+        let Some(k) = started else { continue };
+        let name = match &op.kind {
+            OpKind::Call(c) => format!("{}()", c.name()),
+            _ => "the returned response".to_string(),
+        };
+        out.push(Hit {
+            rule: RuleId::RelAckBeforeCommit,
+            pos: op.pos,
+            origin: op.origin.clone(),
+            message: format!(
+                "{name} {what} while the effect on line {} ({}) runs in work nobody waits for (a goroutine, a deferred callback or an unawaited call): a crash or failure after the answer loses the event",
+                ops[k].pos.line,
+                super::describe(&facts.acts[k]),
+            ),
+            confidence: Confidence::High,
+        });
+        return true;
+    }
+    false
+}
+
+/// A broker ack or offset commit inside the open transaction that holds the effect: the
+/// transaction commits after the ack.
+fn acks_inside_tx(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool {
+    let ops = &facts.func.ops;
+    for (a, op) in ops.iter().enumerate() {
+        let OpKind::Call(call) = &op.kind else {
+            continue;
+        };
+        let Some(tx) = op.lexical_tx else { continue };
+        let Some(what) = acknowledgement(call) else {
+            continue;
+        };
+        if what == "answers 2xx" || in_duplicate_branch(facts, a) {
+            continue;
+        }
+        let write = ops
+            .iter()
+            .enumerate()
+            .find(|(k, o)| o.lexical_tx == Some(tx) && facts.acts[*k].is_db_write());
+        // A write the linter cannot see (a command bus, a library call) still commits with
+        // the transaction: any other call in it is the work.
+        // The nearest such call before the ack, else the first after it.
+        let is_work = |(k, o): &(usize, &Op)| {
+            *k != a
+                && o.lexical_tx == Some(tx)
+                && matches!(&o.kind, OpKind::Call(c) if !is_logging(c)
+                    && acknowledgement(c).is_none()
+                    && !matches!(c.method().as_str(), "get" | "str" | "int" | "len" | "dumps" | "loads"))
+        };
+        let work = ops[..a]
+            .iter()
+            .enumerate()
+            .rfind(|x| is_work(x))
+            .or_else(|| ops.iter().enumerate().skip(a + 1).find(|x| is_work(x)));
+        let (k, confidence, what_k) = match (write, work) {
+            (Some((k, _)), _) => (k, Confidence::High, super::describe(&facts.acts[k])),
+            (None, Some((k, o))) => {
+                let OpKind::Call(c) = &o.kind else { continue };
+                (k, Confidence::Medium, format!("{}()", c.name()))
+            }
+            (None, None) => continue,
+        };
+        out.push(Hit {
+            rule: RuleId::RelAckBeforeCommit,
+            pos: op.pos,
+            origin: op.origin.clone(),
+            message: format!(
+                "{}() {what} inside the open transaction of line {} ({what_k}), which commits only after it: a failed commit loses the event",
+                call.name(),
+                ops[k].pos.line,
+            ),
+            confidence,
+        });
+        return true;
+    }
+    false
+}
+
+/// `print(…)`, `console.log(…)`, `logger.info(…)`, `log.Printf(…)`: no work.
+fn is_logging(call: &Call) -> bool {
+    let root = call
+        .callee
+        .first()
+        .map(|r| r.to_lowercase())
+        .unwrap_or_default();
+    call.callee.len() == 1 && matches!(root.as_str(), "print" | "println")
+        || matches!(
+            root.as_str(),
+            "console" | "log" | "logger" | "logging" | "fmt" | "slog"
+        )
+}
+
+/// A synchronous database call that needs no await: better-sqlite3's
+/// `db.prepare(sql).run(…)`, whose unawaited statement has finished when the next one runs.
+fn synchronous(call: &Call) -> bool {
+    call.callee.iter().any(|s| s == "prepare")
+        && matches!(
+            call.method().as_str(),
+            "prepare" | "run" | "all" | "get" | "iterate"
+        )
 }

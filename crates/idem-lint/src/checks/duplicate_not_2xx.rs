@@ -79,6 +79,30 @@ fn is_error_value(e: &Expr) -> bool {
     found
 }
 
+/// Whether op `i` is in the `catch` of a dedup claim: the last write before the catch is an
+/// insert into a dedup table (`try { await createEvent(event.id) } catch { throw new
+/// BadRequestException() }`), so what the catch sees is the duplicate.
+fn claim_failed(facts: &FnFacts<'_>, i: usize) -> bool {
+    let ops = &facts.func.ops;
+    // The handler's own answer, directly in the catch, and a catch that does not tell errors
+    // apart (one that branches on a unique violation answers the others with this).
+    let Some(&c) = ops[i].conds.last() else {
+        return false;
+    };
+    if ops[i].origin.is_some()
+        || !facts.func.conds[c].is_catch
+        || ops
+            .iter()
+            .any(|o| o.conds.contains(&c) && o.conds.last() != Some(&c))
+    {
+        return false;
+    }
+    let last_write = (0..i).rev().find(|&k| {
+        !ops[k].conds.contains(&c) && (facts.acts[k].is_db_write() || is_marker(&facts.acts[k]))
+    });
+    last_write.is_some_and(|k| is_marker(&facts.acts[k]))
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
@@ -151,7 +175,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             let cond = &facts.func.conds[c];
             cond.is_catch && cond.test.words().iter().any(|w| is_duplicate_word(w))
         });
-        if !(by_message || by_claim || by_catch || in_duplicate_branch(facts, i)) {
+        let by_claim_catch = claim_failed(facts, i);
+        if !(by_message || by_claim || by_catch || by_claim_catch || in_duplicate_branch(facts, i))
+        {
             continue;
         }
         // `except IntegrityError: if <it was this event>: return …; raise`: the duplicate was
@@ -174,7 +200,8 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             pos: op.pos,
             origin: op.origin.clone(),
             message: format!("a duplicate delivery is {what}: the sender will retry it"),
-            confidence: if by_message || by_catch || in_duplicate_branch(facts, i) {
+            confidence: if by_message || by_catch || by_claim_catch || in_duplicate_branch(facts, i)
+            {
                 Confidence::High
             } else {
                 Confidence::Medium

@@ -58,6 +58,20 @@ const PER_ATTEMPT: &[&str] = &[
     "requestid",
 ];
 
+/// A call without arguments named as minting a fresh value (`randomString()`,
+/// `generateMessageId()`, `makeId()`): a deterministic key needs an input.
+fn mints(c: &crate::ir::Call) -> bool {
+    let m = norm(&c.method());
+    c.args.is_empty()
+        && c.kwargs.is_empty()
+        && ["random", "generate", "gen", "make", "new", "create"]
+            .iter()
+            .any(|p| m.starts_with(p))
+        && ["id", "key", "string", "str", "token", "uuid", "hex"]
+            .iter()
+            .any(|s| m.ends_with(s))
+}
+
 /// What makes a value volatile, if anything.
 fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, Option<Pos>)> {
     let mut found: Option<(String, bool, Option<Pos>)> = None;
@@ -132,6 +146,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "uuidnewv4"
                             | "uuidnewrandom"
                             | "randint"
+                            | "randomint"
+                            | "cryptorandomint"
                             | "randintn"
                             | "randint63"
                             | "ksuidnew"
@@ -140,7 +156,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "bsonnewobjectid"
                             | "primitivenewobjectid"
                             | "generateuuid"
-                    ) || (m == "random" && c.callee.len() == 2);
+                    ) || (m == "random" && c.callee.len() == 2)
+                        || mints(c);
                     let host = matches!(
                         n.as_str(),
                         "oshostname"
@@ -240,6 +257,22 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     && let Some(found) = volatile(facts, value, 0)
                 {
                     report(op, op.pos, t, found);
+                } else if matches!(value, Expr::Object { .. } | Expr::List(_)) {
+                    // `const message = { ...event, messageId: generateMessageId() }`, also
+                    // nested (`{ data: [{ event_id: orderId }] }`).
+                    let mut fields: Vec<(&String, &Expr)> = Vec::new();
+                    value.walk(&mut |e| {
+                        if let Expr::Object { fields: f, .. } = e {
+                            fields.extend(f.iter().map(|(k, v)| (k, v)));
+                        }
+                    });
+                    if let Some((k, found)) = fields
+                        .into_iter()
+                        .filter(|(k, _)| is_key_name(k))
+                        .find_map(|(k, v)| Some((k, volatile(facts, v, 0)?)))
+                    {
+                        report(op, op.pos, k, found);
+                    }
                 }
             }
             OpKind::Call(call) => {
@@ -267,6 +300,34 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                         && let Some(found) = volatile(facts, v, 0)
                     {
                         report(op, call.pos, &k, found);
+                    }
+                }
+                // A dedup insert (conflict-ignoring, or into a marker table) whose id is
+                // minted here: the conflict it relies on never happens.
+                if matches!(facts.acts[i], Act::OrmCreate { safe: true, .. })
+                    || super::is_marker(&facts.acts[i])
+                {
+                    let mut ids: Vec<(String, &Expr)> = Vec::new();
+                    for e in call.arg_exprs() {
+                        if let Expr::Object { fields, .. } = e {
+                            ids.extend(
+                                fields
+                                    .iter()
+                                    .filter(|(k, _)| norm(k) == "id")
+                                    .map(|(k, v)| (k.clone(), v)),
+                            );
+                        }
+                    }
+                    if let Some((k, found)) = ids
+                        .into_iter()
+                        .find_map(|(k, v)| Some((k, volatile(facts, v, 0)?)))
+                    {
+                        report(
+                            op,
+                            call.pos,
+                            &format!("{k} (the dedup insert's key)"),
+                            found,
+                        );
                     }
                 }
                 // A dedup claim (`SET key NX`) whose key is volatile.

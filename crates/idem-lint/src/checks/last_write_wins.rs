@@ -10,7 +10,7 @@ use crate::ir::OpKind;
 use crate::ir::{Call, Expr};
 use crate::rule::RuleId;
 use crate::sql::SqlStmt;
-use crate::words::{is_event_time_column, is_order_column};
+use crate::words::{is_event_time_column, is_order_column, norm};
 
 /// Whether the update sets `column` to a value derived from the event (`data: { endsAt }`
 /// where `endsAt` came from the event, Django `endsAt=event[…]`).
@@ -19,7 +19,11 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
     for (k, v) in &call.kwargs {
         found |= k == column && facts.mentions_tainted(v);
     }
-    for e in call.arg_exprs() {
+    let held = match call.option("data") {
+        Some(Expr::Path(p)) if p.len() == 1 => facts.values.get(&p[0]),
+        _ => None,
+    };
+    for e in call.arg_exprs().into_iter().chain(held) {
         if let Expr::Object { fields, .. } = e {
             for (k, v) in fields {
                 found |= k == column && facts.mentions_tainted(v);
@@ -27,6 +31,29 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
         }
     }
     found
+}
+
+/// Whether the handler compares `column` before writing it (`if (stored.eventAt > eventAt)
+/// return;`, `if row.version >= event.version: return`): the read-compare-write is the order
+/// check.
+fn guarded(facts: &FnFacts<'_>, column: &str) -> bool {
+    let col = norm(column);
+    facts.func.conds.iter().any(|c| {
+        let mut found = false;
+        c.test.walk(&mut |e| {
+            if let Expr::Binary { op, left, right } = e
+                && matches!(op.as_str(), "<" | ">" | "<=" | ">=")
+                && left
+                    .words()
+                    .iter()
+                    .chain(right.words().iter())
+                    .any(|w| norm(w) == col)
+            {
+                found = true;
+            }
+        });
+        found
+    })
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
@@ -73,6 +100,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             _ => None,
         };
         let Some(column) = column else { continue };
+        if guarded(facts, &column) {
+            continue;
+        }
         out.push(Hit {
             rule: RuleId::OrdLastWriteWins,
             pos: facts.func.ops[i].pos,

@@ -2,13 +2,13 @@
 //! is committed in another transaction than the side effect it stands for. A crash between
 //! the two either loses the event (marker first) or repeats the effect (effect first).
 
-use super::{Hit, describe, is_marker};
+use super::{Hit, describe, is_marker, is_unique_violation};
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
 use crate::ir::{Expr, OpKind};
 use crate::rule::RuleId;
-use crate::words::has_any;
+use crate::words::{has_any, is_duplicate_word};
 
 /// Calls that are not side effects: logging, parsing, responses, validation.
 const NOT_EFFECTS: &[&str] = &[
@@ -92,7 +92,9 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
         return false;
     }
     let m = call.method();
-    if NOT_EFFECTS.iter().any(|n| m == *n) || m.is_empty() {
+    // `registry.get(kind)(event)`: a call on a call's result builds something, it applies
+    // nothing yet.
+    if NOT_EFFECTS.iter().any(|n| m == *n) || m.is_empty() || m == "?" {
         return false;
     }
     // Helpers that read or compute (`getClickEvent(evt)`, `parsePayload(evt)`) are no effect.
@@ -148,11 +150,88 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
                 ],
             )
         });
-    local
-        && call.args.iter().any(|a| {
+    // `webhook = WebhookClass(event); webhook.process()`: an object built from the event
+    // told to apply it.
+    let applies = matches!(
+        m.as_str(),
+        "process" | "handle" | "apply" | "execute" | "run" | "dispatch" | "fulfil" | "fulfill"
+    ) && call.callee.len() == 2
+        && facts
+            .values
+            .get(&call.callee[0])
+            .is_some_and(|v| facts.mentions_tainted(v));
+    applies
+        || local
+            && call.args.iter().any(|a| {
             facts.mentions_tainted(a)
                 && !matches!(a, Expr::Path(p) if p.len() == 1 && matches!(p[0].as_str(), "ctx" | "w" | "res" | "reply"))
         })
+}
+
+/// An insert used as the claim by how its failure is read: a unique violation after it is
+/// answered "duplicate" (`catch (e) { if (e.code === 11000) return { isDuplicate: true } }`).
+fn claim_by_violation(facts: &FnFacts<'_>, m: usize) -> bool {
+    let inserts = matches!(
+        &facts.acts[m],
+        Act::OrmCreate { safe: false, .. }
+            | Act::Sql(crate::sql::SqlStmt::Insert {
+                conflict_clause: false,
+                ..
+            })
+    );
+    if !inserts {
+        return false;
+    }
+    let handled: Vec<usize> = facts
+        .func
+        .conds
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.test.words().iter().any(|w| is_unique_violation(w)))
+        .map(|(k, _)| k)
+        .collect();
+    facts.func.ops[m + 1..].iter().any(|o| {
+        o.conds.iter().any(|c| handled.contains(c))
+            && match &o.kind {
+                OpKind::Return(Some(e)) => e.words().iter().any(|w| is_duplicate_word(w)),
+                OpKind::Assign { targets, value, .. } => targets
+                    .iter()
+                    .cloned()
+                    .chain(value.words())
+                    .any(|w| is_duplicate_word(&w)),
+                _ => false,
+            }
+    })
+}
+
+/// An insert into the table the handler looked the event up in and decided on (`if
+/// Event.objects.filter(stripe_id=…).first(): return` … `Event.objects.create(stripe_id=…)`):
+/// the row records that the event was handled, a marker by use.
+fn claim_by_lookup(facts: &FnFacts<'_>, m: usize) -> bool {
+    let target = match &facts.acts[m] {
+        Act::OrmCreate { target, .. } => target,
+        Act::Sql(crate::sql::SqlStmt::Insert { table, .. }) => table,
+        _ => return false,
+    };
+    // Only a table of received events: a find-or-create of a customer or conversation
+    // records no delivery.
+    if !super::is_event_log_table(target) {
+        return false;
+    }
+    let same = |t: &str| crate::words::table_key(t) == crate::words::table_key(target);
+    (0..m).any(|k| {
+        let read = match &facts.acts[k] {
+            Act::OrmRead { target } => same(target),
+            Act::Sql(crate::sql::SqlStmt::Select {
+                tables,
+                filtered: true,
+                ..
+            }) => tables.iter().any(|t| same(t)),
+            _ => false,
+        };
+        read && matches!(&facts.func.ops[k].kind, OpKind::Call(c) if c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)))
+            && super::decided_by(facts, k, m)
+    })
 }
 
 /// One processed marker of a function (a dedup-table insert, a Redis `SET NX`) and what the
@@ -180,7 +259,8 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
     let db_claim = super::ttl_marker::database_claim(facts);
     let mut out = Vec::new();
     for (m, act) in facts.acts.iter().enumerate() {
-        if !is_marker(act) {
+        let by_use = !is_marker(act);
+        if by_use && !claim_by_violation(facts, m) && !claim_by_lookup(facts, m) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
@@ -189,9 +269,10 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
         };
+        // A marker by use claims what follows it; what came before built the claim.
         let apart = (m + 1..facts.acts.len())
             .find(|&e| outside(e))
-            .or_else(|| (0..m).find(|&e| outside(e)));
+            .or_else(|| (0..m).filter(|_| !by_use).find(|&e| outside(e)));
         out.push(MarkerCommit {
             marker: m,
             redis,

@@ -134,7 +134,7 @@ pub(crate) fn is_marker(act: &Act) -> bool {
 
 /// A table of received events or messages (`payment_events`, `stripe_messages`): an insert
 /// into it that ignores conflicts records that the event arrived, a claim by another name.
-fn is_event_log_table(table: &str) -> bool {
+pub(crate) fn is_event_log_table(table: &str) -> bool {
     let key = crate::words::table_key(table);
     ["event", "message", "notification", "delivery"]
         .iter()
@@ -156,7 +156,9 @@ pub(crate) fn in_duplicate_branch(facts: &FnFacts<'_>, i: usize) -> bool {
     let op = &facts.func.ops[i];
     op.conds.iter().any(|&c| {
         let cond = &facts.func.conds[c];
-        let negated = cond.negated ^ matches!(cond.test, crate::ir::Expr::Not(_));
+        // `if (!dup)`, and `if (err.code !== "23505")`: the branch for everything else.
+        let inequality = matches!(&cond.test, crate::ir::Expr::Binary { op, .. } if matches!(op.as_str(), "!=" | "!==" | "is not"));
+        let negated = cond.negated ^ (matches!(cond.test, crate::ir::Expr::Not(_)) || inequality);
         !negated && cond.test.words().iter().any(|w| is_duplicate_word(w))
     })
 }
@@ -220,7 +222,7 @@ fn unique_claim(facts: &FnFacts<'_>, act: &Act) -> bool {
 /// A race between two copies remains, and `REL_CHECK_THEN_ACT` reports it where it inserts.
 /// Whether op `i` runs only on a path a condition about op `k`'s result decided: `i` is under
 /// such a condition, or an early return or throw under one lies between them.
-fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
+pub(crate) fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
     let ops = &facts.func.ops;
     let OpKind::Call(read) = &ops[k].kind else {
         return false;
@@ -295,6 +297,12 @@ const UNIQUE_VIOLATION: &[&str] = &[
 /// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,
 /// `catch (e) { if (e.code === "P2002") … }`, `errors.Is(err, gorm.ErrDuplicatedKey)`): the
 /// insert hits a unique key the linter cannot see, and the database referees a duplicate.
+/// Whether a word names a unique-key violation (`23505`, `P2002`, `IntegrityError`, `11000`).
+pub(crate) fn is_unique_violation(word: &str) -> bool {
+    let n = norm(word);
+    UNIQUE_VIOLATION.iter().any(|u| n.contains(u))
+}
+
 pub(crate) fn conflict_handled(facts: &FnFacts<'_>, i: usize) -> bool {
     let handled: Vec<usize> = facts
         .func

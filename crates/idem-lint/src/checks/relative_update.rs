@@ -6,7 +6,7 @@ use super::{Hit, checked_first, describe, guarded};
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
-use crate::ir::OpKind;
+use crate::ir::{Expr, OpKind};
 use crate::rule::RuleId;
 use crate::sql::SqlStmt;
 
@@ -61,6 +61,35 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 {
                     (
                         format!("`{} {o}` on a loaded row, then saved", targets.join(", ")),
+                        Confidence::Medium,
+                    )
+                }
+                // `product.stock = product.stock - qty`, then a save.
+                OpKind::Assign {
+                    targets,
+                    op: None,
+                    value:
+                        Expr::Binary {
+                            op: bin,
+                            left,
+                            right: _,
+                        },
+                } if (bin == "+" || bin == "-")
+                    && targets.iter().any(|t| {
+                        t.contains('.')
+                            && !t.starts_with("self.")
+                            && !t.starts_with("this.")
+                            && matches!(left.as_ref(), Expr::Path(p) if p.join(".") == *t)
+                    })
+                    && facts.acts[i + 1..]
+                        .iter()
+                        .any(|a| a.is_db_write() || matches!(a, Act::Commit)) =>
+                {
+                    (
+                        format!(
+                            "`{t} = {t} {bin} …` on a loaded row, then saved",
+                            t = targets.join(", ")
+                        ),
                         Confidence::Medium,
                     )
                 }

@@ -26,7 +26,14 @@ fn payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Vec<&'c Expr> {
 }
 
 fn is_named_sink(call: &Call) -> bool {
-    SINKS.contains(&call.method().as_str())
+    SINKS.contains(&call.method().as_str()) || names_verifier(&call.method())
+}
+
+/// A name that says it checks a webhook's signature: `validateWebhookSignature`,
+/// `verifyWebhookEvent`, `check_hmac_signature`.
+fn names_verifier(name: &str) -> bool {
+    let n = norm(name);
+    has_any(&n, &["verif", "validat", "check"]) && has_any(&n, &["signature", "webhook", "hmac"])
 }
 
 const SINKS: &[&str] = &[
@@ -85,6 +92,12 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Option<&'c Expr> {
         return call.args.first();
     }
     if m == "update" && chain.iter().any(|c| c == "createhmac") {
+        return call.args.first();
+    }
+    // A plain hash of payload and secret (`md5(base64(body) + key)`) inside a function that
+    // verifies a webhook's signature.
+    if m == "update" && chain.iter().any(|c| c == "createhash") && names_verifier(&facts.func.name)
+    {
         return call.args.first();
     }
     if m == "new"

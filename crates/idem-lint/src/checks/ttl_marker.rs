@@ -114,8 +114,14 @@ fn find(facts: &FnFacts<'_>) -> Option<Found> {
     (0..n).find_map(|c| {
         let what = cache_check(facts, c)?;
         let effect = (c + 1..n).find(|&e| {
+            // A marker-table insert nothing referees (no conflict clause, no unique key)
+            // is the effect the cache guards, not a claim.
             unrefereed_effect(facts, &facts.acts[e])
-                && !is_marker(&facts.acts[e])
+                && (!is_marker(&facts.acts[e])
+                    || matches!(
+                        facts.acts[e],
+                        Act::Sql(SqlStmt::Insert { .. }) | Act::OrmCreate { .. }
+                    ))
                 && decided(facts, c, e)
         })?;
         Some(Found {

@@ -9,6 +9,8 @@ struct Frame {
     func: Function,
     conds: Vec<usize>,
     tx: Vec<u32>,
+    /// The ids of the enclosing statements that start work nobody waits for, outermost first.
+    detached: Vec<u32>,
 }
 
 /// Builds a [`Module`] while a lowering walks the tree.
@@ -17,6 +19,7 @@ pub(super) struct Builder<'s> {
     line_starts: Vec<usize>,
     frames: Vec<Frame>,
     next_tx: u32,
+    next_detached: u32,
     /// How deep the lowering is in the tree: past [`MAX_DEPTH`] nodes are skipped, so a
     /// pathological file (a 50,000-term concatenation) cannot exhaust the stack.
     depth: u32,
@@ -77,6 +80,7 @@ impl<'s> Builder<'s> {
             line_starts,
             frames: Vec::new(),
             next_tx: 0,
+            next_detached: 0,
             depth: 0,
             module: Module::default(),
         };
@@ -150,6 +154,7 @@ impl<'s> Builder<'s> {
             func,
             conds: Vec::new(),
             tx: Vec::new(),
+            detached: Vec::new(),
         });
     }
 
@@ -177,7 +182,24 @@ impl<'s> Builder<'s> {
             conds: frame.conds.clone(),
             lexical_tx: frame.tx.last().copied(),
             origin: None,
+            detached: frame.detached.first().copied().unwrap_or(0),
         });
+    }
+
+    /// Operations emitted until [`pop_detached`](Self::pop_detached) run in work nobody waits
+    /// for (a goroutine, a deferred callback, an unawaited call).
+    pub(super) fn push_detached(&mut self) {
+        self.next_detached += 1;
+        let id = self.next_detached;
+        if let Some(frame) = self.frames.last_mut() {
+            frame.detached.push(id);
+        }
+    }
+
+    pub(super) fn pop_detached(&mut self) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.detached.pop();
+        }
     }
 
     pub(super) fn push_cond(&mut self, test: Expr, negated: bool, is_catch: bool) {

@@ -53,10 +53,18 @@ impl<'s> Lower<'s> {
             "source_file" | "block" | "statement_list" => {
                 named(n).into_iter().for_each(|c| self.stmt(c))
             }
-            "expression_statement" | "go_statement" | "defer_statement" => {
+            "expression_statement" | "defer_statement" => {
                 for c in named(n) {
                     self.expr(c);
                 }
+            }
+            // `go f()`: nobody waits for the goroutine.
+            "go_statement" => {
+                self.b.push_detached();
+                for c in named(n) {
+                    self.expr(c);
+                }
+                self.b.pop_detached();
             }
             "function_declaration" | "method_declaration" => {
                 let name = n
@@ -470,6 +478,12 @@ impl<'s> Lower<'s> {
                             self.stmt(body);
                         }
                         self.b.pop_tx();
+                    } else if retries(&call) {
+                        // `backoff.Retry(func() …)`, `retry.Do(func() error …)`: the function
+                        // runs in the call, as part of the caller.
+                        if let Some(body) = a.child_by_field_name("body") {
+                            self.stmt(body);
+                        }
                     } else {
                         self.function(a, String::new(), Some(reg.clone()));
                         self.b.registered_last(call.pos);
@@ -572,4 +586,16 @@ fn struct_tag<'t>(tag: &'t str, key: &str) -> Option<&'t str> {
         rest = &after[end + 1..];
     }
     None
+}
+
+/// A retry wrapper that runs its function argument in the call: `backoff.Retry(op, b)`,
+/// `retry.Do(func() error {…})`.
+fn retries(call: &Call) -> bool {
+    let m = call.method();
+    matches!(m.as_str(), "retry" | "retrynotify" | "retrywithdata")
+        || m == "do"
+            && call
+                .callee
+                .first()
+                .is_some_and(|r| r.to_lowercase().contains("retry"))
 }

@@ -76,7 +76,16 @@ impl<'s> Lower<'s> {
         match n.kind() {
             "expression_statement" => {
                 for c in named(n) {
+                    // A call whose promise nobody awaits (`handle(event);`): its work may
+                    // not have finished when the next statement runs.
+                    let unawaited = c.kind() == "call_expression";
+                    if unawaited {
+                        self.b.push_detached();
+                    }
                     self.expr(c);
+                    if unawaited {
+                        self.b.pop_detached();
+                    }
                 }
             }
             "lexical_declaration" | "variable_declaration" => {
@@ -689,6 +698,10 @@ impl<'s> Lower<'s> {
                     self.b.pop_tx();
                 } else if runs_inline(call) {
                     self.inline(a, call);
+                } else if runs_later(call) {
+                    self.b.push_detached();
+                    self.inline(a, call);
+                    self.b.pop_detached();
                 } else {
                     self.registration_at.push(call.pos);
                     self.function(a, String::new(), Some(reg.clone()));
@@ -717,6 +730,15 @@ impl<'s> Lower<'s> {
             call.args.push(v);
         }
     }
+}
+
+/// Timers and queues whose function argument runs later, after the caller has gone on.
+fn runs_later(call: &Call) -> bool {
+    call.callee.len() <= 2
+        && matches!(
+            call.method().as_str(),
+            "setimmediate" | "settimeout" | "nexttick" | "queuemicrotask"
+        )
 }
 
 fn unwrap_await(mut n: Node<'_>) -> Node<'_> {
