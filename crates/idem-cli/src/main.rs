@@ -28,17 +28,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc instead of glibc's malloc (issue 26): allocation was the largest component of the
-/// gateway's CPU per forwarded event (docs/gateway.md, "Allocator", has the measurement).
-#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// jemalloc, the other allocator made for servers, measured against mimalloc.
-#[cfg(feature = "jemalloc")]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if let Err(error) = cli.check() {
