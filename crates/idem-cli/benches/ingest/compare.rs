@@ -28,8 +28,11 @@ struct Figures {
     peak_rss_mib: f64,
 }
 
+/// Reads one figure off a run.
+type Read = fn(&Figures) -> f64;
+
 /// The figures compared, by name, with how each is read off a run.
-const FIGURES: [(&str, fn(&Figures) -> f64); 8] = [
+const FIGURES: [(&str, Read); 8] = [
     ("ingest-only req/s", |f| f.ingest_rate),
     ("gateway CPU per ingested event, us", |f| {
         f.ingest_cpu.server_us
@@ -159,7 +162,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
-    if values.len() % 2 == 0 {
+    if values.len().is_multiple_of(2) {
         (values[mid - 1] + values[mid]) / 2.0
     } else {
         values[mid]
