@@ -20,12 +20,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("train", "test"):
-        sys.exit("usage: fetch.py train|test DIR")
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in ("train", "test"):
+        sys.exit("usage: fetch.py train|test DIR [CASES]   (CASES: default cases.toml beside this script; v3's is ../v3/cases.toml)")
     half, out = sys.argv[1], sys.argv[2]
+    cases_file = sys.argv[3] if len(sys.argv) == 4 else os.path.join(HERE, "cases.toml")
     base = os.environ.get("IDEM_LINT_GIT_BASE", "https://github.com")
     mirror = os.environ.get("IDEM_LINT_MIRROR")
-    with open(os.path.join(HERE, "cases.toml"), "rb") as f:
+    with open(cases_file, "rb") as f:
         cases = [c for c in tomllib.load(f)["case"] if c["half"] == half]
     wanted = sorted({(c["repo"], c["commit"], p) for c in cases for p in [c["path"], *c.get("also", [])]})
     os.makedirs(os.path.join(out, ".repos"), exist_ok=True)
