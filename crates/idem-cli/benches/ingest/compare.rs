@@ -13,9 +13,8 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use crate::cpu::{PerEvent, Server, Snapshot};
+use crate::cpu::PerEvent;
 use crate::gateway::{App, Serve};
-use crate::load;
 
 /// One run of one binary on one store.
 #[derive(Debug, Clone, Copy)]
@@ -114,14 +113,7 @@ async fn one_run(binary: &OsStr, store: &str, pg_admin: &str, secs: u64, dir: &P
     let ingest_url = url("ci").await;
     let (ingest, ingest_cpu) = {
         let serve = Serve::start_binary(binary, &ingest_url, None, None, dir).await;
-        let gateway = Server::Gateway(serve.pid());
-        let cpu = Snapshot::take(gateway, serve.database());
-        let measured = load::closed_loop(&serve.url, &crate::run_id("i"), secs, 0.0).await;
-        let per_event = cpu.per_event(
-            &Snapshot::take(gateway, serve.database()),
-            measured.accepted,
-        );
-        (measured, per_event)
+        crate::ingest_only(&serve, secs).await
     };
     let forward_url = url("cf").await;
     let app = App::start();

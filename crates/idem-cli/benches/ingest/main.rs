@@ -287,13 +287,8 @@ async fn gateway_runs(
 ) -> StoreFigures {
     let (ingest, ingest_cpu) = {
         let serve = Serve::start(&urls[0], None, None, dir).await;
-        let cpu = Snapshot::take(Server::Gateway(serve.pid()), serve.database());
-        let unique = load::closed_loop(&serve.url, &run_id("i"), secs, 0.0).await;
+        let (unique, per_event) = ingest_only(&serve, secs).await;
         row(&format!("idem serve, {store}, ingest-only"), &unique);
-        let per_event = cpu.per_event(
-            &Snapshot::take(Server::Gateway(serve.pid()), serve.database()),
-            unique.accepted,
-        );
         println!("  {per_event}");
         let dup = load::closed_loop(&serve.url, &run_id("d"), secs, 0.3).await;
         row(&format!("idem serve, {store}, ingest-only, 30 % dup"), &dup);
@@ -328,6 +323,16 @@ async fn gateway_runs(
         sustainable,
         peak_rss_kib: closed.peak_rss_kib.max(open_peak),
     }
+}
+
+/// `secs` of closed-loop ingest of unique events into `serve` (started without a route): what
+/// it measured and the CPU per ingested event.
+async fn ingest_only(serve: &Serve, secs: u64) -> (Measured, PerEvent) {
+    let gateway = Server::Gateway(serve.pid());
+    let cpu = Snapshot::take(gateway, serve.database());
+    let unique = load::closed_loop(&serve.url, &run_id("i"), secs, 0.0).await;
+    let per_event = cpu.per_event(&Snapshot::take(gateway, serve.database()), unique.accepted);
+    (unique, per_event)
 }
 
 /// What the closed-loop forwarding run measured.
