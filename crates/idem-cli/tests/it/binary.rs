@@ -269,7 +269,7 @@ async fn typos_and_inverted_ranges_are_refused() {
 fn lint_runs_the_idem_lint_beside_it_with_every_argument() {
     let dir = tempfile::tempdir().unwrap();
     let idem = dir.path().join("idem");
-    std::fs::copy(BINARY, &idem).unwrap();
+    crate::support::install_executable(std::path::Path::new(BINARY), &idem);
     let run = |args: &[&str]| {
         Command::new(&idem)
             .args(args)
@@ -288,17 +288,13 @@ fn lint_runs_the_idem_lint_beside_it_with_every_argument() {
     // A stand-in that records its arguments and exits 1, as idem-lint does on findings.
     let lint = dir.path().join("idem-lint");
     let record = dir.path().join("args");
-    std::fs::write(
+    crate::support::install_script(
         &lint,
-        format!(
+        &format!(
             "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\nexit 1\n",
             record.display()
         ),
-    )
-    .unwrap();
-    let mut permissions = std::fs::metadata(&lint).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&lint, permissions).unwrap();
+    );
     let found = run(&["lint", "--format", "sarif", "--help", "a b", "-x"]);
     assert_eq!(found.status.code(), Some(1));
     assert_eq!(

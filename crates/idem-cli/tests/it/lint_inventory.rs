@@ -23,20 +23,16 @@ fn tree() -> PathBuf {
 /// line, in `args`) and its standard input (in `rows.json`).
 fn idem_beside_a_recorder(dir: &Path) -> PathBuf {
     let idem = dir.join("idem");
-    std::fs::copy(IDEM, &idem).unwrap();
+    crate::support::install_executable(Path::new(IDEM), &idem);
     let lint = dir.join("idem-lint");
-    std::fs::write(
+    crate::support::install_script(
         &lint,
-        format!(
+        &format!(
             "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}\ncat > {}\n",
             dir.join("args").display(),
             dir.join("rows.json").display()
         ),
-    )
-    .unwrap();
-    let mut permissions = std::fs::metadata(&lint).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&lint, permissions).unwrap();
+    );
     idem
 }
 
