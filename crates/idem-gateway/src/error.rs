@@ -29,8 +29,11 @@ pub enum Error {
     /// whether a retry can succeed.
     #[error(transparent)]
     Store(#[from] idem_sql::Error),
-    /// Applying the gateway's migrations failed.
-    #[error("migrating the gateway's tables failed: {0}")]
+    /// Applying the gateway's migrations failed: a statement failed, or the database's
+    /// `idem_gateway_migrations` records a migration this idem does not know (the tables were
+    /// made by a newer idem) or one whose checksum differs (another build). Nothing is changed
+    /// in the last two cases: sqlx checks what is recorded before it applies anything.
+    #[error("migrating the gateway's tables failed: {}", migrate_message(.0))]
     Migrate(#[from] idem_sql::sqlx::migrate::MigrateError),
     /// A broker source could not start: its server cannot be reached, its stream or queue
     /// does not exist, or its JetStream consumer exists with other settings. The gateway
@@ -376,5 +379,24 @@ fn names(known: &[String]) -> String {
             .map(|n| format!("{n:?}"))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// [`Error::Migrate`]'s reason, in the words of idem's own migrations (`idem_sql`'s
+/// `IncompatibleSchema`) where sqlx's would name only a version.
+fn migrate_message(error: &idem_sql::sqlx::migrate::MigrateError) -> String {
+    use idem_sql::sqlx::migrate::MigrateError;
+    const TABLE: &str = crate::store::MIGRATIONS_TABLE;
+    match error {
+        MigrateError::VersionMissing(version) => format!(
+            "{TABLE} records migration {version}, which this idem does not know: the tables \
+             were made by a newer idem; run that version (or a newer one) on this database"
+        ),
+        MigrateError::VersionMismatch(version) => format!(
+            "migration {version} recorded in {TABLE} is not this idem's migration {version} (its \
+             checksum differs): the tables were made by another idem build; run that build on \
+             this database"
+        ),
+        other => other.to_string(),
     }
 }

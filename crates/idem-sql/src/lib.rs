@@ -76,6 +76,7 @@ mod kafka_offsets;
 mod lease_store;
 mod lineage;
 pub mod metric_definitions;
+mod migrations;
 mod outbox;
 mod pool_options;
 mod redact;
@@ -109,6 +110,7 @@ pub use inbox::{Claim, Inbox};
 // Kafka consumer offsets and partition fences
 pub use kafka_offsets::{KafkaOffset, KafkaOffsets, PartitionClaim, PartitionFence};
 pub use lease_store::LeaseStore;
+pub use migrations::run_migrations;
 pub use outbox::{
     ClaimToken, DEFAULT_OUTBOX_MAX_ATTEMPTS, DEFAULT_OUTBOX_RELAY_NAME, LockedBatch,
     MAX_MESSAGE_ID_BYTES, MessageId, Outbox, OutboxFailure, OutboxMessage, OutboxPolicy, OutboxRow,

@@ -33,7 +33,7 @@ pub(crate) use rows::{
 
 /// The gateway's own migrations table, apart from idem's `idem_migrations` and an application's
 /// `_sqlx_migrations`, so each set of migrations is checked against its own history.
-const MIGRATIONS_TABLE: &str = "idem_gateway_migrations";
+pub(crate) const MIGRATIONS_TABLE: &str = "idem_gateway_migrations";
 
 /// The most rows one multi-row `INSERT` carries: at 15 parameters a row at most, well within SQLite's
 /// 32,766 and PostgreSQL's 65,535 bound parameters per statement.
@@ -280,7 +280,7 @@ macro_rules! gateway_ops {
             async fn migrate_gateway(pool: &Pool<Self>) -> Result<(), sqlx::migrate::MigrateError> {
                 let mut migrator = sqlx::migrate!($migrations);
                 migrator.dangerous_set_table_name(MIGRATIONS_TABLE);
-                migrator.run(pool).await
+                idem_sql::run_migrations(migrator, pool).await
             }
 
             async fn insert_events(

@@ -1,5 +1,6 @@
 //! The gateway under faults, each made for real: a full disk (a size-capped tmpfs), a database
-//! that accepts TCP and never answers, a PostgreSQL server stopped and a MariaDB server killed,
+//! that accepts TCP and never answers, a table locked by another session (PostgreSQL, MariaDB),
+//! a PostgreSQL server stopped and a MariaDB server killed,
 //! each started again, slow
 //! clients that send a byte every 200 ms. No accepted event is lost; every webhook is answered
 //! within its deadline; nothing needs a restart to recover.
@@ -9,6 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use idem_gateway::{Config, GatewayDb};
+use idem_sql::sqlx::pool::PoolConnection;
+use idem_sql::sqlx::{MySql, Pool, Postgres};
 use idem_sql::{PgStore, PoolOptions, SqliteStore, Store};
 use idem_testkit::private_mariadb::PrivateMariaDb;
 use idem_testkit::private_postgres::PrivatePostgres;
@@ -348,22 +351,12 @@ async fn database_outage<DB: GatewayDb>(pg: &impl Outage) {
 /// A database that answers nothing for longer than `database_timeout` (the events table locked
 /// by another session): the webhook gets 503 with `Retry-After` within 1 s plus 50 %, and is
 /// taken once the lock is gone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_locked_table_is_answered_503_within_database_timeout() {
-    let url = pg_database().await;
-    let store = PgStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(system_clock());
+async fn a_locked_table_is_answered_503_within_database_timeout<DB: TableLock>(store: Store<DB>) {
     let app = Downstream::ok().await;
     let running = Running::start(config_with("database_timeout = \"1s\"", &app), store).await;
     let body = stripe_event("evt_locked", "invoice.paid", "invoice", "in_l", unix_now());
 
-    let mut lock = running.gateway.store().pool().begin().await.unwrap();
-    idem_sql::sqlx::query("LOCK TABLE idem_gateway_events IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = DB::lock_events(running.gateway.store().pool()).await;
     let (answer, took) = timed_post(&running, &body).await;
     assert_eq!(answer.status, 503, "{:?}", answer.json);
     assert_eq!(answer.header("retry-after"), Some("1"));
@@ -394,14 +387,13 @@ async fn a_locked_table_is_answered_503_within_database_timeout() {
     for answer in &answers {
         assert_eq!(answer.status, 503, "{:?}", answer.json);
     }
-    lock.rollback().await.unwrap();
+    DB::unlock(lock).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let stored: i64 = idem_sql::sqlx::query_scalar(
+    let stored = crate::support::count(
+        &running.gateway,
         "SELECT COUNT(*) FROM idem_gateway_events WHERE event_id LIKE 'evt_q%'",
     )
-    .fetch_one(running.gateway.store().pool())
-    .await
-    .unwrap();
+    .await;
     assert_eq!(stored, 0, "events answered 503 were stored after all");
 
     let (answer, _) = timed_post(&running, &body).await;
@@ -410,6 +402,67 @@ async fn a_locked_table_is_answered_503_within_database_timeout() {
     running.settle().await;
     assert_eq!(app.with_key("stripe:evt_locked").len(), 1);
     running.server.shutdown().await.unwrap();
+}
+
+mod a_locked_table_is_answered_503_within_database_timeout {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let (_dir, store) = crate::support::postgres(crate::support::system_clock()).await;
+        super::a_locked_table_is_answered_503_within_database_timeout(store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        let (_dir, store) = crate::support::mysql(crate::support::system_clock()).await;
+        super::a_locked_table_is_answered_503_within_database_timeout(store).await;
+    }
+}
+
+/// A store on which another session can lock the events table against every read and write
+/// (SQLite's one writer is tested by the full disk instead).
+trait TableLock: GatewayDb + idem_testkit::AppDb {
+    /// A connection holding the lock.
+    async fn lock_events(pool: &Pool<Self>) -> PoolConnection<Self>;
+    /// Releases it.
+    async fn unlock(conn: PoolConnection<Self>);
+}
+
+impl TableLock for Postgres {
+    async fn lock_events(pool: &Pool<Self>) -> PoolConnection<Self> {
+        let mut conn = pool.acquire().await.unwrap();
+        idem_sql::sqlx::raw_sql("BEGIN; LOCK TABLE idem_gateway_events IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        conn
+    }
+
+    async fn unlock(mut conn: PoolConnection<Self>) {
+        idem_sql::sqlx::raw_sql("ROLLBACK")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+}
+
+impl TableLock for MySql {
+    /// `LOCK TABLES … WRITE` belongs to the session, not a transaction: other sessions wait on
+    /// its metadata lock for reads and writes alike.
+    async fn lock_events(pool: &Pool<Self>) -> PoolConnection<Self> {
+        let mut conn = pool.acquire().await.unwrap();
+        idem_sql::sqlx::raw_sql("LOCK TABLES idem_gateway_events WRITE")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        conn
+    }
+
+    async fn unlock(mut conn: PoolConnection<Self>) {
+        idem_sql::sqlx::raw_sql("UNLOCK TABLES")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
 }
 
 /// Dispatch never takes ingest's connections: twenty destinations whose deliveries keep

@@ -571,4 +571,11 @@ mod keys_forever {
         let (_dir, store) = crate::support::postgres(Arc::new(clock.clone())).await;
         forever(store, clock).await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        let clock = clock();
+        let (_dir, store) = crate::support::mysql(Arc::new(clock.clone())).await;
+        forever(store, clock).await;
+    }
 }

@@ -1,5 +1,5 @@
 //! The gateway's integration tests: a real gateway on 127.0.0.1, a real local downstream, real
-//! HTTP, on SQLite and PostgreSQL. Retry schedules are in milliseconds; nothing waits for
+//! HTTP, on SQLite, PostgreSQL and MariaDB. Retry schedules are in milliseconds; nothing waits for
 //! seconds.
 
 #[macro_use]
@@ -25,6 +25,7 @@ mod handoff;
 mod ingest;
 mod interop;
 mod kafka;
+mod migrations;
 mod observability;
 mod order_rules;
 mod pages;

@@ -169,4 +169,12 @@ mod the_rate_limit_starts_no_more_attempts_than_its_tokens {
         let (_dir, store) = crate::support::postgres(Arc::new(clock.clone())).await;
         super::the_rate_limit_starts_no_more_attempts_than_its_tokens(store, clock).await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        crate::support::capture_logs();
+        let clock = clock();
+        let (_dir, store) = crate::support::mysql(Arc::new(clock.clone())).await;
+        super::the_rate_limit_starts_no_more_attempts_than_its_tokens(store, clock).await;
+    }
 }

@@ -356,4 +356,12 @@ mod missing_bodies {
         let (_dir, store) = crate::support::postgres(Arc::new(clock.clone())).await;
         super::missing_bodies_refuse_unless_skipped(store, clock).await;
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        crate::support::capture_logs();
+        let clock = ManualClock::new(Timestamp(super::BASE * 1000));
+        let (_dir, store) = crate::support::mysql(Arc::new(clock.clone())).await;
+        super::missing_bodies_refuse_unless_skipped(store, clock).await;
+    }
 }

@@ -61,7 +61,7 @@ impl Ops for Postgres {
     async fn migrate(pool: &Pool<Self>) -> Result<(), Error> {
         let mut migrator = sqlx::migrate!("migrations/postgres");
         migrator.dangerous_set_table_name(super::MIGRATIONS_TABLE);
-        Ok(migrator.run(pool).await?)
+        Ok(crate::run_migrations(migrator, pool).await?)
     }
 
     /// The row lock holds other transactions of this entity until this one ends.

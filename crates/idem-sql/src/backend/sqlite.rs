@@ -96,7 +96,7 @@ impl Ops for Sqlite {
     async fn migrate(pool: &Pool<Self>) -> Result<(), Error> {
         let mut migrator = sqlx::migrate!("migrations/sqlite");
         migrator.dangerous_set_table_name(super::MIGRATIONS_TABLE);
-        Ok(migrator.run(pool).await?)
+        Ok(crate::run_migrations(migrator, pool).await?)
     }
 
     /// SQLite's write transaction (`BEGIN IMMEDIATE`) already excludes other writers.

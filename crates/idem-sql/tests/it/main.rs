@@ -18,6 +18,7 @@ mod gaps;
 mod handlers;
 mod leases;
 mod lineage;
+mod migrations;
 mod mysql;
 mod mysql_migrations;
 mod open_existing;

@@ -1,6 +1,7 @@
 //! The dispatchers' health on the overview, on the injectable clock: a destination that refuses
 //! connections fails its attempts, not its dispatcher; with the deliveries table locked
-//! (PostgreSQL: `LOCK TABLE … IN EXCLUSIVE MODE`; SQLite: a write transaction held open), a
+//! (PostgreSQL: `LOCK TABLE … IN EXCLUSIVE MODE`; MySQL: `LOCK TABLES … READ`; SQLite: a write
+//! transaction held open), a
 //! retry falling due makes the claims fail, and an attempt answered meanwhile makes the
 //! outcome writes fail, each shown with since when and cleared once the lock is gone; a paused
 //! destination shows since when, and the age of its oldest due delivery.
@@ -16,6 +17,8 @@ use idem_gateway::console::{BacklogRow, Overview};
 use idem_gateway::time::format_time;
 use idem_gateway::{Config, GatewayDb};
 use idem_sql::Store;
+use idem_sql::sqlx::pool::PoolConnection;
+use idem_sql::sqlx::{Database, Executor};
 use idem_testkit::AppDb;
 use tokio::sync::Notify;
 
@@ -156,18 +159,41 @@ async fn until<DB: GatewayDb>(gw: &Running<DB>, done: impl Fn(&Overview) -> bool
     }
 }
 
-/// Locks the deliveries table against every write until the transaction ends: on SQLite the
-/// transaction (`BEGIN IMMEDIATE`) holds the database's write lock, on PostgreSQL it takes a
-/// lock that lets reads through.
-async fn lock_deliveries<DB: GatewayDb + AppDb>(
-    gw: &Running<DB>,
-) -> idem_sql::sqlx::Transaction<'static, DB> {
-    let mut tx = gw.gateway.store().begin().await.unwrap();
-    if <DB as idem_sql::sqlx::Database>::NAME == "PostgreSQL" {
-        let lock = "LOCK TABLE idem_gateway_deliveries IN EXCLUSIVE MODE";
-        DB::execute(&mut *tx, lock, vec![]).await.unwrap();
-    }
-    tx
+/// Locks the deliveries table against every write until [`unlock`]: on SQLite a write
+/// transaction (`BEGIN IMMEDIATE`) holds the database's write lock; on PostgreSQL a
+/// transaction takes a lock that lets reads through; on MySQL the session takes `LOCK TABLES
+/// … READ`, which lets reads through and holds claims (`FOR UPDATE`) and writes (a
+/// transaction's row locks would not do: the claim skips locked rows).
+async fn lock_deliveries<DB: GatewayDb + AppDb>(gw: &Running<DB>) -> PoolConnection<DB>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let mut conn = gw.gateway.store().pool().acquire().await.unwrap();
+    let lock = match <DB as Database>::NAME {
+        "PostgreSQL" => "BEGIN; LOCK TABLE idem_gateway_deliveries IN EXCLUSIVE MODE",
+        "MySQL" => "LOCK TABLES idem_gateway_deliveries READ",
+        _ => "BEGIN IMMEDIATE",
+    };
+    idem_sql::sqlx::raw_sql(lock)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    conn
+}
+
+/// Releases [`lock_deliveries`]' lock.
+async fn unlock<DB: GatewayDb>(mut conn: PoolConnection<DB>)
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let unlock = match <DB as Database>::NAME {
+        "MySQL" => "UNLOCK TABLES",
+        _ => "ROLLBACK",
+    };
+    idem_sql::sqlx::raw_sql(unlock)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
 }
 
 /// The one `SELECT` value `sql` reads.
@@ -198,7 +224,9 @@ async fn cells(client: &mut Client, destination: &str) -> (String, String) {
 async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + AppDb>(
     store: Store<DB>,
     clock: ManualClock,
-) {
+) where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
     let gate = Gate::start().await;
     let gone = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -258,7 +286,7 @@ async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + Ap
         "{dispatcher}"
     );
     assert_eq!(oldest_due, "5 min");
-    lock.rollback().await.unwrap();
+    unlock(lock).await;
     // Working again: the failure is cleared once a claim succeeds.
     until(&gw, |o| {
         let app = row(o, "app");
@@ -289,7 +317,7 @@ async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + Ap
         )),
         "{dispatcher}"
     );
-    lock.rollback().await.unwrap();
+    unlock(lock).await;
     until(&gw, |o| {
         row(o, "app").in_flight == 0 && row(o, "app").dispatcher.is_working()
     })

@@ -5,7 +5,7 @@
 //! Chromium through chromedriver), the operator's scenarios.
 
 /// Turns `async fn name<DB: GatewayDb>(store: Store<DB>, clock: ManualClock)` into
-/// `name::sqlite` and `name::postgres`, each on a fresh database whose clock is a manual clock
+/// `name::sqlite`, `name::postgres` and `name::mysql`, each on a fresh database whose clock is a manual clock
 /// starting at the real time (so that webhooks signed at the clock's time are within their
 /// senders' tolerance).
 macro_rules! on_a_manual_clock {
@@ -28,6 +28,14 @@ macro_rules! on_a_manual_clock {
                 crate::support::capture_logs();
                 let clock = ManualClock::new(SystemClock.now());
                 let (_dir, store) = crate::support::postgres(Arc::new(clock.clone())).await;
+                super::$name(store, clock).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                crate::support::capture_logs();
+                let clock = ManualClock::new(SystemClock.now());
+                let (_dir, store) = crate::support::mysql(Arc::new(clock.clone())).await;
                 super::$name(store, clock).await;
             }
         }

@@ -585,9 +585,9 @@ async fn unauthenticated_and_csrf_less_requests_are_refused<DB: GatewayDb + AppD
     gw.server.shutdown().await.unwrap();
 }
 
-mod on_both_stores {
+mod on_every_store {
     use super::*;
-    use crate::support::{postgres, sqlite, system_clock};
+    use crate::support::{mysql, postgres, sqlite, system_clock};
 
     macro_rules! browser_scenario {
         ($($name:ident),+ $(,)?) => {$(
@@ -605,6 +605,13 @@ mod on_both_stores {
                 async fn postgres() {
                     capture_logs();
                     let (_dir, store) = super::postgres(system_clock()).await;
+                    super::super::$name(store).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn mysql() {
+                    capture_logs();
+                    let (_dir, store) = super::mysql(system_clock()).await;
                     super::super::$name(store).await;
                 }
             }
@@ -633,6 +640,14 @@ mod on_both_stores {
             capture_logs();
             let clock = ManualClock::new(idem_core::SystemClock.now());
             let (_dir, store) = super::postgres(Arc::new(clock.clone())).await;
+            super::super::a_range_is_replayed_after_a_dry_run(store, clock).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn mysql() {
+            capture_logs();
+            let clock = ManualClock::new(idem_core::SystemClock.now());
+            let (_dir, store) = super::mysql(Arc::new(clock.clone())).await;
             super::super::a_range_is_replayed_after_a_dry_run(store, clock).await;
         }
     }
