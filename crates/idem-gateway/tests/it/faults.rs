@@ -1,7 +1,6 @@
-//! The gateway under faults, each made for real: a full disk (a size-capped tmpfs), a database
-//! that accepts TCP and never answers, a table locked by another session (PostgreSQL, MariaDB),
-//! a PostgreSQL server stopped and a MariaDB server killed,
-//! each started again, slow
+//! The gateway under faults, each made for real: a full disk (a size-capped tmpfs), a destination
+//! that accepts TCP and never answers, tables locked by another session (PostgreSQL, MariaDB), a
+//! PostgreSQL server stopped and a MariaDB server killed, each started again, slow
 //! clients that send a byte every 200 ms. No accepted event is lost; every webhook is answered
 //! within its deadline; nothing needs a restart to recover.
 
@@ -11,16 +10,15 @@ use std::time::{Duration, Instant};
 
 use idem_gateway::{Config, GatewayDb};
 use idem_sql::sqlx::pool::PoolConnection;
-use idem_sql::sqlx::{MySql, Pool, Postgres};
-use idem_sql::{PgStore, PoolOptions, SqliteStore, Store};
+use idem_sql::sqlx::{Executor, MySql, Pool, Postgres};
+use idem_sql::{PoolOptions, SqliteStore, Store};
 use idem_testkit::private_mariadb::PrivateMariaDb;
 use idem_testkit::private_postgres::PrivatePostgres;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::{
-    Answer, Downstream, Running, config_text, env, pg_database, stripe_event, system_clock,
-    unix_now,
+    Answer, Downstream, Running, config_text, env, stripe_event, system_clock, unix_now,
 };
 
 /// A tmpfs of `mib` MiB mounted on a fresh directory, unmounted on drop: a disk that really
@@ -351,12 +349,15 @@ async fn database_outage<DB: GatewayDb>(pg: &impl Outage) {
 /// A database that answers nothing for longer than `database_timeout` (the events table locked
 /// by another session): the webhook gets 503 with `Retry-After` within 1 s plus 50 %, and is
 /// taken once the lock is gone.
-async fn a_locked_table_is_answered_503_within_database_timeout<DB: TableLock>(store: Store<DB>) {
+async fn a_locked_table_is_answered_503_within_database_timeout<DB: TableLock>(store: Store<DB>)
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
     let app = Downstream::ok().await;
     let running = Running::start(config_with("database_timeout = \"1s\"", &app), store).await;
     let body = stripe_event("evt_locked", "invoice.paid", "invoice", "in_l", unix_now());
 
-    let lock = DB::lock_events(running.gateway.store().pool()).await;
+    let lock = hold(running.gateway.store().pool(), DB::LOCK_EVENTS).await;
     let (answer, took) = timed_post(&running, &body).await;
     assert_eq!(answer.status, 503, "{:?}", answer.json);
     assert_eq!(answer.header("retry-after"), Some("1"));
@@ -387,7 +388,7 @@ async fn a_locked_table_is_answered_503_within_database_timeout<DB: TableLock>(s
     for answer in &answers {
         assert_eq!(answer.status, 503, "{:?}", answer.json);
     }
-    DB::unlock(lock).await;
+    release(lock).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stored = crate::support::count(
         &running.gateway,
@@ -418,51 +419,59 @@ mod a_locked_table_is_answered_503_within_database_timeout {
     }
 }
 
-/// A store on which another session can lock the events table against every read and write
-/// (SQLite's one writer is tested by the full disk instead).
-trait TableLock: GatewayDb + idem_testkit::AppDb {
-    /// A connection holding the lock.
-    async fn lock_events(pool: &Pool<Self>) -> PoolConnection<Self>;
-    /// Releases it.
-    async fn unlock(conn: PoolConnection<Self>);
+/// A store on which another session can lock a table (SQLite's one writer is tested by the full
+/// disk instead): the statements that take the locks and release them, run on a connection of
+/// their own by [`hold`] and [`release`].
+trait TableLock: GatewayDb + idem_testkit::AppDb
+where
+    for<'c> &'c mut Self::Connection: Executor<'c, Database = Self>,
+{
+    /// Locks the events table against every read and write.
+    const LOCK_EVENTS: &'static str;
+    /// Locks the deliveries table against claims and writes; reads go through.
+    const LOCK_DELIVERIES: &'static str;
+    /// Releases either.
+    const UNLOCK: &'static str;
 }
 
 impl TableLock for Postgres {
-    async fn lock_events(pool: &Pool<Self>) -> PoolConnection<Self> {
-        let mut conn = pool.acquire().await.unwrap();
-        idem_sql::sqlx::raw_sql("BEGIN; LOCK TABLE idem_gateway_events IN ACCESS EXCLUSIVE MODE")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        conn
-    }
-
-    async fn unlock(mut conn: PoolConnection<Self>) {
-        idem_sql::sqlx::raw_sql("ROLLBACK")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-    }
+    const LOCK_EVENTS: &'static str =
+        "BEGIN; LOCK TABLE idem_gateway_events IN ACCESS EXCLUSIVE MODE";
+    const LOCK_DELIVERIES: &'static str =
+        "BEGIN; LOCK TABLE idem_gateway_deliveries IN EXCLUSIVE MODE";
+    const UNLOCK: &'static str = "ROLLBACK";
 }
 
+/// `LOCK TABLES` belongs to the session, not a transaction: other sessions wait on its metadata
+/// lock (`WRITE`: for reads and writes; `READ`: for writes and `FOR UPDATE`).
 impl TableLock for MySql {
-    /// `LOCK TABLES … WRITE` belongs to the session, not a transaction: other sessions wait on
-    /// its metadata lock for reads and writes alike.
-    async fn lock_events(pool: &Pool<Self>) -> PoolConnection<Self> {
-        let mut conn = pool.acquire().await.unwrap();
-        idem_sql::sqlx::raw_sql("LOCK TABLES idem_gateway_events WRITE")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        conn
-    }
+    const LOCK_EVENTS: &'static str = "LOCK TABLES idem_gateway_events WRITE";
+    const LOCK_DELIVERIES: &'static str = "LOCK TABLES idem_gateway_deliveries READ";
+    const UNLOCK: &'static str = "UNLOCK TABLES";
+}
 
-    async fn unlock(mut conn: PoolConnection<Self>) {
-        idem_sql::sqlx::raw_sql("UNLOCK TABLES")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-    }
+/// A connection of `pool` that ran `lock`.
+async fn hold<DB: TableLock>(pool: &Pool<DB>, lock: &'static str) -> PoolConnection<DB>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let mut conn = pool.acquire().await.unwrap();
+    idem_sql::sqlx::raw_sql(lock)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    conn
+}
+
+/// Releases what [`hold`] took.
+async fn release<DB: TableLock>(mut conn: PoolConnection<DB>)
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    idem_sql::sqlx::raw_sql(DB::UNLOCK)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
 }
 
 /// Dispatch never takes ingest's connections: twenty destinations whose deliveries keep
@@ -471,14 +480,12 @@ impl TableLock for MySql {
 /// commits do not touch that table) are still stored and answered 200, because dispatch holds
 /// at most its share of the pool (16 - 4 group commits - 2 = 10); taking every connection, it
 /// left ingest none and each webhook was answered 503 after `database_timeout`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections() {
+async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections<DB: TableLock>(
+    store: Store<DB>,
+) where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
     const DESTINATIONS: usize = 20;
-    let url = pg_database().await;
-    let store = PgStore::connect(&url)
-        .await
-        .unwrap()
-        .with_clock(system_clock());
     let app = Downstream::start(std::sync::Arc::new(|_| {
         axum::http::StatusCode::SERVICE_UNAVAILABLE
     }))
@@ -503,11 +510,7 @@ async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections() {
 
     // Each destination claims, fails, and claims again every millisecond: the lock stops them
     // at their next claim or outcome write, each holding its connection.
-    let mut lock = running.gateway.store().pool().begin().await.unwrap();
-    idem_sql::sqlx::query("LOCK TABLE idem_gateway_deliveries IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = hold(running.gateway.store().pool(), DB::LOCK_DELIVERIES).await;
     let pool = running.gateway.store().pool();
     let deadline = Instant::now() + Duration::from_secs(10);
     // The lock's own connection and dispatch's share of ten.
@@ -534,8 +537,22 @@ async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections() {
         assert_eq!(answer.status, 200, "{:?}", answer.json);
         assert_eq!(answer.json["status"], "accepted");
     }
-    lock.rollback().await.unwrap();
+    release(lock).await;
     running.server.shutdown().await.unwrap();
+}
+
+mod dispatch_waiting_on_the_database_leaves_ingest_its_connections {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let (_dir, store) = crate::support::postgres(crate::support::system_clock()).await;
+        super::dispatch_waiting_on_the_database_leaves_ingest_its_connections(store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn mysql() {
+        let (_dir, store) = crate::support::mysql(crate::support::system_clock()).await;
+        super::dispatch_waiting_on_the_database_leaves_ingest_its_connections(store).await;
+    }
 }
 
 /// Writes `bytes` one every 200 ms until the server closes the connection; how long it stayed

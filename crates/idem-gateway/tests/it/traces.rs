@@ -96,8 +96,8 @@ fn clock_now() -> ManualClock {
 }
 
 /// Turns `async fn name<DB: GatewayDb>(store: Store<DB>, clock: ManualClock, collector:
-/// Collector)` into `name::sqlite` and `name::postgres`, traced (see `collector::traced`).
-macro_rules! traced_on_both_stores {
+/// Collector)` into `name::sqlite`, `name::postgres` and `name::mysql`, traced (see `collector::traced`).
+macro_rules! traced_on_every_store {
     ($($name:ident),+ $(,)?) => {$(
         mod $name {
             #[test]
@@ -117,11 +117,20 @@ macro_rules! traced_on_both_stores {
                     super::$name(store, clock, collector).await;
                 });
             }
+
+            #[test]
+            fn mysql() {
+                $crate::collector::traced(|collector| async move {
+                    let clock = super::clock_now();
+                    let (_dir, store) = $crate::support::mysql(std::sync::Arc::new(clock.clone())).await;
+                    super::$name(store, clock, collector).await;
+                });
+            }
         }
     )+};
 }
 
-traced_on_both_stores!(
+traced_on_every_store!(
     an_event_is_one_trace_from_ingest_to_destination,
     a_trusted_traceparent_is_the_parent_and_another_a_link,
     a_retry_after_a_restart_continues_the_event_trace,
