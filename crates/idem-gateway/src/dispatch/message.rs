@@ -62,7 +62,7 @@ impl Message {
         attempt: i64,
         trace: Option<&TraceHeaders>,
     ) -> Result<Self, Attempted> {
-        let Some(body) = delivery.body.clone() else {
+        let Some(body) = delivery.body.0.as_deref().map(<[u8]>::to_vec) else {
             return Err(Attempted::unsendable(
                 "the raw body was dropped by body_retention; it cannot be sent".into(),
             ));

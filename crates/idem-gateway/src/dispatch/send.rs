@@ -163,7 +163,7 @@ pub(crate) async fn attempt(
         Ok(url) => url.clone(),
         Err(e) => return unsendable(e.clone()),
     };
-    let Some(body) = delivery.body.clone() else {
+    let Some(body) = delivery.body.0.clone() else {
         return unsendable("the raw body was dropped by body_retention; it cannot be sent".into());
     };
     let stored = match ForwardedHeaders::from_json(&delivery.headers) {

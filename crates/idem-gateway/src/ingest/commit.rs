@@ -13,7 +13,7 @@ use crate::config::Ordering;
 use crate::gateway::Gateway;
 use crate::lanes::handoff::{Claimer, Handed};
 use crate::metric_definitions::{DISPATCH_TOTAL, INGEST_UNROUTED_TOTAL, ROUTE_FILTERED_TOTAL};
-use crate::store::{DeliveryState, DueDelivery, GatewayDb, NewDelivery, NewEvent};
+use crate::store::{DeliveryState, DueDelivery, GatewayDb, NewDelivery, NewEvent, SharedBody};
 use crate::wiring::Wiring;
 
 /// One try at committing `units`, in the steps docs/design.md C2 describes: claim the dedup
@@ -316,7 +316,7 @@ pub(super) fn hand_over(
             event_id: event.event_id.to_string(),
             dedup_key: incoming.key.as_str().to_owned(),
             event_type: event.event_type.clone(),
-            body: Some(incoming.body.to_vec()),
+            body: SharedBody(Some(incoming.body.clone())),
             headers: stored.headers[headers_at[decision.event]].clone(),
             traceparent: incoming.trace.as_ref().map(|t| t.traceparent.clone()),
             tracestate: incoming.trace.as_ref().and_then(|t| t.tracestate.clone()),

@@ -27,8 +27,8 @@ pub(crate) use console::{DeliveryRecord, EventContent, EventFilter, StateFilter}
 pub(crate) use monitor::{AlertChange, DueSend, PauseRow, destination_health};
 pub(crate) use rebuild::{RebuildRow, RebuildWrite};
 pub(crate) use rows::{
-    BackfillRow, DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, StateCount,
-    StoredAttempt, StoredDelivery, StoredEvent,
+    BackfillRow, DueDelivery, Finished, NewDelivery, NewEvent, ReplayCandidate, SharedBody,
+    StateCount, StoredAttempt, StoredDelivery, StoredEvent,
 };
 
 /// The gateway's own migrations table, apart from idem's `idem_migrations` and an application's

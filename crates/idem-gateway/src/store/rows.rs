@@ -1,6 +1,8 @@
 //! The gateway's rows as they cross the SQL boundary: what is written (`New…`, [`Finished`]) and
 //! what is read back (`Stored…`, [`DueDelivery`], [`ReplayCandidate`]), with named fields.
 
+use bytes::Bytes;
+
 use crate::model::state::{AttemptOutcome, DeliveryState};
 
 /// A new event row.
@@ -62,13 +64,25 @@ pub struct DueDelivery {
     pub event_id: String,
     pub dedup_key: String,
     pub event_type: Option<String>,
-    pub body: Option<Vec<u8>>,
+    #[sqlx(try_from = "Option<Vec<u8>>")]
+    pub body: SharedBody,
     /// [`ForwardedHeaders`](crate::model::forwarded::ForwardedHeaders) as JSON, read at send time so
     /// that one unreadable row fails its own attempt, not every due read.
     pub headers: String,
     /// The event's W3C trace context, the parent of each attempt's `dispatch` span.
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+}
+
+/// An event's raw body as dispatch holds it: shared, so that the hand-over from ingest and each
+/// attempt take a reference rather than a copy. `None` once body_retention dropped it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SharedBody(pub Option<Bytes>);
+
+impl From<Option<Vec<u8>>> for SharedBody {
+    fn from(body: Option<Vec<u8>>) -> Self {
+        Self(body.map(Bytes::from))
+    }
 }
 
 /// The outcome of one attempt, as written.
