@@ -14,6 +14,9 @@ const EVENT_REGISTRATION: &[&str] = &[
     "webhook",
     "hook",
     "callback",
+    // Payment providers' notification routes: SePay's `receiver`, PayPal's and VNPay's `ipn`.
+    "receiver",
+    "ipn",
     "notify",
     "notification",
     "events",
