@@ -277,6 +277,53 @@ fn verifies_webhook(f: &Function) -> bool {
     })
 }
 
+/// Last words of the event names providers send (`payment.succeeded`,
+/// `checkout.session.completed`, `charge.success`, `invoice.paid`).
+const EVENT_NAME_ENDINGS: &[&str] = &[
+    "succeeded",
+    "success",
+    "completed",
+    "paid",
+    "created",
+    "updated",
+    "deleted",
+    "failed",
+    "canceled",
+    "cancelled",
+    "refunded",
+    "captured",
+    "approved",
+    "expired",
+    "activated",
+    "renewed",
+];
+
+/// Whether `s` is written as a provider's event name: dotted lowercase words ending in what
+/// happened (`customer.subscription.updated`), not a file name or a URL.
+fn is_event_name(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('.').collect();
+    parts.len() >= 2
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        && parts.last().is_some_and(|w| EVENT_NAME_ENDINGS.contains(w))
+}
+
+/// A function that branches on a provider's event name (`if event["event"] !=
+/// "payment.succeeded"`, `case "invoice.paid":`) handles that event, wherever it is called
+/// from: a webhook view often hands the parsed body to such a function in another file.
+fn dispatches_on_event_name(f: &Function) -> bool {
+    f.conds.iter().any(|c| {
+        let mut found = false;
+        c.test.walk(&mut |e| {
+            if let Expr::Str(s) = e {
+                found |= is_event_name(s);
+            }
+        });
+        found
+    })
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
@@ -301,6 +348,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
                 })))
         || name == "consumeclaim"
         || acks_param(f)
+        || dispatches_on_event_name(f)
     {
         return HandlerKind::Event;
     }
