@@ -811,7 +811,7 @@ impl<'a> FnFacts<'a> {
         if m == "save" && !self.save_creates(call) {
             return Act::OrmUpdate {
                 target: target(),
-                sets: Vec::new(),
+                sets: self.fields_set_before_save(call),
                 relative: false,
                 ordered: false,
             };
@@ -1100,6 +1100,30 @@ impl<'a> FnFacts<'a> {
             }
         }
         String::new()
+    }
+
+    /// The fields assigned on a loaded row before its `save()` (`sub.current_period_end = …;
+    /// sub.save()`): the columns an active-record save writes. Reads the operations lowered so
+    /// far, which end at this call.
+    fn fields_set_before_save(&self, call: &Call) -> Vec<String> {
+        let Some(root) = call.callee.first().filter(|_| call.callee.len() == 2) else {
+            return Vec::new();
+        };
+        let mut sets = Vec::new();
+        for op in &self.func.ops[..self.acts.len()] {
+            if let OpKind::Assign { targets, .. } = &op.kind {
+                for t in targets {
+                    if let Some((r, field)) = t.split_once('.')
+                        && r == root
+                        && !field.contains(['.', '['])
+                        && !sets.iter().any(|s| s == field)
+                    {
+                        sets.push(field.to_string());
+                    }
+                }
+            }
+        }
+        sets
     }
 
     /// Whether a `save` stores a row built in this function (`new Order(…)`, `Order(…)`,

@@ -117,6 +117,17 @@ fn detached_id(op: &Op, site: &Site) -> u32 {
     }
 }
 
+/// Whether a method overrides a library's and calls it (`def save(self, *a, **kw): …
+/// super().save(*a, **kw)`): the call still does what the library's does (a model's `save`
+/// still writes its row), so it is kept beside what the override adds.
+fn extends_library(callee: &Function) -> bool {
+    callee.ops.iter().any(|op| {
+        matches!(&op.kind, OpKind::Call(c)
+            if c.callee.first().is_some_and(|r| r == "super")
+                && c.callee.last() == Some(&callee.name))
+    })
+}
+
 /// The state of one expansion.
 struct Expansion {
     func: Function,
@@ -207,8 +218,17 @@ impl<'a> CallIndex<'a> {
                 ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
                 let detached = detached_id(op, site);
-                self.inline(ex, call, callee, target, (conds, tx, detached, pos), depth);
-                continue;
+                self.inline(
+                    ex,
+                    call,
+                    callee,
+                    target,
+                    (conds.clone(), tx, detached, pos),
+                    depth,
+                );
+                if !extends_library(callee) {
+                    continue;
+                }
             }
             let origin = match (&op.origin, &site.helper) {
                 (Some(o), _) => Some(o.clone()),

@@ -23,6 +23,17 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
         Some(Expr::Path(p)) if p.len() == 1 => facts.values.get(&p[0]),
         _ => None,
     };
+    // `row.current_period_end = event[…]; row.save()`: the field assigned before the save.
+    if call.method() == "save"
+        && let Some(root) = call.callee.first()
+    {
+        let target = format!("{root}.{column}");
+        for op in &facts.func.ops {
+            if let OpKind::Assign { targets, value, .. } = &op.kind {
+                found |= targets.contains(&target) && facts.mentions_tainted(value);
+            }
+        }
+    }
     for e in call.arg_exprs().into_iter().chain(held) {
         if let Expr::Object { fields, .. } = e {
             for (k, v) in fields {
