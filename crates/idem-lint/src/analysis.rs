@@ -741,8 +741,9 @@ impl<'a> FnFacts<'a> {
             .is_some_and(|r| r.chars().next().is_some_and(char::is_uppercase))
             || call.receiver.is_some()
             // `product.save()`: an active-record save of a row held in a local (Django,
-            // Mongoose, ActiveRecord-style ORMs), whatever the local is called.
-            || m == "save" && call.callee.len() == 2 && call.args.is_empty() && call.kwargs.is_empty();
+            // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
+            // arguments (`update_fields=…`, a model's own flags) keep it one.
+            || m == "save" && call.callee.len() == 2 && call.args.is_empty();
         if !model_like {
             return Act::Other;
         }

@@ -272,6 +272,10 @@ fn verifies_webhook(f: &Function) -> bool {
             n.contains("constructevent")
                 || n.contains("webhook")
                     && has_any(&n, &["verify", "validate", "construct", "signature"])
+                // A provider SDK's check of a signed callback (`validate_callback`,
+                // `verify_notification`, `check_signature`).
+                || has_any(&n, &["verif", "validat", "check"])
+                    && has_any(&n, &["signature", "callback", "notification"])
         }
         _ => false,
     })
