@@ -768,12 +768,15 @@ impl<'s> Lower<'s> {
 }
 
 /// Timers and queues whose function argument runs later, after the caller has gone on.
+/// Next.js `after(…)` and `waitUntil(…)` (Vercel, Cloudflare's `ctx.waitUntil`) run it after
+/// the response is sent.
 fn runs_later(call: &Call) -> bool {
     call.callee.len() <= 2
         && matches!(
             call.method().as_str(),
-            "setimmediate" | "settimeout" | "nexttick" | "queuemicrotask"
+            "setimmediate" | "settimeout" | "nexttick" | "queuemicrotask" | "waituntil"
         )
+        || call.callee.len() == 1 && call.callee[0] == "after"
 }
 
 fn unwrap_await(mut n: Node<'_>) -> Node<'_> {
