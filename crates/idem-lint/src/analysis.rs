@@ -316,6 +316,9 @@ impl<'a> FnFacts<'a> {
         {
             return self.classify(inner);
         }
+        if let Some(act) = self.drizzle_set(call) {
+            return act;
+        }
         let recv = self.receiver_words(call);
         let recv_text = recv.join(".");
         // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
@@ -895,6 +898,28 @@ impl<'a> FnFacts<'a> {
     }
 
     /// An update whose data is `data` alone (the `update` branch of an upsert).
+    /// Drizzle's and Kysely's `db.update(table).set({ … })`: the columns are the `set`'s, the
+    /// table the `update`'s argument (the `update(table)` call alone names no column).
+    fn drizzle_set(&self, call: &Call) -> Option<Act> {
+        let update = call.receiver.as_deref()?;
+        if call.method() != "set" || update.method() != "update" || update.callee.len() != 2 {
+            return None;
+        }
+        let root = update.callee[0].to_lowercase();
+        if !has_any(&root, &["db", "tx", "trx", "drizzle", "kysely"]) {
+            return None;
+        }
+        let Some(Expr::Path(table)) = update.args.first() else {
+            return None;
+        };
+        let data = call.args.first()?;
+        let data = match data {
+            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).unwrap_or(data),
+            other => other,
+        };
+        Some(self.orm_update_data(data, table.join(".")))
+    }
+
     fn orm_update_data(&self, data: &Expr, target: String) -> Act {
         let call = Call {
             callee: vec!["update".into()],
