@@ -317,10 +317,12 @@ pub(crate) fn conflict_handled(facts: &FnFacts<'_>, i: usize) -> bool {
         })
         .map(|(k, _)| k)
         .collect();
+    let in_handled = |o: &crate::ir::Op| o.conds.iter().any(|c| handled.contains(c));
+    // An empty clause (`except DuplicateKeyError: pass`) holds no operation to place, and
+    // swallowing the violation is handling it.
     !handled.is_empty()
-        && facts.func.ops[i + 1..]
-            .iter()
-            .any(|o| o.conds.iter().any(|c| handled.contains(c)))
+        && (facts.func.ops[i + 1..].iter().any(in_handled)
+            || !facts.func.ops.iter().any(in_handled))
 }
 
 /// A short description of an act for messages.
