@@ -319,6 +319,12 @@ impl<'a> FnFacts<'a> {
         if let Some(act) = self.drizzle_set(call) {
             return act;
         }
+        if let Some(act) = drizzle_select(call) {
+            return act;
+        }
+        if let Some(act) = self.drizzle_insert(call) {
+            return act;
+        }
         let recv = self.receiver_words(call);
         let recv_text = recv.join(".");
         // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
@@ -902,7 +908,11 @@ impl<'a> FnFacts<'a> {
     /// table the `update`'s argument (the `update(table)` call alone names no column).
     fn drizzle_set(&self, call: &Call) -> Option<Act> {
         let update = call.receiver.as_deref()?;
-        if call.method() != "set" || update.method() != "update" || update.callee.len() != 2 {
+        if call.method() != "set"
+            || update.method() != "update"
+            || update.callee.len() != 2
+            || update.receiver.is_some()
+        {
             return None;
         }
         let root = update.callee[0].to_lowercase();
@@ -917,7 +927,65 @@ impl<'a> FnFacts<'a> {
             Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).unwrap_or(data),
             other => other,
         };
-        Some(self.orm_update_data(data, table.join(".")))
+        let mut act = self.orm_update_data(data, table.join("."));
+        if let Act::OrmUpdate { sets, .. } = &mut act {
+            sets.retain(|c| c != "data");
+        }
+        Some(act)
+    }
+
+    /// Drizzle's `db.insert(table).values({ … })`: the create is the `values` call (the
+    /// `insert(table)` before it is nothing yet), safe when the chain goes on to
+    /// `.onConflictDoNothing()` / `.onConflictDoUpdate()`, read from the calls of the same
+    /// chain lowered after it.
+    fn drizzle_insert(&self, call: &Call) -> Option<Act> {
+        // The innermost call of the chain: `db.insert(table)`.
+        let mut insert = call;
+        while let Some(inner) = insert.receiver.as_deref() {
+            insert = inner;
+        }
+        // Knex's `trx('payments').insert(row)` is on a call's result, not on the client.
+        if insert.method() != "insert" || insert.callee.len() != 2 || insert.receiver.is_some() {
+            return None;
+        }
+        let root = insert.callee[0].to_lowercase();
+        if !has_any(&root, &["db", "tx", "trx", "drizzle"]) {
+            return None;
+        }
+        let Some(Expr::Path(table)) = insert.args.first() else {
+            return None;
+        };
+        // Only `values` creates: `insert(table)` is nothing yet, and the calls after it
+        // (`onConflictDoNothing`, `returning`) are read with it below.
+        if call.method() != "values" {
+            return Some(Act::Other);
+        }
+        let chain_after =
+            self.func.ops[self.acts.len() + 1..]
+                .iter()
+                .map_while(|op| match &op.kind {
+                    OpKind::Call(c) if c.callee.starts_with(&call.callee) => Some(c),
+                    _ => None,
+                });
+        let safe = chain_after
+            .flat_map(|c| c.callee.iter())
+            .any(|m| m.to_lowercase().contains("onconflict"));
+        let columns = match call.args.first() {
+            Some(Expr::Object { fields, .. }) => Some(
+                fields
+                    .iter()
+                    // `id: v7()`, `id: crypto.randomUUID()`: a fresh id hits no key.
+                    .filter(|(k, v)| k != "..." && !matches!(v, Expr::Call(c) if c.args.is_empty()))
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            ),
+            _ => None,
+        };
+        Some(Act::OrmCreate {
+            target: table.join("."),
+            columns,
+            safe,
+        })
     }
 
     fn orm_update_data(&self, data: &Expr, target: String) -> Act {
@@ -1380,6 +1448,29 @@ fn is_context(e: &Expr) -> bool {
         Expr::Call(c) => matches!(c.method().as_str(), "context" | "background" | "todo"),
         _ => false,
     }
+}
+
+/// Drizzle's `db.select(…).from(table)`: a look-up of `table` (its `where` follows as
+/// another call of the chain).
+fn drizzle_select(call: &Call) -> Option<Act> {
+    let select = call.receiver.as_deref()?;
+    if call.method() != "from"
+        || select.method() != "select"
+        || select.callee.len() != 2
+        || select.receiver.is_some()
+    {
+        return None;
+    }
+    let root = select.callee[0].to_lowercase();
+    if !has_any(&root, &["db", "tx", "trx", "drizzle"]) {
+        return None;
+    }
+    let Some(Expr::Path(table)) = call.args.first() else {
+        return None;
+    };
+    Some(Act::OrmRead {
+        target: table.join("."),
+    })
 }
 
 fn root_of(target: &str) -> String {
