@@ -310,7 +310,67 @@ fn is_event_name(s: &str) -> bool {
         && parts
             .iter()
             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
-        && parts.last().is_some_and(|w| EVENT_NAME_ENDINGS.contains(w))
+        // `invoice.paid`, `order_paid`.
+        && parts
+            .last()
+            .and_then(|w| w.rsplit('_').next())
+            .is_some_and(|w| EVENT_NAME_ENDINGS.contains(&w))
+}
+
+/// Names of functions an event table maps provider event names to, anywhere in `value`
+/// (`{"invoice.paid": handle_invoice_paid}`, `new Map([["customer.subscription.created",
+/// subscriptionCreated]])`).
+fn event_table_targets(value: &Expr, out: &mut HashSet<String>) {
+    value.walk(&mut |e| match e {
+        Expr::Object { fields, .. } => {
+            for (k, v) in fields {
+                if let Expr::Path(p) = v
+                    && is_event_name(k)
+                {
+                    out.extend(p.last().cloned());
+                }
+            }
+        }
+        Expr::List(items) => {
+            if let [Expr::Str(k), Expr::Path(p)] = items.as_slice()
+                && is_event_name(k)
+            {
+                out.extend(p.last().cloned());
+            }
+        }
+        _ => {}
+    });
+}
+
+/// Marks as event handlers the functions of the whole tree that a table of provider event
+/// names dispatches to: the table and the functions are usually in different files (a
+/// `handlers/__init__.py` importing one module per event).
+pub(crate) fn register_event_tables<'a>(modules: impl Iterator<Item = &'a mut Module>) {
+    let mut modules: Vec<&mut Module> = modules.collect();
+    let mut targets = HashSet::new();
+    for m in &modules {
+        for (_, value) in &m.globals {
+            event_table_targets(value, &mut targets);
+        }
+        for f in &m.functions {
+            for op in &f.ops {
+                if let OpKind::Assign { value, .. } = &op.kind {
+                    event_table_targets(value, &mut targets);
+                }
+            }
+        }
+    }
+    if targets.is_empty() {
+        return;
+    }
+    for m in &mut modules {
+        for f in &mut m.functions {
+            if f.kind != HandlerKind::Event && targets.contains(&f.name) {
+                f.kind = HandlerKind::Event;
+                f.registrations.push("event table".to_string());
+            }
+        }
+    }
 }
 
 /// A function that branches on a provider's event name (`if event["event"] !=
