@@ -1348,6 +1348,16 @@ impl<'a> FnFacts<'a> {
                 (OpKind::Call(_), Act::Sql(SqlStmt::Commit | SqlStmt::Rollback)) => {
                     explicit = None;
                 }
+                // `await startTransaction(connection)` … `await commit(connection)`: helpers
+                // of a query builder that send BEGIN and COMMIT on the connection passed.
+                (OpKind::Call(call), _) if begins_on_connection(call) => {
+                    next += 1;
+                    explicit = Some(next);
+                    tx = explicit;
+                }
+                (OpKind::Call(call), _) if ends_on_connection(call) => {
+                    explicit = None;
+                }
                 (OpKind::Call(call), act) => {
                     let root = call.callee.first().cloned().unwrap_or_default();
                     if let Some(id) = vars.get(&root) {
@@ -1401,6 +1411,35 @@ impl<'a> FnFacts<'a> {
             self.tx.push(tx);
         }
     }
+}
+
+const BEGIN_HELPERS: &[&str] = &["starttransaction", "begintransaction"];
+const END_HELPERS: &[&str] = &[
+    "commit",
+    "rollback",
+    "committransaction",
+    "rollbacktransaction",
+];
+
+/// `startTransaction(connection)`: a query builder's helper that sends BEGIN.
+pub(crate) fn begins_on_connection(call: &Call) -> bool {
+    connection_helper(call, BEGIN_HELPERS)
+}
+
+/// `commit(connection)`, `rollback(connection)`.
+pub(crate) fn ends_on_connection(call: &Call) -> bool {
+    connection_helper(call, END_HELPERS)
+}
+
+/// A plain function call (`startTransaction(connection)`, `commit(conn)`) named in `names`
+/// and given a connection.
+fn connection_helper(call: &Call, names: &[&str]) -> bool {
+    call.callee.len() == 1
+        && names.contains(&call.method().as_str())
+        && call.args.first().is_some_and(|a| {
+            matches!(a, Expr::Path(p) if p.len() == 1
+                && has_any(&p[0], &["conn", "client", "tx", "trx", "session"]))
+        })
 }
 
 /// Calls on a DB-API connection or cursor or an SQLAlchemy session, which share one
