@@ -203,6 +203,9 @@ const READS_MESSAGE: &[&str] = &[
 /// A function that reads messages from a broker client itself (`m, err :=
 /// reader.ReadMessage(ctx)`, `msg = consumer.poll(1.0)`): the variables read are its events.
 fn loop_consumer(f: &mut Function) -> bool {
+    // Clients made here by a consumer or reader constructor (`c, err :=
+    // kafka.NewConsumer(…)`), whatever the variable is called.
+    let mut clients: HashSet<&str> = HashSet::new();
     let mut events = Vec::new();
     for op in &f.ops {
         if let OpKind::Assign {
@@ -210,9 +213,15 @@ fn loop_consumer(f: &mut Function) -> bool {
             value: Expr::Call(c),
             ..
         } = &op.kind
-            && reads_message(c)
         {
-            events.extend(targets.first().cloned());
+            let from_client = c.callee.len() > 1
+                && READS_MESSAGE.contains(&c.method().as_str())
+                && clients.contains(c.callee[0].as_str());
+            if reads_message(c) || from_client {
+                events.extend(targets.first().cloned());
+            } else if has_any(&c.name(), &["newconsumer", "newreader", "newsubscriber"]) {
+                clients.extend(targets.first().map(String::as_str));
+            }
         }
     }
     let found = !events.is_empty();
