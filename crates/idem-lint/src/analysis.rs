@@ -454,7 +454,7 @@ impl<'a> FnFacts<'a> {
                 Some(Act::RedisIncr)
             }
             "get" | "exists" | "hget" if is_redis => Some(Act::RedisRead { key }),
-            "set" | "hset" | "sadd" | "setex" if is_redis => {
+            "set" | "hset" | "sadd" | "setex" | "setjson" if is_redis => {
                 Some(Act::RedisWrite { key, nx: nx_flag })
             }
             _ => None,
