@@ -557,6 +557,15 @@ impl<'a> FnFacts<'a> {
             ],
         ) && !has_any(recv, &["redis", "db", "prisma", "supabase"]);
         let root = call.callee.first().map(|s| norm(s)).unwrap_or_default();
+        // A model of an ORM client named for a provider (`prisma.stripeInvoices.create`) is
+        // the database's.
+        if matches!(
+            root.as_str(),
+            "prisma" | "db" | "supabase" | "knex" | "tx" | "trx" | "drizzle" | "sequelize"
+        ) && call.callee.len() > 2
+        {
+            return false;
+        }
         match m {
             "fetch" | "$fetch" | "ofetch" => creating(call.option("method")),
             "post" | "put" | "patch" | "postform" => http_recv || recv.is_empty() && m == "post",
