@@ -397,6 +397,19 @@ fn dispatches_on_event_name(f: &Function) -> bool {
     })
 }
 
+/// A route that reads its client's idempotency key (`req.headers.get("Idempotency-Key")`)
+/// expects the same request again: it handles redeliveries as a webhook does.
+fn reads_idempotency_key(f: &Function) -> bool {
+    f.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => c.args.first().is_some_and(|a| {
+            a.string_text().is_some_and(|s| {
+                norm(&s).starts_with("idempotency") || norm(&s) == "xidempotencykey"
+            })
+        }),
+        _ => false,
+    })
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
@@ -433,7 +446,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
             && ["message", "event", "notification", "update"]
                 .iter()
                 .any(|w| name.contains(w));
-    if route && (event_file || verifies_webhook(f) || receives) {
+    if route && (event_file || verifies_webhook(f) || receives || reads_idempotency_key(f)) {
         HandlerKind::Event
     } else if route {
         HandlerKind::Route

@@ -21,6 +21,8 @@ const MARKER_WORDS: &[&str] = &[
     "processed",
     "dedup",
     "idempot",
+    // `idem:${key}`: the usual short form.
+    "idem",
     "handled",
     "event",
     "webhook",
