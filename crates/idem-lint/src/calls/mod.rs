@@ -375,7 +375,8 @@ impl<'a> CallIndex<'a> {
         let mut len = call.callee.len();
         // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an
         // imported module is (`stripe.service.ts`).
-        if len > 2 && matches!(root.as_str(), "self" | "this") {
+        let via_field = len > 2 && matches!(root.as_str(), "self" | "this");
+        if via_field {
             root = call.callee[1].to_lowercase();
             len -= 1;
         }
@@ -402,6 +403,11 @@ impl<'a> CallIndex<'a> {
                 // `this.repo.create(…)`, `db.Create(…)`: a library's method of the same name
                 // as a method of this file is the library's.
                 if COMMON_METHODS.contains(&name.to_lowercase().as_str()) {
+                    // `self.log_records.create(…)`: a field's common method is its library's
+                    // unless the field names a module of the tree.
+                    if via_field {
+                        return named_module;
+                    }
                     return same_dir()
                         .filter(|(f, _)| *f != file)
                         .or(named_module)
