@@ -316,6 +316,15 @@ impl<'a> FnFacts<'a> {
         {
             return self.classify(inner);
         }
+        if let Some(act) = self.drizzle_set(call) {
+            return act;
+        }
+        if let Some(act) = drizzle_select(call) {
+            return act;
+        }
+        if let Some(act) = self.drizzle_insert(call) {
+            return act;
+        }
         let recv = self.receiver_words(call);
         let recv_text = recv.join(".");
         // SQL in the first string argument (or the first two: `tx.ExecContext(ctx, q)`).
@@ -445,7 +454,7 @@ impl<'a> FnFacts<'a> {
                 Some(Act::RedisIncr)
             }
             "get" | "exists" | "hget" if is_redis => Some(Act::RedisRead { key }),
-            "set" | "hset" | "sadd" | "setex" if is_redis => {
+            "set" | "hset" | "sadd" | "setex" | "setjson" if is_redis => {
                 Some(Act::RedisWrite { key, nx: nx_flag })
             }
             _ => None,
@@ -548,6 +557,15 @@ impl<'a> FnFacts<'a> {
             ],
         ) && !has_any(recv, &["redis", "db", "prisma", "supabase"]);
         let root = call.callee.first().map(|s| norm(s)).unwrap_or_default();
+        // A model of an ORM client named for a provider (`prisma.stripeInvoices.create`) is
+        // the database's.
+        if matches!(
+            root.as_str(),
+            "prisma" | "db" | "supabase" | "knex" | "tx" | "trx" | "drizzle" | "sequelize"
+        ) && call.callee.len() > 2
+        {
+            return false;
+        }
         match m {
             "fetch" | "$fetch" | "ofetch" => creating(call.option("method")),
             "post" | "put" | "patch" | "postform" => http_recv || recv.is_empty() && m == "post",
@@ -741,8 +759,9 @@ impl<'a> FnFacts<'a> {
             .is_some_and(|r| r.chars().next().is_some_and(char::is_uppercase))
             || call.receiver.is_some()
             // `product.save()`: an active-record save of a row held in a local (Django,
-            // Mongoose, ActiveRecord-style ORMs), whatever the local is called.
-            || m == "save" && call.callee.len() == 2 && call.args.is_empty() && call.kwargs.is_empty();
+            // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
+            // arguments (`update_fields=…`, a model's own flags) keep it one.
+            || m == "save" && call.callee.len() == 2 && call.args.is_empty();
         if !model_like {
             return Act::Other;
         }
@@ -811,7 +830,7 @@ impl<'a> FnFacts<'a> {
         if m == "save" && !self.save_creates(call) {
             return Act::OrmUpdate {
                 target: target(),
-                sets: Vec::new(),
+                sets: self.fields_set_before_save(call),
                 relative: false,
                 ordered: false,
             };
@@ -894,6 +913,90 @@ impl<'a> FnFacts<'a> {
     }
 
     /// An update whose data is `data` alone (the `update` branch of an upsert).
+    /// Drizzle's and Kysely's `db.update(table).set({ … })`: the columns are the `set`'s, the
+    /// table the `update`'s argument (the `update(table)` call alone names no column).
+    fn drizzle_set(&self, call: &Call) -> Option<Act> {
+        let update = call.receiver.as_deref()?;
+        if call.method() != "set"
+            || update.method() != "update"
+            || update.callee.len() != 2
+            || update.receiver.is_some()
+        {
+            return None;
+        }
+        let root = update.callee[0].to_lowercase();
+        if !has_any(&root, &["db", "tx", "trx", "drizzle", "kysely"]) {
+            return None;
+        }
+        let Some(Expr::Path(table)) = update.args.first() else {
+            return None;
+        };
+        let data = call.args.first()?;
+        let data = match data {
+            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).unwrap_or(data),
+            other => other,
+        };
+        let mut act = self.orm_update_data(data, table.join("."));
+        if let Act::OrmUpdate { sets, .. } = &mut act {
+            sets.retain(|c| c != "data");
+        }
+        Some(act)
+    }
+
+    /// Drizzle's `db.insert(table).values({ … })`: the create is the `values` call (the
+    /// `insert(table)` before it is nothing yet), safe when the chain goes on to
+    /// `.onConflictDoNothing()` / `.onConflictDoUpdate()`, read from the calls of the same
+    /// chain lowered after it.
+    fn drizzle_insert(&self, call: &Call) -> Option<Act> {
+        // The innermost call of the chain: `db.insert(table)`.
+        let mut insert = call;
+        while let Some(inner) = insert.receiver.as_deref() {
+            insert = inner;
+        }
+        // Knex's `trx('payments').insert(row)` is on a call's result, not on the client.
+        if insert.method() != "insert" || insert.callee.len() != 2 || insert.receiver.is_some() {
+            return None;
+        }
+        let root = insert.callee[0].to_lowercase();
+        if !has_any(&root, &["db", "tx", "trx", "drizzle"]) {
+            return None;
+        }
+        let Some(Expr::Path(table)) = insert.args.first() else {
+            return None;
+        };
+        // Only `values` creates: `insert(table)` is nothing yet, and the calls after it
+        // (`onConflictDoNothing`, `returning`) are read with it below.
+        if call.method() != "values" {
+            return Some(Act::Other);
+        }
+        let chain_after =
+            self.func.ops[self.acts.len() + 1..]
+                .iter()
+                .map_while(|op| match &op.kind {
+                    OpKind::Call(c) if c.callee.starts_with(&call.callee) => Some(c),
+                    _ => None,
+                });
+        let safe = chain_after
+            .flat_map(|c| c.callee.iter())
+            .any(|m| m.to_lowercase().contains("onconflict"));
+        let columns = match call.args.first() {
+            Some(Expr::Object { fields, .. }) => Some(
+                fields
+                    .iter()
+                    // `id: v7()`, `id: crypto.randomUUID()`: a fresh id hits no key.
+                    .filter(|(k, v)| k != "..." && !matches!(v, Expr::Call(c) if c.args.is_empty()))
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            ),
+            _ => None,
+        };
+        Some(Act::OrmCreate {
+            target: table.join("."),
+            columns,
+            safe,
+        })
+    }
+
     fn orm_update_data(&self, data: &Expr, target: String) -> Act {
         let call = Call {
             callee: vec!["update".into()],
@@ -1102,6 +1205,30 @@ impl<'a> FnFacts<'a> {
         String::new()
     }
 
+    /// The fields assigned on a loaded row before its `save()` (`sub.current_period_end = …;
+    /// sub.save()`): the columns an active-record save writes. Reads the operations lowered so
+    /// far, which end at this call.
+    fn fields_set_before_save(&self, call: &Call) -> Vec<String> {
+        let Some(root) = call.callee.first().filter(|_| call.callee.len() == 2) else {
+            return Vec::new();
+        };
+        let mut sets = Vec::new();
+        for op in &self.func.ops[..self.acts.len()] {
+            if let OpKind::Assign { targets, .. } = &op.kind {
+                for t in targets {
+                    if let Some((r, field)) = t.split_once('.')
+                        && r == root
+                        && !field.contains(['.', '['])
+                        && !sets.iter().any(|s| s == field)
+                    {
+                        sets.push(field.to_string());
+                    }
+                }
+            }
+        }
+        sets
+    }
+
     /// Whether a `save` stores a row built in this function (`new Order(…)`, `Order(…)`,
     /// `&Order{…}` with fields) rather than one loaded and changed.
     fn save_creates(&self, call: &Call) -> bool {
@@ -1230,6 +1357,16 @@ impl<'a> FnFacts<'a> {
                 (OpKind::Call(_), Act::Sql(SqlStmt::Commit | SqlStmt::Rollback)) => {
                     explicit = None;
                 }
+                // `await startTransaction(connection)` … `await commit(connection)`: helpers
+                // of a query builder that send BEGIN and COMMIT on the connection passed.
+                (OpKind::Call(call), _) if begins_on_connection(call) => {
+                    next += 1;
+                    explicit = Some(next);
+                    tx = explicit;
+                }
+                (OpKind::Call(call), _) if ends_on_connection(call) => {
+                    explicit = None;
+                }
                 (OpKind::Call(call), act) => {
                     let root = call.callee.first().cloned().unwrap_or_default();
                     if let Some(id) = vars.get(&root) {
@@ -1285,6 +1422,35 @@ impl<'a> FnFacts<'a> {
     }
 }
 
+const BEGIN_HELPERS: &[&str] = &["starttransaction", "begintransaction"];
+const END_HELPERS: &[&str] = &[
+    "commit",
+    "rollback",
+    "committransaction",
+    "rollbacktransaction",
+];
+
+/// `startTransaction(connection)`: a query builder's helper that sends BEGIN.
+pub(crate) fn begins_on_connection(call: &Call) -> bool {
+    connection_helper(call, BEGIN_HELPERS)
+}
+
+/// `commit(connection)`, `rollback(connection)`.
+pub(crate) fn ends_on_connection(call: &Call) -> bool {
+    connection_helper(call, END_HELPERS)
+}
+
+/// A plain function call (`startTransaction(connection)`, `commit(conn)`) named in `names`
+/// and given a connection.
+fn connection_helper(call: &Call, names: &[&str]) -> bool {
+    call.callee.len() == 1
+        && names.contains(&call.method().as_str())
+        && call.args.first().is_some_and(|a| {
+            matches!(a, Expr::Path(p) if p.len() == 1
+                && has_any(&p[0], &["conn", "client", "tx", "trx", "session"]))
+        })
+}
+
 /// Calls on a DB-API connection or cursor or an SQLAlchemy session, which share one
 /// transaction until `commit()`; Django's `Model.objects` autocommits each statement.
 fn session_like(call: &Call) -> bool {
@@ -1330,6 +1496,29 @@ fn is_context(e: &Expr) -> bool {
         Expr::Call(c) => matches!(c.method().as_str(), "context" | "background" | "todo"),
         _ => false,
     }
+}
+
+/// Drizzle's `db.select(…).from(table)`: a look-up of `table` (its `where` follows as
+/// another call of the chain).
+fn drizzle_select(call: &Call) -> Option<Act> {
+    let select = call.receiver.as_deref()?;
+    if call.method() != "from"
+        || select.method() != "select"
+        || select.callee.len() != 2
+        || select.receiver.is_some()
+    {
+        return None;
+    }
+    let root = select.callee[0].to_lowercase();
+    if !has_any(&root, &["db", "tx", "trx", "drizzle"]) {
+        return None;
+    }
+    let Some(Expr::Path(table)) = call.args.first() else {
+        return None;
+    };
+    Some(Act::OrmRead {
+        target: table.join("."),
+    })
 }
 
 fn root_of(target: &str) -> String {

@@ -14,6 +14,9 @@ const EVENT_REGISTRATION: &[&str] = &[
     "webhook",
     "hook",
     "callback",
+    // Payment providers' notification routes: SePay's `receiver`, PayPal's and VNPay's `ipn`.
+    "receiver",
+    "ipn",
     "notify",
     "notification",
     "events",
@@ -200,6 +203,9 @@ const READS_MESSAGE: &[&str] = &[
 /// A function that reads messages from a broker client itself (`m, err :=
 /// reader.ReadMessage(ctx)`, `msg = consumer.poll(1.0)`): the variables read are its events.
 fn loop_consumer(f: &mut Function) -> bool {
+    // Clients made here by a consumer or reader constructor (`c, err :=
+    // kafka.NewConsumer(…)`), whatever the variable is called.
+    let mut clients: HashSet<&str> = HashSet::new();
     let mut events = Vec::new();
     for op in &f.ops {
         if let OpKind::Assign {
@@ -207,9 +213,15 @@ fn loop_consumer(f: &mut Function) -> bool {
             value: Expr::Call(c),
             ..
         } = &op.kind
-            && reads_message(c)
         {
-            events.extend(targets.first().cloned());
+            let from_client = c.callee.len() > 1
+                && READS_MESSAGE.contains(&c.method().as_str())
+                && clients.contains(c.callee[0].as_str());
+            if reads_message(c) || from_client {
+                events.extend(targets.first().cloned());
+            } else if has_any(&c.name(), &["newconsumer", "newreader", "newsubscriber"]) {
+                clients.extend(targets.first().map(String::as_str));
+            }
         }
     }
     let found = !events.is_empty();
@@ -269,7 +281,131 @@ fn verifies_webhook(f: &Function) -> bool {
             n.contains("constructevent")
                 || n.contains("webhook")
                     && has_any(&n, &["verify", "validate", "construct", "signature"])
+                // A provider SDK's check of a signed callback (`validate_callback`,
+                // `verify_notification`, `check_signature`).
+                || has_any(&n, &["verif", "validat", "check"])
+                    && has_any(&n, &["signature", "callback", "notification"])
         }
+        _ => false,
+    })
+}
+
+/// Last words of the event names providers send (`payment.succeeded`,
+/// `checkout.session.completed`, `charge.success`, `invoice.paid`).
+const EVENT_NAME_ENDINGS: &[&str] = &[
+    "succeeded",
+    "success",
+    "completed",
+    "paid",
+    "created",
+    "updated",
+    "deleted",
+    "failed",
+    "canceled",
+    "cancelled",
+    "refunded",
+    "captured",
+    "approved",
+    "expired",
+    "activated",
+    "renewed",
+];
+
+/// Whether `s` is written as a provider's event name: dotted lowercase words ending in what
+/// happened (`customer.subscription.updated`), not a file name or a URL.
+fn is_event_name(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('.').collect();
+    parts.len() >= 2
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        // `invoice.paid`, `order_paid`.
+        && parts
+            .last()
+            .and_then(|w| w.rsplit('_').next())
+            .is_some_and(|w| EVENT_NAME_ENDINGS.contains(&w))
+}
+
+/// Names of functions an event table maps provider event names to, anywhere in `value`
+/// (`{"invoice.paid": handle_invoice_paid}`, `new Map([["customer.subscription.created",
+/// subscriptionCreated]])`).
+fn event_table_targets(value: &Expr, out: &mut HashSet<String>) {
+    value.walk(&mut |e| match e {
+        Expr::Object { fields, .. } => {
+            for (k, v) in fields {
+                if let Expr::Path(p) = v
+                    && is_event_name(k)
+                {
+                    out.extend(p.last().cloned());
+                }
+            }
+        }
+        Expr::List(items) => {
+            if let [Expr::Str(k), Expr::Path(p)] = items.as_slice()
+                && is_event_name(k)
+            {
+                out.extend(p.last().cloned());
+            }
+        }
+        _ => {}
+    });
+}
+
+/// Marks as event handlers the functions of the whole tree that a table of provider event
+/// names dispatches to: the table and the functions are usually in different files (a
+/// `handlers/__init__.py` importing one module per event).
+pub(crate) fn register_event_tables<'a>(modules: impl Iterator<Item = &'a mut Module>) {
+    let mut modules: Vec<&mut Module> = modules.collect();
+    let mut targets = HashSet::new();
+    for m in &modules {
+        for (_, value) in &m.globals {
+            event_table_targets(value, &mut targets);
+        }
+        for f in &m.functions {
+            for op in &f.ops {
+                if let OpKind::Assign { value, .. } = &op.kind {
+                    event_table_targets(value, &mut targets);
+                }
+            }
+        }
+    }
+    if targets.is_empty() {
+        return;
+    }
+    for m in &mut modules {
+        for f in &mut m.functions {
+            if f.kind != HandlerKind::Event && targets.contains(&f.name) {
+                f.kind = HandlerKind::Event;
+                f.registrations.push("event table".to_string());
+            }
+        }
+    }
+}
+
+/// A function that branches on a provider's event name (`if event["event"] !=
+/// "payment.succeeded"`, `case "invoice.paid":`) handles that event, wherever it is called
+/// from: a webhook view often hands the parsed body to such a function in another file.
+fn dispatches_on_event_name(f: &Function) -> bool {
+    f.conds.iter().any(|c| {
+        let mut found = false;
+        c.test.walk(&mut |e| {
+            if let Expr::Str(s) = e {
+                found |= is_event_name(s);
+            }
+        });
+        found
+    })
+}
+
+/// A route that reads its client's idempotency key (`req.headers.get("Idempotency-Key")`)
+/// expects the same request again: it handles redeliveries as a webhook does.
+fn reads_idempotency_key(f: &Function) -> bool {
+    f.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => c.args.first().is_some_and(|a| {
+            a.string_text().is_some_and(|s| {
+                norm(&s).starts_with("idempotency") || norm(&s) == "xidempotencykey"
+            })
+        }),
         _ => false,
     })
 }
@@ -298,6 +434,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
                 })))
         || name == "consumeclaim"
         || acks_param(f)
+        || dispatches_on_event_name(f)
     {
         return HandlerKind::Event;
     }
@@ -309,7 +446,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
             && ["message", "event", "notification", "update"]
                 .iter()
                 .any(|w| name.contains(w));
-    if route && (event_file || verifies_webhook(f) || receives) {
+    if route && (event_file || verifies_webhook(f) || receives || reads_idempotency_key(f)) {
         HandlerKind::Event
     } else if route {
         HandlerKind::Route

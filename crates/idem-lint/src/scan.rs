@@ -340,6 +340,8 @@ impl Linter {
                 Loaded::Nothing => {}
             }
         }
+        // Event tables (`{"invoice.paid": handle_invoice_paid}`) name handlers in other files.
+        crate::handlers::register_event_tables(tree.parsed.iter_mut().map(|p| &mut p.module));
         Ok(tree)
     }
 }

@@ -43,7 +43,8 @@ impl Schema {
         match columns {
             Some(cols) if !cols.is_empty() => {
                 let cols: Vec<String> = cols.iter().map(|c| norm(c)).collect();
-                keys.iter().any(|k| k.iter().all(|c| cols.contains(c)))
+                keys.iter()
+                    .any(|k| k.iter().all(|c| cols.iter().any(|have| fills(have, c))))
             }
             _ => keys.iter().any(|k| k.as_slice() != ["id"]),
         }
@@ -75,6 +76,16 @@ impl Schema {
                 && k.iter().all(|c| cols.contains(c) || filter.contains(c))
         })
     }
+}
+
+/// Whether a written column (normalised) fills a key column: itself, or the relation whose
+/// foreign key it is (Prisma `Repository: { connect: … }` and Django `user=user` fill
+/// `repository_id` and `user_id`).
+fn fills(have: &str, key_column: &str) -> bool {
+    have == key_column
+        || key_column
+            .strip_suffix("id")
+            .is_some_and(|relation| !relation.is_empty() && relation == have)
 }
 
 /// Unique keys of a Prisma schema file.

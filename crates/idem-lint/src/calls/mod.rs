@@ -32,10 +32,50 @@ const TX_BLOCK: u32 = 100_000;
 
 /// Roots of qualified calls that are libraries or framework objects, never the tree's code.
 const LIBRARY_ROOTS: &[&str] = &[
-    "json", "console", "logger", "log", "logging", "fmt", "errors", "strings", "time", "os",
-    "math", "object", "promise", "res", "req", "ctx", "http", "crypto", "uuid", "date", "array",
-    "string", "number", "path", "fs", "strconv", "bytes", "sort", "sync", "context", "io", "super",
-    "reply", "response", "request", "assert", "require",
+    "json",
+    "console",
+    "logger",
+    "log",
+    "logging",
+    "fmt",
+    "errors",
+    "strings",
+    "time",
+    "os",
+    "math",
+    "object",
+    "promise",
+    "res",
+    "req",
+    "ctx",
+    "http",
+    "crypto",
+    "uuid",
+    "date",
+    "array",
+    "string",
+    "number",
+    "path",
+    "fs",
+    "strconv",
+    "bytes",
+    "sort",
+    "sync",
+    "context",
+    "io",
+    "super",
+    "reply",
+    "response",
+    "request",
+    "assert",
+    "require",
+    // Database clients: `prisma.invoice.create(…)` is never the tree's `create`.
+    "prisma",
+    "supabase",
+    "knex",
+    "drizzle",
+    "mongoose",
+    "sequelize",
 ];
 
 /// Method names libraries share with the tree's own code.
@@ -115,6 +155,17 @@ fn detached_id(op: &Op, site: &Site) -> u32 {
         (0, own) => own.wrapping_add(site.tx_offset),
         (call, _) => call,
     }
+}
+
+/// Whether a method overrides a library's and calls it (`def save(self, *a, **kw): …
+/// super().save(*a, **kw)`): the call still does what the library's does (a model's `save`
+/// still writes its row), so it is kept beside what the override adds.
+fn extends_library(callee: &Function) -> bool {
+    callee.ops.iter().any(|op| {
+        matches!(&op.kind, OpKind::Call(c)
+            if c.callee.first().is_some_and(|r| r == "super")
+                && c.callee.last() == Some(&callee.name))
+    })
 }
 
 /// The state of one expansion.
@@ -207,8 +258,17 @@ impl<'a> CallIndex<'a> {
                 ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
                 let detached = detached_id(op, site);
-                self.inline(ex, call, callee, target, (conds, tx, detached, pos), depth);
-                continue;
+                self.inline(
+                    ex,
+                    call,
+                    callee,
+                    target,
+                    (conds.clone(), tx, detached, pos),
+                    depth,
+                );
+                if !extends_library(callee) {
+                    continue;
+                }
             }
             let origin = match (&op.origin, &site.helper) {
                 (Some(o), _) => Some(o.clone()),
@@ -315,7 +375,8 @@ impl<'a> CallIndex<'a> {
         let mut len = call.callee.len();
         // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an
         // imported module is (`stripe.service.ts`).
-        if len > 2 && matches!(root.as_str(), "self" | "this") {
+        let via_field = len > 2 && matches!(root.as_str(), "self" | "this");
+        if via_field {
             root = call.callee[1].to_lowercase();
             len -= 1;
         }
@@ -342,6 +403,11 @@ impl<'a> CallIndex<'a> {
                 // `this.repo.create(…)`, `db.Create(…)`: a library's method of the same name
                 // as a method of this file is the library's.
                 if COMMON_METHODS.contains(&name.to_lowercase().as_str()) {
+                    // `self.log_records.create(…)`: a field's common method is its library's
+                    // unless the field names a module of the tree.
+                    if via_field {
+                        return named_module;
+                    }
                     return same_dir()
                         .filter(|(f, _)| *f != file)
                         .or(named_module)

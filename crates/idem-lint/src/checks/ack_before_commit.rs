@@ -81,6 +81,13 @@ fn auto_ack(call: &Call) -> Option<&'static str> {
             return Some("acknowledges on receipt (auto-ack)");
         }
     }
+    if call.args.iter().any(sets_auto_commit)
+        || call.kwargs.iter().any(|(k, v)| auto_commit_on(k, v))
+    {
+        return Some(
+            "commits offsets on a timer, whether or not the message was handled (enable_auto_commit)",
+        );
+    }
     let m = call.method();
     if m == "consume"
         && call.callee.len() > 1
@@ -101,6 +108,18 @@ fn auto_ack(call: &Call) -> Option<&'static str> {
     None
 }
 
+/// Kafka's `enable_auto_commit=True` / `"enable.auto.commit": true`: offsets are committed on a
+/// timer, so a message whose handling failed or had not finished is still marked consumed.
+fn auto_commit_on(key: &str, value: &Expr) -> bool {
+    matches!(crate::words::norm(key).as_str(), "enableautocommit")
+        && matches!(value, Expr::Path(p) if p.len() == 1 && p[0].eq_ignore_ascii_case("true"))
+}
+
+/// A configuration object (a consumer's options) turning auto-commit on.
+fn sets_auto_commit(e: &Expr) -> bool {
+    matches!(e, Expr::Object { fields, .. } if fields.iter().any(|(k, v)| auto_commit_on(k, v)))
+}
+
 /// Whether op `k` applies the event: a database write or commit, a publish, an outside call.
 fn is_effect(act: &Act, call: Option<&Call>) -> bool {
     match act {
@@ -115,6 +134,17 @@ fn is_effect(act: &Act, call: Option<&Call>) -> bool {
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     let ops = &facts.func.ops;
     for op in ops {
+        if let OpKind::Assign { value, .. } = &op.kind
+            && sets_auto_commit(value)
+        {
+            out.push(Hit {
+                rule: RuleId::RelAckBeforeCommit,
+                pos: op.pos,
+                origin: op.origin.clone(),
+                message: "the consumer's configuration commits offsets on a timer (enable_auto_commit), whether or not the message was handled: a crash while handling loses it".to_string(),
+                confidence: Confidence::Medium,
+            });
+        }
         let OpKind::Call(call) = &op.kind else {
             continue;
         };

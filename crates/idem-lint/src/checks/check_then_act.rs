@@ -65,9 +65,13 @@ fn lookup_columns(facts: &FnFacts<'_>, i: usize) -> Vec<String> {
                 .iter()
                 .map(|(k, _)| k.split("__").next().unwrap_or(k).to_string()),
         );
-        let object = call
-            .option("where")
-            .or_else(|| call.args.iter().find(|a| matches!(a, Expr::Object { .. })));
+        // Drizzle's `select({ id: t.id })` names the columns read, not the filter.
+        let projection = call.method() == "select";
+        let object = call.option("where").or_else(|| {
+            call.args
+                .iter()
+                .find(|a| !projection && matches!(a, Expr::Object { .. }))
+        });
         if let Some(Expr::Object { fields, .. }) = object {
             out.extend(
                 fields

@@ -17,7 +17,13 @@ const PENDING: &[&str] = &["pending", "queued", "sending", "processing", "schedu
 /// ledger row, `status: "pending"`), so a crash leaves a row to retry from.
 fn ledger_row_before(facts: &FnFacts<'_>, i: usize) -> bool {
     (0..i).any(|k| {
-        if !facts.acts[k].is_db_write() {
+        // A row recorded for the call; an entity's own status moved on (`meeting.status =
+        // "processing"`) leaves nothing to retry the call from.
+        let records = match &facts.acts[k] {
+            Act::OrmUpdate { .. } => false,
+            a => a.is_db_write(),
+        };
+        if !records {
             return false;
         }
         let OpKind::Call(call) = &facts.func.ops[k].kind else {

@@ -304,8 +304,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 }
                 // A dedup insert (conflict-ignoring, or into a marker table) whose id is
                 // minted here: the conflict it relies on never happens.
-                if matches!(facts.acts[i], Act::OrmCreate { safe: true, .. })
-                    || super::is_marker(&facts.acts[i])
+                if (matches!(facts.acts[i], Act::OrmCreate { safe: true, .. })
+                    || super::is_marker(&facts.acts[i]))
+                    && !conflict_on_other_key(facts, i)
                 {
                     let mut ids: Vec<(String, &Expr)> = Vec::new();
                     for e in call.arg_exprs() {
@@ -344,4 +345,34 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             _ => {}
         }
     }
+}
+
+/// Whether the insert's chain names the column its conflict is on, and it is not the id
+/// (Drizzle `.values({ id: randomUUID(), … }).onConflictDoNothing({ target: t.eventId })`):
+/// the minted id is then only the row's surrogate key.
+fn conflict_on_other_key(facts: &FnFacts<'_>, i: usize) -> bool {
+    let OpKind::Call(call) = &facts.func.ops[i].kind else {
+        return false;
+    };
+    facts.func.ops[i + 1..]
+        .iter()
+        .map_while(|op| match &op.kind {
+            OpKind::Call(c) if c.callee.starts_with(&call.callee) => Some(c),
+            _ => None,
+        })
+        .filter(|c| c.method().contains("onconflict"))
+        .any(|c| {
+            // The column is the target path's last segment (`plans.id` is the id).
+            let mut other = false;
+            for a in &c.args {
+                a.walk(&mut |e| {
+                    if let Expr::Path(p) = e
+                        && p.len() > 1
+                    {
+                        other |= p.last().is_some_and(|col| norm(col) != "id");
+                    }
+                });
+            }
+            other
+        })
 }

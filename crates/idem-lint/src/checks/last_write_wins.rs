@@ -12,21 +12,57 @@ use crate::rule::RuleId;
 use crate::sql::SqlStmt;
 use crate::words::{is_event_time_column, is_order_column, norm};
 
+/// Whether `e` carries the event's data only through objects fetched fresh from the provider
+/// while handling (`subscription = await stripe.subscriptions.retrieve(id)`): those hold the
+/// current state, which a late delivery cannot make older.
+fn only_fetched_fresh(facts: &FnFacts<'_>, e: &Expr) -> bool {
+    let mut roots = Vec::new();
+    e.walk(&mut |x| {
+        if let Expr::Path(p) = x
+            && let Some(r) = p.first()
+            && facts.tainted.contains(r)
+        {
+            roots.push(r.clone());
+        }
+    });
+    !roots.is_empty()
+        && roots.iter().all(|r| {
+            matches!(facts.values.get(r), Some(Expr::Call(c))
+                if c.method() == "retrieve" && c.callee.len() > 2)
+        })
+}
+
+/// The update's value comes from the event as delivered, not from a fresh fetch.
+fn from_delivery(facts: &FnFacts<'_>, e: &Expr) -> bool {
+    facts.mentions_tainted(e) && !only_fetched_fresh(facts, e)
+}
+
 /// Whether the update sets `column` to a value derived from the event (`data: { endsAt }`
 /// where `endsAt` came from the event, Django `endsAt=event[…]`).
 fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
     let mut found = false;
     for (k, v) in &call.kwargs {
-        found |= k == column && facts.mentions_tainted(v);
+        found |= k == column && from_delivery(facts, v);
     }
     let held = match call.option("data") {
         Some(Expr::Path(p)) if p.len() == 1 => facts.values.get(&p[0]),
         _ => None,
     };
+    // `row.current_period_end = event[…]; row.save()`: the field assigned before the save.
+    if call.method() == "save"
+        && let Some(root) = call.callee.first()
+    {
+        let target = format!("{root}.{column}");
+        for op in &facts.func.ops {
+            if let OpKind::Assign { targets, value, .. } = &op.kind {
+                found |= targets.contains(&target) && from_delivery(facts, value);
+            }
+        }
+    }
     for e in call.arg_exprs().into_iter().chain(held) {
         if let Expr::Object { fields, .. } = e {
             for (k, v) in fields {
-                found |= k == column && facts.mentions_tainted(v);
+                found |= k == column && from_delivery(facts, v);
             }
         }
     }
@@ -87,7 +123,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 let OpKind::Call(c) = &facts.func.ops[i].kind else {
                     continue;
                 };
-                let from_event = c.arg_exprs().iter().any(|e| facts.mentions_tainted(e));
+                let from_event = c.arg_exprs().iter().any(|e| from_delivery(facts, e));
                 sets.iter()
                     .find(|s| is_order_column(s))
                     .filter(|_| from_event)

@@ -23,7 +23,7 @@ pub(crate) use ttl_marker::applies as ttl_marker_applies;
 use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_entry;
-use crate::ir::{Function, Module, OpKind, Origin, Pos};
+use crate::ir::{Expr, Function, Module, OpKind, Origin, Pos};
 use crate::rule::RuleId;
 use crate::schema::Schema;
 use crate::sql::SqlStmt;
@@ -61,7 +61,14 @@ pub(crate) fn run(
     };
     let mut hits = Vec::new();
     for func in &module.functions {
-        let expanded = if is_entry(func) { expand(func) } else { None };
+        // A function that opens a transaction is followed into its helpers too: a publish
+        // made by one of them while the transaction is open is ARC_PUBLISH_IN_TX's, handler
+        // or not.
+        let expanded = if is_entry(func) || opens_transaction(func) {
+            expand(func)
+        } else {
+            None
+        };
         let func = expanded.as_ref().unwrap_or(func);
         let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
         key_volatile::check(&facts, &mut hits);
@@ -80,6 +87,17 @@ pub(crate) fn run(
     hits.sort_by_key(|h| (h.pos, h.rule));
     hits.dedup_by_key(|h| (h.pos.line, h.rule));
     hits
+}
+
+/// Whether the function opens a database transaction itself: a transaction callback or
+/// block, or `tx := db.Begin(…)`.
+fn opens_transaction(func: &Function) -> bool {
+    func.ops.iter().any(|op| {
+        op.lexical_tx.is_some()
+            || matches!(&op.kind, OpKind::Assign { value: Expr::Call(c), .. }
+                if c.callee.len() > 1
+                    && matches!(c.method().as_str(), "begin" | "begintx" | "beginx" | "starttransaction"))
+    })
 }
 
 fn parsed_body(module: &Module) -> bool {
@@ -317,10 +335,12 @@ pub(crate) fn conflict_handled(facts: &FnFacts<'_>, i: usize) -> bool {
         })
         .map(|(k, _)| k)
         .collect();
+    let in_handled = |o: &crate::ir::Op| o.conds.iter().any(|c| handled.contains(c));
+    // An empty clause (`except DuplicateKeyError: pass`) holds no operation to place, and
+    // swallowing the violation is handling it.
     !handled.is_empty()
-        && facts.func.ops[i + 1..]
-            .iter()
-            .any(|o| o.conds.iter().any(|c| handled.contains(c)))
+        && (facts.func.ops[i + 1..].iter().any(in_handled)
+            || !facts.func.ops.iter().any(in_handled))
 }
 
 /// A short description of an act for messages.

@@ -44,6 +44,8 @@ pub(crate) fn open_transaction(facts: &FnFacts<'_>) -> Vec<bool> {
         match (&op.kind, &facts.acts[i]) {
             (OpKind::Call(_), Act::Sql(SqlStmt::Begin)) => explicit = true,
             (OpKind::Call(_), Act::Sql(SqlStmt::Commit | SqlStmt::Rollback)) => explicit = false,
+            (OpKind::Call(c), _) if crate::analysis::begins_on_connection(c) => explicit = true,
+            (OpKind::Call(c), _) if crate::analysis::ends_on_connection(c) => explicit = false,
             (OpKind::Call(c), Act::Commit) => {
                 let root = c.callee.first().cloned().unwrap_or_default();
                 vars.retain(|v| *v != root);

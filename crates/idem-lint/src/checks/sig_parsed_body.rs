@@ -11,8 +11,8 @@ use crate::rule::RuleId;
 use crate::words::{has_any, norm};
 
 /// The arguments of a signature check that carry the payload, if the call is one.
-fn payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Vec<&'c Expr> {
-    one_payload(facts, call).map_or_else(
+fn payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) -> Vec<&'c Expr> {
+    one_payload(facts, call, helper).map_or_else(
         || {
             if is_named_sink(call) {
                 // `verifySignature(secret, body, sig)`: the payload's position varies.
@@ -33,7 +33,27 @@ fn is_named_sink(call: &Call) -> bool {
 /// `verifyWebhookEvent`, `check_hmac_signature`.
 fn names_verifier(name: &str) -> bool {
     let n = norm(name);
-    has_any(&n, &["verif", "validat", "check"]) && has_any(&n, &["signature", "webhook", "hmac"])
+    // Providers' SDKs name theirs for the callback or notification they check
+    // (`plisio_client.validate_callback`, `verify_notification`).
+    has_any(&n, &["verif", "validat", "check"])
+        && has_any(
+            &n,
+            &[
+                "signature",
+                "webhook",
+                "hmac",
+                "callback",
+                "notification",
+                "ipn",
+            ],
+        )
+}
+
+/// A helper that computes a provider's own signature (`getSign`, `makeSignature`,
+/// `sign_payload`): a plain hash inside it is the signature.
+fn names_signer(name: &str) -> bool {
+    let n = norm(name);
+    n.starts_with("sign") || has_any(&n, &["getsign", "makesign", "computesign", "gensign"])
 }
 
 const SINKS: &[&str] = &[
@@ -68,7 +88,7 @@ const SINKS: &[&str] = &[
 ];
 
 /// The one payload argument of an HMAC computation or a provider's verifier.
-fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Option<&'c Expr> {
+fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) -> Option<&'c Expr> {
     let m = call.method();
     let chain: Vec<String> = call.callee.iter().map(|s| norm(s)).collect();
     if matches!(
@@ -96,7 +116,9 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call) -> Option<&'c Expr> {
     }
     // A plain hash of payload and secret (`md5(base64(body) + key)`) inside a function that
     // verifies a webhook's signature.
-    if m == "update" && chain.iter().any(|c| c == "createhash") && names_verifier(&facts.func.name)
+    if m == "update"
+        && chain.iter().any(|c| c == "createhash")
+        && (names_verifier(&facts.func.name) || helper.is_some_and(names_signer))
     {
         return call.args.first();
     }
@@ -169,7 +191,9 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                 {
                     found = Some((format!("{joined} (parsed by express.json())"), false));
                 } else if p.len() == 1
-                    && depth < 2
+                    // A signing helper's text passes through locals: `data = base64 + key`,
+                    // `base64 = Buffer.from(body)`, `body = jsonData`.
+                    && depth < 4
                     && let Some(v) = facts.values.get(&p[0])
                     && let Some((what, strong)) = parsed(facts, file, v, depth + 1)
                 {
@@ -187,7 +211,8 @@ pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
         let OpKind::Call(call) = &op.kind else {
             continue;
         };
-        let Some((what, strong)) = payload(facts, call)
+        let helper = op.origin.as_ref().map(|o| o.helper.as_str());
+        let Some((what, strong)) = payload(facts, call, helper)
             .into_iter()
             .find_map(|arg| parsed(facts, file, arg, 0))
         else {

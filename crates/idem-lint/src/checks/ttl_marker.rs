@@ -21,6 +21,8 @@ const MARKER_WORDS: &[&str] = &[
     "processed",
     "dedup",
     "idempot",
+    // `idem:${key}`: the usual short form.
+    "idem",
     "handled",
     "event",
     "webhook",
@@ -47,7 +49,9 @@ fn marker_key(key: &str) -> bool {
 /// A cache or in-memory check of a marker at op `i`.
 fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
     match &facts.acts[i] {
-        Act::RedisRead { key } if marker_key(key) => Some(format!("Redis/cache key {key}")),
+        Act::RedisRead { key } if marker_key(key) || set_after_read(facts, i, key) => {
+            Some(format!("Redis/cache key {key}"))
+        }
         Act::RedisWrite { key, nx: true } if marker_key(key) => {
             Some(format!("Redis/cache claim (SET NX) of {key}"))
         }
@@ -59,6 +63,18 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// A key read and then written by the handler (`get(req.path)` … `set(req.path, …)`): the
+/// read asks "handled?" and the write answers it, whatever the key is named.
+fn set_after_read(facts: &FnFacts<'_>, i: usize, key: &str) -> bool {
+    let n = norm(key);
+    !n.is_empty()
+        && !n.contains("lock")
+        && !n.contains("cache")
+        && facts.acts[i + 1..]
+            .iter()
+            .any(|a| matches!(a, Act::RedisWrite { key: k, .. } if k == key))
 }
 
 /// `seen.has(id)`, `processedIds.includes(id)`: a marker kept in process memory.

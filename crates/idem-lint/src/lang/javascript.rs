@@ -100,7 +100,8 @@ impl<'s> Lower<'s> {
                     .child_by_field_name("name")
                     .map(|x| self.b.text(x).to_string())
                     .unwrap_or_default();
-                self.function(n, name, None);
+                let reg = self.decorators(n);
+                self.function(n, name, reg);
             }
             "public_field_definition" | "field_definition" => {
                 let name = n
@@ -606,6 +607,40 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// A method's decorators and its class's (`@Controller('payment')`, `@Post('receiver')`,
+    /// `@MessagePattern('orders')`) as one registration, each written as a member call
+    /// (`.Post('receiver')`) so route and event words read them as they read `app.post(…)`:
+    /// NestJS registers its routes and consumers only this way.
+    fn decorators(&self, method: Node<'_>) -> Option<String> {
+        let mut found = Vec::new();
+        // JavaScript's grammar puts a method's decorators inside it, TypeScript's before it.
+        let mut c = method.walk();
+        found.extend(method.children_by_field_name("decorator", &mut c));
+        let mut prev = method.prev_named_sibling();
+        while let Some(d) = prev.filter(|d| d.kind() == "decorator") {
+            found.push(d);
+            prev = d.prev_named_sibling();
+        }
+        if let Some(class) = method
+            .parent()
+            .filter(|b| b.kind() == "class_body")
+            .and_then(|b| b.parent())
+        {
+            let mut c = class.walk();
+            found.extend(class.children_by_field_name("decorator", &mut c));
+            // `@Controller('payment') export class …`: TypeScript hangs them on the export.
+            if let Some(export) = class.parent().filter(|e| e.kind() == "export_statement") {
+                let mut c = export.walk();
+                found.extend(export.children_by_field_name("decorator", &mut c));
+            }
+        }
+        let text: Vec<String> = found
+            .iter()
+            .map(|d| format!(".{}", self.b.text(*d).trim_start_matches('@')))
+            .collect();
+        (!text.is_empty()).then(|| text.join(" "))
+    }
+
     fn registration_with(&self, key: &str) -> Option<String> {
         Some(match self.registration.last() {
             Some(r) => format!("{r} {key}"),
@@ -733,12 +768,15 @@ impl<'s> Lower<'s> {
 }
 
 /// Timers and queues whose function argument runs later, after the caller has gone on.
+/// Next.js `after(…)` and `waitUntil(…)` (Vercel, Cloudflare's `ctx.waitUntil`) run it after
+/// the response is sent.
 fn runs_later(call: &Call) -> bool {
     call.callee.len() <= 2
         && matches!(
             call.method().as_str(),
-            "setimmediate" | "settimeout" | "nexttick" | "queuemicrotask"
+            "setimmediate" | "settimeout" | "nexttick" | "queuemicrotask" | "waituntil"
         )
+        || call.callee.len() == 1 && call.callee[0] == "after"
 }
 
 fn unwrap_await(mut n: Node<'_>) -> Node<'_> {

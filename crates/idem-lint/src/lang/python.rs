@@ -595,7 +595,33 @@ impl<'s> Lower<'s> {
             }
         }
         self.b.emit(OpKind::Call(call.clone()), pos);
+        self.background_task(&call);
         call
+    }
+
+    /// FastAPI/Starlette `background_tasks.add_task(process, a, b)`: `process(a, b)` runs after
+    /// the response, in work nobody waits for; lowered as that call, detached, so call
+    /// following reads what it does.
+    fn background_task(&mut self, call: &Call) {
+        let background = call.method() == "add_task"
+            && call
+                .receiver_words()
+                .iter()
+                .any(|w| w.contains("background") || w.contains("tasks"));
+        let Some(Expr::Path(task)) = call.args.first().filter(|_| background) else {
+            return;
+        };
+        let deferred = Call {
+            callee: task.clone(),
+            receiver: None,
+            args: call.args[1..].to_vec(),
+            kwargs: call.kwargs.clone(),
+            is_new: false,
+            pos: call.pos,
+        };
+        self.b.push_detached();
+        self.b.emit(OpKind::Call(deferred), call.pos);
+        self.b.pop_detached();
     }
 
     /// Unique keys of a SQLAlchemy or Django model class: `Column(unique=True)`,
