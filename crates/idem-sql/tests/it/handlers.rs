@@ -1,7 +1,7 @@
 //! Handlers as a library user writes them: async closures given to `Runner::run` that pass one
 //! transaction (`&mut *tx`) to their own SQL and to idem's writes, `?` on any error, permanent
 //! errors, one handler generic over the store (`DB: Sql`), `handler!` for boxed handlers, and an
-//! effect worker drained in a test.
+//! effect worker drained in a test; on SQLite, PostgreSQL and MariaDB.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,11 +12,11 @@ use idem_sql::{
     Applied, CallOutcome, EffectCall, EffectStatus, EffectWorker, Enqueued, Error, ErrorKind,
     Event, HandlerError, OutboxMessage, OutboxStatus, Outcome, Runner, Sql, Store,
 };
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 
 use crate::support::{app_tables, consumer, effects, in_inbox, stripe_key, write_effect};
 
-both_stores!(
+all_stores!(
     one_transaction_for_the_handlers_sql_and_idems_writes,
     any_error_converts_and_leaves_nothing,
     a_permanent_error_is_not_retryable,
