@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use idem_broker::{Delivery, Disposition, JetStreamConsumer, Processor, RetryPolicy};
 use idem_core::Name;
 use idem_sql::{Runner, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use tokio::sync::Notify;
 
 const NATS: &str = "127.0.0.1:4222";
@@ -127,7 +127,7 @@ async fn no_dead_letters<DB: AppDb>(store: &Store<DB>, consumer: &Name) {
 
 // Rebalance / redelivery: consumer 1 commits e100…e109, its connection closes before the acks;
 // consumer 2 gets all ten again: zero extra effects, ten duplicates acknowledged, nothing pending.
-both_stores!(lost_acks_after_commit_are_duplicates_for_the_next_consumer);
+all_stores!(lost_acks_after_commit_are_duplicates_for_the_next_consumer);
 async fn lost_acks_after_commit_are_duplicates_for_the_next_consumer<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("rebalance", Duration::from_secs(1)).await;
@@ -240,7 +240,7 @@ fn slow_handler<DB: AppDb>(
 // Processing longer than ack_wait without in-progress acks: JetStream redelivers while the first
 // transaction is open; the copy's claim waits for it (PostgreSQL row lock, SQLite write lock) or
 // is retried later, the handler never runs twice, and the copy is acknowledged as a duplicate.
-both_stores!(slow_handler_without_progress_acks_runs_once);
+all_stores!(slow_handler_without_progress_acks_runs_once);
 async fn slow_handler_without_progress_acks_runs_once<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("slow_off", Duration::from_secs(1)).await;
@@ -298,7 +298,7 @@ async fn slow_handler_without_progress_acks_runs_once<DB: AppDb>(store: Store<DB
 }
 
 // The same slow handler with in-progress acks: no redelivery at all.
-both_stores!(slow_handler_with_progress_acks_is_not_redelivered);
+all_stores!(slow_handler_with_progress_acks_is_not_redelivered);
 async fn slow_handler_with_progress_acks_is_not_redelivered<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("slow_on", Duration::from_secs(1)).await;
@@ -351,7 +351,7 @@ async fn slow_handler_with_progress_acks_is_not_redelivered<DB: AppDb>(store: St
 
 // A duplicate redelivered after a failed ack is acknowledged and never dead-lettered, also after
 // a restart, even when its delivery count is past N (here N = 2 and the copy is delivery 4).
-both_stores!(duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered);
+all_stores!(duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered);
 async fn duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered<DB: AppDb>(
     store: Store<DB>,
 ) {
@@ -458,7 +458,7 @@ async fn duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered<DB:
 // A handler that always fails for e1: retried with backoff, after N = 3 deliveries one dead
 // letter with the error and the metadata, nothing pending; later events of the order are
 // processed, and a redrive of e1 after a newer version was applied is stale.
-both_stores!(failing_handler_is_dead_lettered_after_n_deliveries);
+all_stores!(failing_handler_is_dead_lettered_after_n_deliveries);
 async fn failing_handler_is_dead_lettered_after_n_deliveries<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("dead", Duration::from_secs(5)).await;
@@ -559,7 +559,7 @@ async fn failing_handler_is_dead_lettered_after_n_deliveries<DB: AppDb>(store: S
 // A handler written as an async closure (`handler!`) that marks an error permanent: the message
 // is dead-lettered on its first delivery, not after the retry policy's N, and the next message
 // is applied; the handler's write for the failed one was rolled back.
-both_stores!(permanent_handler_error_is_dead_lettered_at_once);
+all_stores!(permanent_handler_error_is_dead_lettered_at_once);
 async fn permanent_handler_error_is_dead_lettered_at_once<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("permanent", Duration::from_secs(5)).await;
@@ -678,7 +678,7 @@ async fn concurrent_in_flight_messages_on_postgres() {
 }
 
 // Graceful shutdown: stop pulling, finish the message in flight, commit and ack it, then return.
-both_stores!(shutdown_finishes_and_acknowledges_the_message_in_flight);
+all_stores!(shutdown_finishes_and_acknowledges_the_message_in_flight);
 async fn shutdown_finishes_and_acknowledges_the_message_in_flight<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("shutdown", Duration::from_secs(30)).await;
@@ -736,7 +736,7 @@ async fn shutdown_finishes_and_acknowledges_the_message_in_flight<DB: AppDb>(sto
 
 // A message the decoder cannot read (no Nats-Msg-Id for the default decoder) cannot succeed on a
 // retry: it is dead-lettered at once, without a dedup key, and terminated.
-both_stores!(undecodable_message_is_dead_lettered_at_once);
+all_stores!(undecodable_message_is_dead_lettered_at_once);
 async fn undecodable_message_is_dead_lettered_at_once<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("undecodable", Duration::from_secs(30)).await;
@@ -794,7 +794,7 @@ async fn undecodable_message_is_dead_lettered_at_once<DB: AppDb>(store: Store<DB
 // The durable consumer deleted under a running consumer (an operator's mistake, a redeploy that
 // recreates it): run stops with ConsumerError::Deleted instead of pulling on forever (or
 // recreating a durable that would start again from the stream's first message).
-both_stores!(deleted_durable_consumer_stops_run_with_a_pull_error);
+all_stores!(deleted_durable_consumer_stops_run_with_a_pull_error);
 async fn deleted_durable_consumer_stops_run_with_a_pull_error<DB: AppDb>(store: Store<DB>) {
     create_effects_table(&store).await;
     let fx = Fixture::new("deleted", Duration::from_secs(30)).await;
@@ -840,7 +840,7 @@ async fn deleted_durable_consumer_stops_run_with_a_pull_error<DB: AppDb>(store: 
 // The same deletion while no pull waits (the one slot is busy with a 2.5 s handler): the next
 // pull goes to a consumer that no longer exists, and run still stops with ConsumerError::Deleted,
 // within the 5 s pull expiry plus 1 s of that pull.
-both_stores!(consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error);
+all_stores!(consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error);
 async fn consumer_deleted_while_no_pull_waits_stops_run_with_a_pull_error<DB: AppDb>(
     store: Store<DB>,
 ) {

@@ -11,7 +11,7 @@ use crate::consumer_common::*;
 use idem_broker::{Disposition, Processor, RabbitMqConsumer, RetryPolicy, RetryTopology};
 use idem_core::Name;
 use idem_sql::{Runner, Store};
-use idem_testkit::{AppDb, both_stores};
+use idem_testkit::{AppDb, all_stores};
 use lapin::options::{
     BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions,
     QueueDeclareOptions, QueueDeleteOptions,
@@ -139,7 +139,7 @@ fn quick_policy(max_deliveries: u32) -> RetryPolicy {
 // Rebalance / redelivery, and the RabbitMQ form of "processing outlives the ack": consumer 1
 // commits e100…e109 and its channel is closed after the commits and before the acks; RabbitMQ
 // redelivers all ten to consumer 2: zero extra effects, ten duplicates acknowledged, queue empty.
-both_stores!(channel_closed_after_commit_gives_duplicates_to_the_next_consumer);
+all_stores!(channel_closed_after_commit_gives_duplicates_to_the_next_consumer);
 async fn channel_closed_after_commit_gives_duplicates_to_the_next_consumer<DB: AppDb>(
     store: Store<DB>,
 ) {
@@ -240,7 +240,7 @@ async fn channel_closed_after_commit_gives_duplicates_to_the_next_consumer<DB: A
 
 // A duplicate redelivered after a failed ack is acknowledged and never dead-lettered, also after
 // a restart, even past N (N = 2; the copy is delivery 4: three returns counted by the quorum queue).
-both_stores!(duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered);
+all_stores!(duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered);
 async fn duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered<DB: AppDb>(
     store: Store<DB>,
 ) {
@@ -363,7 +363,7 @@ async fn duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered<DB:
 // A handler that always fails for e1: retried through the retry queues (300 ms, then 600 ms),
 // dead-lettered on delivery N = 3 with its metadata, every queue empty; later events of the order
 // are still processed.
-both_stores!(failing_handler_goes_through_the_retry_queues_to_a_dead_letter);
+all_stores!(failing_handler_goes_through_the_retry_queues_to_a_dead_letter);
 async fn failing_handler_goes_through_the_retry_queues_to_a_dead_letter<DB: AppDb>(
     store: Store<DB>,
 ) {
