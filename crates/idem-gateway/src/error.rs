@@ -397,6 +397,9 @@ fn migrate_message(error: &idem_sql::sqlx::migrate::MigrateError) -> String {
              checksum differs): the tables were made by another idem build; run that build on \
              this database"
         ),
+        // Only the MySQL migration's lock wait says this; sqlx's wording ("while resolving
+        // migrations") would mislead.
+        MigrateError::Source(reason) => reason.to_string(),
         other => other.to_string(),
     }
 }

@@ -5,7 +5,9 @@ use sqlx::{Database, Pool};
 
 /// Runs `migrator` on one connection of `pool` under the database's migration lock
 /// (PostgreSQL: a session advisory lock; SQLite: none, its write lock serialises), and releases
-/// the lock whether the run succeeded or not.
+/// the lock whether the run succeeded or not. For SQLite and PostgreSQL: sqlx's MySQL lock
+/// ignores `GET_LOCK`'s answer, which on MariaDB does not wait, so idem's MySQL migrations take
+/// a lock of their own.
 ///
 /// sqlx's `Migrator::run` returns early when it refuses the recorded migrations (one it does
 /// not know, a checksum that differs, an unfinished one) with the lock still held by the

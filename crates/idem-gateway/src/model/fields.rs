@@ -2,7 +2,7 @@
 //! fields a source's configuration sets, which ingest (webhooks) and the broker sources read.
 
 use http::{HeaderMap, HeaderName};
-use idem_core::{Entity, EventId, Name, Version};
+use idem_core::{Entity, EventId, MAX_ID_BYTES, Name, Version};
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
@@ -449,6 +449,18 @@ impl Fields {
             Some(field) => field.read(headers, json)?.map(|v| v.text()),
             None => None,
         };
+        // As an id: every store keeps it in a key column of at most this many bytes (MySQL's
+        // `VARBINARY(255)`; a longer one was answered 503 there, and retried for ever).
+        if let Some(text) = event_type.as_deref().filter(|t| t.len() > MAX_ID_BYTES) {
+            return Err(ExtractError::BadValue {
+                field: self
+                    .event_type
+                    .as_ref()
+                    .map_or_else(String::new, Field::describe),
+                found: format!("an event type of {} bytes", text.len()),
+                expected: "an event type of at most 255 bytes",
+            });
+        }
         let (entity, unordered) = self.entity_and_version(headers, json)?;
         let mut names = Vec::new();
         self.all().for_each(|f| f.header_names(&mut names));
@@ -572,6 +584,26 @@ mod tests {
             version_secondary: None,
             kept_headers: Vec::new(),
         }
+    }
+
+    /// An event type past 255 bytes is refused as a bad field, naming where it was read; 255
+    /// bytes are taken.
+    #[test]
+    fn an_event_type_past_255_bytes_is_a_bad_field() {
+        let body = |ty: &str| format!(r#"{{"id":"evt_t","type":"{ty}","created":1}}"#);
+        let taken = stripe_fields()
+            .extract(&HeaderMap::new(), body(&"t".repeat(255)).as_bytes())
+            .unwrap();
+        assert_eq!(taken.event_type.map(|t| t.len()), Some(255));
+        let refused = stripe_fields()
+            .extract(&HeaderMap::new(), body(&"t".repeat(256)).as_bytes())
+            .unwrap_err();
+        assert_eq!(refused.code(), "bad-event-field");
+        assert_eq!(
+            refused.to_string(),
+            "body field `$.type` holds an event type of 256 bytes; expected an event type of at \
+             most 255 bytes"
+        );
     }
 
     #[test]

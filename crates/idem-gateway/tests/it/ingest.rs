@@ -388,3 +388,59 @@ async fn a_stripe_event_that_cannot_be_ordered_is_accepted_with_a_warning() {
     assert!(crate::support::lines_with("WARN", "event_id=evt_whole ").is_empty());
     gw.server.shutdown().await.unwrap();
 }
+
+/// An event type past 255 bytes (Stripe's `type`, GitHub's `X-GitHub-Event`) is answered 400
+/// `bad-event-field` on every store, nothing stored; its 255-byte neighbour is accepted. MySQL
+/// keeps the type in a `VARBINARY(255)` key column, and a longer one was answered 503 there,
+/// which a sender retries for ever.
+async fn an_event_type_past_255_bytes_is_refused<
+    DB: idem_gateway::GatewayDb + idem_testkit::AppDb,
+>(
+    store: idem_sql::Store<DB>,
+) {
+    let downstream = Downstream::ok().await;
+    let text = config_text(downstream.addr, r#"["5ms"]"#);
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let now = crate::support::unix_now();
+    let stripe_body = |id: &str, len: usize| {
+        format!(
+            r#"{{"id":"{id}","type":"{}","created":{now}}}"#,
+            "t".repeat(len)
+        )
+        .into_bytes()
+    };
+    let post = |body: Vec<u8>| {
+        let gw = &gw;
+        async move {
+            let signature = stripe::sign(STRIPE_SECRET, now, &body);
+            gw.post("stripe", &[("stripe-signature", signature)], &body)
+                .await
+        }
+    };
+    let answer = post(stripe_body("evt_long_type", 256)).await;
+    assert_problem(&answer, 400, "bad-event-field");
+    assert_eq!(
+        answer.json["detail"],
+        "body field `$.type` holds an event type of 256 bytes; expected an event type of at most \
+         255 bytes"
+    );
+    let ping: &[u8] = br#"{"zen":"x"}"#;
+    let github_headers = vec![
+        ("x-hub-signature-256", github::sign(GITHUB_SECRET, ping)),
+        ("x-github-event", "e".repeat(300)),
+        ("x-github-delivery", "delivery-long-type".to_owned()),
+    ];
+    assert_problem(
+        &gw.post("github", &github_headers, ping).await,
+        400,
+        "bad-event-field",
+    );
+    assert_eq!(count(&gw.gateway, EVENTS).await, 0);
+
+    let answer = post(stripe_body("evt_255_type", 255)).await;
+    assert_eq!(answer.status, 200, "{:?}", answer.json);
+    assert_eq!(count(&gw.gateway, EVENTS).await, 1);
+    gw.server.shutdown().await.unwrap();
+}
+
+both_stores!(an_event_type_past_255_bytes_is_refused);
