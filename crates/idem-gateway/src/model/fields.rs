@@ -446,21 +446,20 @@ impl Fields {
             problem: e.to_string(),
         })?;
         let event_type = match &self.event_type {
-            Some(field) => field.read(headers, json)?.map(|v| v.text()),
+            Some(field) => match field.read(headers, json)?.map(|v| v.text()) {
+                // As an id: every store keeps it in a key column of at most this many bytes
+                // (MySQL's `VARBINARY(255)`; a longer one was answered 503 there, for ever).
+                Some(text) if text.len() > MAX_ID_BYTES => {
+                    return Err(ExtractError::BadValue {
+                        field: field.describe(),
+                        found: format!("an event type of {} bytes", text.len()),
+                        expected: "an event type of at most 255 bytes",
+                    });
+                }
+                text => text,
+            },
             None => None,
         };
-        // As an id: every store keeps it in a key column of at most this many bytes (MySQL's
-        // `VARBINARY(255)`; a longer one was answered 503 there, and retried for ever).
-        if let Some(text) = event_type.as_deref().filter(|t| t.len() > MAX_ID_BYTES) {
-            return Err(ExtractError::BadValue {
-                field: self
-                    .event_type
-                    .as_ref()
-                    .map_or_else(String::new, Field::describe),
-                found: format!("an event type of {} bytes", text.len()),
-                expected: "an event type of at most 255 bytes",
-            });
-        }
         let (entity, unordered) = self.entity_and_version(headers, json)?;
         let mut names = Vec::new();
         self.all().for_each(|f| f.header_names(&mut names));

@@ -9,8 +9,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use idem_gateway::{Config, GatewayDb};
-use idem_sql::sqlx::pool::PoolConnection;
-use idem_sql::sqlx::{Executor, MySql, Pool, Postgres};
 use idem_sql::{PoolOptions, SqliteStore, Store};
 use idem_testkit::private_mariadb::PrivateMariaDb;
 use idem_testkit::private_postgres::PrivatePostgres;
@@ -20,6 +18,7 @@ use tokio::net::TcpStream;
 use crate::support::{
     Answer, Downstream, Running, config_text, env, stripe_event, system_clock, unix_now,
 };
+use crate::table_lock::{TableLock, hold, release};
 
 /// A tmpfs of `mib` MiB mounted on a fresh directory, unmounted on drop: a disk that really
 /// fills up. Needs root (as CI and this project's machines run tests); refuses loudly otherwise.
@@ -346,13 +345,36 @@ async fn database_outage<DB: GatewayDb>(pg: &impl Outage) {
     running.server.shutdown().await.unwrap();
 }
 
+/// Turns `async fn name<DB: TableLock>(store: Store<DB>)` into `name::postgres` and
+/// `name::mysql`: the stores whose tables another session can lock (SQLite's one writer is
+/// tested by the full disk instead).
+macro_rules! lockable_stores {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                let (_dir, store) = crate::support::postgres(crate::support::system_clock()).await;
+                super::$name(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn mysql() {
+                let (_dir, store) = crate::support::mysql(crate::support::system_clock()).await;
+                super::$name(store).await;
+            }
+        }
+    )+};
+}
+
+lockable_stores!(
+    a_locked_table_is_answered_503_within_database_timeout,
+    dispatch_waiting_on_the_database_leaves_ingest_its_connections,
+);
+
 /// A database that answers nothing for longer than `database_timeout` (the events table locked
 /// by another session): the webhook gets 503 with `Retry-After` within 1 s plus 50 %, and is
 /// taken once the lock is gone.
-async fn a_locked_table_is_answered_503_within_database_timeout<DB: TableLock>(store: Store<DB>)
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
+async fn a_locked_table_is_answered_503_within_database_timeout<DB: TableLock>(store: Store<DB>) {
     let app = Downstream::ok().await;
     let running = Running::start(config_with("database_timeout = \"1s\"", &app), store).await;
     let body = stripe_event("evt_locked", "invoice.paid", "invoice", "in_l", unix_now());
@@ -405,75 +427,6 @@ where
     running.server.shutdown().await.unwrap();
 }
 
-mod a_locked_table_is_answered_503_within_database_timeout {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn postgres() {
-        let (_dir, store) = crate::support::postgres(crate::support::system_clock()).await;
-        super::a_locked_table_is_answered_503_within_database_timeout(store).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn mysql() {
-        let (_dir, store) = crate::support::mysql(crate::support::system_clock()).await;
-        super::a_locked_table_is_answered_503_within_database_timeout(store).await;
-    }
-}
-
-/// A store on which another session can lock a table (SQLite's one writer is tested by the full
-/// disk instead): the statements that take the locks and release them, run on a connection of
-/// their own by [`hold`] and [`release`].
-trait TableLock: GatewayDb + idem_testkit::AppDb
-where
-    for<'c> &'c mut Self::Connection: Executor<'c, Database = Self>,
-{
-    /// Locks the events table against every read and write.
-    const LOCK_EVENTS: &'static str;
-    /// Locks the deliveries table against claims and writes; reads go through.
-    const LOCK_DELIVERIES: &'static str;
-    /// Releases either.
-    const UNLOCK: &'static str;
-}
-
-impl TableLock for Postgres {
-    const LOCK_EVENTS: &'static str =
-        "BEGIN; LOCK TABLE idem_gateway_events IN ACCESS EXCLUSIVE MODE";
-    const LOCK_DELIVERIES: &'static str =
-        "BEGIN; LOCK TABLE idem_gateway_deliveries IN EXCLUSIVE MODE";
-    const UNLOCK: &'static str = "ROLLBACK";
-}
-
-/// `LOCK TABLES` belongs to the session, not a transaction: other sessions wait on its metadata
-/// lock (`WRITE`: for reads and writes; `READ`: for writes and `FOR UPDATE`).
-impl TableLock for MySql {
-    const LOCK_EVENTS: &'static str = "LOCK TABLES idem_gateway_events WRITE";
-    const LOCK_DELIVERIES: &'static str = "LOCK TABLES idem_gateway_deliveries READ";
-    const UNLOCK: &'static str = "UNLOCK TABLES";
-}
-
-/// A connection of `pool` that ran `lock`.
-async fn hold<DB: TableLock>(pool: &Pool<DB>, lock: &'static str) -> PoolConnection<DB>
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
-    let mut conn = pool.acquire().await.unwrap();
-    idem_sql::sqlx::raw_sql(lock)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    conn
-}
-
-/// Releases what [`hold`] took.
-async fn release<DB: TableLock>(mut conn: PoolConnection<DB>)
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
-    idem_sql::sqlx::raw_sql(DB::UNLOCK)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-}
-
 /// Dispatch never takes ingest's connections: twenty destinations whose deliveries keep
 /// failing are stopped mid-claim by a lock on the deliveries table, so each dispatcher waits
 /// holding a connection, more than the pool has (16). Webhooks of a source without routes (its
@@ -482,9 +435,7 @@ where
 /// left ingest none and each webhook was answered 503 after `database_timeout`.
 async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections<DB: TableLock>(
     store: Store<DB>,
-) where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
+) {
     const DESTINATIONS: usize = 20;
     let app = Downstream::start(std::sync::Arc::new(|_| {
         axum::http::StatusCode::SERVICE_UNAVAILABLE
@@ -539,20 +490,6 @@ async fn dispatch_waiting_on_the_database_leaves_ingest_its_connections<DB: Tabl
     }
     release(lock).await;
     running.server.shutdown().await.unwrap();
-}
-
-mod dispatch_waiting_on_the_database_leaves_ingest_its_connections {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn postgres() {
-        let (_dir, store) = crate::support::postgres(crate::support::system_clock()).await;
-        super::dispatch_waiting_on_the_database_leaves_ingest_its_connections(store).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn mysql() {
-        let (_dir, store) = crate::support::mysql(crate::support::system_clock()).await;
-        super::dispatch_waiting_on_the_database_leaves_ingest_its_connections(store).await;
-    }
 }
 
 /// Writes `bytes` one every 200 ms until the server closes the connection; how long it stayed

@@ -38,6 +38,7 @@ mod renames;
 mod resend;
 mod scenarios;
 mod sender_headers;
+mod table_lock;
 mod tls;
 mod traces;
 mod unrouted;

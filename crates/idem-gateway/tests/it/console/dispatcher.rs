@@ -17,13 +17,12 @@ use idem_gateway::console::{BacklogRow, Overview};
 use idem_gateway::time::format_time;
 use idem_gateway::{Config, GatewayDb};
 use idem_sql::Store;
-use idem_sql::sqlx::pool::PoolConnection;
-use idem_sql::sqlx::{Database, Executor};
 use idem_testkit::AppDb;
 use tokio::sync::Notify;
 
 use super::client::Client;
 use crate::support::{Running, env, stripe_event};
+use crate::table_lock::{TableLock, hold, release};
 
 /// The application of destination `app`: `evt_retry`'s first attempt is answered 503;
 /// `evt_held`'s request is held until the test releases it; everything else is answered 200.
@@ -159,43 +158,6 @@ async fn until<DB: GatewayDb>(gw: &Running<DB>, done: impl Fn(&Overview) -> bool
     }
 }
 
-/// Locks the deliveries table against every write until [`unlock`]: on SQLite a write
-/// transaction (`BEGIN IMMEDIATE`) holds the database's write lock; on PostgreSQL a
-/// transaction takes a lock that lets reads through; on MySQL the session takes `LOCK TABLES
-/// … READ`, which lets reads through and holds claims (`FOR UPDATE`) and writes (a
-/// transaction's row locks would not do: the claim skips locked rows).
-async fn lock_deliveries<DB: GatewayDb + AppDb>(gw: &Running<DB>) -> PoolConnection<DB>
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
-    let mut conn = gw.gateway.store().pool().acquire().await.unwrap();
-    let lock = match <DB as Database>::NAME {
-        "PostgreSQL" => "BEGIN; LOCK TABLE idem_gateway_deliveries IN EXCLUSIVE MODE",
-        "MySQL" => "LOCK TABLES idem_gateway_deliveries READ",
-        _ => "BEGIN IMMEDIATE",
-    };
-    idem_sql::sqlx::raw_sql(lock)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    conn
-}
-
-/// Releases [`lock_deliveries`]' lock.
-async fn unlock<DB: GatewayDb>(mut conn: PoolConnection<DB>)
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
-    let unlock = match <DB as Database>::NAME {
-        "MySQL" => "UNLOCK TABLES",
-        _ => "ROLLBACK",
-    };
-    idem_sql::sqlx::raw_sql(unlock)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-}
-
 /// The one `SELECT` value `sql` reads.
 async fn value<DB: GatewayDb + AppDb>(gw: &Running<DB>, sql: &'static str) -> i64 {
     idem_testkit::query_i64(gw.gateway.store(), sql, vec![]).await[0]
@@ -221,12 +183,10 @@ async fn cells(client: &mut Client, destination: &str) -> (String, String) {
     )
 }
 
-async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + AppDb>(
+async fn dispatcher_health_says_what_holds_a_destination_back<DB: TableLock>(
     store: Store<DB>,
     clock: ManualClock,
-) where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
+) {
     let gate = Gate::start().await;
     let gone = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -266,7 +226,7 @@ async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + Ap
         "SELECT next_attempt_at FROM idem_gateway_deliveries WHERE destination = 'app'",
     )
     .await;
-    let lock = lock_deliveries(&gw).await;
+    let lock = hold(gw.gateway.store().pool(), DB::LOCK_DELIVERIES).await;
     clock.set(Timestamp(due_at + 5 * 60_000));
     let failing_since = clock.now().as_millis();
     let overview = until(&gw, |o| row(o, "app").dispatcher.claims.is_some()).await;
@@ -286,7 +246,7 @@ async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + Ap
         "{dispatcher}"
     );
     assert_eq!(oldest_due, "5 min");
-    unlock(lock).await;
+    release(lock).await;
     // Working again: the failure is cleared once a claim succeeds.
     until(&gw, |o| {
         let app = row(o, "app");
@@ -302,7 +262,7 @@ async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + Ap
         .await;
     assert_eq!(answer.json["status"], "accepted");
     gate.arrived.notified().await;
-    let lock = lock_deliveries(&gw).await;
+    let lock = hold(gw.gateway.store().pool(), DB::LOCK_DELIVERIES).await;
     let failing_since = clock.now().as_millis();
     gate.release.notify_one();
     let overview = until(&gw, |o| row(o, "app").dispatcher.outcomes.is_some()).await;
@@ -317,7 +277,7 @@ async fn dispatcher_health_says_what_holds_a_destination_back<DB: GatewayDb + Ap
         )),
         "{dispatcher}"
     );
-    unlock(lock).await;
+    release(lock).await;
     until(&gw, |o| {
         row(o, "app").in_flight == 0 && row(o, "app").dispatcher.is_working()
     })
