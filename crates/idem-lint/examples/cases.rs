@@ -1,5 +1,5 @@
-//! Precision and recall of idem-lint on the validation set v2 (`validation/v2/cases.toml`), one
-//! half at a time:
+//! Precision and recall of idem-lint on a validation set (`validation/v2/cases.toml` and its
+//! successors: v3, v4, v5), one half at a time:
 //!
 //! ```text
 //! python3 crates/idem-lint/validation/v2/fetch.py train /tmp/v2-train
@@ -84,6 +84,7 @@ fn main() -> anyhow::Result<()> {
     let [cases, half, dir] = args.as_slice() else {
         bail!("usage: cases CASES.toml train|test DIR");
     };
+    let cases_path = cases;
     let text = std::fs::read_to_string(cases).with_context(|| format!("reading {cases}"))?;
     let cases: Cases = toml::from_str(&text).with_context(|| format!("parsing {cases}"))?;
     let cases: Vec<Case> = cases.case.into_iter().filter(|c| &c.half == half).collect();
@@ -140,7 +141,7 @@ fn main() -> anyhow::Result<()> {
             ));
         }
     }
-    println!("validation set v2, {half} half: {} cases\n", cases.len());
+    println!("validation set {cases_path}, {half} half: {} cases\n", cases.len());
     println!(
         "{:<26} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7}",
         "", "tp", "fp", "fn", "tn", "precision", "recall"
