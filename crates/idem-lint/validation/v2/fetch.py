@@ -35,6 +35,9 @@ def main():
         clone = os.path.join(out, ".repos", local)
         if mirror:
             clone = os.path.join(mirror, local, "repo")
+            # Some snapshots arrive with a work tree: their git directory is inside.
+            if os.path.isdir(os.path.join(clone, ".git")):
+                clone = os.path.join(clone, ".git")
         elif not os.path.isdir(clone):
             subprocess.run(["git", "clone", "--quiet", "--bare", "--filter=blob:none",
                             f"{base}/{repo}.git", clone], check=True)
