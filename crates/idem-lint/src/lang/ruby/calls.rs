@@ -1,0 +1,325 @@
+//! Calls and their blocks. `Foo.new(…)` is a construction of `Foo`; `raise` a throw; a block
+//! runs inline unless its call registers it (a subscription, a consumer loop, a route) or
+//! runs it later (a thread). ActiveRecord's compound methods are lowered as what they do:
+//! `find_or_create_by(k)` is a look-up of `k` then, when missing, a create;
+//! `update_all("n = n + ?", x)` is the UPDATE it sends.
+
+use tree_sitter::Node;
+
+use super::Lower;
+use super::vocab;
+use crate::ir::{Call, Expr, Function, OpKind, Pos};
+use crate::lang::builder::{call_pos, named};
+use crate::words::has_any;
+
+/// A call with no arguments.
+pub(super) fn plain(callee: Vec<String>, pos: Pos) -> Call {
+    Call {
+        callee,
+        receiver: None,
+        args: Vec::new(),
+        kwargs: Vec::new(),
+        is_new: false,
+        pos,
+    }
+}
+
+impl<'s> Lower<'s> {
+    /// A call node as an expression: the call, or what a throw or a desugared method leaves.
+    pub(super) fn call_expr(&mut self, n: Node<'_>) -> Expr {
+        match self.call(n) {
+            Some(c) => Expr::Call(Box::new(c)),
+            None => Expr::Other(Vec::new()),
+        }
+    }
+
+    /// Lowers a call and emits it; `None` for `raise` (emitted as a throw).
+    fn call(&mut self, n: Node<'_>) -> Option<Call> {
+        let method_node = n.child_by_field_name("method");
+        let raw = method_node
+            .map(|m| self.b.text(m).to_string())
+            .unwrap_or_else(|| "call".to_string());
+        let pos = call_pos(&self.b, n, method_node);
+        let receiver_node = n.child_by_field_name("receiver");
+        let (mut callee, receiver) = match receiver_node {
+            Some(r) if r.kind() == "call" => match self.call(r) {
+                Some(inner) => (inner.callee.clone(), Some(Box::new(inner))),
+                None => (vec!["?".to_string()], None),
+            },
+            Some(r) => match self.expr(r) {
+                Expr::Path(segs) => (segs, None),
+                Expr::Call(inner) => (inner.callee.clone(), Some(inner)),
+                _ => (vec!["?".to_string()], None),
+            },
+            None => (Vec::new(), None),
+        };
+        let on_cache = callee.iter().any(|s| has_any(s, &["cache"]));
+        // `Order.where(k).any?` asks whether a row exists.
+        let method =
+            if vocab::asks_existence(&raw) && receiver_node.is_some_and(|r| r.kind() == "call") {
+                "exists".to_string()
+            } else {
+                vocab::canonical(&raw, on_cache)
+            };
+        let mut call = plain(Vec::new(), pos);
+        call.receiver = receiver;
+        if let Some(args) = n.child_by_field_name("arguments") {
+            self.args(args, &mut call);
+        }
+        if receiver_node.is_none() && matches!(raw.as_str(), "raise" | "fail") {
+            let value = call.args.first().cloned();
+            self.b.emit(OpKind::Throw(value), pos);
+            return None;
+        }
+        if receiver_node.is_none() {
+            self.visibility(&raw);
+        }
+        // `Order.new(attrs)` builds an Order, as `new Order(attrs)` does.
+        if method == "new" && !callee.is_empty() {
+            call.is_new = true;
+        } else {
+            callee.push(method.clone());
+        }
+        call.callee = callee;
+        self.ruby_options(&raw, &mut call);
+        let block = n.child_by_field_name("block");
+        if vocab::finds_or_creates(&raw) {
+            return Some(self.find_or_create(call, block));
+        }
+        if raw == "update_all" {
+            update_all_sql(&mut call);
+        }
+        self.b.emit(OpKind::Call(call.clone()), pos);
+        if let Some(block) = block {
+            self.block(block, &call);
+        }
+        Some(call)
+    }
+
+    fn args(&mut self, args: Node<'_>, call: &mut Call) {
+        for a in named(args) {
+            match a.kind() {
+                "pair" => {
+                    let kv = self.pair(a);
+                    call.kwargs.push(kv);
+                }
+                "comment" => {}
+                // `&:name` or `&block`.
+                "block_argument" => {}
+                "splat_argument" | "hash_splat_argument" => {
+                    let v = named(a)
+                        .into_iter()
+                        .next()
+                        .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                    call.args.push(v);
+                }
+                _ => {
+                    let v = self.expr(a);
+                    call.args.push(v);
+                }
+            }
+        }
+    }
+
+    /// Ruby clients' options in the analysis's words: a Rails cache `write(…, unless_exist:
+    /// true)` is a SET NX; a status symbol (`head :conflict`, `status: :ok`) names its code;
+    /// a Bunny `subscribe` without `manual_ack: true` acknowledges on delivery.
+    fn ruby_options(&self, raw: &str, call: &mut Call) {
+        let truthy = |e: &Expr| matches!(e, Expr::Path(p) if p.len() == 1 && p[0] == "true");
+        if call.option("unless_exist").is_some_and(truthy) {
+            call.kwargs
+                .push(("nx".to_string(), Expr::Path(vec!["true".into()])));
+        }
+        let as_status = |e: &mut Expr| {
+            if let Expr::Str(s) = e {
+                *e = Expr::Path(vec![s.clone()]);
+            }
+        };
+        if matches!(raw, "head" | "render" | "redirect_to") {
+            if raw == "head" {
+                call.args.iter_mut().take(1).for_each(as_status);
+            }
+            for (k, v) in &mut call.kwargs {
+                if k == "status" {
+                    as_status(v);
+                }
+            }
+        }
+        let queue_like = call
+            .receiver_words()
+            .iter()
+            .any(|w| has_any(w, &["queue", "channel", "bunny"]) || w == "q");
+        if raw == "subscribe" && queue_like {
+            let manual = call.option("manual_ack").is_some_and(truthy);
+            if !manual {
+                call.kwargs
+                    .push(("auto_ack".to_string(), Expr::Path(vec!["true".into()])));
+            }
+        }
+        // Sneakers `from_queue "q", ack: false`.
+        if raw == "from_queue"
+            && matches!(call.option("ack"), Some(Expr::Path(p)) if p.len() == 1 && p[0] == "false")
+        {
+            call.kwargs
+                .push(("auto_ack".to_string(), Expr::Path(vec!["true".into()])));
+        }
+    }
+
+    /// `Model.find_or_create_by(k) { |m| … }`: a look-up of `k`, then a create of `k` in the
+    /// branch where it was missing (with the block run there).
+    fn find_or_create(&mut self, call: Call, block: Option<Node<'_>>) -> Call {
+        let mut lookup = call.clone();
+        let mut create = call;
+        if let Some(m) = lookup.callee.last_mut() {
+            *m = "find_by".to_string();
+        }
+        if let Some(m) = create.callee.last_mut() {
+            *m = "create".to_string();
+        }
+        self.b.emit(OpKind::Call(lookup.clone()), lookup.pos);
+        self.b.push_cond(
+            Expr::Not(Box::new(Expr::Call(Box::new(lookup)))),
+            false,
+            false,
+        );
+        if let Some(block) = block {
+            self.inline_block(block, &create);
+        }
+        self.b.emit(OpKind::Call(create.clone()), create.pos);
+        self.b.pop_cond();
+        create
+    }
+
+    /// Where a block runs: in a transaction, after the commit, later, as a callback of its
+    /// own, or inline.
+    fn block(&mut self, block: Node<'_>, call: &Call) {
+        let m = call.callee.last().map(String::as_str).unwrap_or("");
+        if vocab::opens_transaction(m) {
+            self.b.push_tx();
+            self.inline_block(block, call);
+            self.b.pop_tx();
+        } else if vocab::runs_after_commit(m) {
+            let saved = self.b.suspend_tx();
+            self.inline_block(block, call);
+            self.b.resume_tx(saved);
+        } else if vocab::runs_detached(&call.callee) {
+            self.b.push_detached();
+            self.inline_block(block, call);
+            self.b.pop_detached();
+        } else if vocab::REGISTERS_BLOCK.contains(&m) && self.registers(call) {
+            self.callback(block, call);
+        } else {
+            self.inline_block(block, call);
+        }
+    }
+
+    /// Whether a block-taking call registers its block: a route verb written bare (Sinatra),
+    /// or a subscription/consumer method on a receiver (`queue.subscribe`,
+    /// `consumer.each_message`).
+    fn registers(&self, call: &Call) -> bool {
+        let m = call.method();
+        if vocab::ROUTE_VERBS.contains(&m.as_str()) {
+            return call.callee.len() == 1
+                || has_any(&call.receiver_words().join("."), &["app", "router", "r"]);
+        }
+        !matches!(m.as_str(), "task" | "define_method") || call.callee.len() == 1
+    }
+
+    /// The block's parameters bound to what the call yields (its receiver), then its body.
+    pub(super) fn inline_block(&mut self, block: Node<'_>, call: &Call) {
+        if let Some(p) = block.child_by_field_name("parameters") {
+            let targets = self.targets(p);
+            if !targets.is_empty() {
+                let pos = self.b.pos(p);
+                let value = Expr::Path(call.receiver_words());
+                self.b.emit(
+                    OpKind::Assign {
+                        targets,
+                        op: None,
+                        value,
+                    },
+                    pos,
+                );
+            }
+        }
+        if let Some(body) = block.child_by_field_name("body") {
+            self.body(body);
+        }
+    }
+
+    /// A block registered as a callback: a function of its own, named by the call.
+    fn callback(&mut self, block: Node<'_>, call: &Call) {
+        let mut f = Function::new(String::new());
+        f.pos = self.b.pos(block);
+        f.registered_at = Some(call.pos);
+        let mut reg = call.name();
+        if call.callee.len() == 1 && vocab::ROUTE_VERBS.contains(&call.method().as_str()) {
+            reg = format!("sinatra.{reg}");
+        }
+        for a in &call.args {
+            if let Some(s) = a.string_text() {
+                reg.push(' ');
+                reg.push_str(&s);
+            }
+        }
+        f.registrations.push(reg);
+        if let Some(p) = block.child_by_field_name("parameters") {
+            f.params = self.targets(p);
+        }
+        if call.method() == "post" || call.method() == "put" {
+            f.params
+                .extend(["params".to_string(), "request".to_string()]);
+        }
+        self.b.begin_function(f);
+        if let Some(body) = block.child_by_field_name("body") {
+            self.body(body);
+        }
+        self.b.end_function();
+    }
+
+    /// `->(event) { … }` / `lambda do |event| … end`: a function of its own.
+    pub(super) fn lambda(&mut self, n: Node<'_>) {
+        let mut f = Function::new(String::new());
+        f.pos = self.b.pos(n);
+        if let Some(p) = n.child_by_field_name("parameters") {
+            f.params = self.targets(p);
+        }
+        self.b.begin_function(f);
+        if let Some(body) = n.child_by_field_name("body")
+            && let Some(inner) = body.child_by_field_name("body")
+        {
+            self.body(inner);
+        }
+        self.b.end_function();
+    }
+}
+
+/// `Account.where(id: x).update_all("balance = balance + ?", amount)`: the UPDATE statement
+/// it sends, so SQL analysis reads its SET clause (a hash argument stays keyword data).
+fn update_all_sql(call: &mut Call) {
+    let fragment = match call.args.first() {
+        Some(Expr::List(items)) => items.first().and_then(Expr::string_text),
+        Some(e) => e.string_text(),
+        None => None,
+    };
+    let Some(fragment) = fragment else { return };
+    if fragment
+        .trim_start()
+        .to_ascii_uppercase()
+        .starts_with("UPDATE")
+    {
+        return;
+    }
+    let mut inner = &*call;
+    while let Some(r) = inner.receiver.as_deref() {
+        inner = r;
+    }
+    let model = inner
+        .callee
+        .iter()
+        .find(|s| s.chars().next().is_some_and(char::is_uppercase))
+        .or_else(|| inner.callee.iter().rev().nth(1))
+        .cloned()
+        .unwrap_or_else(|| "?".to_string());
+    call.args[0] = Expr::Str(format!("UPDATE {model} SET {fragment}"));
+}

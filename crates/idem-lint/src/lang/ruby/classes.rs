@@ -1,0 +1,146 @@
+//! Classes and methods: what a class is (a Rails controller, a job or consumer), which of
+//! its methods receive requests or events, and each method lowered as a function.
+
+use tree_sitter::Node;
+
+use super::Lower;
+use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES};
+use crate::ir::Function;
+use crate::lang::builder::named;
+use crate::words::has_any;
+
+/// What a class is, read from its name, superclass and mixins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClassKind {
+    /// A Rails controller (`< ApplicationController`, `< ActionController::API`).
+    Controller,
+    /// A background job or broker consumer (`< ApplicationJob`, `include Sidekiq::Job`,
+    /// `< Karafka::BaseConsumer`).
+    Job,
+    /// A module or any other class.
+    Other,
+}
+
+/// A class or module being lowered.
+#[derive(Debug, Clone)]
+pub(super) struct ClassCtx {
+    pub(super) name: String,
+    pub(super) kind: ClassKind,
+    /// After a bare `private` / `protected`: the methods that follow are helpers.
+    pub(super) private: bool,
+}
+
+impl<'s> Lower<'s> {
+    pub(super) fn class(&mut self, n: Node<'_>) {
+        let name = n
+            .child_by_field_name("name")
+            .map(|x| self.b.text(x).to_string())
+            .unwrap_or_default();
+        let superclass = named(n)
+            .into_iter()
+            .find(|c| c.kind() == "superclass")
+            .map(|s| self.b.text(s).trim_start_matches('<').trim().to_string())
+            .unwrap_or_default();
+        let body = n.child_by_field_name("body");
+        let mixins: Vec<String> = body
+            .map(|b| {
+                named(b)
+                    .into_iter()
+                    .filter(|c| c.kind() == "call" && self.b.text(*c).starts_with("include"))
+                    .map(|c| self.b.text(c).to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let kind = if n.kind() == "singleton_class" {
+            // `class << self`: the methods of the class around it.
+            self.classes.last().map_or(ClassKind::Other, |c| c.kind)
+        } else {
+            class_kind(&name, &superclass, &mixins)
+        };
+        let name = if n.kind() == "singleton_class" {
+            self.classes
+                .last()
+                .map(|c| c.name.clone())
+                .unwrap_or_default()
+        } else {
+            name
+        };
+        self.classes.push(ClassCtx {
+            name,
+            kind,
+            private: false,
+        });
+        if let Some(body) = body {
+            self.body(body);
+        }
+        self.classes.pop();
+    }
+
+    /// A bare `private`, `protected` or `public` in a class body.
+    pub(super) fn visibility(&mut self, word: &str) {
+        if let Some(c) = self.classes.last_mut() {
+            match word {
+                "private" | "protected" => c.private = true,
+                "public" => c.private = false,
+                _ => {}
+            }
+        }
+    }
+
+    pub(super) fn method(&mut self, n: Node<'_>, singleton: bool) {
+        let raw = n
+            .child_by_field_name("name")
+            .map(|x| self.b.text(x).to_string())
+            .unwrap_or_default();
+        let name = raw.trim_end_matches(['!', '?', '=']).to_string();
+        let mut f = Function::new(name.clone());
+        f.pos = self.b.pos(n);
+        if let Some(params) = n.child_by_field_name("parameters") {
+            f.params = self.targets(params);
+        }
+        let ctx = self.classes.last().cloned();
+        if let Some(ctx) = &ctx {
+            let entry = JOB_ENTRIES.contains(&name.as_str());
+            match ctx.kind {
+                ClassKind::Controller if !ctx.private && !singleton => {
+                    // Rails hands every action its request and params.
+                    f.registrations
+                        .push(format!("rails.post {}#{name}", ctx.name));
+                    for implicit in ["params", "request"] {
+                        f.params.push(implicit.to_string());
+                    }
+                }
+                ClassKind::Job if entry => {
+                    f.registrations.push(format!("worker {}#{name}", ctx.name));
+                    // Karafka's and Racecar's batch: `messages`, read in the method.
+                    if f.params.is_empty() {
+                        f.params.push("messages".to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.b.begin_function(f);
+        if let Some(body) = n.child_by_field_name("body") {
+            if body.kind() == "body_statement" {
+                self.body(body);
+            } else {
+                // `def total = items.sum(&:price)`.
+                self.expr(body);
+            }
+        }
+        self.b.end_function();
+    }
+}
+
+fn class_kind(name: &str, superclass: &str, mixins: &[String]) -> ClassKind {
+    if name.ends_with("Controller") || superclass.contains("Controller") {
+        return ClassKind::Controller;
+    }
+    let ancestry = format!("{name} {superclass} {}", mixins.join(" "));
+    if has_any(&ancestry, JOB_ANCESTORS) && !has_any(superclass, &["record", "model"]) {
+        ClassKind::Job
+    } else {
+        ClassKind::Other
+    }
+}

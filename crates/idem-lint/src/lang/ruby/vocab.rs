@@ -1,0 +1,132 @@
+//! Ruby's framework vocabulary: the classes and mixins that make a method a handler, the
+//! block-taking calls that register a callback, open a transaction or run work later, and
+//! the ActiveRecord and cache methods renamed to the words the language-neutral analysis
+//! knows (`exists?` → `exists`, `Rails.cache.write(…, unless_exist: true)` → a `SET NX`).
+
+/// Superclasses and mixins of background jobs and broker consumers (ActiveJob, Sidekiq,
+/// Shoryuken, Sneakers, Hutch, Racecar, Karafka, Phobos, Faktory, Resque, Que, GoodJob).
+pub(super) const JOB_ANCESTORS: &[&str] = &[
+    "job",
+    "worker",
+    "sidekiq",
+    "shoryuken",
+    "sneakers",
+    "hutch",
+    "racecar",
+    "karafka",
+    "phobos",
+    "faktory",
+    "resque",
+    "consumer",
+    "subscriber",
+    "listener",
+    "handler",
+];
+
+/// Methods through which a job or consumer class receives its work.
+pub(super) const JOB_ENTRIES: &[&str] = &[
+    "perform",
+    "work",
+    "work_with_params",
+    "consume",
+    "process",
+    "process_batch",
+    "call",
+    "handle",
+    "on_message",
+    "receive",
+];
+
+/// Calls whose block is a callback the caller registers: a broker subscription, a consumer
+/// loop, a Sinatra route, a notification subscriber.
+pub(super) const REGISTERS_BLOCK: &[&str] = &[
+    "subscribe",
+    "subscribe_with",
+    "each_message",
+    "each_batch",
+    "consume",
+    "on_message",
+    "on_delivery",
+    "message_handler",
+    "listen",
+    "handle",
+    "on",
+    "post",
+    "put",
+    "patch",
+    "delete",
+    "get",
+    "route",
+    "task",
+    "define_method",
+];
+
+/// Sinatra and Roda route verbs, written without a receiver.
+pub(super) const ROUTE_VERBS: &[&str] = &["post", "put", "patch", "delete", "get", "route"];
+
+/// Calls whose block runs after the caller has gone on (a thread, a future, a fiber).
+pub(super) fn runs_detached(callee: &[String]) -> bool {
+    let root = callee.first().map(String::as_str).unwrap_or("");
+    let m = callee.last().map(String::as_str).unwrap_or("");
+    matches!(root, "Thread" | "Async" | "Concurrent" | "Fiber")
+        && matches!(
+            m,
+            "new" | "start" | "fork" | "future" | "execute" | "Thread" | "Async"
+        )
+        || callee.len() == 1 && matches!(m, "fork" | "Async")
+}
+
+/// Calls whose block runs inside a database transaction: `ActiveRecord::Base.transaction`,
+/// `Order.transaction(requires_new: true)`, `account.with_lock`, `lock!` chains.
+pub(super) fn opens_transaction(method: &str) -> bool {
+    matches!(
+        method,
+        "transaction" | "with_lock" | "with_transaction" | "transaction_with_retry"
+    )
+}
+
+/// Calls whose block runs once the transaction commits (`after_commit` of the
+/// after_commit_everywhere gem, `ActiveRecord.after_all_transactions_commit`).
+pub(super) fn runs_after_commit(method: &str) -> bool {
+    matches!(
+        method,
+        "after_commit" | "after_all_transactions_commit" | "after_transaction_commit"
+    )
+}
+
+/// ActiveRecord methods that look a row up and create it when missing: a SELECT then an
+/// INSERT, which only a unique index referees.
+pub(super) fn finds_or_creates(method: &str) -> bool {
+    matches!(
+        method,
+        "find_or_create_by" | "find_or_create_by!" | "first_or_create" | "first_or_create!"
+    )
+}
+
+/// Predicates on a relation that ask whether a row exists (`where(…).any?`).
+pub(super) fn asks_existence(method: &str) -> bool {
+    matches!(
+        method,
+        "any?" | "present?" | "none?" | "empty?" | "blank?" | "exist?" | "exists?"
+    )
+}
+
+/// Methods renamed for the analysis: ActiveRecord counters (`update_counters`,
+/// `increment_counter`) are increments, `insert_all` skips duplicates (`ON CONFLICT DO
+/// NOTHING`), and a cache's `read`/`write`/`exist?` are a key-value store's get/set/exists.
+pub(super) fn canonical(method: &str, on_cache: bool) -> String {
+    let m = match method {
+        "update_counters" | "increment_counter" | "increment!" => "increment",
+        "decrement_counter" | "decrement!" => "decrement",
+        "insert_all" | "insert" => "insert_or_ignore",
+        "upsert_all" => "upsert",
+        "read" | "fetch" if on_cache => "get",
+        "write" if on_cache => "set",
+        "exist?" => "exists",
+        "increment" if on_cache => "incr",
+        "decrement" if on_cache => "decr",
+        "delete" if on_cache => "del",
+        other => other,
+    };
+    m.trim_end_matches(['!', '?']).to_string()
+}
