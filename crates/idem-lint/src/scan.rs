@@ -416,6 +416,8 @@ fn is_test_path(rel: &Path) -> bool {
     dirs == Some(true)
         || name.ends_with("_test.go")
         || name.ends_with("_test.py")
+        || name.ends_with("_spec.rb")
+        || name.ends_with("_test.rb")
         || name.starts_with("test_") && name.ends_with(".py")
         || name == "conftest.py"
         || [".test.", ".spec."].iter().any(|m| name.contains(m))
