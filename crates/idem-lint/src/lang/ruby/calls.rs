@@ -6,23 +6,11 @@
 
 use tree_sitter::Node;
 
-use super::Lower;
 use super::vocab;
-use crate::ir::{Call, Expr, Function, OpKind, Pos};
+use super::{Lower, plain};
+use crate::ir::{Call, Expr, Function, OpKind};
 use crate::lang::builder::{call_pos, named};
 use crate::words::has_any;
-
-/// A call with no arguments.
-pub(super) fn plain(callee: Vec<String>, pos: Pos) -> Call {
-    Call {
-        callee,
-        receiver: None,
-        args: Vec::new(),
-        kwargs: Vec::new(),
-        is_new: false,
-        pos,
-    }
-}
 
 impl<'s> Lower<'s> {
     /// A call node as an expression: the call, or what a throw or a desugared method leaves.

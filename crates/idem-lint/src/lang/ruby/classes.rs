@@ -3,32 +3,11 @@
 
 use tree_sitter::Node;
 
-use super::Lower;
 use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES};
+use super::{ClassCtx, ClassKind, Lower};
 use crate::ir::Function;
 use crate::lang::builder::named;
 use crate::words::has_any;
-
-/// What a class is, read from its name, superclass and mixins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ClassKind {
-    /// A Rails controller (`< ApplicationController`, `< ActionController::API`).
-    Controller,
-    /// A background job or broker consumer (`< ApplicationJob`, `include Sidekiq::Job`,
-    /// `< Karafka::BaseConsumer`).
-    Job,
-    /// A module or any other class.
-    Other,
-}
-
-/// A class or module being lowered.
-#[derive(Debug, Clone)]
-pub(super) struct ClassCtx {
-    pub(super) name: String,
-    pub(super) kind: ClassKind,
-    /// After a bare `private` / `protected`: the methods that follow are helpers.
-    pub(super) private: bool,
-}
 
 impl<'s> Lower<'s> {
     pub(super) fn class(&mut self, n: Node<'_>) {

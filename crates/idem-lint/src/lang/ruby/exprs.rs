@@ -45,7 +45,7 @@ impl<'s> Lower<'s> {
             "call" => self.call_expr(n),
             "element_reference" => {
                 let obj = n.child_by_field_name("object").map(|o| self.expr(o));
-                let idx = named(n).into_iter().skip(1).next().map(|i| self.expr(i));
+                let idx = named(n).into_iter().nth(1).map(|i| self.expr(i));
                 Expr::index(obj, idx)
             }
             "hash" => {

@@ -16,8 +16,7 @@ use tree_sitter::Node;
 
 use super::builder::{Builder, named};
 use super::{Language, extension};
-use crate::ir::{Expr, Module, OpKind};
-use classes::ClassCtx;
+use crate::ir::{Call, Expr, Module, OpKind, Pos};
 
 /// Ruby.
 #[derive(Debug)]
@@ -47,6 +46,39 @@ impl Language for Ruby {
             .unique_keys
             .extend(schema::unique_keys(tree.root_node(), source));
         module
+    }
+}
+
+/// What a class is, read from its name, superclass and mixins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClassKind {
+    /// A Rails controller (`< ApplicationController`, `< ActionController::API`).
+    Controller,
+    /// A background job or broker consumer (`< ApplicationJob`, `include Sidekiq::Job`,
+    /// `< Karafka::BaseConsumer`).
+    Job,
+    /// A module or any other class.
+    Other,
+}
+
+/// A class or module being lowered.
+#[derive(Debug, Clone)]
+pub(super) struct ClassCtx {
+    pub(super) name: String,
+    pub(super) kind: ClassKind,
+    /// After a bare `private` / `protected`: the methods that follow are helpers.
+    pub(super) private: bool,
+}
+
+/// A call with no arguments.
+pub(super) fn plain(callee: Vec<String>, pos: Pos) -> Call {
+    Call {
+        callee,
+        receiver: None,
+        args: Vec::new(),
+        kwargs: Vec::new(),
+        is_new: false,
+        pos,
     }
 }
 
@@ -142,7 +174,7 @@ impl<'s> Lower<'s> {
             "identifier" => {
                 let name = self.b.text(n).to_string();
                 let pos = self.b.pos(n);
-                let call = calls::plain(vec![vocab::canonical(&name, false)], pos);
+                let call = plain(vec![vocab::canonical(&name, false)], pos);
                 self.visibility(&name);
                 self.b.emit(OpKind::Call(call), pos);
             }
