@@ -31,6 +31,8 @@ impl<'s> Lower<'s> {
         let receiver_node = n.child_by_field_name("receiver");
         let (mut callee, receiver) = match receiver_node {
             Some(r) if r.kind() == "call" => match self.call(r) {
+                // `Service.new(event).call`: a method of Service, found by call following.
+                Some(inner) if inner.is_new => (inner.callee.clone(), None),
                 Some(inner) => (inner.callee.clone(), Some(Box::new(inner))),
                 None => (vec!["?".to_string()], None),
             },
@@ -78,6 +80,9 @@ impl<'s> Lower<'s> {
             update_all_sql(&mut call);
         }
         self.b.emit(OpKind::Call(call.clone()), pos);
+        if call.is_new {
+            self.constructor(&call);
+        }
         if let Some(block) = block {
             self.block(block, &call);
         }
@@ -178,6 +183,23 @@ impl<'s> Lower<'s> {
         create
     }
 
+    /// `Service.new(event)` runs `Service#initialize(event)`: emitted as a call of
+    /// `Service#new` (the name `initialize` is lowered under), so call following reads what
+    /// the constructor keeps (`@event = event`).
+    fn constructor(&mut self, call: &Call) {
+        let Some(class) = call
+            .callee
+            .last()
+            .filter(|c| c.chars().next().is_some_and(char::is_uppercase))
+        else {
+            return;
+        };
+        let mut ctor = call.clone();
+        ctor.is_new = false;
+        ctor.callee.push(format!("{class}#new"));
+        self.b.emit(OpKind::Call(ctor), call.pos);
+    }
+
     /// Where a block runs: in a transaction, after the commit, later, as a callback of its
     /// own, or inline.
     fn block(&mut self, block: Node<'_>, call: &Call) {
@@ -217,6 +239,7 @@ impl<'s> Lower<'s> {
     pub(super) fn inline_block(&mut self, block: Node<'_>, call: &Call) {
         if let Some(p) = block.child_by_field_name("parameters") {
             let targets = self.targets(p);
+            self.bind(&targets);
             if !targets.is_empty() {
                 let pos = self.b.pos(p);
                 let value = Expr::Path(call.receiver_words());
@@ -272,6 +295,7 @@ impl<'s> Lower<'s> {
         if let Some(p) = n.child_by_field_name("parameters") {
             f.params = self.targets(p);
         }
+        self.enter_locals(&f.params);
         self.b.begin_function(f);
         if let Some(body) = n.child_by_field_name("body")
             && let Some(inner) = body.child_by_field_name("body")
@@ -279,6 +303,14 @@ impl<'s> Lower<'s> {
             self.body(inner);
         }
         self.b.end_function();
+        self.locals.pop();
+    }
+
+    /// A block's locals: its parameters and those of the code around it (a closure).
+    fn enter_locals(&mut self, params: &[String]) {
+        let mut l = self.locals.last().cloned().unwrap_or_default();
+        l.extend(params.iter().cloned());
+        self.locals.push(l);
     }
 }
 

@@ -48,11 +48,34 @@ impl<'s> Lower<'s> {
             name,
             kind,
             private: false,
+            attrs: body.map(|b| self.attr_readers(b)).unwrap_or_default(),
         });
         if let Some(body) = body {
             self.body(body);
         }
         self.classes.pop();
+    }
+
+    /// The names `attr_reader :a, :b` (or `attr_accessor`) declares in a class body.
+    fn attr_readers(&self, body: Node<'_>) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in named(body).into_iter().filter(|c| c.kind() == "call") {
+            let m = c
+                .child_by_field_name("method")
+                .map(|m| self.b.text(m))
+                .unwrap_or("");
+            if !matches!(m, "attr_reader" | "attr_accessor" | "attr_writer") {
+                continue;
+            }
+            if let Some(args) = c.child_by_field_name("arguments") {
+                out.extend(
+                    named(args)
+                        .into_iter()
+                        .map(|a| self.b.text(a).trim_start_matches(':').to_string()),
+                );
+            }
+        }
+        out
     }
 
     /// A bare `private`, `protected` or `public` in a class body.
@@ -71,7 +94,14 @@ impl<'s> Lower<'s> {
             .child_by_field_name("name")
             .map(|x| self.b.text(x).to_string())
             .unwrap_or_default();
-        let name = raw.trim_end_matches(['!', '?', '=']).to_string();
+        let mut name = raw.trim_end_matches(['!', '?', '=']).to_string();
+        // `initialize` is what `Class.new(…)` runs: named so that only that call reaches it.
+        if name == "initialize"
+            && let Some(class) = self.classes.last()
+        {
+            let last = class.name.rsplit("::").next().unwrap_or(&class.name);
+            name = format!("{last}#new");
+        }
         let mut f = Function::new(name.clone());
         f.pos = self.b.pos(n);
         if let Some(params) = n.child_by_field_name("parameters") {
@@ -99,6 +129,7 @@ impl<'s> Lower<'s> {
                 _ => {}
             }
         }
+        self.locals.push(f.params.iter().cloned().collect());
         self.b.begin_function(f);
         if let Some(body) = n.child_by_field_name("body") {
             if body.kind() == "body_statement" {
@@ -109,6 +140,7 @@ impl<'s> Lower<'s> {
             }
         }
         self.b.end_function();
+        self.locals.pop();
     }
 }
 

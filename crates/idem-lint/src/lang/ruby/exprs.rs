@@ -19,8 +19,9 @@ impl<'s> Lower<'s> {
 
     fn expr_node(&mut self, n: Node<'_>) -> Expr {
         match n.kind() {
-            "identifier" | "constant" | "self" | "global_variable" | "class_variable" | "true"
-            | "false" | "nil" => Expr::Path(vec![self.b.text(n).to_string()]),
+            "identifier" => self.identifier(n),
+            "constant" | "self" | "global_variable" | "class_variable" | "true" | "false"
+            | "nil" => Expr::Path(vec![self.b.text(n).to_string()]),
             "instance_variable" => Expr::Path(vec![
                 "self".to_string(),
                 self.b.text(n).trim_start_matches('@').to_string(),
@@ -131,6 +132,27 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// A bare name: a local, an attribute reader of the class (`self.event`), or a method
+    /// call without arguments (`verified_payload`), emitted as one. A controller's helpers
+    /// read the request, so their value is taken to come from it.
+    fn identifier(&mut self, n: Node<'_>) -> Expr {
+        let name = self.b.text(n).to_string();
+        if self.is_local(&name) || self.classes.is_empty() && self.locals.len() == 1 {
+            return Expr::Path(vec![name]);
+        }
+        let ctx = self.classes.last();
+        if ctx.is_some_and(|c| c.attrs.contains(&name)) {
+            return Expr::Path(vec!["self".to_string(), name]);
+        }
+        let pos = self.b.pos(n);
+        let mut call = super::plain(vec![super::vocab::canonical(&name, false)], pos);
+        if ctx.is_some_and(|c| c.kind == super::ClassKind::Controller) {
+            call.args.push(Expr::Path(vec!["request".to_string()]));
+        }
+        self.b.emit(OpKind::Call(call.clone()), pos);
+        Expr::Call(Box::new(call))
+    }
+
     /// A hash entry: `key: v`, `:key => v`, `"key" => v`; a `**splat` as `...`.
     pub(super) fn pair(&mut self, n: Node<'_>) -> (String, Expr) {
         if n.kind() != "pair" {
@@ -193,6 +215,7 @@ impl<'s> Lower<'s> {
             .child_by_field_name("left")
             .map(|l| self.targets(l))
             .unwrap_or_default();
+        self.bind(&targets);
         let op = (n.kind() == "operator_assignment")
             .then(|| {
                 n.child_by_field_name("operator")

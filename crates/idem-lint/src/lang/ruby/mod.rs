@@ -39,6 +39,7 @@ impl Language for Ruby {
         let mut lower = Lower {
             b: Builder::new(source),
             classes: Vec::new(),
+            locals: vec![Default::default()],
         };
         lower.stmt(tree.root_node());
         let mut module = lower.b.finish();
@@ -68,6 +69,8 @@ pub(super) struct ClassCtx {
     pub(super) kind: ClassKind,
     /// After a bare `private` / `protected`: the methods that follow are helpers.
     pub(super) private: bool,
+    /// `attr_reader`/`attr_accessor` names: a bare `event` in a method reads `self.event`.
+    pub(super) attrs: Vec<String>,
 }
 
 /// A call with no arguments.
@@ -86,9 +89,24 @@ struct Lower<'s> {
     b: Builder<'s>,
     /// The classes and modules around the node being lowered, innermost last.
     classes: Vec<ClassCtx>,
+    /// The local variables of each function being lowered (parameters, assigned names, block
+    /// parameters): a bare name that is none of them is a method call.
+    locals: Vec<std::collections::HashSet<String>>,
 }
 
 impl<'s> Lower<'s> {
+    /// Whether `name` is a local of the function being lowered.
+    fn is_local(&self, name: &str) -> bool {
+        self.locals.last().is_some_and(|l| l.contains(name))
+    }
+
+    /// Records the names an assignment or block binds as locals.
+    fn bind(&mut self, names: &[String]) {
+        if let Some(l) = self.locals.last_mut() {
+            l.extend(names.iter().filter(|n| !n.contains('.')).cloned());
+        }
+    }
+
     fn stmt(&mut self, n: Node<'_>) {
         if self.b.enter() {
             self.stmt_node(n);
@@ -138,6 +156,7 @@ impl<'s> Lower<'s> {
                     .map_or(Expr::Other(Vec::new()), |v| self.expr(v));
                 if let Some(p) = n.child_by_field_name("pattern") {
                     let targets = self.targets(p);
+                    self.bind(&targets);
                     let pos = self.b.pos(p);
                     self.b.emit(
                         OpKind::Assign {
@@ -195,6 +214,7 @@ impl<'s> Lower<'s> {
                 self.b.push_cond(test, false, true);
                 if let Some(v) = c.child_by_field_name("variable") {
                     let targets = self.targets(v);
+                    self.bind(&targets);
                     let pos = self.b.pos(v);
                     self.b.emit(
                         OpKind::Assign {
