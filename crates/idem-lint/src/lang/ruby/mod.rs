@@ -332,3 +332,6 @@ impl<'s> Lower<'s> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
