@@ -1177,6 +1177,13 @@ impl<'a> FnFacts<'a> {
         if let Some(t) = self.loaded_model(call) {
             return t;
         }
+        // `order = Order.new(…); order.save!`: the model the row was built as.
+        if call.callee.len() == 2
+            && call.method() == "save"
+            && let Some(t) = self.model_of(&Expr::Path(vec![call.callee[0].clone()]))
+        {
+            return t;
+        }
         let root = &innermost.callee[..innermost.callee.len().saturating_sub(1)];
         let segs: Vec<&String> = root
             .iter()

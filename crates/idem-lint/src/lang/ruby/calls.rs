@@ -79,6 +79,9 @@ impl<'s> Lower<'s> {
         if raw == "update_all" {
             update_all_sql(&mut call);
         }
+        if matches!(raw.as_str(), "assign_attributes" | "attributes=") {
+            self.assign_attributes(&call);
+        }
         self.b.emit(OpKind::Call(call.clone()), pos);
         if call.is_new {
             self.constructor(&call);
@@ -198,6 +201,28 @@ impl<'s> Lower<'s> {
         ctor.is_new = false;
         ctor.callee.push(format!("{class}#new"));
         self.b.emit(OpKind::Call(ctor), call.pos);
+    }
+
+    /// `sub.assign_attributes(status: s, updated_at: t)`: the fields set one by one, as
+    /// `sub.status = s` would, so the `save!` after it writes them.
+    fn assign_attributes(&mut self, call: &Call) {
+        let [root, _] = call.callee.as_slice() else {
+            return;
+        };
+        let fields: Vec<(String, Expr)> = match call.args.first() {
+            Some(Expr::Object { fields, .. }) => fields.clone(),
+            _ => call.kwargs.clone(),
+        };
+        for (k, v) in fields {
+            self.b.emit(
+                OpKind::Assign {
+                    targets: vec![format!("{root}.{k}")],
+                    op: None,
+                    value: v,
+                },
+                call.pos,
+            );
+        }
     }
 
     /// Where a block runs: in a transaction, after the commit, later, as a callback of its
