@@ -5,7 +5,7 @@ use tree_sitter::Node;
 
 use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES};
 use super::{ClassCtx, ClassKind, Lower};
-use crate::ir::Function;
+use crate::ir::{Function, OpKind};
 use crate::lang::builder::named;
 use crate::words::has_any;
 
@@ -48,7 +48,12 @@ impl<'s> Lower<'s> {
             name,
             kind,
             private: false,
-            attrs: body.map(|b| self.attr_readers(b)).unwrap_or_default(),
+            attrs: body
+                .map(|b| self.names_given(b, &["attr_reader", "attr_accessor", "attr_writer"]))
+                .unwrap_or_default(),
+            before: body
+                .map(|b| self.names_given(b, &["before_action", "prepend_before_action"]))
+                .unwrap_or_default(),
         });
         if let Some(body) = body {
             self.body(body);
@@ -56,21 +61,23 @@ impl<'s> Lower<'s> {
         self.classes.pop();
     }
 
-    /// The names `attr_reader :a, :b` (or `attr_accessor`) declares in a class body.
-    fn attr_readers(&self, body: Node<'_>) -> Vec<String> {
+    /// The symbols a class-body macro names (`attr_reader :a, :b`, `before_action
+    /// :load_event, only: :create`), for the macros in `macros`.
+    fn names_given(&self, body: Node<'_>, macros: &[&str]) -> Vec<String> {
         let mut out = Vec::new();
         for c in named(body).into_iter().filter(|c| c.kind() == "call") {
             let m = c
                 .child_by_field_name("method")
                 .map(|m| self.b.text(m))
                 .unwrap_or("");
-            if !matches!(m, "attr_reader" | "attr_accessor" | "attr_writer") {
+            if !macros.contains(&m) {
                 continue;
             }
             if let Some(args) = c.child_by_field_name("arguments") {
                 out.extend(
                     named(args)
                         .into_iter()
+                        .filter(|a| a.kind() == "simple_symbol")
                         .map(|a| self.b.text(a).trim_start_matches(':').to_string()),
                 );
             }
@@ -129,8 +136,20 @@ impl<'s> Lower<'s> {
                 _ => {}
             }
         }
+        let before = match &ctx {
+            Some(c) if c.kind == ClassKind::Controller && !c.private && !singleton => {
+                c.before.clone()
+            }
+            _ => Vec::new(),
+        };
+        let pos = f.pos;
         self.locals.push(f.params.iter().cloned().collect());
         self.b.begin_function(f);
+        // The action's `before_action` callbacks run first, on the same controller.
+        for callback in before {
+            let call = super::plain(vec![callback], pos);
+            self.b.emit(OpKind::Call(call), pos);
+        }
         if let Some(body) = n.child_by_field_name("body") {
             if body.kind() == "body_statement" {
                 self.body(body);

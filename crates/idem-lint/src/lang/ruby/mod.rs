@@ -71,6 +71,8 @@ pub(super) struct ClassCtx {
     pub(super) private: bool,
     /// `attr_reader`/`attr_accessor` names: a bare `event` in a method reads `self.event`.
     pub(super) attrs: Vec<String>,
+    /// A controller's `before_action :load_event` callbacks: each action runs them first.
+    pub(super) before: Vec<String>,
 }
 
 /// A call with no arguments.
