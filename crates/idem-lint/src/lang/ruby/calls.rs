@@ -15,10 +15,37 @@ use crate::words::has_any;
 impl<'s> Lower<'s> {
     /// A call node as an expression: the call, or what a throw or a desugared method leaves.
     pub(super) fn call_expr(&mut self, n: Node<'_>) -> Expr {
+        if let Some(e) = self.presence(n) {
+            return e;
+        }
         match self.call(n) {
             Some(c) => Expr::Call(Box::new(c)),
             None => Expr::Other(Vec::new()),
         }
+    }
+
+    /// `payment.present?` is `payment`, `payment.nil?`/`blank?` is `!payment`: a test of a
+    /// local, not a call of anything.
+    fn presence(&mut self, n: Node<'_>) -> Option<Expr> {
+        let m = n.child_by_field_name("method")?;
+        let r = n.child_by_field_name("receiver")?;
+        if n.child_by_field_name("arguments").is_some()
+            || n.child_by_field_name("block").is_some()
+            || !matches!(r.kind(), "identifier" | "instance_variable")
+        {
+            return None;
+        }
+        let positive = match self.b.text(m) {
+            "present?" | "any?" => true,
+            "nil?" | "blank?" | "empty?" | "none?" => false,
+            _ => return None,
+        };
+        let value = self.expr(r);
+        Some(if positive {
+            value
+        } else {
+            Expr::Not(Box::new(value))
+        })
     }
 
     /// Lowers a call and emits it; `None` for `raise` (emitted as a throw).
@@ -72,6 +99,24 @@ impl<'s> Lower<'s> {
         }
         call.callee = callee;
         self.ruby_options(&raw, &mut call);
+        // activerecord-import: `Model.import(rows)` inserts; with `on_duplicate_key_ignore`
+        // or `on_duplicate_key_update` it is an upsert.
+        if matches!(raw.as_str(), "import" | "bulk_import" | "import!")
+            && call.callee.len() == 2
+            && call.callee[0]
+                .chars()
+                .next()
+                .is_some_and(char::is_uppercase)
+        {
+            let upsert = [
+                "on_duplicate_key_ignore",
+                "on_duplicate_key_update",
+                "ignore",
+            ]
+            .iter()
+            .any(|k| call.option(k).is_some());
+            call.callee[1] = if upsert { "upsert" } else { "insert_many" }.to_string();
+        }
         let block = n.child_by_field_name("block");
         if vocab::finds_or_creates(&raw) {
             return Some(self.find_or_create(call, block));

@@ -128,9 +128,12 @@ impl<'s> Lower<'s> {
                 }
                 ClassKind::Job if entry => {
                     f.registrations.push(format!("worker {}#{name}", ctx.name));
-                    // Karafka's and Racecar's batch: `messages`, read in the method.
+                    // Karafka's batch, read in the method: `messages` (`params_batch` and
+                    // `params` before Karafka 1.4).
                     if f.params.is_empty() {
-                        f.params.push("messages".to_string());
+                        for implicit in ["messages", "params_batch", "params"] {
+                            f.params.push(implicit.to_string());
+                        }
                     }
                 }
                 _ => {}
