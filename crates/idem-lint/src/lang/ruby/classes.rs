@@ -127,7 +127,14 @@ impl<'s> Lower<'s> {
                     }
                 }
                 ClassKind::Job if entry => {
-                    f.registrations.push(format!("worker {}#{name}", ctx.name));
+                    // `perform` is a job's (ActiveJob, Sidekiq, Resque); the others a
+                    // consumer's (`consume`, `work`, `process`).
+                    let role = if name == "perform" {
+                        "job worker"
+                    } else {
+                        "worker"
+                    };
+                    f.registrations.push(format!("{role} {}#{name}", ctx.name));
                     // Karafka's batch, read in the method: `messages` (`params_batch` and
                     // `params` before Karafka 1.4).
                     if f.params.is_empty() {
