@@ -121,6 +121,23 @@ impl<'s> Lower<'s> {
         if vocab::finds_or_creates(&raw) {
             return Some(self.find_or_create(call, block));
         }
+        // `find_or_initialize_by(k)`: a look-up of `k`, else a new row of `k` (saved later).
+        if matches!(
+            raw.as_str(),
+            "find_or_initialize_by" | "first_or_initialize"
+        ) {
+            let mut lookup = call.clone();
+            if let Some(m) = lookup.callee.last_mut() {
+                *m = "find_by".to_string();
+            }
+            self.b.emit(OpKind::Call(lookup), pos);
+            call.callee.pop();
+            call.is_new = true;
+            if let Some(block) = block {
+                self.inline_block(block, &call);
+            }
+            return Some(call);
+        }
         if raw == "update_all" {
             update_all_sql(&mut call);
         }

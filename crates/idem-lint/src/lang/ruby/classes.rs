@@ -3,7 +3,7 @@
 
 use tree_sitter::Node;
 
-use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES};
+use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES, WEBHOOK_WORDS};
 use super::{ClassCtx, ClassKind, Lower};
 use crate::ir::{Function, OpKind};
 use crate::lang::builder::named;
@@ -120,8 +120,14 @@ impl<'s> Lower<'s> {
             match ctx.kind {
                 ClassKind::Controller if !ctx.private && !singleton => {
                     // Rails hands every action its request and params.
-                    f.registrations
-                        .push(format!("rails.post {}#{name}", ctx.name));
+                    // Only a controller named for deliveries is registered as receiving
+                    // events (`TasksController`, `EventsController` serve users).
+                    let what = format!("{}#{name}", ctx.name);
+                    f.registrations.push(if webhook_controller(&what) {
+                        format!("rails.post webhook {what}")
+                    } else {
+                        "rails.post".to_string()
+                    });
                     for implicit in ["params", "request"] {
                         f.params.push(implicit.to_string());
                     }
@@ -171,6 +177,13 @@ impl<'s> Lower<'s> {
         self.b.end_function();
         self.locals.pop();
     }
+}
+
+/// Whether a controller or its action is named for a provider's deliveries
+/// (`Webhooks::StripeController`, `PaymentsController#ipn`), not for OAuth sign-in callbacks.
+fn webhook_controller(name: &str) -> bool {
+    has_any(name, WEBHOOK_WORDS)
+        || has_any(name, &["callback"]) && !has_any(name, &["omniauth", "oauth", "auth", "session"])
 }
 
 fn class_kind(name: &str, superclass: &str, mixins: &[String]) -> ClassKind {

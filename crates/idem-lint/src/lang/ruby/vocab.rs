@@ -23,6 +23,47 @@ pub(super) const JOB_ANCESTORS: &[&str] = &[
     "handler",
 ];
 
+/// Words in a controller's or action's name that say it receives a provider's deliveries.
+pub(super) const WEBHOOK_WORDS: &[&str] = &[
+    "webhook",
+    "hook",
+    "ipn",
+    "notify",
+    "stripe",
+    "github",
+    "gitlab",
+    "shopify",
+    "paypal",
+    "braintree",
+    "razorpay",
+    "paddle",
+    "adyen",
+    "mollie",
+    "twilio",
+    "sendgrid",
+    "mailgun",
+    "postmark",
+    "slack",
+    "plaid",
+    "lemonsqueezy",
+    "svix",
+    "clerk",
+    "intercom",
+    "hubspot",
+    "calendly",
+    "docusign",
+    "zoom",
+    "square",
+    "coinbase",
+    "mercadopago",
+    "pagseguro",
+    "chargebee",
+    "recurly",
+    "revenuecat",
+    "incoming",
+    "inbound",
+];
+
 /// Methods through which a job or consumer class receives its work.
 pub(super) const JOB_ENTRIES: &[&str] = &[
     "perform",
