@@ -322,14 +322,20 @@ impl<'s> Lower<'s> {
         !matches!(m.as_str(), "task" | "define_method") || call.callee.len() == 1
     }
 
-    /// The block's parameters bound to what the call yields (its receiver), then its body.
+    /// The block's parameters bound to what the call yields — an iterator's elements come
+    /// from its receiver (`messages.each do |message|`), anything else's from the call
+    /// (`Sidekiq.redis do |conn|` yields a Redis connection) — then its body.
     pub(super) fn inline_block(&mut self, block: Node<'_>, call: &Call) {
         if let Some(p) = block.child_by_field_name("parameters") {
             let targets = self.targets(p);
             self.bind(&targets);
             if !targets.is_empty() {
                 let pos = self.b.pos(p);
-                let value = Expr::Path(call.receiver_words());
+                let value = if vocab::iterates(&call.method()) {
+                    Expr::Path(call.receiver_words())
+                } else {
+                    Expr::Call(Box::new(call.clone()))
+                };
                 self.b.emit(
                     OpKind::Assign {
                         targets,

@@ -135,6 +135,46 @@ pub(super) fn runs_after_commit(method: &str) -> bool {
     )
 }
 
+/// Methods whose block is given the elements of the receiver, one by one.
+pub(super) fn iterates(method: &str) -> bool {
+    method.starts_with("each")
+        || method.ends_with("_each")
+        || matches!(
+            method,
+            "map"
+                | "flat_map"
+                | "collect"
+                | "select"
+                | "filter"
+                | "filter_map"
+                | "reject"
+                | "find"
+                | "detect"
+                | "find_in_batches"
+                | "in_batches"
+                | "group_by"
+                | "partition"
+                | "sort_by"
+                | "min_by"
+                | "max_by"
+                | "sum"
+                | "count"
+                | "any"
+                | "all"
+                | "none"
+                | "inject"
+                | "reduce"
+                | "tap"
+                | "then"
+                | "yield_self"
+                | "index_by"
+                | "to_h"
+                | "zip"
+                | "with_index"
+                | "with_object"
+        )
+}
+
 /// ActiveRecord methods that look a row up and create it when missing: a SELECT then an
 /// INSERT, which only a unique index referees.
 pub(super) fn finds_or_creates(method: &str) -> bool {
