@@ -1129,20 +1129,19 @@ impl<'a> FnFacts<'a> {
         if call.callee.len() != 2 {
             return None;
         }
-        match self.values.get(&call.callee[0])? {
-            Expr::Call(made)
-                if !made.is_new
-                    && made.callee.len() >= 2
-                    && made.callee[0]
-                        .chars()
-                        .next()
-                        .is_some_and(char::is_uppercase)
-                    && !made.callee[0].chars().all(|c| c.is_uppercase() || c == '_') =>
-            {
-                Some(made.callee[0].clone())
-            }
-            _ => None,
+        let Expr::Call(made) = self.values.get(&call.callee[0])? else {
+            return None;
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        // `Pay::Subscription.find_by(…)`: the last constant of the path is the model.
+        let n = made.callee.len().saturating_sub(1);
+        if made.is_new || n == 0 || !constant(&made.callee[0]) {
+            return None;
         }
+        made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
     }
 
     /// The model or table an ORM call is about: a table named in the chain (`knex("orders")`,

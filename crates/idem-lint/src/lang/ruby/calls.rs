@@ -7,7 +7,7 @@
 use tree_sitter::Node;
 
 use super::vocab;
-use super::{Lower, plain};
+use super::{ClassKind, Lower, plain};
 use crate::ir::{Call, Expr, Function, OpKind};
 use crate::lang::builder::{call_pos, named};
 use crate::words::has_any;
@@ -90,6 +90,20 @@ impl<'s> Lower<'s> {
         }
         if receiver_node.is_none() {
             self.visibility(&raw);
+        }
+        // In a model, a bare `update!(…)` or `with_lock` is the model's own row.
+        if receiver_node.is_none()
+            && vocab::persists_self(&raw)
+            && let Some(class) = self.classes.last().filter(|c| c.kind == ClassKind::Model)
+        {
+            callee.push(
+                class
+                    .name
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or(&class.name)
+                    .to_string(),
+            );
         }
         // `Order.new(attrs)` builds an Order, as `new Order(attrs)` does.
         if method == "new" && !callee.is_empty() {

@@ -128,6 +128,10 @@ impl<'s> Lower<'s> {
                     } else {
                         "rails.post".to_string()
                     });
+                    // Named as Rails names it (`StripeController#create`): no code calls an
+                    // action, and `Order.create` must never be taken for one.
+                    let class = ctx.name.rsplit("::").next().unwrap_or(&ctx.name);
+                    f.name = format!("{class}#{name}");
                     for implicit in ["params", "request"] {
                         f.params.push(implicit.to_string());
                     }
@@ -189,6 +193,9 @@ fn webhook_controller(name: &str) -> bool {
 fn class_kind(name: &str, superclass: &str, mixins: &[String]) -> ClassKind {
     if name.ends_with("Controller") || superclass.contains("Controller") {
         return ClassKind::Controller;
+    }
+    if superclass.ends_with("Record") || superclass.ends_with("ActiveRecord::Base") {
+        return ClassKind::Model;
     }
     let ancestry = format!("{name} {superclass} {}", mixins.join(" "));
     if has_any(&ancestry, JOB_ANCESTORS) && !has_any(superclass, &["record", "model"]) {

@@ -55,6 +55,8 @@ impl Language for Ruby {
 pub(super) enum ClassKind {
     /// A Rails controller (`< ApplicationController`, `< ActionController::API`).
     Controller,
+    /// An ActiveRecord model (`< ApplicationRecord`): a bare `update!(…)` in it writes its row.
+    Model,
     /// A background job or broker consumer (`< ApplicationJob`, `include Sidekiq::Job`,
     /// `< Karafka::BaseConsumer`).
     Job,

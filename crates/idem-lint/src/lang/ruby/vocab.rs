@@ -135,6 +135,28 @@ pub(super) fn runs_after_commit(method: &str) -> bool {
     )
 }
 
+/// ActiveRecord instance methods that write (or lock) the row they are called on.
+pub(super) fn persists_self(method: &str) -> bool {
+    matches!(
+        method,
+        "save"
+            | "save!"
+            | "update"
+            | "update!"
+            | "update_columns"
+            | "update_column"
+            | "update_attribute"
+            | "increment!"
+            | "decrement!"
+            | "toggle!"
+            | "touch"
+            | "destroy"
+            | "destroy!"
+            | "with_lock"
+            | "lock!"
+    )
+}
+
 /// Methods whose block is given the elements of the receiver, one by one.
 pub(super) fn iterates(method: &str) -> bool {
     method.starts_with("each")
