@@ -18,9 +18,52 @@ impl<'s> Lower<'s> {
         if let Some(e) = self.presence(n) {
             return e;
         }
+        // `charge = event.data.object`: a value read through attributes, not an effect.
+        if let Some(path) = self.attribute_path(n)
+            && path.len() > 1
+            && !path.last().is_some_and(|m| vocab::acts(m))
+        {
+            return Expr::Path(path);
+        }
+        self.call_stmt(n)
+    }
+
+    /// A call whose value is not used: whatever it names, it is called for what it does.
+    pub(super) fn call_stmt(&mut self, n: Node<'_>) -> Expr {
         match self.call(n) {
             Some(c) => Expr::Call(Box::new(c)),
             None => Expr::Other(Vec::new()),
+        }
+    }
+
+    /// `event.data.object`, `gateway.payment_method` as the receiver of a call: reads of
+    /// attributes of a local (calls without arguments, parentheses or a block), kept as one
+    /// member path as other languages' `a.b.c` is. A chain from a constant
+    /// (`Order.active.find`: a scope) or through a call with arguments stays calls.
+    fn attribute_path(&self, n: Node<'_>) -> Option<Vec<String>> {
+        match n.kind() {
+            "identifier" => Some(vec![self.b.text(n).to_string()]),
+            "self" => Some(vec!["self".to_string()]),
+            "instance_variable" => Some(vec![
+                "self".to_string(),
+                self.b.text(n).trim_start_matches('@').to_string(),
+            ]),
+            "call" => {
+                let m = n.child_by_field_name("method")?;
+                let name = self.b.text(m);
+                let bare = n.child_by_field_name("arguments").is_none()
+                    && n.child_by_field_name("block").is_none()
+                    && m.kind() == "identifier"
+                    && !name.ends_with(['!', '?'])
+                    && name != "new";
+                if !bare {
+                    return None;
+                }
+                let mut path = self.attribute_path(n.child_by_field_name("receiver")?)?;
+                path.push(name.to_string());
+                Some(path)
+            }
+            _ => None,
         }
     }
 
@@ -56,7 +99,9 @@ impl<'s> Lower<'s> {
             .unwrap_or_else(|| "call".to_string());
         let pos = call_pos(&self.b, n, method_node);
         let receiver_node = n.child_by_field_name("receiver");
+        let attribute = receiver_node.and_then(|r| self.attribute_path(r));
         let (mut callee, receiver) = match receiver_node {
+            _ if attribute.is_some() => (attribute.unwrap_or_default(), None),
             Some(r) if r.kind() == "call" => match self.call(r) {
                 // `Service.new(event).call`: a method of Service, found by call following.
                 Some(inner) if inner.is_new => (inner.callee.clone(), None),

@@ -201,6 +201,9 @@ impl<'s> Lower<'s> {
                 self.visibility(&name);
                 self.b.emit(OpKind::Call(call), pos);
             }
+            "call" => {
+                self.call_stmt(n);
+            }
             "comment" | "empty_statement" | "uninterpreted" | "alias" | "undef" => {}
             _ => {
                 self.expr(n);

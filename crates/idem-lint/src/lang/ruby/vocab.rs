@@ -135,6 +135,42 @@ pub(super) fn runs_after_commit(method: &str) -> bool {
     )
 }
 
+/// Methods called without arguments for what they do, not for a value: even as a value
+/// (`ok = order.save`) they stay calls.
+pub(super) fn acts(method: &str) -> bool {
+    persists_self(method)
+        || matches!(
+            method,
+            "delete"
+                | "reload"
+                | "publish"
+                | "deliver"
+                | "deliver_now"
+                | "deliver_later"
+                | "perform"
+                | "perform_now"
+                | "perform_later"
+                | "call"
+                | "process"
+                | "run"
+                | "execute"
+                | "ack"
+                | "nack"
+                | "reject"
+                | "commit"
+                | "rollback"
+                | "retrieve"
+                | "first"
+                | "last"
+                | "take"
+                | "count"
+                | "exists"
+                | "lock"
+                | "pop"
+                | "shift"
+        )
+}
+
 /// ActiveRecord instance methods that write (or lock) the row they are called on.
 pub(super) fn persists_self(method: &str) -> bool {
     matches!(
