@@ -479,7 +479,11 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
     let Some(lang) = lang::for_path(path) else {
         return Loaded::Nothing;
     };
-    if let Some(why) = unlintable(bytes) {
+    // Rails writes `db/schema.rb` under an "auto-generated" header: its indexes are the schema.
+    let rails_schema = path.file_name().is_some_and(|n| n == "schema.rb");
+    if let Some(why) = unlintable(bytes)
+        && !(rails_schema && why.contains("generated"))
+    {
         return skip(why.to_string());
     }
     let Ok(source) = std::str::from_utf8(bytes) else {

@@ -71,9 +71,11 @@ impl Schema {
             .iter()
             .map(|c| norm(c))
             .collect();
+        // `find_or_create_by(family: f, …)` fills `family_id` as `covers` reads it.
+        let given = |c: &String, have: &[String]| have.iter().any(|h| fills(h, c));
         keys.iter().any(|k| {
-            k.iter().any(|c| filter.contains(c))
-                && k.iter().all(|c| cols.contains(c) || filter.contains(c))
+            k.iter().any(|c| given(c, &filter))
+                && k.iter().all(|c| given(c, &cols) || given(c, &filter))
         })
     }
 }

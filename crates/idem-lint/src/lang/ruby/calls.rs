@@ -44,6 +44,10 @@ impl<'s> Lower<'s> {
         match n.kind() {
             "identifier" => Some(vec![self.b.text(n).to_string()]),
             "self" => Some(vec!["self".to_string()]),
+            // Rails' request-wide attributes and the framework's singletons, not models.
+            "constant" if matches!(self.b.text(n), "Current" | "Rails") => {
+                Some(vec![self.b.text(n).to_string()])
+            }
             "instance_variable" => Some(vec![
                 "self".to_string(),
                 self.b.text(n).trim_start_matches('@').to_string(),
@@ -419,7 +423,12 @@ impl<'s> Lower<'s> {
         if call.callee.len() == 1 && vocab::ROUTE_VERBS.contains(&call.method().as_str()) {
             reg = format!("sinatra.{reg}");
         }
-        for a in &call.args {
+        // A Rake task is run by hand or by cron, not per delivery.
+        let rake = call.method() == "task";
+        if rake {
+            reg = "rake".to_string();
+        }
+        for a in call.args.iter().filter(|_| !rake) {
             if let Some(s) = a.string_text() {
                 reg.push(' ');
                 reg.push_str(&s);

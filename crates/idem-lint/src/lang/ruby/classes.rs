@@ -5,7 +5,7 @@ use tree_sitter::Node;
 
 use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES, WEBHOOK_WORDS};
 use super::{ClassCtx, ClassKind, Lower};
-use crate::ir::{Function, OpKind};
+use crate::ir::{Function, OpKind, Pos};
 use crate::lang::builder::named;
 use crate::words::has_any;
 
@@ -50,7 +50,10 @@ impl<'s> Lower<'s> {
             private: false,
             attrs: body
                 .map(|b| self.names_given(b, &["attr_reader", "attr_accessor", "attr_writer"]))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect(),
             before: body
                 .map(|b| self.names_given(b, &["before_action", "prepend_before_action"]))
                 .unwrap_or_default(),
@@ -63,7 +66,7 @@ impl<'s> Lower<'s> {
 
     /// The symbols a class-body macro names (`attr_reader :a, :b`, `before_action
     /// :load_event, only: :create`), for the macros in `macros`.
-    fn names_given(&self, body: Node<'_>, macros: &[&str]) -> Vec<String> {
+    fn names_given(&self, body: Node<'_>, macros: &[&str]) -> Vec<(String, Pos)> {
         let mut out = Vec::new();
         for c in named(body).into_iter().filter(|c| c.kind() == "call") {
             let m = c
@@ -74,11 +77,12 @@ impl<'s> Lower<'s> {
                 continue;
             }
             if let Some(args) = c.child_by_field_name("arguments") {
+                let pos = self.b.pos(c);
                 out.extend(
                     named(args)
                         .into_iter()
                         .filter(|a| a.kind() == "simple_symbol")
-                        .map(|a| self.b.text(a).trim_start_matches(':').to_string()),
+                        .map(|a| (self.b.text(a).trim_start_matches(':').to_string(), pos)),
                 );
             }
         }
@@ -162,11 +166,11 @@ impl<'s> Lower<'s> {
             }
             _ => Vec::new(),
         };
-        let pos = f.pos;
         self.locals.push(f.params.iter().cloned().collect());
         self.b.begin_function(f);
-        // The action's `before_action` callbacks run first, on the same controller.
-        for callback in before {
+        // The action's `before_action` callbacks run first, on the same controller; what they
+        // do is reported once, at the `before_action` line.
+        for (callback, pos) in before {
             let call = super::plain(vec![callback], pos);
             self.b.emit(OpKind::Call(call), pos);
         }

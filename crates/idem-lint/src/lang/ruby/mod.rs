@@ -74,7 +74,7 @@ pub(super) struct ClassCtx {
     /// `attr_reader`/`attr_accessor` names: a bare `event` in a method reads `self.event`.
     pub(super) attrs: Vec<String>,
     /// A controller's `before_action :load_event` callbacks: each action runs them first.
-    pub(super) before: Vec<String>,
+    pub(super) before: Vec<(String, Pos)>,
 }
 
 /// A call with no arguments.
