@@ -73,7 +73,16 @@ impl<'s> Lower<'s> {
                     _ => op,
                 };
                 let left = self.field_expr(n, "left");
+                // `exists?(k) || create!(k)`: the right side runs only when the left did not
+                // decide, as an `if` would.
+                let short = matches!(op.as_str(), "&&" | "||");
+                if short {
+                    self.b.push_cond(left.clone(), op == "||", false);
+                }
                 let right = self.field_expr(n, "right");
+                if short {
+                    self.b.pop_cond();
+                }
                 Expr::Binary {
                     op,
                     left: Box::new(left),
