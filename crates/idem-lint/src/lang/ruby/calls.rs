@@ -95,8 +95,19 @@ impl<'s> Lower<'s> {
         })
     }
 
-    /// Lowers a call and emits it; `None` for `raise` (emitted as a throw).
+    /// Lowers a call and emits it; `None` for `raise` (emitted as a throw) and for a call
+    /// nested too deep to lower (each call, like each statement, counts against the depth
+    /// limit: a chain of blocks nests calls and statements in turn).
     fn call(&mut self, n: Node<'_>) -> Option<Call> {
+        if !self.b.enter() {
+            return None;
+        }
+        let call = self.call_node(n);
+        self.b.leave();
+        call
+    }
+
+    fn call_node(&mut self, n: Node<'_>) -> Option<Call> {
         let method_node = n.child_by_field_name("method");
         let raw = method_node
             .map(|m| self.b.text(m).to_string())

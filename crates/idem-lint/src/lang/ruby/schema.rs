@@ -1,7 +1,8 @@
 //! Unique indexes declared by Rails schema files and migrations: `create_table "orders" do |t|
 //! … t.index ["stripe_id"], unique: true … end` (db/schema.rb), `t.string :key, index: {
 //! unique: true }`, `add_index :orders, [:a, :b], unique: true` and `t.references :user,
-//! index: { unique: true }` (which indexes `user_id`). Model validations (`validates …,
+//! index: { unique: true }` (which indexes `user_id`), `change_table` blocks and
+//! `add_reference …, index: { unique: true }`. Model validations (`validates …,
 //! uniqueness: true`) are not constraints and do not count: two concurrent requests both
 //! pass them.
 
@@ -106,6 +107,19 @@ fn read_call(n: Node<'_>, src: &str, out: &mut Vec<UniqueKey>) {
         "add_index" if says_unique(&a, src) => {
             if let (Some(table), Some(cols)) = (a.first(), a.get(1)) {
                 push(out, name_of(*table, src), columns(*cols, src));
+            }
+        }
+        // `add_reference :orders, :cart, index: { unique: true }` indexes `cart_id`.
+        "add_reference" | "add_belongs_to" if says_unique(&a, src) => {
+            if let (Some(table), Some(col)) = (a.first(), a.get(1)) {
+                let cols = columns(*col, src).into_iter().map(|c| format!("{c}_id"));
+                push(out, name_of(*table, src), cols.collect());
+            }
+        }
+        "change_table" => {
+            let table = a.first().and_then(|t| name_of(*t, src));
+            if let Some(block) = n.child_by_field_name("block") {
+                table_block(block, table, src, out);
             }
         }
         "create_table" => {

@@ -30,29 +30,39 @@ fn a_file_that_does_not_parse_is_skipped() {
     );
 }
 
+/// Deeper than the lowering goes (it stops at a fixed depth): the file is linted as far as
+/// it is lowered, or skipped, on the scan's threads, and the rest of the tree is linted.
 #[test]
 fn deep_nesting_is_lowered_without_a_panic() {
     let depth = 3_000;
-    let mut src = String::from("class DeepJob < ApplicationJob\n  def perform(event)\n    x = ");
-    src.push_str(&"[".repeat(depth));
-    src.push('1');
-    src.push_str(&"]".repeat(depth));
-    src.push('\n');
-    for _ in 0..depth {
-        src.push_str("    if event\n");
-    }
-    src.push_str("    Wallet.find(event[\"id\"]).increment!(:balance, 1)\n");
-    for _ in 0..depth {
-        src.push_str("    end\n");
-    }
-    src.push_str("  end\nend\n");
-    // Deeper than the lowering goes: the result may miss the write, but it returns.
-    let _ = Linter::new().lint_source(Path::new("deep.rb"), &src);
+    let d = tempfile::tempdir().expect("tmp");
+    let arrays = format!(
+        "class DeepJob < ApplicationJob\n  def perform(event)\n    x = {}1{}\n  end\nend\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let ifs = format!(
+        "class DeepJob < ApplicationJob\n  def perform(event)\n{}    Wallet.find(1).increment!(:balance, 1)\n{}  end\nend\n",
+        "    if event\n".repeat(depth),
+        "    end\n".repeat(depth)
+    );
     let blocks = format!(
         "items{}\n",
         ".each do |x|\n  x".repeat(2_000) + &"\nend".repeat(2_000)
     );
-    let _ = Linter::new().lint_source(Path::new("blocks.rb"), &blocks);
+    for (name, text) in [
+        ("arrays.rb", &arrays),
+        ("ifs.rb", &ifs),
+        ("blocks.rb", &blocks),
+    ] {
+        std::fs::write(d.path().join(name), text).expect("write");
+    }
+    std::fs::write(d.path().join("credit_job.rb"), INCREMENT).expect("write");
+    let report = Linter::new()
+        .scan(&[d.path().to_path_buf()])
+        .expect("scans");
+    assert_eq!(report.findings.len(), 1, "{:?}", report.findings);
+    assert!(report.findings[0].path.ends_with("credit_job.rb"));
 }
 
 #[test]
@@ -70,4 +80,77 @@ fn a_latin1_file_is_skipped_and_the_rest_linted() {
         "{:?}",
         report.skipped
     );
+}
+
+#[test]
+fn migrations_declare_unique_indexes() {
+    let src = r#"class AddKeys < ActiveRecord::Migration[7.1]
+  def change
+    create_table :payments, id: :uuid do |t|
+      t.string :stripe_id, null: false, index: { unique: true }
+      t.references :order, index: { unique: true }
+    end
+    change_table :refunds do |t|
+      t.index [:charge_id, :event_id], unique: true
+    end
+    add_index "invoices", ["number"], unique: true
+    add_index :invoices, :customer_id
+    add_reference :carts, :user, index: { unique: true }
+    create_table "logs", id: false do |t|
+      t.string "line"
+    end
+  end
+end
+"#;
+    let tree = {
+        let mut p = tree_sitter::Parser::new();
+        p.set_language(&tree_sitter_ruby::LANGUAGE.into())
+            .expect("grammar");
+        p.parse(src, None).expect("parses")
+    };
+    let keys: Vec<(String, Vec<String>)> = super::schema::unique_keys(tree.root_node(), src)
+        .into_iter()
+        .map(|k| (k.table, k.columns))
+        .collect();
+    let key = |t: &str, c: &[&str]| (t.to_string(), c.iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        keys,
+        vec![
+            key("payments", &["id"]),
+            key("payments", &["stripe_id"]),
+            key("payments", &["order_id"]),
+            key("refunds", &["charge_id", "event_id"]),
+            key("invoices", &["number"]),
+            key("carts", &["user_id"]),
+        ]
+    );
+}
+
+/// `lint_source` runs on its caller's thread: 2,000 nested blocks, 3,000 nested `if`s and
+/// arrays lower within an ordinary thread's 2 MiB stack.
+#[test]
+fn deep_input_fits_an_ordinary_threads_stack() {
+    let depth = 3_000;
+    let texts = [
+        format!("x = {}1{}\n", "[".repeat(depth), "]".repeat(depth)),
+        format!(
+            "def f(e)\n{}  g\n{}end\n",
+            "if e\n".repeat(depth),
+            "end\n".repeat(depth)
+        ),
+        format!(
+            "items{}\n",
+            ".each do |x|\n  x".repeat(2_000) + &"\nend".repeat(2_000)
+        ),
+    ];
+    for text in texts {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let _ = Linter::new().lint_source(Path::new("deep.rb"), &text);
+            })
+            .expect("spawns")
+            .join()
+            .expect("no overflow, no panic");
+    }
 }

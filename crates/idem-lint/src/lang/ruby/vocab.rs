@@ -136,12 +136,14 @@ pub(super) fn runs_after_commit(method: &str) -> bool {
 }
 
 /// Methods called without arguments for what they do, not for a value: even as a value
-/// (`ok = order.save`) they stay calls.
+/// (`ok = order.save`) they stay calls. `to_json` re-serialises (what a signature check over
+/// it gets wrong), so it stays a call too.
 pub(super) fn acts(method: &str) -> bool {
     persists_self(method)
         || matches!(
             method,
-            "delete"
+            "to_json"
+                | "delete"
                 | "reload"
                 | "publish"
                 | "deliver"
