@@ -150,6 +150,7 @@ impl Linter {
             Loaded::Source(parsed) => {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
+                schema.alias_all(&parsed.module.table_aliases);
                 let index = CallIndex::new([(parsed.path.as_path(), &parsed.module)]);
                 let mut findings = self.check(&parsed, &schema, &index, 0);
                 drop_helper_duplicates(&mut findings);
@@ -333,6 +334,7 @@ impl Linter {
             match l {
                 Loaded::Source(p) => {
                     p.module.unique_keys.iter().for_each(|k| tree.schema.add(k));
+                    tree.schema.alias_all(&p.module.table_aliases);
                     tree.parsed.push(*p);
                 }
                 Loaded::Schema(keys) => keys.iter().for_each(|k| tree.schema.add(k)),

@@ -44,6 +44,9 @@ impl<'s> Lower<'s> {
         } else {
             name
         };
+        if n.kind() == "class" {
+            self.table_aliases(&name, &superclass, body);
+        }
         self.classes.push(ClassCtx {
             name,
             kind,
@@ -62,6 +65,33 @@ impl<'s> Lower<'s> {
             self.body(body);
         }
         self.classes.pop();
+    }
+
+    /// Where a model's rows live when its name does not say: `self.table_name = "merchants"`,
+    /// or its superclass's table (single-table inheritance: `ProviderMerchant < Merchant`).
+    fn table_aliases(&mut self, name: &str, superclass: &str, body: Option<Node<'_>>) {
+        let last = |s: &str| s.rsplit("::").next().unwrap_or(s).to_string();
+        let model = last(name);
+        let named_table = body.into_iter().flat_map(named).find_map(|c| {
+            let left = c.child_by_field_name("left")?;
+            let right = c.child_by_field_name("right")?;
+            (c.kind() == "assignment" && self.b.text(left) == "self.table_name").then(|| {
+                self.b
+                    .text(right)
+                    .trim_matches(|q| q == '"' || q == '\'')
+                    .to_string()
+            })
+        });
+        let framework = superclass.is_empty()
+            || superclass.ends_with("Record")
+            || superclass.ends_with("Base")
+            || !superclass
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == ':' || c == '_');
+        let target = named_table.or_else(|| (!framework).then(|| last(superclass)));
+        if let Some(table) = target {
+            self.b.module.table_aliases.push((model, table));
+        }
     }
 
     /// The symbols a class-body macro names (`attr_reader :a, :b`, `before_action

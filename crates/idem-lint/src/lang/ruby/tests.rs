@@ -154,3 +154,41 @@ fn deep_input_fits_an_ordinary_threads_stack() {
             .expect("no overflow, no panic");
     }
 }
+
+/// A model stored in its parent's table (single-table inheritance) or a named table gets
+/// that table's unique indexes from `db/schema.rb`.
+#[test]
+fn inherited_and_named_tables_reach_their_indexes() {
+    let d = tempfile::tempdir().expect("tmp");
+    let files = [
+        (
+            "schema.rb",
+            "ActiveRecord::Schema[7.1].define(version: 1) do\n  create_table \"merchants\" do |t|\n    t.string \"name\"\n    t.string \"source\"\n    t.index [\"source\", \"name\"], unique: true\n  end\n  create_table \"legacy_charges\" do |t|\n    t.string \"stripe_id\"\n    t.index [\"stripe_id\"], unique: true\n  end\nend\n",
+        ),
+        ("merchant.rb", "class Merchant < ApplicationRecord\nend\n"),
+        (
+            "provider_merchant.rb",
+            "class ProviderMerchant < Merchant\nend\n",
+        ),
+        (
+            "charge.rb",
+            "class Charge < ApplicationRecord\n  self.table_name = \"legacy_charges\"\nend\n",
+        ),
+        (
+            "sync_job.rb",
+            "class SyncJob < ApplicationJob\n  def perform(event)\n    ProviderMerchant.find_or_create_by!(source: \"ai\", name: event[\"name\"])\n    Charge.create!(stripe_id: event[\"id\"])\n  end\nend\n",
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(d.path().join(name), text).expect("write");
+    }
+    let report = Linter::new()
+        .scan(&[d.path().to_path_buf()])
+        .expect("scans");
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    std::fs::remove_file(d.path().join("schema.rb")).expect("remove");
+    let report = Linter::new()
+        .scan(&[d.path().to_path_buf()])
+        .expect("scans");
+    assert_eq!(report.findings.len(), 2, "{:?}", report.findings);
+}
