@@ -7,7 +7,7 @@
 use tree_sitter::Node;
 
 use super::vocab;
-use super::{ClassKind, Lower, plain};
+use super::{Lower, plain};
 use crate::ir::{Call, Expr, Function, OpKind};
 use crate::lang::builder::{call_pos, named};
 use crate::words::has_any;
@@ -151,20 +151,7 @@ impl<'s> Lower<'s> {
         if receiver_node.is_none() {
             self.visibility(&raw);
         }
-        // In a model, a bare `update!(…)` or `with_lock` is the model's own row.
-        if receiver_node.is_none()
-            && vocab::persists_self(&raw)
-            && let Some(class) = self.classes.last().filter(|c| c.kind == ClassKind::Model)
-        {
-            callee.push(
-                class
-                    .name
-                    .rsplit("::")
-                    .next()
-                    .unwrap_or(&class.name)
-                    .to_string(),
-            );
-        }
+        self.own_row(&raw, receiver_node.is_none(), &mut callee);
         // `Order.new(attrs)` builds an Order, as `new Order(attrs)` does.
         if method == "new" && !callee.is_empty() {
             call.is_new = true;
@@ -173,50 +160,9 @@ impl<'s> Lower<'s> {
         }
         call.callee = callee;
         self.ruby_options(&raw, &mut call);
-        // activerecord-import: `Model.import(rows)` inserts; with `on_duplicate_key_ignore`
-        // or `on_duplicate_key_update` it is an upsert.
-        if matches!(raw.as_str(), "import" | "bulk_import" | "import!")
-            && call.callee.len() == 2
-            && call.callee[0]
-                .chars()
-                .next()
-                .is_some_and(char::is_uppercase)
-        {
-            let upsert = [
-                "on_duplicate_key_ignore",
-                "on_duplicate_key_update",
-                "ignore",
-            ]
-            .iter()
-            .any(|k| call.option(k).is_some());
-            call.callee[1] = if upsert { "upsert" } else { "insert_many" }.to_string();
-        }
         let block = n.child_by_field_name("block");
-        if vocab::finds_or_creates(&raw) {
-            return Some(self.find_or_create(call, block));
-        }
-        // `find_or_initialize_by(k)`: a look-up of `k`, else a new row of `k` (saved later).
-        if matches!(
-            raw.as_str(),
-            "find_or_initialize_by" | "first_or_initialize"
-        ) {
-            let mut lookup = call.clone();
-            if let Some(m) = lookup.callee.last_mut() {
-                *m = "find_by".to_string();
-            }
-            self.b.emit(OpKind::Call(lookup), pos);
-            call.callee.pop();
-            call.is_new = true;
-            if let Some(block) = block {
-                self.inline_block(block, &call);
-            }
-            return Some(call);
-        }
-        if raw == "update_all" {
-            update_all_sql(&mut call);
-        }
-        if matches!(raw.as_str(), "assign_attributes" | "attributes=") {
-            self.assign_attributes(&call);
+        if let Some(done) = self.active_record(&raw, &mut call, block) {
+            return Some(done);
         }
         self.b.emit(OpKind::Call(call.clone()), pos);
         if call.is_new {
@@ -297,31 +243,6 @@ impl<'s> Lower<'s> {
         }
     }
 
-    /// `Model.find_or_create_by(k) { |m| … }`: a look-up of `k`, then a create of `k` in the
-    /// branch where it was missing (with the block run there).
-    fn find_or_create(&mut self, call: Call, block: Option<Node<'_>>) -> Call {
-        let mut lookup = call.clone();
-        let mut create = call;
-        if let Some(m) = lookup.callee.last_mut() {
-            *m = "find_by".to_string();
-        }
-        if let Some(m) = create.callee.last_mut() {
-            *m = "create".to_string();
-        }
-        self.b.emit(OpKind::Call(lookup.clone()), lookup.pos);
-        self.b.push_cond(
-            Expr::Not(Box::new(Expr::Call(Box::new(lookup)))),
-            false,
-            false,
-        );
-        if let Some(block) = block {
-            self.inline_block(block, &create);
-        }
-        self.b.emit(OpKind::Call(create.clone()), create.pos);
-        self.b.pop_cond();
-        create
-    }
-
     /// `Service.new(event)` runs `Service#initialize(event)`: emitted as a call of
     /// `Service#new` (the name `initialize` is lowered under), so call following reads what
     /// the constructor keeps (`@event = event`).
@@ -337,28 +258,6 @@ impl<'s> Lower<'s> {
         ctor.is_new = false;
         ctor.callee.push(format!("{class}#new"));
         self.b.emit(OpKind::Call(ctor), call.pos);
-    }
-
-    /// `sub.assign_attributes(status: s, updated_at: t)`: the fields set one by one, as
-    /// `sub.status = s` would, so the `save!` after it writes them.
-    fn assign_attributes(&mut self, call: &Call) {
-        let [root, _] = call.callee.as_slice() else {
-            return;
-        };
-        let fields: Vec<(String, Expr)> = match call.args.first() {
-            Some(Expr::Object { fields, .. }) => fields.clone(),
-            _ => call.kwargs.clone(),
-        };
-        for (k, v) in fields {
-            self.b.emit(
-                OpKind::Assign {
-                    targets: vec![format!("{root}.{k}")],
-                    op: None,
-                    value: v,
-                },
-                call.pos,
-            );
-        }
     }
 
     /// Where a block runs: in a transaction, after the commit, later, as a callback of its
@@ -484,34 +383,4 @@ impl<'s> Lower<'s> {
         l.extend(params.iter().cloned());
         self.locals.push(l);
     }
-}
-
-/// `Account.where(id: x).update_all("balance = balance + ?", amount)`: the UPDATE statement
-/// it sends, so SQL analysis reads its SET clause (a hash argument stays keyword data).
-fn update_all_sql(call: &mut Call) {
-    let fragment = match call.args.first() {
-        Some(Expr::List(items)) => items.first().and_then(Expr::string_text),
-        Some(e) => e.string_text(),
-        None => None,
-    };
-    let Some(fragment) = fragment else { return };
-    if fragment
-        .trim_start()
-        .to_ascii_uppercase()
-        .starts_with("UPDATE")
-    {
-        return;
-    }
-    let mut inner = &*call;
-    while let Some(r) = inner.receiver.as_deref() {
-        inner = r;
-    }
-    let model = inner
-        .callee
-        .iter()
-        .find(|s| s.chars().next().is_some_and(char::is_uppercase))
-        .or_else(|| inner.callee.iter().rev().nth(1))
-        .cloned()
-        .unwrap_or_else(|| "?".to_string());
-    call.args[0] = Expr::Str(format!("UPDATE {model} SET {fragment}"));
 }

@@ -4,6 +4,7 @@
 //! (`each`, `transaction do … end`, `with_lock`) runs inline, in a transaction where it opens
 //! one. `db/schema.rb` and migrations declare unique indexes (see [`schema`]).
 
+mod active_record;
 mod calls;
 mod classes;
 mod exprs;
