@@ -272,7 +272,7 @@ impl<'s> Lower<'s> {
             let saved = self.b.suspend_tx();
             self.inline_block(block, call);
             self.b.resume_tx(saved);
-        } else if vocab::runs_detached(&call.callee) {
+        } else if vocab::runs_detached(call) {
             self.b.push_detached();
             self.inline_block(block, call);
             self.b.pop_detached();

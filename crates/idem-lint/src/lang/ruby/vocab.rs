@@ -4,7 +4,8 @@
 //! knows (`exists?` → `exists`, `Rails.cache.write(…, unless_exist: true)` → a `SET NX`).
 
 /// Superclasses and mixins of background jobs and broker consumers (ActiveJob, Sidekiq,
-/// Shoryuken, Sneakers, Hutch, Racecar, Karafka, Phobos, Faktory, Resque, Que, GoodJob).
+/// Shoryuken, Sneakers, Hutch, Racecar, Karafka, Phobos, Faktory, Resque, Que, GoodJob,
+/// Action Mailbox).
 pub(super) const JOB_ANCESTORS: &[&str] = &[
     "job",
     "worker",
@@ -21,6 +22,8 @@ pub(super) const JOB_ANCESTORS: &[&str] = &[
     "subscriber",
     "listener",
     "handler",
+    // Action Mailbox: inbound mail, delivered (and redelivered) to `process`.
+    "mailbox",
 ];
 
 /// Words in a controller's or action's name that say it receives a provider's deliveries.
@@ -105,16 +108,16 @@ pub(super) const REGISTERS_BLOCK: &[&str] = &[
 /// Sinatra and Roda route verbs, written without a receiver.
 pub(super) const ROUTE_VERBS: &[&str] = &["post", "put", "patch", "delete", "get", "route"];
 
-/// Calls whose block runs after the caller has gone on (a thread, a future, a fiber).
-pub(super) fn runs_detached(callee: &[String]) -> bool {
-    let root = callee.first().map(String::as_str).unwrap_or("");
-    let m = callee.last().map(String::as_str).unwrap_or("");
-    matches!(root, "Thread" | "Async" | "Concurrent" | "Fiber")
-        && matches!(
-            m,
-            "new" | "start" | "fork" | "future" | "execute" | "Thread" | "Async"
-        )
-        || callee.len() == 1 && matches!(m, "fork" | "Async")
+/// Calls whose block runs after the caller has gone on: `Thread.new`, `Thread.start`,
+/// `Fiber.new`, `Concurrent::Future.execute`, `Concurrent::Promises.future`, `Async do … end`,
+/// `fork`. (`Thread.new` is lowered as a construction of `Thread`.)
+pub(super) fn runs_detached(call: &crate::ir::Call) -> bool {
+    let root = call.callee.first().map(String::as_str).unwrap_or("");
+    let m = call.callee.last().map(String::as_str).unwrap_or("");
+    call.is_new && matches!(root, "Thread" | "Fiber")
+        || matches!(root, "Thread" | "Concurrent")
+            && matches!(m, "start" | "fork" | "future" | "execute")
+        || call.callee.len() == 1 && matches!(m, "fork" | "Async")
 }
 
 /// Calls whose block runs inside a database transaction: `ActiveRecord::Base.transaction`,
