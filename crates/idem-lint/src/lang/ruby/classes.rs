@@ -187,6 +187,17 @@ impl<'s> Lower<'s> {
                         }
                     }
                 }
+                // A service object's entry given an event (`def call(event)`): the handler
+                // stripe_event's `events.subscribe "invoice.paid", InvoicePaid.new` calls.
+                ClassKind::Other
+                    if entry
+                        && f.params
+                            .first()
+                            .is_some_and(|p| has_any(p, &["event", "webhook"])) =>
+                {
+                    f.registrations
+                        .push(format!("listener {}#{name}", ctx.name));
+                }
                 _ => {}
             }
         }
