@@ -107,6 +107,7 @@ impl<'s> Lower<'s> {
         call
     }
 
+    /// [`call`](Self::call) within the depth limit.
     fn call_node(&mut self, n: Node<'_>) -> Option<Call> {
         let method_node = n.child_by_field_name("method");
         let raw = method_node
@@ -174,6 +175,7 @@ impl<'s> Lower<'s> {
         Some(call)
     }
 
+    /// The arguments: `key: v` pairs as keyword arguments, splats as their value.
     fn args(&mut self, args: Node<'_>, call: &mut Call) {
         for a in named(args) {
             match a.kind() {

@@ -10,6 +10,7 @@ use crate::lang::builder::named;
 use crate::words::has_any;
 
 impl<'s> Lower<'s> {
+    /// A class, module or `class << self`: what it is, then its body with it as context.
     pub(super) fn class(&mut self, n: Node<'_>) {
         let name = n
             .child_by_field_name("name")
@@ -130,6 +131,8 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// A method (`def self.x` when `singleton`) as a function: registered as an action, a job
+    /// or consumer entry or an event listener by its class, `initialize` named `Class#new`.
     pub(super) fn method(&mut self, n: Node<'_>, singleton: bool) {
         let raw = n
             .child_by_field_name("name")
@@ -235,6 +238,7 @@ fn webhook_controller(name: &str) -> bool {
         || has_any(name, &["callback"]) && !has_any(name, &["omniauth", "oauth", "auth", "session"])
 }
 
+/// What a class is, from its name, superclass and `include`d mixins.
 fn class_kind(name: &str, superclass: &str, mixins: &[String]) -> ClassKind {
     if name.ends_with("Controller") || superclass.contains("Controller") {
         return ClassKind::Controller;

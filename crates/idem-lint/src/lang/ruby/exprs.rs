@@ -8,6 +8,7 @@ use crate::ir::{Expr, OpKind};
 use crate::lang::builder::{named, unescape};
 
 impl<'s> Lower<'s> {
+    /// An expression (its calls emitted), within the depth limit.
     pub(super) fn expr(&mut self, n: Node<'_>) -> Expr {
         if !self.b.enter() {
             return Expr::Other(Vec::new());
@@ -179,6 +180,7 @@ impl<'s> Lower<'s> {
         (key, value)
     }
 
+    /// A string, symbol or heredoc body: its text, or its parts when it interpolates.
     fn string(&mut self, n: Node<'_>) -> Expr {
         let mut parts = Vec::new();
         let mut interpolated = false;
@@ -218,6 +220,7 @@ impl<'s> Lower<'s> {
         Expr::Str(String::new())
     }
 
+    /// `a = v`, `a += v` (`||=` sets once: an assignment); the names become locals.
     fn assignment(&mut self, n: Node<'_>) -> Expr {
         let value = self.field_expr(n, "right");
         let targets = n

@@ -90,6 +90,7 @@ pub(super) fn plain(callee: Vec<String>, pos: Pos) -> Call {
     }
 }
 
+/// The state of one file's lowering.
 struct Lower<'s> {
     b: Builder<'s>,
     /// The classes and modules around the node being lowered, innermost last.
@@ -112,6 +113,7 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// A statement, within the depth limit.
     fn stmt(&mut self, n: Node<'_>) {
         if self.b.enter() {
             self.stmt_node(n);
@@ -243,6 +245,7 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// `if`/`unless`/`elsif`: each branch under its test (negated for the other branch).
     fn if_stmt(&mut self, n: Node<'_>) {
         let test = self.field_expr(n, "condition");
         let unless = n.kind() == "unless";
@@ -297,6 +300,7 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// The expression in a field of `n`, or an empty one.
     fn field_expr(&mut self, n: Node<'_>, field: &str) -> Expr {
         n.child_by_field_name(field)
             .map_or(Expr::Other(Vec::new()), |c| self.expr(c))

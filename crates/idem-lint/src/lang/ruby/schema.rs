@@ -101,6 +101,7 @@ fn method<'s>(call: Node<'_>, src: &'s str) -> &'s str {
         .unwrap_or("")
 }
 
+/// The unique keys one schema call declares (`add_index`, `create_table`, …).
 fn read_call(n: Node<'_>, src: &str, out: &mut Vec<UniqueKey>) {
     let a = args(n);
     match method(n, src) {
