@@ -1,4 +1,4 @@
-//! Scans a generated 100,000-line tree of TypeScript, JavaScript, Python and Go (copies of the
+//! Scans a generated 100,000-line tree of TypeScript, JavaScript, Python, Go and Ruby (copies of the
 //! fixtures) and prints the time against baselines measured in the same run:
 //! - read: walking the tree and reading every file (the I/O floor);
 //! - parse: tree-sitter parsing every file in parallel (the floor of any tree-sitter linter);
@@ -25,7 +25,7 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
             sources(&p, out);
         } else if matches!(
             p.extension().and_then(|x| x.to_str()),
-            Some("ts" | "js" | "py" | "go" | "sql" | "prisma")
+            Some("ts" | "js" | "py" | "go" | "rb" | "sql" | "prisma")
         ) {
             out.push(p);
         }
@@ -75,6 +75,7 @@ fn grammar(path: &Path) -> Option<tree_sitter::Language> {
         "js" => tree_sitter_javascript::LANGUAGE.into(),
         "py" => tree_sitter_python::LANGUAGE.into(),
         "go" => tree_sitter_go::LANGUAGE.into(),
+        "rb" => tree_sitter_ruby::LANGUAGE.into(),
         _ => return None,
     })
 }

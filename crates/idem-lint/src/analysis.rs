@@ -524,6 +524,10 @@ impl<'a> FnFacts<'a> {
             "enqueue" | "enqueuecontext" | "enqueue_call" | "enqueue_in" | "enqueue_at" => {
                 !recv.is_empty()
             }
+            // Ruby: ActiveJob/Sidekiq jobs and mailers, WaterDrop and ruby-kafka producers.
+            "perform_later" | "perform_async" | "perform_in" | "perform_at" | "perform_bulk"
+            | "deliver_later" | "produce_sync" | "produce_async" | "produce_many_sync"
+            | "deliver_message" => !recv.is_empty(),
             "delay" | "apply_async" | "send_task" => !recv.is_empty(),
             _ => false,
         }
@@ -761,7 +765,8 @@ impl<'a> FnFacts<'a> {
             // `product.save()`: an active-record save of a row held in a local (Django,
             // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
             // arguments (`update_fields=…`, a model's own flags) keep it one.
-            || m == "save" && call.callee.len() == 2 && call.args.is_empty();
+            || m == "save" && call.callee.len() == 2 && call.args.is_empty()
+            || self.loaded_model(call).is_some();
         if !model_like {
             return Act::Other;
         }
@@ -885,6 +890,7 @@ impl<'a> FnFacts<'a> {
         if read.iter().any(|r| {
             m == *r
                 || m.starts_with("findby")
+                || m.starts_with("find_by")
                 || m.starts_with("get_by")
                 || m.starts_with("getby") && m.len() > 5
         }) {
@@ -1117,6 +1123,27 @@ impl<'a> FnFacts<'a> {
         }
     }
 
+    /// The model of a row held in a local loaded by a model's class method
+    /// (`wallet = Wallet.find(id)` makes `wallet.increment!(…)` a write of Wallet).
+    fn loaded_model(&self, call: &Call) -> Option<String> {
+        if call.callee.len() != 2 {
+            return None;
+        }
+        let Expr::Call(made) = self.values.get(&call.callee[0])? else {
+            return None;
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        // `Pay::Subscription.find_by(…)`: the last constant of the path is the model.
+        let n = made.callee.len().saturating_sub(1);
+        if made.is_new || n == 0 || !constant(&made.callee[0]) {
+            return None;
+        }
+        made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
+    }
+
     /// The model or table an ORM call is about: a table named in the chain (`knex("orders")`,
     /// `db.collection("orders")`, `supabase.from("orders")`, GORM `Table("orders")`), the model
     /// the row is built from (`session.add(Order(…))`, `db.Create(&Order{…})`), the model in
@@ -1144,6 +1171,16 @@ impl<'a> FnFacts<'a> {
             r = inner.receiver.as_deref();
         }
         if let Some(t) = call.args.first().and_then(|a| self.model_of(a)) {
+            return t;
+        }
+        if let Some(t) = self.loaded_model(call) {
+            return t;
+        }
+        // `order = Order.new(…); order.save!`: the model the row was built as.
+        if call.callee.len() == 2
+            && call.method() == "save"
+            && let Some(t) = self.model_of(&Expr::Path(vec![call.callee[0].clone()]))
+        {
             return t;
         }
         let root = &innermost.callee[..innermost.callee.len().saturating_sub(1)];

@@ -208,6 +208,10 @@ pub(crate) struct Module {
     pub(crate) top_calls: Vec<Call>,
     /// Top-level assignments (`r = redis.Redis()`, `const producer = kafka.producer()`).
     pub(crate) globals: Vec<(String, Expr)>,
+    /// Models stored in another model's or a named table (`self.table_name = "merchants"`,
+    /// Rails single-table inheritance `ProviderMerchant < Merchant`): model, then where its
+    /// keys are declared.
+    pub(crate) table_aliases: Vec<(String, String)>,
 }
 
 impl Expr {

@@ -150,6 +150,7 @@ impl Linter {
             Loaded::Source(parsed) => {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
+                schema.alias_all(&parsed.module.table_aliases);
                 let index = CallIndex::new([(parsed.path.as_path(), &parsed.module)]);
                 let mut findings = self.check(&parsed, &schema, &index, 0);
                 drop_helper_duplicates(&mut findings);
@@ -158,7 +159,7 @@ impl Linter {
             Loaded::Skip(s) => Err(s),
             Loaded::Schema(_) | Loaded::Nothing => Err(Skipped {
                 path: path.to_path_buf(),
-                reason: "not a TypeScript, JavaScript, Python or Go file".into(),
+                reason: "not a TypeScript, JavaScript, Python, Go or Ruby file".into(),
             }),
         }
     }
@@ -333,6 +334,7 @@ impl Linter {
             match l {
                 Loaded::Source(p) => {
                     p.module.unique_keys.iter().for_each(|k| tree.schema.add(k));
+                    tree.schema.alias_all(&p.module.table_aliases);
                     tree.parsed.push(*p);
                 }
                 Loaded::Schema(keys) => keys.iter().for_each(|k| tree.schema.add(k)),
@@ -416,6 +418,8 @@ fn is_test_path(rel: &Path) -> bool {
     dirs == Some(true)
         || name.ends_with("_test.go")
         || name.ends_with("_test.py")
+        || name.ends_with("_spec.rb")
+        || name.ends_with("_test.rb")
         || name.starts_with("test_") && name.ends_with(".py")
         || name == "conftest.py"
         || [".test.", ".spec."].iter().any(|m| name.contains(m))
@@ -477,7 +481,11 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
     let Some(lang) = lang::for_path(path) else {
         return Loaded::Nothing;
     };
-    if let Some(why) = unlintable(bytes) {
+    // Rails writes `db/schema.rb` under an "auto-generated" header: its indexes are the schema.
+    let rails_schema = path.file_name().is_some_and(|n| n == "schema.rb");
+    if let Some(why) = unlintable(bytes)
+        && !(rails_schema && why.contains("generated"))
+    {
         return skip(why.to_string());
     }
     let Ok(source) = std::str::from_utf8(bytes) else {

@@ -151,6 +151,7 @@ pub(crate) fn is_duplicate_word(word: &str) -> bool {
         "erdupentry",
         "uniqueconstraint",
         "duplicatekey",
+        "recordnotunique",
     ]
     .iter()
     .any(|p| n.contains(p))

@@ -356,6 +356,28 @@ impl<'a> CallIndex<'a> {
         ex.stack.pop();
     }
 
+    /// `Pay::Stripe::Subscription.sync(…)`, `Billing::Charge.new(x).call`: a method of a class
+    /// in a namespace, defined in the file named for the class (`subscription.rb`) in the
+    /// folder named for its namespace (`stripe/`), as Ruby's autoloading lays them out.
+    fn by_constant_path(&self, call: &Call, cands: &[(usize, usize)]) -> Option<(usize, usize)> {
+        let n = call.callee.len();
+        let constant = |s: &String| s.chars().next().is_some_and(char::is_uppercase);
+        if n < 3 || !constant(&call.callee[0]) || !call.callee[..n - 1].iter().all(constant) {
+            return None;
+        }
+        let norm = crate::words::norm;
+        let (class, namespace) = (norm(&call.callee[n - 2]), norm(&call.callee[n - 3]));
+        cands.iter().copied().find(|(f, _)| {
+            let p = &self.files[*f].path;
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let folder = p
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|s| s.to_str());
+            norm(stem) == class && folder.is_some_and(|d| norm(d) == namespace)
+        })
+    }
+
     /// The function a call reaches, if the tree defines it.
     fn resolve(&self, file: usize, call: &Call) -> Option<(usize, usize)> {
         if call.receiver.is_some() || call.is_new {
@@ -371,6 +393,9 @@ impl<'a> CallIndex<'a> {
             [only] if name.len() >= 6 => Some(*only),
             _ => None,
         };
+        if let Some(found) = self.by_constant_path(call, cands) {
+            return Some(found);
+        }
         let mut root = call.callee[0].to_lowercase();
         let mut len = call.callee.len();
         // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an

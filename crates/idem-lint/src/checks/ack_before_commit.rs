@@ -24,8 +24,15 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
         "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" => {
             Some("acknowledges the message")
         }
-        "commitoffsets" | "commitmessages" | "commit_offsets" | "commitasync" | "commitsync"
-        | "store_offsets" | "commitoffset" => Some("commits the offset"),
+        "commitoffsets"
+        | "commitmessages"
+        | "commit_offsets"
+        | "commitasync"
+        | "commitsync"
+        | "store_offsets"
+        | "commitoffset"
+        | "mark_as_consumed"
+        | "mark_message_as_processed" => Some("commits the offset"),
         "commit" if recv.iter().any(|w| has_any(w, CONSUMERS)) => Some("commits the offset"),
         "sendstatus" | "send" | "json" | "end"
             if matches!(root, "res" | "reply" | "response") && answers_2xx(call) =>

@@ -33,6 +33,7 @@ pub(super) fn status_of(call: &Call) -> Option<u16> {
         | "xml"
         | "data"
         | "render"
+        | "head"
         | "setstatus"
         | "status_code" => first.or_else(|| call.option("status").and_then(Expr::status_code)),
         "error" if call.callee.first().is_some_and(|r| r == "http") => {

@@ -30,6 +30,11 @@ const TRUNCATING: &[&str] = &[
     "date",
     "truncate",
     "replace",
+    // Ruby: `Time.now.to_date`, `Time.current.beginning_of_day`.
+    "to_date",
+    "beginning_of_day",
+    "beginning_of_hour",
+    "beginning_of_month",
 ];
 
 /// Whole names of delivery-attempt counters.
@@ -115,6 +120,10 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "processhrtime"
                             | "now"
                             | "utcnow"
+                            // Ruby: `Time.current`, `DateTime.current`, `Process.clock_gettime`.
+                            | "timecurrent"
+                            | "datetimecurrent"
+                            | "processclockgettime"
                     ) || (c.is_new && n == "date" && c.args.is_empty());
                     let random = matches!(
                         n.as_str(),
@@ -157,6 +166,9 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "primitivenewobjectid"
                             | "generateuuid"
                     ) || (m == "random" && c.callee.len() == 2)
+                        // Ruby: `SecureRandom.uuid`, `SecureRandom.hex(8)`, `rand(1000)`.
+                        || n.starts_with("securerandom")
+                        || n == "rand"
                         || mints(c);
                     let host = matches!(
                         n.as_str(),
@@ -167,6 +179,7 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "platformnode"
                             | "osgetpid"
                             | "getpid"
+                            | "processpid"
                     );
                     let hostenv = (n.starts_with("osgetenv")
                         || n.starts_with("osenvironget")
@@ -194,6 +207,7 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                 if n.starts_with("processenvhostname")
                     || n == "processpid"
                     || n.starts_with("osenvironhostname")
+                    || n.starts_with("envhostname")
                 {
                     found = Some((format!("the host ({joined})"), true, None));
                 } else if let Some(last) = p.last() {

@@ -310,6 +310,8 @@ const UNIQUE_VIOLATION: &[&str] = &[
     "duplicatekey",
     "duplicatedkey",
     "11000",
+    // Rails: `rescue ActiveRecord::RecordNotUnique`.
+    "recordnotunique",
 ];
 
 /// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,

@@ -104,6 +104,16 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     {
         return call.args.get(1);
     }
+    // Ruby `OpenSSL::HMAC.hexdigest("sha256", secret, data)`: the digest comes first.
+    if matches!(m.as_str(), "digest" | "hexdigest" | "base64digest")
+        && call.args.len() == 3
+        && call.args[0]
+            .words()
+            .iter()
+            .any(|w| w.contains("sha") || w.contains("digest"))
+    {
+        return call.args.get(2);
+    }
     let recv = call.receiver_words().join(".");
     if m == "verify"
         && (has_any(&recv, &["webhook", "wh", "svix", "signature", "signer"])
@@ -163,16 +173,19 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                     }
                     let n = norm(&c.name());
                     let m = c.method();
-                    let reserialised = matches!(
-                        n.as_str(),
-                        "jsonstringify"
-                            | "jsondumps"
-                            | "dumps"
-                            | "jsonmarshal"
-                            | "jsonmarshalindent"
-                            | "orjsondumps"
-                            | "ujsondumps"
-                    ) || matches!(m.as_str(), "model_dump_json" | "json_dumps");
+                    let reserialised =
+                        matches!(
+                            n.as_str(),
+                            "jsonstringify"
+                                | "jsondumps"
+                                | "dumps"
+                                | "jsonmarshal"
+                                | "jsonmarshalindent"
+                                | "orjsondumps"
+                                | "ujsondumps"
+                                | "jsongenerate"
+                                | "jsondump"
+                        ) || matches!(m.as_str(), "model_dump_json" | "json_dumps" | "to_json");
                     let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
                         || (matches!(m.as_str(), "json" | "get_json")
                             && c.callee.len() >= 2
@@ -185,7 +198,13 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
             Expr::Path(p) => {
                 let joined = p.join(".");
                 let n = norm(&joined);
-                if n == "requestjson" || n == "requestget_json" {
+                // Rails' `params` (or `request.params`): the body parsed into a hash.
+                if n == "requestjson"
+                    || n == "requestget_json"
+                    || n == "params" && p.len() == 1
+                    || n == "requestparams"
+                    || n == "requestrequestparameters"
+                {
                     found = Some((joined, true));
                 } else if file.parsed_body && (n == "reqbody" || n == "requestbody") && p.len() == 2
                 {

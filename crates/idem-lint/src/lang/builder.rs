@@ -232,6 +232,21 @@ impl<'s> Builder<'s> {
             frame.tx.pop();
         }
     }
+
+    /// Leaves every open transaction until [`resume_tx`](Self::resume_tx): for work that
+    /// runs once the transaction commits (Ruby's `after_commit do … end`).
+    pub(super) fn suspend_tx(&mut self) -> Vec<u32> {
+        self.frames
+            .last_mut()
+            .map(|f| std::mem::take(&mut f.tx))
+            .unwrap_or_default()
+    }
+
+    pub(super) fn resume_tx(&mut self, saved: Vec<u32>) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.tx = saved;
+        }
+    }
 }
 
 /// The named children of a node, comments left out (they may sit between any two nodes).

@@ -8,6 +8,7 @@ pub(crate) use builder::MODULE;
 mod go;
 mod javascript;
 mod python;
+mod ruby;
 
 use std::path::Path;
 
@@ -15,7 +16,7 @@ use crate::ir::Module;
 
 /// One source language.
 pub(crate) trait Language: Send + Sync + std::fmt::Debug {
-    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`).
+    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`, `ruby`).
     fn name(&self, path: &Path) -> &'static str;
     /// Whether this language reads the file (by its extension).
     fn handles(&self, path: &Path) -> bool;
@@ -32,7 +33,12 @@ pub(crate) trait Language: Send + Sync + std::fmt::Debug {
 
 /// Every language, in the order files are offered to them.
 pub(crate) fn all() -> &'static [&'static dyn Language] {
-    &[&javascript::JavaScript, &python::Python, &go::Go]
+    &[
+        &javascript::JavaScript,
+        &python::Python,
+        &go::Go,
+        &ruby::Ruby,
+    ]
 }
 
 /// The language that reads `path`, if any.
