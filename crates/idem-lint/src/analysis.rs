@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::ir::{Call, Expr, Function, OpKind};
+use crate::lang::jvm_vocab;
 use crate::schema::Schema;
 use crate::sql::{self, SqlStmt};
 use crate::words::{has_any, norm, table_key};
@@ -493,6 +494,9 @@ impl<'a> FnFacts<'a> {
         ) || recv == "js"
             || recv == "nc"
             || recv == "p";
+        if jvm_vocab::is_publish(m, recv) {
+            return true;
+        }
         let command_arg = call.args.iter().any(|a| match a {
             Expr::Call(c) => {
                 c.is_new
@@ -565,6 +569,9 @@ impl<'a> FnFacts<'a> {
         ) && call.callee.len() > 2
         {
             return false;
+        }
+        if jvm_vocab::is_http_create(call, m) || jvm_vocab::is_stripe_create(call) {
+            return true;
         }
         match m {
             "fetch" | "$fetch" | "ofetch" => creating(call.option("method")),
@@ -827,7 +834,7 @@ impl<'a> FnFacts<'a> {
             return self.orm_update(call, target());
         }
         // `save()` creates only a row built here; saving a loaded row updates it.
-        if m == "save" && !self.save_creates(call) {
+        if (m == "save" || jvm_vocab::is_save(m)) && !self.save_creates(call) {
             return Act::OrmUpdate {
                 target: target(),
                 sets: self.fields_set_before_save(call),
@@ -882,12 +889,14 @@ impl<'a> FnFacts<'a> {
             "findoneorfail",
             "findby",
         ];
-        if read.iter().any(|r| {
-            m == *r
-                || m.starts_with("findby")
-                || m.starts_with("get_by")
-                || m.starts_with("getby") && m.len() > 5
-        }) {
+        if jvm_vocab::is_derived_read(m)
+            || read.iter().any(|r| {
+                m == *r
+                    || m.starts_with("findby")
+                    || m.starts_with("get_by")
+                    || m.starts_with("getby") && m.len() > 5
+            })
+        {
             if m == "get"
                 && !recv.iter().any(|r| {
                     r == "objects"
@@ -1238,6 +1247,7 @@ impl<'a> FnFacts<'a> {
         let built = |e: &Expr| match e {
             Expr::Call(c) => {
                 c.is_new
+                    || jvm_vocab::built_by_builder(c)
                     || c.callee
                         .last()
                         .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase))

@@ -21,7 +21,7 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
     let recv = call.receiver_words();
     let root = recv.first().map(String::as_str).unwrap_or("");
     match m.as_str() {
-        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" => {
+        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" | "basicack" => {
             Some("acknowledges the message")
         }
         "commitoffsets" | "commitmessages" | "commit_offsets" | "commitasync" | "commitsync"
@@ -87,6 +87,9 @@ fn auto_ack(call: &Call) -> Option<&'static str> {
         return Some(
             "commits offsets on a timer, whether or not the message was handled (enable_auto_commit)",
         );
+    }
+    if let Some(what) = crate::lang::jvm_vocab::auto_ack(call) {
+        return Some(what);
     }
     let m = call.method();
     if m == "consume"

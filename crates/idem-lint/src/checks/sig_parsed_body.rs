@@ -172,7 +172,11 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                             | "jsonmarshalindent"
                             | "orjsondumps"
                             | "ujsondumps"
-                    ) || matches!(m.as_str(), "model_dump_json" | "json_dumps");
+                    ) || matches!(m.as_str(), "model_dump_json" | "json_dumps")
+                        || crate::lang::jvm_vocab::reserialises(&m)
+                        || m == "tostring"
+                            && c.callee.len() == 2
+                            && crate::lang::jvm_vocab::parsed_body_param(facts.func, &c.callee[0]);
                     let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
                         || (matches!(m.as_str(), "json" | "get_json")
                             && c.callee.len() >= 2
@@ -187,6 +191,10 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                 let n = norm(&joined);
                 if n == "requestjson" || n == "requestget_json" {
                     found = Some((joined, true));
+                } else if p.len() == 1
+                    && crate::lang::jvm_vocab::parsed_body_param(facts.func, &p[0])
+                {
+                    found = Some((format!("{joined} (bound by @RequestBody)"), true));
                 } else if file.parsed_body && (n == "reqbody" || n == "requestbody") && p.len() == 2
                 {
                     found = Some((format!("{joined} (parsed by express.json())"), false));

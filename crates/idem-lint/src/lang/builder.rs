@@ -227,6 +227,11 @@ impl<'s> Builder<'s> {
         }
     }
 
+    /// The transaction opened innermost around the operations being emitted.
+    pub(super) fn open_tx(&self) -> Option<u32> {
+        self.frames.last().and_then(|f| f.tx.last().copied())
+    }
+
     pub(super) fn pop_tx(&mut self) {
         if let Some(frame) = self.frames.last_mut() {
             frame.tx.pop();

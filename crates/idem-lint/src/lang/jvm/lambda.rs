@@ -1,0 +1,103 @@
+//! What a call does with the lambda (or method reference, or Kotlin trailing block) it is
+//! given: run it in place (`forEach`, `ifPresent`, Kotlin `let`/`apply`), in a database
+//! transaction (`transactionTemplate.execute`, Exposed `transaction { }`), later on another
+//! thread (`CompletableFuture.runAsync`, `executor.submit`, Kotlin `launch`), or keep it as a
+//! callback registered for events (`consumer.subscribe`, `setMessageListener`).
+
+use crate::ir::Call;
+use crate::lang::builder::opens_transaction;
+use crate::words::has_any;
+
+/// Where a lambda argument runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LambdaRole {
+    /// As part of the caller.
+    Inline,
+    /// As part of the caller, inside a database transaction.
+    Transaction,
+    /// On another thread or later; nobody waits for it.
+    Detached,
+    /// A callback of its own, registered by the call.
+    Registered,
+}
+
+/// Methods whose lambda is run later by another thread.
+const DETACHING: &[&str] = &[
+    "runasync",
+    "supplyasync",
+    "thenrunasync",
+    "thenacceptasync",
+    "thenapplyasync",
+    "submit",
+    "schedule",
+    "launch",
+    "async",
+    "thread",
+    "startvirtualthread",
+    "ofvirtual",
+];
+
+/// Methods whose lambda is a callback kept for later events.
+const REGISTERING: &[&str] = &[
+    "subscribe",
+    "listen",
+    "consume",
+    "setmessagelistener",
+    "setuppmessagelistener",
+    "setupmessagelistener",
+    "addlistener",
+    "register",
+    "on",
+    "handler",
+    "route",
+    "post",
+    "put",
+    "get",
+    "receive",
+];
+
+/// Where the lambda given to `call` runs.
+pub(super) fn role(call: &Call) -> LambdaRole {
+    let m = call.method();
+    let recv = call.receiver_words().join(".");
+    // Kafka's own transaction (`kafkaTemplate.executeInTransaction`) is not a database's.
+    if m == "executeintransaction" {
+        return LambdaRole::Inline;
+    }
+    let template = has_any(
+        &recv,
+        &["transactiontemplate", "txtemplate", "transactionoperator"],
+    ) || has_any(&recv, &["transaction", "tx"]) && m.starts_with("execute");
+    if template
+        && matches!(
+            m.as_str(),
+            "execute" | "executewithoutresult" | "transactional" | "executeandawait"
+        )
+        || matches!(
+            m.as_str(),
+            "transaction"
+                | "newsuspendedtransaction"
+                | "intransaction"
+                | "withtransaction"
+                | "suspendtransaction"
+                | "transactional"
+                | "dbquery"
+                | "suspendedtransactionasync"
+        )
+        || opens_transaction(call) && m != "begin"
+    {
+        return LambdaRole::Transaction;
+    }
+    let executor = has_any(&recv, &["executor", "pool", "scheduler", "taskexecutor"]);
+    if DETACHING.contains(&m.as_str()) || executor && m == "execute" || call.is_new && m == "thread"
+    {
+        return LambdaRole::Detached;
+    }
+    if REGISTERING.contains(&m.as_str()) && call.callee.len() > 1
+        || m.starts_with("on") && m.len() > 2 && !m.starts_with("onerror")
+        || m.ends_with("listener")
+    {
+        return LambdaRole::Registered;
+    }
+    LambdaRole::Inline
+}

@@ -1,0 +1,180 @@
+//! What the JVM's clients and frameworks call things, for the language-neutral analysis and
+//! checks: Spring Data's derived queries, Spring's messaging templates, `RestTemplate`, the
+//! Stripe Java SDK's resources, Jackson and Gson serialisation, the RabbitMQ client's acks
+//! and the consumer settings that acknowledge on receipt.
+
+use crate::ir::{Call, Expr, Function};
+use crate::words::norm;
+
+/// A Spring Data derived query that reads (`existsByEventId`, `findFirstByOrderId`,
+/// `countByStatus`, `getReferenceById`).
+pub(crate) fn is_derived_read(method: &str) -> bool {
+    let m = method.to_ascii_lowercase();
+    [
+        "existsby",
+        "countby",
+        "findfirstby",
+        "findtopby",
+        "findallby",
+        "readby",
+        "queryby",
+    ]
+    .iter()
+    .any(|p| m.starts_with(p))
+        || m == "getreferencebyid"
+        || m.starts_with("find")
+            && m.contains("by")
+            && !m.contains("and")
+            && m.len() > 6
+            && !m.starts_with("findand")
+}
+
+/// A save that stores a loaded or built entity as `save` does (`saveAndFlush`).
+pub(crate) fn is_save(method: &str) -> bool {
+    matches!(method, "saveandflush" | "persistandflush")
+}
+
+/// A row built by a builder (`Payment.builder().eventId(id).build()`).
+pub(crate) fn built_by_builder(c: &Call) -> bool {
+    c.method() == "build" && c.callee.iter().any(|s| s == "builder")
+}
+
+/// Spring's messaging templates' sends (`rabbitTemplate.convertAndSend`,
+/// `jmsTemplate.convertAndSend`, `kafkaTemplate.sendDefault`).
+pub(crate) fn is_publish(method: &str, recv: &str) -> bool {
+    matches!(
+        method,
+        "convertandsend" | "convertsendandreceive" | "senddefault" | "sendandreceive"
+    ) && !recv.is_empty()
+        || method == "send"
+            && [
+                "jms",
+                "template",
+                "bridge",
+                "outputchannel",
+                "messagechannel",
+            ]
+            .iter()
+            .any(|w| norm(recv).contains(w))
+            && !norm(recv).contains("rest")
+}
+
+/// `RestTemplate`'s and `RestClient`'s creating requests (`postForObject`, `exchange(url,
+/// HttpMethod.POST, …)`).
+pub(crate) fn is_http_create(call: &Call, method: &str) -> bool {
+    match method {
+        "postforobject" | "postforentity" | "postforlocation" | "patchforobject" => true,
+        "exchange" => call.args.iter().take(3).any(|a| {
+            matches!(a, Expr::Path(p) if p.last().is_some_and(|m| matches!(m.as_str(), "POST" | "PUT" | "PATCH")))
+        }),
+        _ => false,
+    }
+}
+
+/// The Stripe Java SDK's resources, whose static `create` calls Stripe (`Refund.create(params)`).
+const STRIPE_RESOURCES: &[&str] = &[
+    "Refund",
+    "Charge",
+    "PaymentIntent",
+    "Transfer",
+    "Payout",
+    "Customer",
+    "Subscription",
+    "Invoice",
+    "Session",
+    "SetupIntent",
+    "InvoiceItem",
+    "UsageRecord",
+];
+
+/// `Refund.create(params)`, `PaymentIntent.create(params, options)`.
+pub(crate) fn is_stripe_create(call: &Call) -> bool {
+    call.callee.len() == 2
+        && STRIPE_RESOURCES.contains(&call.callee[0].as_str())
+        && call.method() == "create"
+}
+
+/// Jackson's, Gson's and kotlinx.serialization's re-serialisation of a parsed value.
+pub(crate) fn reserialises(method: &str) -> bool {
+    matches!(
+        method,
+        "writevalueasstring" | "writevalueasbytes" | "tojson" | "encodetostring"
+    )
+}
+
+/// Whether `name` is a parameter bound from a parsed request body (`@RequestBody
+/// Map<String, Object> body`, `@RequestBody StripeEvent event`): any type but the raw
+/// `String` or `byte[]`.
+pub(crate) fn parsed_body_param(func: &Function, name: &str) -> bool {
+    func.params
+        .iter()
+        .position(|p| p == name)
+        .and_then(|i| func.param_types.get(i))
+        .is_some_and(|t| {
+            let t = t.trim();
+            t.starts_with("RequestBody")
+                && !matches!(
+                    t.trim_start_matches("RequestBody").trim(),
+                    "String" | "byte[]" | "ByteArray" | "String?" | ""
+                )
+        })
+}
+
+/// A JVM consumer set to acknowledge on receipt or to commit offsets on a timer: the RabbitMQ
+/// client's `basicConsume(queue, true, …)`, Spring AMQP's `ackMode = "NONE"` /
+/// `acknowledge-mode: none`, Kafka's `enable.auto.commit` put into consumer properties.
+pub(crate) fn auto_ack(call: &Call) -> Option<&'static str> {
+    let truthy = |e: &Expr| match e {
+        Expr::Path(p) => p.last().is_some_and(|s| s == "true"),
+        Expr::Str(s) => s == "true",
+        _ => false,
+    };
+    let m = call.method();
+    if m == "basicconsume" && call.args.len() >= 3 && call.args.get(1).is_some_and(truthy) {
+        return Some("acknowledges on receipt (autoAck true)");
+    }
+    let none = |e: &Expr| {
+        let mut found = false;
+        e.walk(&mut |x| match x {
+            Expr::Str(s) => found |= s.eq_ignore_ascii_case("none"),
+            Expr::Path(p) => found |= p.last().is_some_and(|s| s == "NONE"),
+            _ => {}
+        });
+        found
+    };
+    if call
+        .kwargs
+        .iter()
+        .any(|(k, v)| matches!(norm(k).as_str(), "ackmode" | "acknowledgemode") && none(v))
+        || m == "setacknowledgemode" && call.args.first().is_some_and(none)
+    {
+        return Some("acknowledges on receipt (acknowledge mode NONE)");
+    }
+    let auto_commit_key = |e: &Expr| match e {
+        Expr::Str(s) => s == "enable.auto.commit",
+        Expr::Path(p) => p.last().is_some_and(|s| s == "ENABLE_AUTO_COMMIT_CONFIG"),
+        _ => false,
+    };
+    let in_properties = call.kwargs.iter().any(|(k, v)| {
+        k == "properties" && {
+            let mut found = false;
+            v.walk(&mut |x| {
+                if let Expr::Str(s) = x {
+                    found |= norm(s) == "enableautocommittrue";
+                }
+            });
+            found
+        }
+    });
+    if matches!(m.as_str(), "put" | "setproperty" | "to")
+        && call.args.len() == 2
+        && auto_commit_key(&call.args[0])
+        && truthy(&call.args[1])
+        || in_properties
+    {
+        return Some(
+            "commits offsets on a timer, whether or not the message was handled (enable.auto.commit)",
+        );
+    }
+    None
+}
