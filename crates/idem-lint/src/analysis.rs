@@ -299,6 +299,11 @@ impl<'a> FnFacts<'a> {
                         recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
                     }
                 }
+                // A field declared with its type (`private final OrderRepository orders;`).
+                Some(Expr::Object {
+                    type_name: Some(t),
+                    fields,
+                }) if fields.is_empty() => recv.push(t.to_lowercase()),
                 _ => {}
             }
         }
@@ -445,6 +450,9 @@ impl<'a> FnFacts<'a> {
                     .and_then(Expr::string_text)
                     .is_some_and(|s| s.eq_ignore_ascii_case("nx"))
             });
+        if let Some(act) = jvm_vocab::redis(m, is_redis, key.clone()) {
+            return Some(act);
+        }
         match m {
             "setnx" | "hsetnx" | "setifnotexists" => Some(Act::RedisWrite { key, nx: true }),
             "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead { key }),
@@ -1218,7 +1226,12 @@ impl<'a> FnFacts<'a> {
     /// sub.save()`): the columns an active-record save writes. Reads the operations lowered so
     /// far, which end at this call.
     fn fields_set_before_save(&self, call: &Call) -> Vec<String> {
-        let Some(root) = call.callee.first().filter(|_| call.callee.len() == 2) else {
+        // `sub.save()`, or a repository's `save(sub)`.
+        let saved = match call.args.first() {
+            Some(Expr::Path(p)) if p.len() == 1 => p.first(),
+            _ => call.callee.first().filter(|_| call.callee.len() == 2),
+        };
+        let Some(root) = saved else {
             return Vec::new();
         };
         let mut sets = Vec::new();

@@ -115,7 +115,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "processhrtime"
                             | "now"
                             | "utcnow"
-                    ) || (c.is_new && n == "date" && c.args.is_empty());
+                    ) || (c.is_new && n == "date" && c.args.is_empty())
+                        || crate::lang::jvm_vocab::is_clock(&n);
                     let random = matches!(
                         n.as_str(),
                         "mathrandom"
@@ -157,6 +158,7 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "primitivenewobjectid"
                             | "generateuuid"
                     ) || (m == "random" && c.callee.len() == 2)
+                        || crate::lang::jvm_vocab::is_random(&n)
                         || mints(c);
                     let host = matches!(
                         n.as_str(),
@@ -170,7 +172,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                     );
                     let hostenv = (n.starts_with("osgetenv")
                         || n.starts_with("osenvironget")
-                        || n == "getenv")
+                        || n == "getenv"
+                        || n == "systemgetenv")
                         && c.args.first().and_then(Expr::string_text).is_some_and(|s| {
                             let s = norm(&s);
                             s.contains("hostname") || s.contains("podname") || s.contains("podid")
@@ -192,6 +195,7 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                 let joined = p.join(".");
                 let n = norm(&joined);
                 if n.starts_with("processenvhostname")
+                    || n.ends_with("localhosthostname")
                     || n == "processpid"
                     || n.starts_with("osenvironhostname")
                 {

@@ -3,6 +3,7 @@
 //! Stripe Java SDK's resources, Jackson and Gson serialisation, the RabbitMQ client's acks
 //! and the consumer settings that acknowledge on receipt.
 
+use crate::analysis::Act;
 use crate::ir::{Call, Expr, Function};
 use crate::words::norm;
 
@@ -177,4 +178,51 @@ pub(crate) fn auto_ack(call: &Call) -> Option<&'static str> {
         );
     }
     None
+}
+
+/// The JVM's clocks, called without arguments (`System.currentTimeMillis()`, `Instant.now()`,
+/// Kotlin's `Clock.System.now()`), by their normalised names.
+pub(crate) fn is_clock(name: &str) -> bool {
+    matches!(
+        name,
+        "systemcurrenttimemillis"
+            | "systemnanotime"
+            | "instantnow"
+            | "localdatetimenow"
+            | "offsetdatetimenow"
+            | "zoneddatetimenow"
+            | "localdatenow"
+            | "clocksystemnow"
+            | "clockmillis"
+            | "datetimenow"
+    )
+}
+
+/// The JVM's random and per-call ids (`UUID.randomUUID()`, `RandomStringUtils.random…`,
+/// `UlidCreator.getUlid()`), by their normalised names.
+pub(crate) fn is_random(name: &str) -> bool {
+    name == "uuidrandomuuid"
+        || name.starts_with("randomstringutilsrandom")
+        || name.starts_with("threadlocalrandomcurrentnext")
+        || matches!(
+            name,
+            "ulidcreatorulid"
+                | "ulidcreatorgetulid"
+                | "uuidcreatorrandombased"
+                | "uuidgeneratorgenerate"
+        )
+}
+
+/// Spring Data Redis's and Redisson's commands (`opsForValue().setIfAbsent(key, v, ttl)`,
+/// `hasKey`, `increment`) on a Redis receiver.
+pub(crate) fn redis(method: &str, is_redis: bool, key: String) -> Option<Act> {
+    if !is_redis {
+        return None;
+    }
+    match method {
+        "setifabsent" | "trysetvalue" | "putifabsent" => Some(Act::RedisWrite { key, nx: true }),
+        "haskey" | "ismember" => Some(Act::RedisRead { key }),
+        "increment" | "decrement" | "incrementandget" | "addandget" => Some(Act::RedisIncr),
+        _ => None,
+    }
 }
