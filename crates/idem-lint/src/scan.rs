@@ -158,7 +158,7 @@ impl Linter {
             Loaded::Skip(s) => Err(s),
             Loaded::Schema(_) | Loaded::Nothing => Err(Skipped {
                 path: path.to_path_buf(),
-                reason: "not a TypeScript, JavaScript, Python or Go file".into(),
+                reason: "not a TypeScript, JavaScript, Python, Go, Java or Kotlin file".into(),
             }),
         }
     }
@@ -422,7 +422,42 @@ fn is_test_path(rel: &Path) -> bool {
 }
 
 fn wanted(path: &Path) -> bool {
-    lang::for_path(path).is_some() || is_schema_file(path)
+    lang::for_path(path).is_some() || is_schema_file(path) || is_jvm_config(path)
+}
+
+/// Spring Boot configuration files and Liquibase changelogs (XML, YAML), read with the JVM
+/// sources they configure.
+fn is_jvm_config(path: &Path) -> bool {
+    crate::spring_config::is_config(path)
+        || matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("xml" | "yml" | "yaml")
+        )
+}
+
+/// A Spring Boot configuration file's settings, or a Liquibase changelog's keys.
+fn load_jvm_config(path: &Path, bytes: &[u8]) -> Loaded {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Loaded::Nothing;
+    };
+    if crate::spring_config::is_config(path) {
+        let module = crate::spring_config::module(path, text);
+        // Reported as Java's: the settings configure the JVM service beside them.
+        return match lang::for_path(Path::new("Application.java")) {
+            Some(lang) if !module.functions.is_empty() => Loaded::Source(Box::new(Parsed {
+                path: path.to_path_buf(),
+                lang,
+                module,
+                allows: Vec::new(),
+            })),
+            _ => Loaded::Nothing,
+        };
+    }
+    if crate::liquibase::is_changelog(text) {
+        let xml = path.extension().is_some_and(|e| e == "xml");
+        return Loaded::Schema(crate::liquibase::unique_keys(text, xml));
+    }
+    Loaded::Nothing
 }
 
 fn is_schema_file(path: &Path) -> bool {
@@ -464,6 +499,9 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
             reason,
         })
     };
+    if is_jvm_config(path) {
+        return load_jvm_config(path, bytes);
+    }
     if is_schema_file(path) {
         let Ok(text) = std::str::from_utf8(bytes) else {
             return Loaded::Nothing;
