@@ -170,6 +170,10 @@ pub(crate) struct Function {
     pub(crate) registered_at: Option<Pos>,
     /// An event handler only because an event handler of its file calls it (a helper).
     pub(crate) called_by_handler: bool,
+    /// The transaction the function opens around its body when that transaction joins one
+    /// already open where it is called (Spring's `@Transactional` with the default
+    /// propagation, `REQUIRED`), rather than committing on its own.
+    pub(crate) joins_caller_tx: Option<u32>,
 }
 
 impl Function {
@@ -186,6 +190,7 @@ impl Function {
             pos: Pos::default(),
             registered_at: None,
             called_by_handler: false,
+            joins_caller_tx: None,
         }
     }
 }

@@ -242,10 +242,11 @@ impl<'a> CallIndex<'a> {
                 .copied()
                 .chain(op.conds.iter().map(|c| c + site.cond_offset))
                 .collect();
-            let tx = op
-                .lexical_tx
-                .map(|t| t.wrapping_add(site.tx_offset))
-                .or(site.tx);
+            let tx = match op.lexical_tx {
+                // A helper's transaction that joins the caller's open one is the caller's.
+                Some(t) if site.tx.is_some() && src.joins_caller_tx == Some(t) => site.tx,
+                own => own.map(|t| t.wrapping_add(site.tx_offset)).or(site.tx),
+            };
             let pos = site.pos.unwrap_or(op.pos);
             let mut kind = op.kind.clone();
             rename::op(&mut kind, &site.names);

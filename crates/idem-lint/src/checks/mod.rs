@@ -310,6 +310,10 @@ const UNIQUE_VIOLATION: &[&str] = &[
     "duplicatekey",
     "duplicatedkey",
     "11000",
+    // Spring's `DataIntegrityViolationException`, JDBC's
+    // `SQLIntegrityConstraintViolationException`.
+    "dataintegrityviolation",
+    "integrityconstraintviolation",
 ];
 
 /// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,

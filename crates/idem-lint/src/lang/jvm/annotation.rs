@@ -2,7 +2,7 @@
 //! become the function's registrations (`PostMapping /webhooks/stripe`, `KafkaListener
 //! orders`), `@Transactional` opens a transaction around the method's body.
 
-use crate::ir::Expr;
+use crate::ir::{Expr, Pos};
 
 /// One annotation as written: its simple name (`Transactional` for
 /// `@org.springframework.transaction.annotation.Transactional`) and its arguments (a lone
@@ -11,14 +11,17 @@ use crate::ir::Expr;
 pub(super) struct Annotation {
     pub(super) name: String,
     pub(super) args: Vec<(String, Expr)>,
+    /// Where it is written.
+    pub(super) pos: Pos,
 }
 
 impl Annotation {
     /// An annotation named `name` (qualified or not).
-    pub(super) fn new(name: &str, args: Vec<(String, Expr)>) -> Self {
+    pub(super) fn new(name: &str, args: Vec<(String, Expr)>, pos: Pos) -> Self {
         Annotation {
             name: name.rsplit('.').next().unwrap_or(name).to_string(),
             args,
+            pos,
         }
     }
 
@@ -63,6 +66,9 @@ const JAXRS_METHODS: &[&str] = &["POST", "PUT", "PATCH", "DELETE", "GET"];
 pub(super) struct MethodRole {
     pub(super) registrations: Vec<String>,
     pub(super) transactional: bool,
+    /// The transaction joins one open where the method is called (propagation `REQUIRED`,
+    /// the default; `REQUIRES_NEW` and `NESTED` commit apart).
+    pub(super) joins: bool,
 }
 
 /// Reads a method's annotations under its class's (`@RequestMapping("/webhooks")` on the class
@@ -103,6 +109,10 @@ pub(super) fn method_role(class: &[Annotation], method: &[Annotation]) -> Method
     }
     let own = method.iter().find(|a| a.name == "Transactional");
     let tx = own.or_else(|| class.iter().find(|a| a.name == "Transactional"));
+    role.joins = tx.is_some_and(|a| {
+        !a.constant_is("propagation", &["REQUIRES_NEW", "NESTED"])
+            && !a.constant_is("value", &["REQUIRES_NEW", "NESTED"])
+    });
     role.transactional = tx.is_some_and(|a| {
         !a.constant_is("propagation", &["NOT_SUPPORTED", "NEVER", "SUPPORTS"])
             && !a.constant_is("value", &["NOT_SUPPORTED", "NEVER", "SUPPORTS"])

@@ -403,7 +403,7 @@ impl<'s> Lower<'s> {
                 }
             }
         }
-        Annotation::new(&name, args)
+        Annotation::new(&name, args, self.b.pos(a))
     }
 
     /// A method: its parameters (annotations written into their types: `RequestBody
@@ -428,6 +428,7 @@ impl<'s> Lower<'s> {
         let mut f = Function::new(name.clone());
         f.pos = self.b.pos(n);
         f.registrations = role.registrations;
+        let joins = role.joins;
         if let Some(params) = n.child_by_field_name("parameters") {
             for p in kids(params) {
                 if !matches!(p.kind(), "formal_parameter" | "spread_parameter") {
@@ -485,7 +486,7 @@ impl<'s> Lower<'s> {
                 a.args
                     .iter()
                     .find(|(k, _)| k == "value")
-                    .map(|(_, v)| v.clone())
+                    .map(|(_, v)| (v.clone(), a.pos))
             });
         if body.is_none() && query.is_none() {
             return None;
@@ -499,10 +500,13 @@ impl<'s> Lower<'s> {
             self.b.push_tx();
         }
         let tx = self.b.open_tx();
+        if transactional && joins {
+            self.b.set_joins_caller_tx(tx);
+        }
         // A listener's settings (`ackMode = "NONE"`, `properties = "enable.auto.commit=true"`)
         // are read by the checks as a call configuring its consumer.
         for a in annotations.iter().filter(|a| a.name.ends_with("Listener")) {
-            let pos = self.b.pos(n);
+            let pos = a.pos;
             let call = Call {
                 callee: vec![a.name.clone()],
                 receiver: None,
@@ -513,8 +517,7 @@ impl<'s> Lower<'s> {
             };
             self.b.emit(OpKind::Call(call), pos);
         }
-        if let Some(q) = query {
-            let pos = self.b.pos(n);
+        if let Some((q, pos)) = query {
             let call = Call {
                 callee: vec!["query".to_string()],
                 receiver: None,
@@ -767,6 +770,15 @@ impl<'s> Lower<'s> {
             .map(kids)
             .unwrap_or_default();
         if let Some(o) = n.child_by_field_name("object") {
+            if let ([arg], Some(op)) = (args.as_slice(), super::vocab::comparison(&name)) {
+                let left = self.expr(o);
+                let right = self.expr(*arg);
+                return Expr::Binary {
+                    op: op.to_string(),
+                    left: Box::new(left),
+                    right: Box::new(right),
+                };
+            }
             if args.is_empty()
                 && let Some(prop) = accessor(&name, &["get", "is"])
             {

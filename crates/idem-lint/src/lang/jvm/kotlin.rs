@@ -298,14 +298,14 @@ impl<'s> Lower<'s> {
                     args.push((key.unwrap_or_else(|| "value".to_string()), value));
                 }
             }
-            return Annotation::new(&simple_type(&name), args);
+            return Annotation::new(&simple_type(&name), args, self.b.pos(a));
         }
         let name = kids(a)
             .into_iter()
             .find(|c| c.kind() != "use_site_target")
             .map(|t| self.text(t))
             .unwrap_or_default();
-        Annotation::new(&simple_type(&name), Vec::new())
+        Annotation::new(&simple_type(&name), Vec::new(), self.b.pos(a))
     }
 
     /// `name = value` or `value`.
@@ -343,6 +343,7 @@ impl<'s> Lower<'s> {
         let mut f = Function::new(name.clone());
         f.pos = self.b.pos(n);
         f.registrations = role.registrations;
+        let joins = role.joins;
         if let Some(params) = kid(n, "function_value_parameters") {
             let mut pending: Vec<String> = Vec::new();
             for p in kids(params) {
@@ -383,7 +384,7 @@ impl<'s> Lower<'s> {
                 a.args
                     .iter()
                     .find(|(k, _)| k == "value")
-                    .map(|(_, v)| v.clone())
+                    .map(|(_, v)| (v.clone(), a.pos))
             });
         if body.is_none() && query.is_none() {
             return None;
@@ -400,8 +401,11 @@ impl<'s> Lower<'s> {
             self.b.push_tx();
         }
         let tx = self.b.open_tx();
+        if transactional && joins {
+            self.b.set_joins_caller_tx(tx);
+        }
         for a in annotations.iter().filter(|a| a.name.ends_with("Listener")) {
-            let pos = self.b.pos(n);
+            let pos = a.pos;
             let call = Call {
                 callee: vec![a.name.clone()],
                 receiver: None,
@@ -412,8 +416,7 @@ impl<'s> Lower<'s> {
             };
             self.b.emit(OpKind::Call(call), pos);
         }
-        if let Some(q) = query {
-            let pos = self.b.pos(n);
+        if let Some((q, pos)) = query {
             let call = Call {
                 callee: vec!["query".to_string()],
                 receiver: None,
@@ -814,6 +817,23 @@ impl<'s> Lower<'s> {
             .then(|| kids(func).into_iter().last())
             .flatten();
         let pos = call_pos(&self.b, n, method);
+        // `stored.isAfter(incoming)`: the comparison it is.
+        if let (Some(m), [_, args]) = (method, parts.as_slice())
+            && let Some(op) = super::vocab::comparison(self.b.text(m))
+            && let [arg] = kids(*args).as_slice()
+            && let [object, _] = kids(func).as_slice()
+        {
+            let left = self.expr(*object);
+            let right = kids(*arg)
+                .into_iter()
+                .last()
+                .map_or_else(empty, |e| self.expr(e));
+            return Expr::Binary {
+                op: op.to_string(),
+                left: Box::new(left),
+                right: Box::new(right),
+            };
+        }
         let (callee, receiver) = match func.kind() {
             "navigation_expression" => {
                 let fparts = kids(func);

@@ -226,3 +226,12 @@ pub(crate) fn redis(method: &str, is_redis: bool, key: String) -> Option<Act> {
         _ => None,
     }
 }
+
+/// `java.time`'s comparisons as the operators they are (`a.isAfter(b)` is `a > b`).
+pub(crate) fn comparison(method: &str) -> Option<&'static str> {
+    match method {
+        "isAfter" => Some(">"),
+        "isBefore" => Some("<"),
+        _ => None,
+    }
+}
