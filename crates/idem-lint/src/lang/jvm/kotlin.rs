@@ -865,12 +865,15 @@ impl<'s> Lower<'s> {
                 _ => (vec!["?".to_string()], None),
             },
         };
+        // Kotlin has no `new`: a call of a capitalised name is a constructor (`Order(…)`).
+        let is_new =
+            matches!(callee.as_slice(), [c] if c.starts_with(|ch: char| ch.is_ascii_uppercase()));
         let mut call = Call {
             callee,
             receiver,
             args: Vec::new(),
             kwargs: Vec::new(),
-            is_new: false,
+            is_new,
             pos,
         };
         for p in parts.iter().skip(1) {
