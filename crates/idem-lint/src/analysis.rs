@@ -450,8 +450,12 @@ impl<'a> FnFacts<'a> {
                     .and_then(Expr::string_text)
                     .is_some_and(|s| s.eq_ignore_ascii_case("nx"))
             });
-        if let Some(act) = jvm_vocab::redis(m, is_redis, key.clone()) {
-            return Some(act);
+        if is_redis && let Some(command) = jvm_vocab::redis_command(m) {
+            return Some(match command {
+                jvm_vocab::RedisCommand::Claim => Act::RedisWrite { key, nx: true },
+                jvm_vocab::RedisCommand::Read => Act::RedisRead { key },
+                jvm_vocab::RedisCommand::Incr => Act::RedisIncr,
+            });
         }
         match m {
             "setnx" | "hsetnx" | "setifnotexists" => Some(Act::RedisWrite { key, nx: true }),

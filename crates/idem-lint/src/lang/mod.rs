@@ -6,8 +6,10 @@ mod builder;
 
 pub(crate) use builder::MODULE;
 mod go;
+mod java;
 mod javascript;
 mod jvm;
+mod kotlin;
 mod python;
 
 pub(crate) use jvm::vocab as jvm_vocab;
@@ -40,8 +42,8 @@ pub(crate) fn all() -> &'static [&'static dyn Language] {
         &javascript::JavaScript,
         &python::Python,
         &go::Go,
-        &jvm::Java,
-        &jvm::Kotlin,
+        &java::Java,
+        &kotlin::Kotlin,
     ]
 }
 

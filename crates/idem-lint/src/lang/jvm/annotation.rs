@@ -8,16 +8,16 @@ use crate::ir::{Expr, Pos};
 /// `@org.springframework.transaction.annotation.Transactional`) and its arguments (a lone
 /// value under the key `value`).
 #[derive(Debug, Clone)]
-pub(super) struct Annotation {
-    pub(super) name: String,
-    pub(super) args: Vec<(String, Expr)>,
+pub(crate) struct Annotation {
+    pub(crate) name: String,
+    pub(crate) args: Vec<(String, Expr)>,
     /// Where it is written.
-    pub(super) pos: Pos,
+    pub(crate) pos: Pos,
 }
 
 impl Annotation {
     /// An annotation named `name` (qualified or not).
-    pub(super) fn new(name: &str, args: Vec<(String, Expr)>, pos: Pos) -> Self {
+    pub(crate) fn new(name: &str, args: Vec<(String, Expr)>, pos: Pos) -> Self {
         Annotation {
             name: name.rsplit('.').next().unwrap_or(name).to_string(),
             args,
@@ -63,18 +63,18 @@ const JAXRS_METHODS: &[&str] = &["POST", "PUT", "PATCH", "DELETE", "GET"];
 /// How a method's annotations run it: the registrations checks read and whether a
 /// transaction is open around its body.
 #[derive(Debug, Default)]
-pub(super) struct MethodRole {
-    pub(super) registrations: Vec<String>,
-    pub(super) transactional: bool,
+pub(crate) struct MethodRole {
+    pub(crate) registrations: Vec<String>,
+    pub(crate) transactional: bool,
     /// The transaction joins one open where the method is called (propagation `REQUIRED`,
     /// the default; `REQUIRES_NEW` and `NESTED` commit apart).
-    pub(super) joins: bool,
+    pub(crate) joins: bool,
 }
 
 /// Reads a method's annotations under its class's (`@RequestMapping("/webhooks")` on the class
 /// prefixes `@PostMapping("/stripe")`, `@Path` likewise for JAX-RS; a class's
 /// `@Transactional` covers its methods unless a method's own says otherwise).
-pub(super) fn method_role(class: &[Annotation], method: &[Annotation]) -> MethodRole {
+pub(crate) fn method_role(class: &[Annotation], method: &[Annotation]) -> MethodRole {
     let prefix = class
         .iter()
         .find(|a| a.name == "RequestMapping" || a.name == "Path")

@@ -7,7 +7,7 @@ use super::annotation::Annotation;
 use crate::ir::{Expr, UniqueKey};
 
 /// A field of a class: its name and annotations.
-pub(super) type Field = (String, Vec<Annotation>);
+pub(crate) type Field = (String, Vec<Annotation>);
 
 fn is_true(e: Option<&Expr>) -> bool {
     matches!(e, Some(Expr::Path(p)) if p.last().is_some_and(|s| s == "true"))
@@ -45,7 +45,7 @@ fn kwarg<'a>(c: &'a crate::ir::Call, key: &str) -> Option<&'a Expr> {
 }
 
 /// The unique keys an entity class declares; none when it is no entity.
-pub(super) fn unique_keys(
+pub(crate) fn unique_keys(
     class: &str,
     annotations: &[Annotation],
     fields: &[Field],

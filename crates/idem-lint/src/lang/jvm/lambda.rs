@@ -10,7 +10,7 @@ use crate::words::has_any;
 
 /// Where a lambda argument runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LambdaRole {
+pub(crate) enum LambdaRole {
     /// As part of the caller.
     Inline,
     /// As part of the caller, inside a database transaction.
@@ -57,7 +57,7 @@ const REGISTERING: &[&str] = &[
 ];
 
 /// Where the lambda given to `call` runs.
-pub(super) fn role(call: &Call) -> LambdaRole {
+pub(crate) fn role(call: &Call) -> LambdaRole {
     let m = call.method();
     let recv = call.receiver_words().join(".");
     // Kafka's own transaction (`kafkaTemplate.executeInTransaction`) is not a database's.

@@ -11,9 +11,9 @@ use crate::ir::{Function, Module, OpKind};
 /// A `@Transactional` method of a class: its index in the module's functions and the
 /// transaction its body was lowered in.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct TxMethod {
-    pub(super) index: usize,
-    pub(super) tx: u32,
+pub(crate) struct TxMethod {
+    pub(crate) index: usize,
+    pub(crate) tx: u32,
 }
 
 /// The name of the copy of `name` run without its proxy.
@@ -22,7 +22,7 @@ fn direct_name(name: &str) -> String {
 }
 
 /// Whether a call's callee is a method of the same object: `m(…)` or `this.m(…)`.
-fn self_call<'a>(callee: &'a [String]) -> Option<&'a str> {
+fn self_call(callee: &[String]) -> Option<&str> {
     match callee {
         [m] => Some(m),
         [this, m] if this == "this" => Some(m),
@@ -32,7 +32,7 @@ fn self_call<'a>(callee: &'a [String]) -> Option<&'a str> {
 
 /// Rewrites the self-invocations of the class's transactional methods (`methods`, the class's
 /// functions being `range`) and adds the copies they reach.
-pub(super) fn self_invocations(
+pub(crate) fn self_invocations(
     module: &mut Module,
     range: std::ops::Range<usize>,
     tx_methods: &HashMap<String, TxMethod>,

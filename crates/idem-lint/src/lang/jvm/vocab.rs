@@ -3,7 +3,6 @@
 //! Stripe Java SDK's resources, Jackson and Gson serialisation, the RabbitMQ client's acks
 //! and the consumer settings that acknowledge on receipt.
 
-use crate::analysis::Act;
 use crate::ir::{Call, Expr, Function};
 use crate::words::norm;
 
@@ -213,16 +212,24 @@ pub(crate) fn is_random(name: &str) -> bool {
         )
 }
 
+/// What a Spring Data Redis or Redisson command does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RedisCommand {
+    /// A write only when the key is absent (`SET NX`).
+    Claim,
+    /// A read of a key.
+    Read,
+    /// An increment.
+    Incr,
+}
+
 /// Spring Data Redis's and Redisson's commands (`opsForValue().setIfAbsent(key, v, ttl)`,
-/// `hasKey`, `increment`) on a Redis receiver.
-pub(crate) fn redis(method: &str, is_redis: bool, key: String) -> Option<Act> {
-    if !is_redis {
-        return None;
-    }
+/// `hasKey`, `increment`).
+pub(crate) fn redis_command(method: &str) -> Option<RedisCommand> {
     match method {
-        "setifabsent" | "trysetvalue" | "putifabsent" => Some(Act::RedisWrite { key, nx: true }),
-        "haskey" | "ismember" => Some(Act::RedisRead { key }),
-        "increment" | "decrement" | "incrementandget" | "addandget" => Some(Act::RedisIncr),
+        "setifabsent" | "trysetvalue" | "putifabsent" => Some(RedisCommand::Claim),
+        "haskey" | "ismember" => Some(RedisCommand::Read),
+        "increment" | "decrement" | "incrementandget" | "addandget" => Some(RedisCommand::Incr),
         _ => None,
     }
 }

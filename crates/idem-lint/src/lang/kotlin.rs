@@ -9,13 +9,13 @@ use std::path::Path;
 
 use tree_sitter::Node;
 
-use super::annotation::{Annotation, method_role};
-use super::entity::{Field, unique_keys};
-use super::lambda::{LambdaRole, role};
-use super::proxy::{TxMethod, self_invocations};
+use super::builder::{Builder, call_pos, unescape};
+use super::jvm::annotation::{Annotation, method_role};
+use super::jvm::entity::{Field, unique_keys};
+use super::jvm::lambda::{LambdaRole, role};
+use super::jvm::proxy::{TxMethod, self_invocations};
+use super::{Language, extension};
 use crate::ir::{Call, Expr, Function, Module, OpKind, Pos};
-use crate::lang::builder::{Builder, call_pos, unescape};
-use crate::lang::{Language, extension};
 
 /// Kotlin.
 #[derive(Debug)]
@@ -119,10 +119,10 @@ impl<'s> Lower<'s> {
                     },
                     pos,
                 );
-                if let Some(body) = parts.iter().rev().find(|c| c.kind() != "label") {
-                    if Some(body) != iterable {
-                        self.stmt(*body);
-                    }
+                if let Some(body) = parts.iter().rev().find(|c| c.kind() != "label")
+                    && Some(body) != iterable
+                {
+                    self.stmt(*body);
                 }
             }
             "while_statement" | "do_while_statement" => {
@@ -819,7 +819,7 @@ impl<'s> Lower<'s> {
         let pos = call_pos(&self.b, n, method);
         // `stored.isAfter(incoming)`: the comparison it is.
         if let (Some(m), [_, args]) = (method, parts.as_slice())
-            && let Some(op) = super::vocab::comparison(self.b.text(m))
+            && let Some(op) = super::jvm::vocab::comparison(self.b.text(m))
             && let [arg] = kids(*args).as_slice()
             && let [object, _] = kids(func).as_slice()
         {

@@ -1,22 +1,22 @@
 //! Java (`.java`): tree-sitter-java. Classes are walked member by member: a method's
 //! annotations are its registrations (`@KafkaListener`, `@PostMapping`, JAX-RS `@POST`) and
 //! `@Transactional` opens a transaction around its body; lambdas given to calls run in place,
-//! in a transaction, on another thread or as registered callbacks ([`lambda`](super::lambda));
-//! entities declare unique keys ([`entity`](super::entity)); self-invocations of
-//! `@Transactional` methods bypass the proxy ([`proxy`](super::proxy)).
+//! in a transaction, on another thread or as registered callbacks ([`lambda`](super::jvm::lambda));
+//! entities declare unique keys ([`entity`](super::jvm::entity)); self-invocations of
+//! `@Transactional` methods bypass the proxy ([`proxy`](super::jvm::proxy)).
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use tree_sitter::Node;
 
-use super::annotation::{Annotation, method_role};
-use super::entity::{Field, unique_keys};
-use super::lambda::{LambdaRole, role};
-use super::proxy::{TxMethod, self_invocations};
+use super::builder::{Builder, call_pos, unescape};
+use super::jvm::annotation::{Annotation, method_role};
+use super::jvm::entity::{Field, unique_keys};
+use super::jvm::lambda::{LambdaRole, role};
+use super::jvm::proxy::{TxMethod, self_invocations};
+use super::{Language, extension};
 use crate::ir::{Call, Expr, Function, Module, OpKind};
-use crate::lang::builder::{Builder, call_pos, unescape};
-use crate::lang::{Language, extension};
 
 /// Java.
 #[derive(Debug)]
@@ -494,8 +494,7 @@ impl<'s> Lower<'s> {
         let return_type = self.field_text(n, "type");
         let saved = std::mem::replace(&mut self.return_type, return_type);
         self.b.begin_function(f);
-        let transactional =
-            role.transactional && !interface || role.transactional && body.is_none();
+        let transactional = role.transactional && (!interface || body.is_none());
         if transactional {
             self.b.push_tx();
         }
@@ -770,7 +769,7 @@ impl<'s> Lower<'s> {
             .map(kids)
             .unwrap_or_default();
         if let Some(o) = n.child_by_field_name("object") {
-            if let ([arg], Some(op)) = (args.as_slice(), super::vocab::comparison(&name)) {
+            if let ([arg], Some(op)) = (args.as_slice(), super::jvm::vocab::comparison(&name)) {
                 let left = self.expr(o);
                 let right = self.expr(*arg);
                 return Expr::Binary {
