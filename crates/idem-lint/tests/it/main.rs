@@ -5,5 +5,6 @@ mod cli;
 mod docs;
 mod fixtures;
 mod inventory;
+mod jvm_input;
 mod sarif;
 mod score;
