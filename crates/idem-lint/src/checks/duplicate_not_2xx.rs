@@ -14,6 +14,9 @@ use crate::words::{is_duplicate_word, norm, status_constant};
 /// `reply.code(409)`, `HTTPException(status_code=409)`, `abort(409)`,
 /// `http.Error(w, m, http.StatusConflict)`, `c.JSON(409, …)`, `new Response(b, {status})`.
 pub(super) fn status_of(call: &Call) -> Option<u16> {
+    if let Some(code) = crate::lang::jvm_vocab::response_status(call) {
+        return Some(code);
+    }
     let m = call.method();
     let first = call.args.first().and_then(Expr::status_code);
     match m.as_str() {

@@ -494,7 +494,12 @@ impl<'s> Lower<'s> {
         let return_type = self.field_text(n, "type");
         let saved = std::mem::replace(&mut self.return_type, return_type);
         self.b.begin_function(f);
-        let transactional = role.transactional && (!interface || body.is_none());
+        // Spring's proxy applies `@Transactional` to methods it can intercept only.
+        let transactional = role.transactional && proxied && (!interface || body.is_none());
+        // An `@Async` method runs on an executor: nobody waits for its work.
+        if proxied && annotations.iter().any(|a| a.name == "Async") {
+            self.b.push_detached();
+        }
         if transactional {
             self.b.push_tx();
         }
@@ -533,7 +538,7 @@ impl<'s> Lower<'s> {
         self.b.end_function();
         self.return_type = saved;
         let index = self.b.module.functions.len().checked_sub(1)?;
-        match (transactional && proxied, tx) {
+        match (transactional, tx) {
             (true, Some(tx)) => Some((name, TxMethod { index, tx })),
             _ => None,
         }

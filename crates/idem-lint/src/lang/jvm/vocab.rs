@@ -242,3 +242,27 @@ pub(crate) fn comparison(method: &str) -> Option<&'static str> {
         _ => None,
     }
 }
+
+/// The status of Spring's `ResponseEntity.ok()` / `accepted()` / `noContent()` /
+/// `badRequest()` builders, WebFlux's `ServerResponse` and JAX-RS's `Response` alike.
+pub(crate) fn response_status(call: &Call) -> Option<u16> {
+    let root = call.callee.first()?;
+    if !matches!(
+        root.as_str(),
+        "ResponseEntity" | "ServerResponse" | "Response" | "HttpResponse"
+    ) || call.callee.len() != 2
+    {
+        return None;
+    }
+    Some(match call.callee[1].as_str() {
+        "ok" => 200,
+        "created" => 201,
+        "accepted" => 202,
+        "noContent" => 204,
+        "badRequest" => 400,
+        "notFound" => 404,
+        "unprocessableEntity" => 422,
+        "internalServerError" => 500,
+        _ => return None,
+    })
+}
