@@ -209,6 +209,9 @@ pub(crate) struct Module {
     pub(crate) functions: Vec<Function>,
     /// Unique keys declared in this file (ORM models, `CREATE TABLE` strings).
     pub(crate) unique_keys: Vec<UniqueKey>,
+    /// Columns an ORM compares on every update of their table (JPA `@Version`): the table
+    /// (or model) and the column, as written.
+    pub(crate) version_columns: Vec<(String, String)>,
     /// Top-level calls (outside every function): `app.use(express.json())` and the like.
     pub(crate) top_calls: Vec<Call>,
     /// Top-level assignments (`r = redis.Redis()`, `const producer = kafka.producer()`).

@@ -150,6 +150,9 @@ impl Linter {
             Loaded::Source(parsed) => {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
+                for (table, column) in &parsed.module.version_columns {
+                    schema.add_version(table, column);
+                }
                 let index = CallIndex::new([(parsed.path.as_path(), &parsed.module)]);
                 let mut findings = self.check(&parsed, &schema, &index, 0);
                 drop_helper_duplicates(&mut findings);
@@ -333,6 +336,9 @@ impl Linter {
             match l {
                 Loaded::Source(p) => {
                     p.module.unique_keys.iter().for_each(|k| tree.schema.add(k));
+                    for (table, column) in &p.module.version_columns {
+                        tree.schema.add_version(table, column);
+                    }
                     tree.parsed.push(*p);
                 }
                 Loaded::Schema(keys) => keys.iter().for_each(|k| tree.schema.add(k)),

@@ -13,9 +13,26 @@ use crate::words::{norm, table_key};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Schema {
     tables: HashMap<String, Vec<Vec<String>>>,
+    /// Version columns an ORM compares on every update (JPA `@Version`), by table key.
+    versions: HashMap<String, Vec<String>>,
 }
 
 impl Schema {
+    /// Records that updates of `table` compare `column` (an optimistic-lock version).
+    pub(crate) fn add_version(&mut self, table: &str, column: &str) {
+        self.versions
+            .entry(table_key(table))
+            .or_default()
+            .push(norm(column));
+    }
+
+    /// Whether updates of `table` compare `column` with the stored value.
+    pub(crate) fn is_version(&self, table: &str, column: &str) -> bool {
+        self.versions
+            .get(&table_key(table))
+            .is_some_and(|cols| cols.contains(&norm(column)))
+    }
+
     pub(crate) fn add(&mut self, key: &UniqueKey) {
         let cols: Vec<String> = key.columns.iter().map(|c| norm(c)).collect();
         if cols.is_empty() {

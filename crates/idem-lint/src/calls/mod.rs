@@ -386,6 +386,22 @@ impl<'a> CallIndex<'a> {
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
             _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
             len => {
+                // A field declared with its type (`private final OrderService service;`,
+                // Kotlin's `private val service: OrderService`) names the type's file, or its
+                // implementation's (`OrderServiceImpl`).
+                let root_type = self.files[file]
+                    .module
+                    .globals
+                    .iter()
+                    .rev()
+                    .find(|(g, _)| g.to_lowercase() == root)
+                    .and_then(|(_, v)| match v {
+                        Expr::Object {
+                            type_name: Some(t),
+                            fields,
+                        } if fields.is_empty() => Some(crate::words::norm(t)),
+                        _ => None,
+                    });
                 let named_module = cands.iter().copied().find(|(f, _)| {
                     let p = &self.files[*f].path;
                     let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
@@ -396,7 +412,11 @@ impl<'a> CallIndex<'a> {
                         .unwrap_or("");
                     // `emailCore` names `email-core.js`, `order_service` `order-service.ts`.
                     let same = |a: &str| crate::words::norm(a) == crate::words::norm(&root);
-                    same(stem) || same(parent)
+                    let typed = root_type.as_ref().is_some_and(|t| {
+                        let s = crate::words::norm(stem);
+                        s == *t || s.strip_suffix("impl") == Some(t.as_str())
+                    });
+                    same(stem) || same(parent) || typed
                 });
                 if len == 2 && named_module.is_some() {
                     return named_module;

@@ -123,8 +123,15 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 sets,
                 ordered: false,
                 relative: false,
-                ..
+                target,
             } => {
+                // A JPA `@Version` column written to its entity is compared by the update
+                // itself (`WHERE version = ?`): a stale event's save fails.
+                let sets: Vec<String> = sets
+                    .iter()
+                    .filter(|s| !facts.schema.is_version(target, s))
+                    .cloned()
+                    .collect();
                 let OpKind::Call(c) = &facts.func.ops[i].kind else {
                     continue;
                 };

@@ -12,7 +12,7 @@ use tree_sitter::Node;
 
 use super::builder::{Builder, call_pos, unescape};
 use super::jvm::annotation::{Annotation, method_role};
-use super::jvm::entity::{Field, unique_keys};
+use super::jvm::entity::{Field, unique_keys, version_columns};
 use super::jvm::lambda::{LambdaRole, role};
 use super::jvm::proxy::{TxMethod, self_invocations};
 use super::{Language, extension};
@@ -358,6 +358,8 @@ impl<'s> Lower<'s> {
         }
         let keys = unique_keys(&name, &annotations, &fields);
         self.b.module.unique_keys.extend(keys);
+        let versions = version_columns(&name, &annotations, &fields);
+        self.b.module.version_columns.extend(versions);
         let end = self.b.module.functions.len();
         self_invocations(&mut self.b.module, start..end, &tx_methods);
     }
@@ -677,6 +679,21 @@ impl<'s> Lower<'s> {
             "switch_expression" => {
                 self.switch(n);
                 empty()
+            }
+            // `exists ? Mono.empty() : repo.save(row)`: each branch under its condition.
+            "ternary_expression" => {
+                let test = n
+                    .child_by_field_name("condition")
+                    .map_or_else(empty, |c| self.expr(c));
+                let mut values = Vec::new();
+                for (field, negated) in [("consequence", false), ("alternative", true)] {
+                    if let Some(branch) = n.child_by_field_name(field) {
+                        self.b.push_cond(test.clone(), negated, false);
+                        values.push(self.expr(branch));
+                        self.b.pop_cond();
+                    }
+                }
+                Expr::Other(values)
             }
             "annotation" | "marker_annotation" => {
                 let a = self.annotation(n);

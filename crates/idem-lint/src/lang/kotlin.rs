@@ -11,7 +11,7 @@ use tree_sitter::Node;
 
 use super::builder::{Builder, call_pos, unescape};
 use super::jvm::annotation::{Annotation, method_role};
-use super::jvm::entity::{Field, unique_keys};
+use super::jvm::entity::{Field, unique_keys, version_columns};
 use super::jvm::lambda::{LambdaRole, role};
 use super::jvm::proxy::{TxMethod, self_invocations};
 use super::{Language, extension};
@@ -259,6 +259,8 @@ impl<'s> Lower<'s> {
         }
         let keys = unique_keys(&name, &annotations, &fields);
         self.b.module.unique_keys.extend(keys);
+        let versions = version_columns(&name, &annotations, &fields);
+        self.b.module.version_columns.extend(versions);
         let end = self.b.module.functions.len();
         self_invocations(&mut self.b.module, start..end, &tx_methods);
     }

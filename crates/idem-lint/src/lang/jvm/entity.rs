@@ -123,3 +123,30 @@ pub(crate) fn unique_keys(
     }
     out
 }
+
+/// The `@Version` fields of an entity class: its optimistic-lock columns.
+pub(crate) fn version_columns(
+    class: &str,
+    annotations: &[Annotation],
+    fields: &[Field],
+) -> Vec<(String, String)> {
+    let entity = annotations
+        .iter()
+        .any(|a| matches!(a.name.as_str(), "Entity" | "Table" | "Document"));
+    if !entity {
+        return Vec::new();
+    }
+    let mut tables = vec![class.to_string()];
+    for a in annotations.iter().filter(|a| a.name == "Table") {
+        tables.extend(strings(arg(a, "name")).into_iter().take(1));
+    }
+    let mut out = Vec::new();
+    for (name, anns) in fields {
+        if anns.iter().any(|a| a.name == "Version") {
+            for t in &tables {
+                out.push((t.clone(), name.clone()));
+            }
+        }
+    }
+    out
+}
