@@ -780,7 +780,8 @@ impl<'a> FnFacts<'a> {
             // `product.save()`: an active-record save of a row held in a local (Django,
             // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
             // arguments (`update_fields=…`, a model's own flags) keep it one.
-            || m == "save" && call.callee.len() == 2 && call.args.is_empty();
+            || m == "save" && call.callee.len() == 2 && call.args.is_empty()
+            || recv.iter().any(|r| jvm_vocab::is_data_access(r));
         if !model_like {
             return Act::Other;
         }
@@ -1032,7 +1033,8 @@ impl<'a> FnFacts<'a> {
 
     fn orm_update(&self, call: &Call, target: String) -> Act {
         let mut sets = Vec::new();
-        let mut relative = matches!(call.method().as_str(), "increment" | "decrement");
+        let mut relative = matches!(call.method().as_str(), "increment" | "decrement")
+            || jvm_vocab::increments(call);
         let mut ordered = false;
         // The data: Prisma `data`, Mongo `$set`/`$inc` (second argument), Django and
         // SQLAlchemy keyword arguments, GORM `Updates(map/struct)` or `Update("col", v)`.
@@ -1144,6 +1146,9 @@ impl<'a> FnFacts<'a> {
     /// the callee (`Order.objects.create`, `prisma.order.create`, `orderRepo.save`), or the
     /// method's name (`q.CreateOrder`). Empty when none says.
     fn target_of(&self, call: &Call) -> String {
+        if let Some(entity) = jvm_vocab::template_entity(call) {
+            return entity;
+        }
         let mut r = call.receiver.as_deref();
         let mut innermost = call;
         while let Some(inner) = r {

@@ -22,6 +22,11 @@ pub(crate) fn is_derived_read(method: &str) -> bool {
     .iter()
     .any(|p| m.starts_with(p))
         || m == "getreferencebyid"
+        // MyBatis-Plus's `BaseMapper`.
+        || matches!(
+            m.as_str(),
+            "selectbyid" | "selectone" | "selectlist" | "selectcount" | "selectbymap"
+        )
         || m.starts_with("find")
             && m.contains("by")
             && !m.contains("and")
@@ -265,4 +270,61 @@ pub(crate) fn response_status(call: &Call) -> Option<u16> {
         "internalServerError" => 500,
         _ => return None,
     })
+}
+
+/// Receivers of the JVM's data access besides repositories: MyBatis mappers, Spring's
+/// `MongoTemplate` and R2DBC `DatabaseClient`, jOOQ's `DSLContext`.
+pub(crate) fn is_data_access(receiver: &str) -> bool {
+    let r = norm(receiver);
+    r.ends_with("mapper") && r != "objectmapper"
+        || matches!(
+            r.as_str(),
+            "mongotemplate"
+                | "reactivemongotemplate"
+                | "mongooperations"
+                | "databaseclient"
+                | "dsl"
+                | "dslcontext"
+                | "create"
+        )
+}
+
+/// A MongoDB update that increments (`new Update().inc("balance", amount)`,
+/// `Updates.inc("stock", -1)`).
+pub(crate) fn increments(call: &Call) -> bool {
+    call.args.iter().any(|a| {
+        let mut found = false;
+        a.walk(&mut |e| {
+            if let Expr::Call(c) = e {
+                found |= c.method() == "inc"
+                    && c.callee
+                        .first()
+                        .is_some_and(|r| r == "Update" || r == "Updates");
+            }
+        });
+        found
+    })
+}
+
+/// The entity class a `MongoTemplate` call names last (`updateFirst(query, update,
+/// Wallet.class)`, `findOne(query, Order.class)`).
+pub(crate) fn template_entity(call: &Call) -> Option<String> {
+    let root = match call.callee.as_slice() {
+        [this, field, ..] if this == "this" => field,
+        [root, ..] => root,
+        [] => return None,
+    };
+    let recv = norm(root);
+    if !matches!(
+        recv.as_str(),
+        "mongotemplate" | "reactivemongotemplate" | "mongooperations"
+    ) {
+        return None;
+    }
+    match call.args.last()? {
+        Expr::Path(p) if p.len() == 1 && p[0].starts_with(|c: char| c.is_ascii_uppercase()) => {
+            Some(p[0].clone())
+        }
+        _ => None,
+    }
 }
