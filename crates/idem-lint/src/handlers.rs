@@ -122,9 +122,10 @@ const ROUTE_REGISTRATION: &[&str] = &[
     "require_post",
     "require_http_methods",
     "csrf_exempt",
-    // Spring's `@PostMapping`/`@RequestMapping` and JAX-RS's `@POST` (lowered as `jaxrs POST`).
+    // Spring's `@PostMapping`/`@RequestMapping`; JAX-RS's `@POST` and Micronaut's `@Post`
+    // (lowered as `HttpMethod POST …`).
     "mapping",
-    "jaxrs",
+    "httpmethod",
 ];
 
 const ROUTE_TYPES: &[&str] = &[

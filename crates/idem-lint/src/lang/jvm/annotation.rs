@@ -57,8 +57,33 @@ impl Annotation {
     }
 }
 
-/// JAX-RS's HTTP method annotations.
-const JAXRS_METHODS: &[&str] = &["POST", "PUT", "PATCH", "DELETE", "GET"];
+/// JAX-RS's (Quarkus's) and Micronaut's HTTP method annotations.
+const HTTP_METHODS: &[&str] = &[
+    "POST", "PUT", "PATCH", "DELETE", "GET", "Post", "Put", "Patch", "Delete", "Get",
+];
+
+/// Annotations of methods that consume messages or events, whatever the framework: Spring's
+/// listeners and handlers, Quarkus/SmallRye `@Incoming`, Micronaut's `@Topic`/`@Queue`,
+/// Spring Integration's `@ServiceActivator`, Axon's `@EventHandler`.
+const CONSUMING: &[&str] = &[
+    "KafkaListener",
+    "KafkaHandler",
+    "RabbitListener",
+    "RabbitHandler",
+    "JmsListener",
+    "SqsListener",
+    "StreamListener",
+    "Incoming",
+    "Topic",
+    "Queue",
+    "ServiceActivator",
+    "EventHandler",
+    "SagaEventHandler",
+    "NatsListener",
+    "PulsarListener",
+    "EventListener",
+    "ApplicationModuleListener",
+];
 
 /// How a method's annotations run it: the registrations checks read and whether a
 /// transaction is open around its body.
@@ -77,7 +102,7 @@ pub(crate) struct MethodRole {
 pub(crate) fn method_role(class: &[Annotation], method: &[Annotation]) -> MethodRole {
     let prefix = class
         .iter()
-        .find(|a| a.name == "RequestMapping" || a.name == "Path")
+        .find(|a| matches!(a.name.as_str(), "RequestMapping" | "Path" | "Controller"))
         .and_then(|a| a.strings().into_iter().next())
         .unwrap_or_default();
     let mut role = MethodRole::default();
@@ -92,9 +117,11 @@ pub(crate) fn method_role(class: &[Annotation], method: &[Annotation]) -> Method
             let path = strings.first().cloned().unwrap_or_default();
             role.registrations
                 .push(format!("{} {prefix}{path}", a.name).trim_end().to_string());
-        } else if JAXRS_METHODS.contains(&a.name.as_str()) {
+        } else if HTTP_METHODS.contains(&a.name.as_str()) {
+            // JAX-RS takes the path from `@Path`, Micronaut from the annotation itself.
+            let path = strings.first().unwrap_or(&jaxrs_path);
             role.registrations.push(
-                format!("jaxrs {} {prefix}{jaxrs_path}", a.name)
+                format!("HttpMethod {} {prefix}{path}", a.name.to_uppercase())
                     .trim_end()
                     .to_string(),
             );
@@ -103,6 +130,9 @@ pub(crate) fn method_role(class: &[Annotation], method: &[Annotation]) -> Method
             for s in strings {
                 reg.push(' ');
                 reg.push_str(&s);
+            }
+            if CONSUMING.contains(&a.name.as_str()) {
+                reg.push_str(" (consumes messages)");
             }
             role.registrations.push(reg);
         }

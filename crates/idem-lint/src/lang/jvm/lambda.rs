@@ -93,6 +93,11 @@ pub(crate) fn role(call: &Call) -> LambdaRole {
     {
         return LambdaRole::Detached;
     }
+    // `Consumer { event -> … }` (a Spring Cloud Stream binding written as a SAM constructor).
+    if matches!(call.callee.as_slice(), [c] if matches!(c.as_str(), "Consumer" | "Function" | "BiConsumer"))
+    {
+        return LambdaRole::Registered;
+    }
     if REGISTERING.contains(&m.as_str()) && call.callee.len() > 1
         || m.starts_with("on") && m.len() > 2 && !m.starts_with("onerror")
         || m.ends_with("listener")
