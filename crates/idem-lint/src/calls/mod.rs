@@ -425,8 +425,9 @@ impl<'a> CallIndex<'a> {
                 // as a method of this file is the library's.
                 if COMMON_METHODS.contains(&name.to_lowercase().as_str()) {
                     // `self.log_records.create(…)`: a field's common method is its library's
-                    // unless the field names a module of the tree.
-                    if via_field {
+                    // unless the field names a module of the tree; so is a typed field's
+                    // (`orderRepository.save(…)` on a Spring Data interface) unless its type does.
+                    if via_field || root_type.is_some() {
                         return named_module;
                     }
                     return same_dir()

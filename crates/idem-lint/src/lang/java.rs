@@ -540,6 +540,9 @@ impl<'s> Lower<'s> {
         self.b.end_function();
         self.return_type = saved;
         let index = self.b.module.functions.len().checked_sub(1)?;
+        if let (true, Some(tx), Some(f)) = (transactional, tx, self.b.module.functions.last_mut()) {
+            super::jvm::dirty::flush_at_commit(f, tx);
+        }
         match (transactional, tx) {
             (true, Some(tx)) => Some((name, TxMethod { index, tx })),
             _ => None,
@@ -791,6 +794,26 @@ impl<'s> Lower<'s> {
             .map(kids)
             .unwrap_or_default();
         if let Some(o) = n.child_by_field_name("object") {
+            // `account.getBalance().add(amount)`: `BigDecimal` arithmetic on a property.
+            let getter = o.kind() == "method_invocation"
+                && o.child_by_field_name("arguments")
+                    .is_some_and(|a| kids(a).is_empty())
+                && accessor(&self.field_text(o, "name"), &["get"]).is_some();
+            let big_decimal = match name.as_str() {
+                "add" | "plus" => Some("+"),
+                "subtract" | "minus" => Some("-"),
+                "multiply" => Some("*"),
+                _ => None,
+            };
+            if let ([arg], true, Some(op)) = (args.as_slice(), getter, big_decimal) {
+                let left = self.expr(o);
+                let right = self.expr(*arg);
+                return Expr::Binary {
+                    op: op.to_string(),
+                    left: Box::new(left),
+                    right: Box::new(right),
+                };
+            }
             if let ([arg], Some(op)) = (args.as_slice(), super::jvm::vocab::comparison(&name)) {
                 let left = self.expr(o);
                 let right = self.expr(*arg);

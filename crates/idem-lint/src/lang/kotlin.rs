@@ -449,6 +449,9 @@ impl<'s> Lower<'s> {
         self.b.end_function();
         self.return_type = saved;
         let index = self.b.module.functions.len().checked_sub(1)?;
+        if let (true, Some(tx), Some(f)) = (transactional, tx, self.b.module.functions.last_mut()) {
+            super::jvm::dirty::flush_at_commit(f, tx);
+        }
         match (transactional, tx) {
             (true, Some(tx)) => Some((name, TxMethod { index, tx })),
             _ => None,

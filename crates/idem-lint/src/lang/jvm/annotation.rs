@@ -143,10 +143,19 @@ pub(crate) fn method_role(class: &[Annotation], method: &[Annotation]) -> Method
         !a.constant_is("propagation", &["REQUIRES_NEW", "NESTED"])
             && !a.constant_is("value", &["REQUIRES_NEW", "NESTED"])
     });
-    role.transactional = tx.is_some_and(|a| {
-        !a.constant_is("propagation", &["NOT_SUPPORTED", "NEVER", "SUPPORTS"])
-            && !a.constant_is("value", &["NOT_SUPPORTED", "NEVER", "SUPPORTS"])
+    // `@Transactional("kafkaTransactionManager")`: a broker's transaction, not a database's.
+    let broker_tx = tx.is_some_and(|a| {
+        a.strings().iter().any(|s| {
+            ["kafka", "rabbit", "jms"]
+                .iter()
+                .any(|b| s.to_lowercase().contains(b))
+        })
     });
+    role.transactional = !broker_tx
+        && tx.is_some_and(|a| {
+            !a.constant_is("propagation", &["NOT_SUPPORTED", "NEVER", "SUPPORTS"])
+                && !a.constant_is("value", &["NOT_SUPPORTED", "NEVER", "SUPPORTS"])
+        });
     // `@TransactionalEventListener` runs after the publisher's commit (AFTER_COMMIT, the
     // default phase) outside its transaction; BEFORE_COMMIT runs inside it.
     if let Some(l) = method
