@@ -88,7 +88,7 @@ pub(crate) fn flush_at_commit(f: &mut Function, tx: u32) {
         })
         .collect();
     // Inserted right after each entity's last change, latest first so indices hold.
-    writes.sort_by(|a, b| b.0.cmp(&a.0));
+    writes.sort_by_key(|w| std::cmp::Reverse(w.0));
     for (at, op) in writes {
         f.ops.insert(at + 1, op);
     }
