@@ -900,8 +900,15 @@ impl<'s> Lower<'s> {
     /// A call's arguments; lambdas (and anonymous classes) given to it run where
     /// [`role`] says.
     fn arguments(&mut self, call: &mut Call, args: Node<'_>) {
-        for a in kids(args) {
+        for (i, a) in kids(args).into_iter().enumerate() {
             if a.kind() == "lambda_expression" {
+                // `found.ifPresent(p -> …)` runs when the look-up found something,
+                // `ifPresentOrElse`'s second lambda and `orElseGet` when it did not.
+                let branch = super::jvm::lambda::presence_branch(call, i);
+                if let Some(negated) = branch {
+                    self.b
+                        .push_cond(super::jvm::lambda::receiver_value(call), negated, false);
+                }
                 match role(call) {
                     LambdaRole::Registered => {
                         let mut reg = call.name();
@@ -912,6 +919,9 @@ impl<'s> Lower<'s> {
                         self.lambda_function(a, reg, Some(call.pos));
                     }
                     r => self.inline_lambda(call, a, r),
+                }
+                if branch.is_some() {
+                    self.b.pop_cond();
                 }
                 call.args.push(empty());
                 continue;
@@ -927,10 +937,7 @@ impl<'s> Lower<'s> {
     fn inline_lambda(&mut self, call: &Call, n: Node<'_>, r: LambdaRole) {
         let params = self.lambda_params(n);
         if !params.is_empty() && r == LambdaRole::Inline {
-            let value = match &call.receiver {
-                Some(inner) => Expr::Call(inner.clone()),
-                None => Expr::Path(call.callee[..call.callee.len().saturating_sub(1)].to_vec()),
-            };
+            let value = super::jvm::lambda::receiver_value(call);
             let pos = self.b.pos(n);
             self.b.emit(
                 OpKind::Assign {

@@ -12,7 +12,7 @@ use tree_sitter::Node;
 use super::builder::{Builder, call_pos, unescape};
 use super::jvm::annotation::{Annotation, method_role};
 use super::jvm::entity::{Field, unique_keys, version_columns};
-use super::jvm::lambda::{LambdaRole, role};
+use super::jvm::lambda::{LambdaRole, presence_branch, receiver_value, role};
 use super::jvm::proxy::{TxMethod, self_invocations};
 use super::{Language, extension};
 use crate::ir::{Call, Expr, Function, Module, OpKind, Pos};
@@ -517,9 +517,22 @@ impl<'s> Lower<'s> {
                 let left = n
                     .child_by_field_name("left")
                     .map_or_else(empty, |c| self.expr(c));
+                // `found ?: run { … }`: the right side runs only when the left is null.
+                let elvis = op == "?:";
+                if elvis {
+                    let test = Expr::Binary {
+                        op: "==".into(),
+                        left: Box::new(left.clone()),
+                        right: Box::new(Expr::Path(vec!["null".into()])),
+                    };
+                    self.b.push_cond(test, false, false);
+                }
                 let right = n
                     .child_by_field_name("right")
                     .map_or_else(empty, |c| self.expr(c));
+                if elvis {
+                    self.b.pop_cond();
+                }
                 Expr::Binary {
                     op,
                     left: Box::new(left),
@@ -886,6 +899,10 @@ impl<'s> Lower<'s> {
             is_new,
             pos,
         };
+        // `found?.let { … }`: the block runs only when the look-up found something.
+        let safe = func.kind() == "navigation_expression"
+            && self.b.text(func).contains("?.")
+            && matches!(call.method().as_str(), "let" | "also" | "run" | "apply");
         for p in parts.iter().skip(1) {
             match p.kind() {
                 "value_arguments" => {
@@ -894,7 +911,9 @@ impl<'s> Lower<'s> {
                             matches!(e.kind(), "lambda_literal" | "anonymous_function")
                         });
                         if let Some(l) = lambda {
-                            self.lambda_arg(&call, l);
+                            let branch =
+                                presence_branch(&call, call.args.len()).or(safe.then_some(false));
+                            self.lambda_arg(&call, l, branch);
                             call.args.push(empty());
                             continue;
                         }
@@ -906,7 +925,9 @@ impl<'s> Lower<'s> {
                 }
                 "annotated_lambda" => {
                     if let Some(l) = kid(*p, "lambda_literal") {
-                        self.lambda_arg(&call, l);
+                        let branch =
+                            presence_branch(&call, call.args.len()).or(safe.then_some(false));
+                        self.lambda_arg(&call, l, branch);
                         call.args.push(empty());
                     }
                 }
@@ -918,7 +939,17 @@ impl<'s> Lower<'s> {
     }
 
     /// A lambda given to `call`, run where [`role`] says.
-    fn lambda_arg(&mut self, call: &Call, l: Node<'_>) {
+    fn lambda_arg(&mut self, call: &Call, l: Node<'_>, branch: Option<bool>) {
+        if let Some(negated) = branch {
+            self.b.push_cond(receiver_value(call), negated, false);
+            self.lambda_arg_in_place(call, l);
+            self.b.pop_cond();
+        } else {
+            self.lambda_arg_in_place(call, l);
+        }
+    }
+
+    fn lambda_arg_in_place(&mut self, call: &Call, l: Node<'_>) {
         let r = role(call);
         if r == LambdaRole::Registered {
             let mut reg = call.name();
@@ -931,10 +962,7 @@ impl<'s> Lower<'s> {
         }
         let params = self.lambda_params(l);
         if r == LambdaRole::Inline {
-            let value = match &call.receiver {
-                Some(inner) => Expr::Call(inner.clone()),
-                None => Expr::Path(call.callee[..call.callee.len().saturating_sub(1)].to_vec()),
-            };
+            let value = receiver_value(call);
             let pos = self.b.pos(l);
             self.b.emit(
                 OpKind::Assign {

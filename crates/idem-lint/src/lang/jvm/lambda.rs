@@ -4,7 +4,7 @@
 //! thread (`CompletableFuture.runAsync`, `executor.submit`, Kotlin `launch`), or keep it as a
 //! callback registered for events (`consumer.subscribe`, `setMessageListener`).
 
-use crate::ir::Call;
+use crate::ir::{Call, Expr};
 use crate::lang::builder::opens_transaction;
 use crate::words::has_any;
 
@@ -105,4 +105,25 @@ pub(crate) fn role(call: &Call) -> LambdaRole {
         return LambdaRole::Registered;
     }
     LambdaRole::Inline
+}
+
+/// What a call is made on: the call its chain continues (`repo.findById(id)` for
+/// `repo.findById(id).ifPresent(…)`) or the path before its method (`orders` for
+/// `orders.forEach(…)`).
+pub(crate) fn receiver_value(call: &Call) -> Expr {
+    match &call.receiver {
+        Some(inner) => Expr::Call(inner.clone()),
+        None => Expr::Path(call.callee[..call.callee.len().saturating_sub(1)].to_vec()),
+    }
+}
+
+/// Whether the lambda at argument `index` runs only when the call's `Optional` (or nullable)
+/// receiver holds a value (`Some(false)`: `ifPresent`, Kotlin `?.let`) or only when it does not
+/// (`Some(true)`: `ifPresentOrElse`'s second lambda, `orElseGet`).
+pub(crate) fn presence_branch(call: &Call, index: usize) -> Option<bool> {
+    match (call.method().as_str(), index) {
+        ("ifpresent", 0) | ("ifpresentorelse", 0) => Some(false),
+        ("ifpresentorelse", 1) | ("orelseget", 0) => Some(true),
+        _ => None,
+    }
 }
