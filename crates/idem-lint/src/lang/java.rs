@@ -12,6 +12,7 @@ use tree_sitter::Node;
 
 use super::builder::{Builder, call_pos, unescape};
 use super::jvm::annotation::{Annotation, method_role};
+use super::jvm::bean::{accessor, name_builder_value};
 use super::jvm::entity::{Field, unique_keys, version_columns};
 use super::jvm::lambda::{LambdaRole, role};
 use super::jvm::proxy::{TxMethod, self_invocations};
@@ -893,6 +894,7 @@ impl<'s> Lower<'s> {
         if let Some(args) = n.child_by_field_name("arguments") {
             self.arguments(&mut call, args);
         }
+        name_builder_value(&mut call);
         self.b.emit(OpKind::Call(call.clone()), pos);
         call
     }
@@ -962,17 +964,6 @@ impl<'s> Lower<'s> {
             _ => self.lambda_body(n, false),
         }
     }
-}
-
-/// The property of a bean accessor: `getEventId` → `eventId`, `isPaid` → `paid`,
-/// `setStatus` → `status` (with `prefixes` `["set"]`).
-fn accessor(name: &str, prefixes: &[&str]) -> Option<String> {
-    prefixes.iter().find_map(|p| {
-        let rest = name.strip_prefix(p)?;
-        let mut chars = rest.chars();
-        let first = chars.next().filter(char::is_ascii_uppercase)?;
-        Some(first.to_ascii_lowercase().to_string() + chars.as_str())
-    })
 }
 
 /// `balance.add(amount)` (`BigDecimal`, `BigInteger`) written to `balance`'s own property:

@@ -934,6 +934,7 @@ impl<'s> Lower<'s> {
                 _ => {}
             }
         }
+        super::jvm::bean::name_builder_value(&mut call);
         self.b.emit(OpKind::Call(call.clone()), pos);
         Expr::Call(Box::new(call))
     }
