@@ -357,7 +357,9 @@ impl<'a> FnFacts<'a> {
         {
             return Act::Begin;
         }
-        let is_redis = recv.iter().any(|r| has_any(r, REDIS_WORDS));
+        let is_redis = recv
+            .iter()
+            .any(|r| has_any(r, REDIS_WORDS) || jvm_vocab::is_redis_client(r));
         if let Some(act) = self.redis(call, &m, is_redis) {
             return act;
         }
@@ -440,10 +442,11 @@ impl<'a> FnFacts<'a> {
                 other => key_shape(other),
             })
             .unwrap_or_default();
-        let nx_flag = call
-            .args
-            .iter()
-            .any(|a| matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("nx")))
+        let nx_flag = jvm_vocab::sets_nx(call)
+            || call
+                .args
+                .iter()
+                .any(|a| matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("nx")))
             || call.option("nx").is_some()
             || call.args.iter().any(|a| {
                 a.field("Mode")

@@ -147,6 +147,22 @@ pub(crate) fn auto_ack(call: &Call) -> Option<&'static str> {
         });
         found
     };
+    // Spring Cloud AWS: `deletionPolicy = ALWAYS` / `acknowledgementMode = "ALWAYS"` deletes
+    // the message even when the listener failed.
+    let always = |e: &Expr| {
+        let mut found = false;
+        e.walk(&mut |x| match x {
+            Expr::Str(s) => found |= s.eq_ignore_ascii_case("always"),
+            Expr::Path(p) => found |= p.last().is_some_and(|s| s == "ALWAYS"),
+            _ => {}
+        });
+        found
+    };
+    if call.kwargs.iter().any(|(k, v)| {
+        matches!(norm(k).as_str(), "deletionpolicy" | "acknowledgementmode") && always(v)
+    }) {
+        return Some("deletes the message whether or not handling succeeded (ALWAYS)");
+    }
     if call
         .kwargs
         .iter()
@@ -232,7 +248,7 @@ pub(crate) enum RedisCommand {
 /// `hasKey`, `increment`).
 pub(crate) fn redis_command(method: &str) -> Option<RedisCommand> {
     match method {
-        "setifabsent" | "trysetvalue" | "putifabsent" => Some(RedisCommand::Claim),
+        "setifabsent" | "trysetvalue" | "tryset" | "putifabsent" => Some(RedisCommand::Claim),
         "haskey" | "ismember" => Some(RedisCommand::Read),
         "increment" | "decrement" | "incrementandget" | "addandget" => Some(RedisCommand::Incr),
         _ => None,
@@ -327,4 +343,24 @@ pub(crate) fn template_entity(call: &Call) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Jedis's and Lettuce's `SET` with `NX` given as parameters (`SetParams.setParams().nx()`,
+/// `SetArgs.Builder.nx()`).
+pub(crate) fn sets_nx(call: &Call) -> bool {
+    call.args.iter().any(|a| {
+        let mut found = false;
+        a.walk(&mut |e| {
+            if let Expr::Call(c) = e {
+                found |= c.callee.iter().any(|s| s == "nx");
+            }
+        });
+        found
+    })
+}
+
+/// The JVM's Redis clients not named for Redis (`jedis`, Lettuce's `lettuce` connections).
+pub(crate) fn is_redis_client(receiver: &str) -> bool {
+    let r = norm(receiver);
+    r.contains("jedis") || r.contains("lettuce")
 }
