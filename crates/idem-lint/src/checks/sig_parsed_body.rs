@@ -97,6 +97,9 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     ) {
         return call.args.first();
     }
+    if let Some(p) = crate::lang::jvm_vocab::hmac_payload(call, &facts.values) {
+        return Some(p);
+    }
     // Python's `hmac.digest(key, msg, digest)` (or `digest` imported from hmac).
     if m == "digest"
         && call.args.len() == 3

@@ -364,3 +364,33 @@ pub(crate) fn is_redis_client(receiver: &str) -> bool {
     let r = norm(receiver);
     r.contains("jedis") || r.contains("lettuce")
 }
+
+/// The payload of a JVM HMAC computation: `mac.doFinal(body)` / `mac.update(body)` on a
+/// `Mac.getInstance("HmacSHA256")`, Commons Codec's `HmacUtils.hmacSha256Hex(key, body)` and
+/// `new HmacUtils(algorithm, key).hmacHex(body)`.
+pub(crate) fn hmac_payload<'c>(
+    call: &'c Call,
+    values: &std::collections::HashMap<String, Expr>,
+) -> Option<&'c Expr> {
+    let m = call.method();
+    let root = call.callee.first()?;
+    let made_by_mac = |name: &str| match values.get(name) {
+        Some(Expr::Call(c)) => {
+            let n = norm(&c.name());
+            n.contains("macgetinstance") || n.contains("hmacutils")
+        }
+        _ => false,
+    };
+    match m.as_str() {
+        "dofinal" | "update" if call.args.len() == 1 && call.callee.len() == 2 => {
+            made_by_mac(root).then(|| &call.args[0])
+        }
+        "hmachex" | "hmac" if call.args.len() == 1 => {
+            (made_by_mac(root) || root == "HmacUtils").then(|| &call.args[0])
+        }
+        _ if root == "HmacUtils" && m.starts_with("hmacsha") && call.args.len() == 2 => {
+            call.args.get(1)
+        }
+        _ => None,
+    }
+}
