@@ -18,6 +18,14 @@ pub(crate) struct Annotation {
 impl Annotation {
     /// An annotation named `name` (qualified or not).
     pub(crate) fn new(name: &str, args: Vec<(String, Expr)>, pos: Pos) -> Self {
+        // A one-element array is its element (`queues = ["payments"]`, `topics = {"orders"}`).
+        let args = args
+            .into_iter()
+            .map(|(k, v)| match v {
+                Expr::List(mut items) if items.len() == 1 => (k, items.remove(0)),
+                v => (k, v),
+            })
+            .collect();
         Annotation {
             name: name.rsplit('.').next().unwrap_or(name).to_string(),
             args,

@@ -264,6 +264,12 @@ impl Lower<'_> {
         self.b.end_function();
         self.return_type = saved;
         let index = self.b.module.functions.len().checked_sub(1)?;
+        // The listener annotation registers the method (its group or queue names the consumer).
+        if let Some(a) = annotations.iter().find(|a| a.name.ends_with("Listener"))
+            && let Some(f) = self.b.module.functions.last_mut()
+        {
+            f.registered_at = Some(a.pos);
+        }
         if let (true, Some(tx), Some(f)) = (transactional, tx, self.b.module.functions.last_mut()) {
             crate::lang::jvm::dirty::flush_at_commit(f, tx);
         }
