@@ -161,7 +161,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     call.name()
                 ),
                 // Whether the reader has a consumer group is not seen: medium.
-                confidence: if what.contains("ReadMessage") {
+                // A JVM consumer's `enable.auto.commit`: whether its loop hands messages to
+                // later work is not seen either (as a configuration object's, medium).
+                confidence: if what.contains("ReadMessage") || what.contains("enable.auto.commit") {
                     Confidence::Medium
                 } else {
                     Confidence::High
