@@ -110,8 +110,20 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
     }
-    // Variables holding the result of a dedup claim or look-up.
+    // Variables holding the result of a dedup claim or look-up, and the claims and look-ups
+    // a condition makes itself (`if (processedEvents.existsById(id))`).
     let mut claim_vars: Vec<String> = Vec::new();
+    let claim_calls: Vec<crate::ir::Pos> = facts
+        .func
+        .ops
+        .iter()
+        .zip(&facts.acts)
+        .filter(|(_, act)| is_marker(act) || is_marker_read(act))
+        .filter_map(|(op, _)| match &op.kind {
+            OpKind::Call(c) => Some(c.pos),
+            _ => None,
+        })
+        .collect();
     for (i, op) in facts.func.ops.iter().enumerate() {
         if let OpKind::Assign { targets, .. } = &op.kind
             && i > 0
@@ -167,12 +179,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let by_message = message_words.iter().any(|w| is_duplicate_word(w));
         let by_claim = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
+            let mut makes_claim = false;
+            cond.test.walk(&mut |e| {
+                if let Expr::Call(call) = e {
+                    makes_claim |= claim_calls.contains(&call.pos);
+                }
+            });
             !cond.is_catch
-                && cond
-                    .test
-                    .words()
-                    .iter()
-                    .any(|w| claim_vars.contains(&norm(w)))
+                && (makes_claim
+                    || cond
+                        .test
+                        .words()
+                        .iter()
+                        .any(|w| claim_vars.contains(&norm(w))))
         });
         let by_catch = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];

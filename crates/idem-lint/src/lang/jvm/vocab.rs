@@ -267,6 +267,10 @@ pub(crate) fn comparison(method: &str) -> Option<&'static str> {
 /// The status of Spring's `ResponseEntity.ok()` / `accepted()` / `noContent()` /
 /// `badRequest()` builders, WebFlux's `ServerResponse` and JAX-RS's `Response` alike.
 pub(crate) fn response_status(call: &Call) -> Option<u16> {
+    // `new ResponseEntity<>(body, HttpStatus.CONFLICT)`.
+    if call.is_new && call.callee.last().is_some_and(|n| n == "ResponseEntity") {
+        return call.args.iter().find_map(Expr::status_code);
+    }
     let root = call.callee.first()?;
     if !matches!(
         root.as_str(),
