@@ -784,7 +784,10 @@ impl<'a> FnFacts<'a> {
             // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
             // arguments (`update_fields=…`, a model's own flags) keep it one.
             || m == "save" && call.callee.len() == 2 && call.args.is_empty()
-            || recv.iter().any(|r| jvm_vocab::is_data_access(r));
+            || recv.iter().any(|r| jvm_vocab::is_data_access(r))
+            // Spring Data's `existsBy…`/`countBy…` are a repository's, whatever its field is called.
+            || m.starts_with("existsby")
+            || m.starts_with("countby");
         if !model_like {
             return Act::Other;
         }
