@@ -185,7 +185,7 @@ impl Linter {
             .into_iter()
             .map(|h| {
                 let helper = h.origin.map(|o| HelperSite {
-                    name: o.helper.clone(),
+                    name: without_renames(&o.helper),
                     path: o.path.to_path_buf(),
                     line: o.pos.line,
                     column: o.pos.column,
