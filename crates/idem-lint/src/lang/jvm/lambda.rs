@@ -30,8 +30,8 @@ const DETACHING: &[&str] = &[
     "thenapplyasync",
     "submit",
     "schedule",
+    // Kotlin's `launch` (its `async` is awaited almost always, so it runs in place).
     "launch",
-    "async",
     "thread",
     "startvirtualthread",
     "ofvirtual",
