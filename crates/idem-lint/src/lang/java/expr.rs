@@ -320,6 +320,27 @@ impl Lower<'_> {
     pub(super) fn call(&mut self, n: Node<'_>) -> Call {
         let name = self.field_text(n, "name");
         let pos = call_pos(&self.b, n, n.child_by_field_name("name"));
+        let object = n.child_by_field_name("object");
+        // `future.join()`, `mono.block()`: the work before it is waited for.
+        if matches!(name.as_str(), "join" | "get" | "block")
+            && let Some(o) = object.filter(|o| o.kind() == "method_invocation")
+        {
+            self.awaited = Some(o.id());
+        }
+        // Reactor's `…subscribe()`: the whole pipeline runs later, nobody waits for it.
+        let fire_and_forget =
+            name == "subscribe" && object.is_some_and(|o| o.kind() == "method_invocation");
+        if fire_and_forget {
+            self.b.push_detached();
+        }
+        let call = self.call_parts(n, name, pos);
+        if fire_and_forget {
+            self.b.pop_detached();
+        }
+        call
+    }
+
+    fn call_parts(&mut self, n: Node<'_>, name: String, pos: crate::ir::Pos) -> Call {
         let (callee, receiver) = match n.child_by_field_name("object") {
             Some(o) if matches!(o.kind(), "method_invocation" | "object_creation_expression") => {
                 let inner = if o.kind() == "method_invocation" {
@@ -370,6 +391,7 @@ impl Lower<'_> {
     pub(super) fn arguments(&mut self, call: &mut Call, args: Node<'_>) {
         for (i, a) in kids(args).into_iter().enumerate() {
             if a.kind() == "lambda_expression" {
+                let awaited = args.parent().map(|p| p.id()) == self.awaited;
                 // `found.ifPresent(p -> …)` runs when the look-up found something,
                 // `ifPresentOrElse`'s second lambda and `orElseGet` when it did not.
                 let branch = crate::lang::jvm::lambda::presence_branch(call, i);
@@ -388,6 +410,9 @@ impl Lower<'_> {
                             reg.push_str(&s);
                         }
                         self.lambda_function(a, reg, Some(call.pos));
+                    }
+                    LambdaRole::Detached if awaited => {
+                        self.inline_lambda(call, a, LambdaRole::Inline)
                     }
                     r => self.inline_lambda(call, a, r),
                 }

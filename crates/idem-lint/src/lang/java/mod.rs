@@ -38,6 +38,7 @@ impl Language for Java {
         let mut lower = Lower {
             b: Builder::new(source),
             return_type: String::new(),
+            awaited: None,
         };
         lower.stmt(tree.root_node());
         lower.b.finish()
@@ -61,6 +62,9 @@ struct Lower<'s> {
     /// The return type of the method being lowered: a lambda it returns is the bean it
     /// declares (`Consumer<OrderEvent>` in Spring Cloud Stream).
     return_type: String,
+    /// The call whose result is waited for by the call around it
+    /// (`CompletableFuture.supplyAsync(…).join()`): its lambda runs before the caller goes on.
+    awaited: Option<usize>,
 }
 
 impl<'s> Lower<'s> {
