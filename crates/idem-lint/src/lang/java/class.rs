@@ -251,6 +251,11 @@ impl Lower<'_> {
         {
             f.registered_at = Some(a.pos);
         }
+        if let Some(a) = annotations.iter().find(|a| a.name == "SendTo")
+            && let Some(f) = self.b.module.functions.last_mut()
+        {
+            crate::lang::jvm::reply::publish_returns(f, a);
+        }
         if let (true, Some(tx), Some(f)) = (transactional, tx, self.b.module.functions.last_mut()) {
             crate::lang::jvm::dirty::flush_at_commit(f, tx);
         }

@@ -2,7 +2,7 @@
 //! share: Spring and JAX-RS annotations read as registrations and transactions
 //! ([`annotation`]), bean accessors and builders ([`bean`]), the calls whose lambda runs in a transaction, later or elsewhere
 //! ([`lambda`]), JPA entities' unique keys ([`entity`]) and dirty checking ([`dirty`]), self-invocation of a proxied
-//! `@Transactional` method ([`proxy`]) and the clients' vocabulary the checks read
+//! `@Transactional` method ([`proxy`]), `@SendTo` replies ([`reply`]) and the clients' vocabulary the checks read
 //! ([`vocab`]).
 
 pub(crate) mod annotation;
@@ -11,4 +11,5 @@ pub(crate) mod dirty;
 pub(crate) mod entity;
 pub(crate) mod lambda;
 pub(crate) mod proxy;
+pub(crate) mod reply;
 pub(crate) mod vocab;

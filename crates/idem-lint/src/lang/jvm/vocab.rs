@@ -58,6 +58,7 @@ pub(crate) fn is_publish(method: &str, recv: &str) -> bool {
                 "bridge",
                 "outputchannel",
                 "messagechannel",
+                "sendto",
             ]
             .iter()
             .any(|w| norm(recv).contains(w))
