@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::ir::{Call, Expr, Function, OpKind};
+use crate::lang::jvm_vocab;
 use crate::schema::Schema;
 use crate::sql::{self, SqlStmt};
 use crate::words::{has_any, norm, table_key};
@@ -298,6 +299,11 @@ impl<'a> FnFacts<'a> {
                         recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
                     }
                 }
+                // A field declared with its type (`private final OrderRepository orders;`).
+                Some(Expr::Object {
+                    type_name: Some(t),
+                    fields,
+                }) if fields.is_empty() => recv.push(t.to_lowercase()),
                 _ => {}
             }
         }
@@ -351,7 +357,9 @@ impl<'a> FnFacts<'a> {
         {
             return Act::Begin;
         }
-        let is_redis = recv.iter().any(|r| has_any(r, REDIS_WORDS));
+        let is_redis = recv
+            .iter()
+            .any(|r| has_any(r, REDIS_WORDS) || jvm_vocab::is_redis_client(r));
         if let Some(act) = self.redis(call, &m, is_redis) {
             return act;
         }
@@ -434,16 +442,24 @@ impl<'a> FnFacts<'a> {
                 other => key_shape(other),
             })
             .unwrap_or_default();
-        let nx_flag = call
-            .args
-            .iter()
-            .any(|a| matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("nx")))
+        let nx_flag = jvm_vocab::sets_nx(call)
+            || call
+                .args
+                .iter()
+                .any(|a| matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("nx")))
             || call.option("nx").is_some()
             || call.args.iter().any(|a| {
                 a.field("Mode")
                     .and_then(Expr::string_text)
                     .is_some_and(|s| s.eq_ignore_ascii_case("nx"))
             });
+        if is_redis && let Some(command) = jvm_vocab::redis_command(m) {
+            return Some(match command {
+                jvm_vocab::RedisCommand::Claim => Act::RedisWrite { key, nx: true },
+                jvm_vocab::RedisCommand::Read => Act::RedisRead { key },
+                jvm_vocab::RedisCommand::Incr => Act::RedisIncr,
+            });
+        }
         match m {
             "setnx" | "hsetnx" | "setifnotexists" => Some(Act::RedisWrite { key, nx: true }),
             "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead { key }),
@@ -493,6 +509,9 @@ impl<'a> FnFacts<'a> {
         ) || recv == "js"
             || recv == "nc"
             || recv == "p";
+        if jvm_vocab::is_publish(m, recv) {
+            return true;
+        }
         let command_arg = call.args.iter().any(|a| match a {
             Expr::Call(c) => {
                 c.is_new
@@ -569,6 +588,9 @@ impl<'a> FnFacts<'a> {
         ) && call.callee.len() > 2
         {
             return false;
+        }
+        if jvm_vocab::is_http_create(call, m) || jvm_vocab::is_stripe_create(call) {
+            return true;
         }
         match m {
             "fetch" | "$fetch" | "ofetch" => creating(call.option("method")),
@@ -766,7 +788,11 @@ impl<'a> FnFacts<'a> {
             // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
             // arguments (`update_fields=…`, a model's own flags) keep it one.
             || m == "save" && call.callee.len() == 2 && call.args.is_empty()
-            || self.loaded_model(call).is_some();
+            || self.loaded_model(call).is_some()
+            || recv.iter().any(|r| jvm_vocab::is_data_access(r))
+            // Spring Data's `existsBy…`/`countBy…` are a repository's, whatever its field is called.
+            || m.starts_with("existsby")
+            || m.starts_with("countby");
         if !model_like {
             return Act::Other;
         }
@@ -832,7 +858,7 @@ impl<'a> FnFacts<'a> {
             return self.orm_update(call, target());
         }
         // `save()` creates only a row built here; saving a loaded row updates it.
-        if m == "save" && !self.save_creates(call) {
+        if (m == "save" || jvm_vocab::is_save(m)) && !self.save_creates(call) {
             return Act::OrmUpdate {
                 target: target(),
                 sets: self.fields_set_before_save(call),
@@ -887,13 +913,15 @@ impl<'a> FnFacts<'a> {
             "findoneorfail",
             "findby",
         ];
-        if read.iter().any(|r| {
-            m == *r
-                || m.starts_with("findby")
-                || m.starts_with("find_by")
-                || m.starts_with("get_by")
-                || m.starts_with("getby") && m.len() > 5
-        }) {
+        if jvm_vocab::is_derived_read(m)
+            || read.iter().any(|r| {
+                m == *r
+                    || m.starts_with("findby")
+                    || m.starts_with("find_by")
+                    || m.starts_with("get_by")
+                    || m.starts_with("getby") && m.len() > 5
+            })
+        {
             if m == "get"
                 && !recv.iter().any(|r| {
                     r == "objects"
@@ -1017,7 +1045,8 @@ impl<'a> FnFacts<'a> {
 
     fn orm_update(&self, call: &Call, target: String) -> Act {
         let mut sets = Vec::new();
-        let mut relative = matches!(call.method().as_str(), "increment" | "decrement");
+        let mut relative = matches!(call.method().as_str(), "increment" | "decrement")
+            || jvm_vocab::increments(call);
         let mut ordered = false;
         // The data: Prisma `data`, Mongo `$set`/`$inc` (second argument), Django and
         // SQLAlchemy keyword arguments, GORM `Updates(map/struct)` or `Update("col", v)`.
@@ -1150,6 +1179,9 @@ impl<'a> FnFacts<'a> {
     /// the callee (`Order.objects.create`, `prisma.order.create`, `orderRepo.save`), or the
     /// method's name (`q.CreateOrder`). Empty when none says.
     fn target_of(&self, call: &Call) -> String {
+        if let Some(entity) = jvm_vocab::template_entity(call) {
+            return entity;
+        }
         let mut r = call.receiver.as_deref();
         let mut innermost = call;
         while let Some(inner) = r {
@@ -1246,7 +1278,12 @@ impl<'a> FnFacts<'a> {
     /// sub.save()`): the columns an active-record save writes. Reads the operations lowered so
     /// far, which end at this call.
     fn fields_set_before_save(&self, call: &Call) -> Vec<String> {
-        let Some(root) = call.callee.first().filter(|_| call.callee.len() == 2) else {
+        // `sub.save()`, or a repository's `save(sub)`.
+        let saved = match call.args.first() {
+            Some(Expr::Path(p)) if p.len() == 1 => p.first(),
+            _ => call.callee.first().filter(|_| call.callee.len() == 2),
+        };
+        let Some(root) = saved else {
             return Vec::new();
         };
         let mut sets = Vec::new();
@@ -1275,6 +1312,7 @@ impl<'a> FnFacts<'a> {
         let built = |e: &Expr| match e {
             Expr::Call(c) => {
                 c.is_new
+                    || jvm_vocab::built_by_builder(c)
                     || c.callee
                         .last()
                         .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase))

@@ -151,6 +151,9 @@ impl Linter {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
                 schema.alias_all(&parsed.module.table_aliases);
+                for (table, column) in &parsed.module.version_columns {
+                    schema.add_version(table, column);
+                }
                 let index = CallIndex::new([(parsed.path.as_path(), &parsed.module)]);
                 let mut findings = self.check(&parsed, &schema, &index, 0);
                 drop_helper_duplicates(&mut findings);
@@ -159,7 +162,7 @@ impl Linter {
             Loaded::Skip(s) => Err(s),
             Loaded::Schema(_) | Loaded::Nothing => Err(Skipped {
                 path: path.to_path_buf(),
-                reason: "not a TypeScript, JavaScript, Python, Go or Ruby file".into(),
+                reason: "not a file of a language idem-lint reads".into(),
             }),
         }
     }
@@ -183,7 +186,7 @@ impl Linter {
             .into_iter()
             .map(|h| {
                 let helper = h.origin.map(|o| HelperSite {
-                    name: o.helper.clone(),
+                    name: without_renames(&o.helper),
                     path: o.path.to_path_buf(),
                     line: o.pos.line,
                     column: o.pos.column,
@@ -335,6 +338,9 @@ impl Linter {
                 Loaded::Source(p) => {
                     p.module.unique_keys.iter().for_each(|k| tree.schema.add(k));
                     tree.schema.alias_all(&p.module.table_aliases);
+                    for (table, column) in &p.module.version_columns {
+                        tree.schema.add_version(table, column);
+                    }
                     tree.parsed.push(*p);
                 }
                 Loaded::Schema(keys) => keys.iter().for_each(|k| tree.schema.add(k)),
@@ -426,7 +432,42 @@ fn is_test_path(rel: &Path) -> bool {
 }
 
 fn wanted(path: &Path) -> bool {
-    lang::for_path(path).is_some() || is_schema_file(path)
+    lang::for_path(path).is_some() || is_schema_file(path) || is_jvm_config(path)
+}
+
+/// Spring Boot configuration files and Liquibase changelogs (XML, YAML), read with the JVM
+/// sources they configure.
+fn is_jvm_config(path: &Path) -> bool {
+    crate::spring_config::is_config(path)
+        || matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("xml" | "yml" | "yaml")
+        )
+}
+
+/// A Spring Boot configuration file's settings, or a Liquibase changelog's keys.
+fn load_jvm_config(path: &Path, bytes: &[u8]) -> Loaded {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Loaded::Nothing;
+    };
+    if crate::spring_config::is_config(path) {
+        let module = crate::spring_config::module(path, text);
+        // Reported as Java's: the settings configure the JVM service beside them.
+        return match lang::for_path(Path::new("Application.java")) {
+            Some(lang) if !module.functions.is_empty() => Loaded::Source(Box::new(Parsed {
+                path: path.to_path_buf(),
+                lang,
+                module,
+                allows: Vec::new(),
+            })),
+            _ => Loaded::Nothing,
+        };
+    }
+    if crate::liquibase::is_changelog(text) {
+        let xml = path.extension().is_some_and(|e| e == "xml");
+        return Loaded::Schema(crate::liquibase::unique_keys(text, xml));
+    }
+    Loaded::Nothing
 }
 
 fn is_schema_file(path: &Path) -> bool {
@@ -468,6 +509,9 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
             reason,
         })
     };
+    if is_jvm_config(path) {
+        return load_jvm_config(path, bytes);
+    }
     if is_schema_file(path) {
         let Ok(text) = std::str::from_utf8(bytes) else {
             return Loaded::Nothing;

@@ -16,6 +16,8 @@ pub(crate) struct Schema {
     /// Models whose keys are another table's (Rails `self.table_name`, single-table
     /// inheritance), by table key.
     aliases: HashMap<String, String>,
+    /// Version columns an ORM compares on every update (JPA `@Version`), by table key.
+    versions: HashMap<String, Vec<String>>,
 }
 
 impl Schema {
@@ -27,6 +29,21 @@ impl Schema {
                 self.aliases.entry(m).or_insert(t);
             }
         }
+    }
+
+    /// Records that updates of `table` compare `column` (an optimistic-lock version).
+    pub(crate) fn add_version(&mut self, table: &str, column: &str) {
+        self.versions
+            .entry(table_key(table))
+            .or_default()
+            .push(norm(column));
+    }
+
+    /// Whether updates of `table` compare `column` with the stored value.
+    pub(crate) fn is_version(&self, table: &str, column: &str) -> bool {
+        self.versions
+            .get(&table_key(table))
+            .is_some_and(|cols| cols.contains(&norm(column)))
     }
 
     /// The unique keys of a table, or of the table its model is stored in (a few hops at

@@ -262,7 +262,10 @@ fn query_tables(q: &sqlparser::ast::Query) -> (Vec<String>, bool) {
 
 fn set_columns(a: &sqlparser::ast::Assignment) -> Vec<SetColumn> {
     let names: Vec<String> = match &a.target {
-        AssignmentTarget::ColumnName(n) => vec![n.to_string()],
+        // `SET a.balance = a.balance + :amount` (MySQL, JPQL): the column is the last part.
+        AssignmentTarget::ColumnName(n) => {
+            vec![n.to_string().rsplit('.').next().unwrap_or("").to_string()]
+        }
         AssignmentTarget::Tuple(ns) => ns.iter().map(|n| n.to_string()).collect(),
     };
     names

@@ -242,10 +242,11 @@ impl<'a> CallIndex<'a> {
                 .copied()
                 .chain(op.conds.iter().map(|c| c + site.cond_offset))
                 .collect();
-            let tx = op
-                .lexical_tx
-                .map(|t| t.wrapping_add(site.tx_offset))
-                .or(site.tx);
+            let tx = match op.lexical_tx {
+                // A helper's transaction that joins the caller's open one is the caller's.
+                Some(t) if site.tx.is_some() && src.joins_caller_tx == Some(t) => site.tx,
+                own => own.map(|t| t.wrapping_add(site.tx_offset)).or(site.tx),
+            };
             let pos = site.pos.unwrap_or(op.pos);
             let mut kind = op.kind.clone();
             rename::op(&mut kind, &site.names);
@@ -410,6 +411,22 @@ impl<'a> CallIndex<'a> {
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
             _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
             len => {
+                // A field declared with its type (`private final OrderService service;`,
+                // Kotlin's `private val service: OrderService`) names the type's file, or its
+                // implementation's (`OrderServiceImpl`).
+                let root_type = self.files[file]
+                    .module
+                    .globals
+                    .iter()
+                    .rev()
+                    .find(|(g, _)| g.to_lowercase() == root)
+                    .and_then(|(_, v)| match v {
+                        Expr::Object {
+                            type_name: Some(t),
+                            fields,
+                        } if fields.is_empty() => Some(crate::words::norm(t)),
+                        _ => None,
+                    });
                 let named_module = cands.iter().copied().find(|(f, _)| {
                     let p = &self.files[*f].path;
                     let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
@@ -420,7 +437,11 @@ impl<'a> CallIndex<'a> {
                         .unwrap_or("");
                     // `emailCore` names `email-core.js`, `order_service` `order-service.ts`.
                     let same = |a: &str| crate::words::norm(a) == crate::words::norm(&root);
-                    same(stem) || same(parent)
+                    let typed = root_type.as_ref().is_some_and(|t| {
+                        let s = crate::words::norm(stem);
+                        s == *t || s.strip_suffix("impl") == Some(t.as_str())
+                    });
+                    same(stem) || same(parent) || typed
                 });
                 if len == 2 && named_module.is_some() {
                     return named_module;
@@ -429,8 +450,9 @@ impl<'a> CallIndex<'a> {
                 // as a method of this file is the library's.
                 if COMMON_METHODS.contains(&name.to_lowercase().as_str()) {
                     // `self.log_records.create(…)`: a field's common method is its library's
-                    // unless the field names a module of the tree.
-                    if via_field {
+                    // unless the field names a module of the tree; so is a typed field's
+                    // (`orderRepository.save(…)` on a Spring Data interface) unless its type does.
+                    if via_field || root_type.is_some() {
                         return named_module;
                     }
                     return same_dir()

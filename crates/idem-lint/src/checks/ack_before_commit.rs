@@ -21,7 +21,7 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
     let recv = call.receiver_words();
     let root = recv.first().map(String::as_str).unwrap_or("");
     match m.as_str() {
-        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" => {
+        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" | "basicack" => {
             Some("acknowledges the message")
         }
         "commitoffsets"
@@ -95,6 +95,9 @@ fn auto_ack(call: &Call) -> Option<&'static str> {
             "commits offsets on a timer, whether or not the message was handled (enable_auto_commit)",
         );
     }
+    if let Some(what) = crate::lang::jvm_vocab::auto_ack(call) {
+        return Some(what);
+    }
     let m = call.method();
     if m == "consume"
         && call.callee.len() > 1
@@ -165,7 +168,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     call.name()
                 ),
                 // Whether the reader has a consumer group is not seen: medium.
-                confidence: if what.contains("ReadMessage") {
+                // A JVM consumer's `enable.auto.commit`: whether its loop hands messages to
+                // later work is not seen either (as a configuration object's, medium).
+                confidence: if what.contains("ReadMessage") || what.contains("enable.auto.commit") {
                     Confidence::Medium
                 } else {
                     Confidence::High

@@ -14,6 +14,9 @@ use crate::words::{is_duplicate_word, norm, status_constant};
 /// `reply.code(409)`, `HTTPException(status_code=409)`, `abort(409)`,
 /// `http.Error(w, m, http.StatusConflict)`, `c.JSON(409, …)`, `new Response(b, {status})`.
 pub(super) fn status_of(call: &Call) -> Option<u16> {
+    if let Some(code) = crate::lang::jvm_vocab::response_status(call) {
+        return Some(code);
+    }
     let m = call.method();
     let first = call.args.first().and_then(Expr::status_code);
     match m.as_str() {
@@ -108,8 +111,20 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
     }
-    // Variables holding the result of a dedup claim or look-up.
+    // Variables holding the result of a dedup claim or look-up, and the claims and look-ups
+    // a condition makes itself (`if (processedEvents.existsById(id))`).
     let mut claim_vars: Vec<String> = Vec::new();
+    let claim_calls: Vec<crate::ir::Pos> = facts
+        .func
+        .ops
+        .iter()
+        .zip(&facts.acts)
+        .filter(|(_, act)| is_marker(act) || is_marker_read(act))
+        .filter_map(|(op, _)| match &op.kind {
+            OpKind::Call(c) => Some(c.pos),
+            _ => None,
+        })
+        .collect();
     for (i, op) in facts.func.ops.iter().enumerate() {
         if let OpKind::Assign { targets, .. } = &op.kind
             && i > 0
@@ -165,12 +180,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let by_message = message_words.iter().any(|w| is_duplicate_word(w));
         let by_claim = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
+            let mut makes_claim = false;
+            cond.test.walk(&mut |e| {
+                if let Expr::Call(call) = e {
+                    makes_claim |= claim_calls.contains(&call.pos);
+                }
+            });
             !cond.is_catch
-                && cond
-                    .test
-                    .words()
-                    .iter()
-                    .any(|w| claim_vars.contains(&norm(w)))
+                && (makes_claim
+                    || cond
+                        .test
+                        .words()
+                        .iter()
+                        .any(|w| claim_vars.contains(&norm(w))))
         });
         let by_catch = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];

@@ -124,7 +124,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "timecurrent"
                             | "datetimecurrent"
                             | "processclockgettime"
-                    ) || (c.is_new && n == "date" && c.args.is_empty());
+                    ) || (c.is_new && n == "date" && c.args.is_empty())
+                        || crate::lang::jvm_vocab::is_clock(&n);
                     let random = matches!(
                         n.as_str(),
                         "mathrandom"
@@ -169,6 +170,7 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                         // Ruby: `SecureRandom.uuid`, `SecureRandom.hex(8)`, `rand(1000)`.
                         || n.starts_with("securerandom")
                         || n == "rand"
+                        || crate::lang::jvm_vocab::is_random(&n)
                         || mints(c);
                     let host = matches!(
                         n.as_str(),
@@ -183,7 +185,8 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                     );
                     let hostenv = (n.starts_with("osgetenv")
                         || n.starts_with("osenvironget")
-                        || n == "getenv")
+                        || n == "getenv"
+                        || n == "systemgetenv")
                         && c.args.first().and_then(Expr::string_text).is_some_and(|s| {
                             let s = norm(&s);
                             s.contains("hostname") || s.contains("podname") || s.contains("podid")
@@ -205,6 +208,7 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                 let joined = p.join(".");
                 let n = norm(&joined);
                 if n.starts_with("processenvhostname")
+                    || n.ends_with("localhosthostname")
                     || n == "processpid"
                     || n.starts_with("osenvironhostname")
                     || n.starts_with("envhostname")

@@ -49,8 +49,13 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
         _ => None,
     };
     // `row.current_period_end = event[…]; row.save()`: the field assigned before the save.
-    if call.method() == "save"
-        && let Some(root) = call.callee.first()
+    // A repository's `save(row)` (Spring Data) saves the row it is given.
+    let saved = match call.args.first() {
+        Some(Expr::Path(p)) if p.len() == 1 => p.first(),
+        _ => call.callee.first(),
+    };
+    if (call.method() == "save" || crate::lang::jvm_vocab::is_save(&call.method()))
+        && let Some(root) = saved
     {
         let target = format!("{root}.{column}");
         for op in &facts.func.ops {
@@ -118,8 +123,15 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 sets,
                 ordered: false,
                 relative: false,
-                ..
+                target,
             } => {
+                // A JPA `@Version` column written to its entity is compared by the update
+                // itself (`WHERE version = ?`): a stale event's save fails.
+                let sets: Vec<String> = sets
+                    .iter()
+                    .filter(|s| !facts.schema.is_version(target, s))
+                    .cloned()
+                    .collect();
                 let OpKind::Call(c) = &facts.func.ops[i].kind else {
                     continue;
                 };

@@ -88,7 +88,8 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
     let OpKind::Call(call) = &facts.func.ops[i].kind else {
         return false;
     };
-    if !matches!(act, Act::Other) {
+    // Building an object (`new ProcessedEvent(id)`) applies nothing.
+    if !matches!(act, Act::Other) || call.is_new {
         return false;
     }
     let m = call.method();

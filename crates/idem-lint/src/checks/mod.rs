@@ -312,6 +312,10 @@ const UNIQUE_VIOLATION: &[&str] = &[
     "11000",
     // Rails: `rescue ActiveRecord::RecordNotUnique`.
     "recordnotunique",
+    // Spring's `DataIntegrityViolationException`, JDBC's
+    // `SQLIntegrityConstraintViolationException`.
+    "dataintegrityviolation",
+    "integrityconstraintviolation",
 ];
 
 /// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,

@@ -97,6 +97,9 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     ) {
         return call.args.first();
     }
+    if let Some(p) = crate::lang::jvm_vocab::hmac_payload(call, &facts.values) {
+        return Some(p);
+    }
     // Python's `hmac.digest(key, msg, digest)` (or `digest` imported from hmac).
     if m == "digest"
         && call.args.len() == 3
@@ -173,19 +176,24 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                     }
                     let n = norm(&c.name());
                     let m = c.method();
-                    let reserialised =
-                        matches!(
-                            n.as_str(),
-                            "jsonstringify"
-                                | "jsondumps"
-                                | "dumps"
-                                | "jsonmarshal"
-                                | "jsonmarshalindent"
-                                | "orjsondumps"
-                                | "ujsondumps"
-                                | "jsongenerate"
-                                | "jsondump"
-                        ) || matches!(m.as_str(), "model_dump_json" | "json_dumps" | "to_json");
+                    let reserialised = matches!(
+                        n.as_str(),
+                        "jsonstringify"
+                            | "jsondumps"
+                            | "dumps"
+                            | "jsonmarshal"
+                            | "jsonmarshalindent"
+                            | "orjsondumps"
+                            | "ujsondumps"
+                            | "jsongenerate"
+                            | "jsondump"
+                    ) || matches!(
+                        m.as_str(),
+                        "model_dump_json" | "json_dumps" | "to_json"
+                    ) || crate::lang::jvm_vocab::reserialises(&m)
+                        || m == "tostring"
+                            && c.callee.len() == 2
+                            && crate::lang::jvm_vocab::parsed_body_param(facts.func, &c.callee[0]);
                     let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
                         || (matches!(m.as_str(), "json" | "get_json")
                             && c.callee.len() >= 2
@@ -206,6 +214,10 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                     || n == "requestrequestparameters"
                 {
                     found = Some((joined, true));
+                } else if p.len() == 1
+                    && crate::lang::jvm_vocab::parsed_body_param(facts.func, &p[0])
+                {
+                    found = Some((format!("{joined} (bound by @RequestBody)"), true));
                 } else if file.parsed_body && (n == "reqbody" || n == "requestbody") && p.len() == 2
                 {
                     found = Some((format!("{joined} (parsed by express.json())"), false));

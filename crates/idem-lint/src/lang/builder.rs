@@ -227,6 +227,18 @@ impl<'s> Builder<'s> {
         }
     }
 
+    /// Marks the function being built as opening `tx`, a transaction that joins its caller's.
+    pub(super) fn set_joins_caller_tx(&mut self, tx: Option<u32>) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.func.joins_caller_tx = tx;
+        }
+    }
+
+    /// The transaction opened innermost around the operations being emitted.
+    pub(super) fn open_tx(&self) -> Option<u32> {
+        self.frames.last().and_then(|f| f.tx.last().copied())
+    }
+
     pub(super) fn pop_tx(&mut self) {
         if let Some(frame) = self.frames.last_mut() {
             frame.tx.pop();

@@ -6,9 +6,14 @@ mod builder;
 
 pub(crate) use builder::MODULE;
 mod go;
+mod java;
 mod javascript;
+mod jvm;
+mod kotlin;
 mod python;
 mod ruby;
+
+pub(crate) use jvm::vocab as jvm_vocab;
 
 use std::path::Path;
 
@@ -16,7 +21,8 @@ use crate::ir::Module;
 
 /// One source language.
 pub(crate) trait Language: Send + Sync + std::fmt::Debug {
-    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`, `ruby`).
+    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`, `ruby`,
+    /// `java`, `kotlin`).
     fn name(&self, path: &Path) -> &'static str;
     /// Whether this language reads the file (by its extension).
     fn handles(&self, path: &Path) -> bool;
@@ -38,6 +44,8 @@ pub(crate) fn all() -> &'static [&'static dyn Language] {
         &python::Python,
         &go::Go,
         &ruby::Ruby,
+        &java::Java,
+        &kotlin::Kotlin,
     ]
 }
 

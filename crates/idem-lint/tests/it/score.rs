@@ -21,6 +21,10 @@ pub(crate) fn language(path: &Path) -> &'static str {
         "py" => "python",
         "go" => "go",
         "rb" | "rake" => "ruby",
+        "java" => "java",
+        "kt" | "kts" => "kotlin",
+        // Spring Boot's configuration, read with the JVM sources.
+        "yml" | "yaml" | "properties" => "jvm-config",
         _ => "other",
     }
 }
