@@ -1208,9 +1208,11 @@ impl<'a> FnFacts<'a> {
         if let Some(t) = self.loaded_model(call) {
             return t;
         }
-        // `order = Order.new(…); order.save!`: the model the row was built as.
+        // `order = Order.new(…); order.save!`: the model the row was built as (a row's own
+        // save takes no row: `productRepository.save(product)` is the repository's).
         if call.callee.len() == 2
             && call.method() == "save"
+            && call.args.is_empty()
             && let Some(t) = self.model_of(&Expr::Path(vec![call.callee[0].clone()]))
         {
             return t;

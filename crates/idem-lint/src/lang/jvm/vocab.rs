@@ -93,11 +93,15 @@ const STRIPE_RESOURCES: &[&str] = &[
     "UsageRecord",
 ];
 
-/// `Refund.create(params)`, `PaymentIntent.create(params, options)`.
+/// `Refund.create(params)`, `PaymentIntent.create(params, options)`: positional arguments
+/// only, so that a Rails model of the same name (`Charge.create!(stripe_id: id)`, keyword
+/// arguments) stays a database write.
 pub(crate) fn is_stripe_create(call: &Call) -> bool {
     call.callee.len() == 2
         && STRIPE_RESOURCES.contains(&call.callee[0].as_str())
         && call.method() == "create"
+        && !call.args.is_empty()
+        && call.kwargs.is_empty()
 }
 
 /// Jackson's, Gson's and kotlinx.serialization's re-serialisation of a parsed value.
