@@ -8,6 +8,7 @@ pub(crate) use builder::MODULE;
 mod go;
 mod javascript;
 mod python;
+mod rust;
 
 use std::path::Path;
 
@@ -32,7 +33,12 @@ pub(crate) trait Language: Send + Sync + std::fmt::Debug {
 
 /// Every language, in the order files are offered to them.
 pub(crate) fn all() -> &'static [&'static dyn Language] {
-    &[&javascript::JavaScript, &python::Python, &go::Go]
+    &[
+        &javascript::JavaScript,
+        &python::Python,
+        &go::Go,
+        &rust::Rust,
+    ]
 }
 
 /// The language that reads `path`, if any.

@@ -20,6 +20,7 @@ pub(crate) fn language(path: &Path) -> &'static str {
         "js" | "jsx" | "mjs" | "cjs" => "javascript",
         "py" => "python",
         "go" => "go",
+        "rs" => "rust",
         _ => "other",
     }
 }

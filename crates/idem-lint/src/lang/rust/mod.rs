@@ -1,0 +1,76 @@
+//! Rust (`.rs`): tree-sitter-rust. Handlers are axum/actix-web/rocket/warp functions (found by
+//! their route attributes, their extractor parameters or the router call naming them) and
+//! broker consumers (rdkafka, lapin, async-nats). `.await`, `?` and references are transparent;
+//! `if let`/`match` arms are branches (an `Err(…)` arm is a catch); a returned `Err(…)` is a
+//! refusal. Query builders are lowered to the SQL they send (see [`queries`]), so the checks
+//! read sqlx, diesel, sea-orm and tokio-postgres alike.
+
+mod entities;
+mod expr;
+mod queries;
+mod stmt;
+mod tokens;
+mod vocab;
+
+use std::path::Path;
+
+use tree_sitter::Node;
+
+use super::builder::Builder;
+use super::{Language, extension};
+use crate::ir::Module;
+
+/// Rust.
+#[derive(Debug)]
+pub(crate) struct Rust;
+
+impl Language for Rust {
+    fn name(&self, _: &Path) -> &'static str {
+        "rust"
+    }
+
+    fn handles(&self, path: &Path) -> bool {
+        extension(path) == "rs"
+    }
+
+    fn grammar(&self, _: &Path) -> tree_sitter::Language {
+        tree_sitter_rust::LANGUAGE.into()
+    }
+
+    fn lower(&self, tree: &tree_sitter::Tree, source: &str) -> Module {
+        let mut lower = Lower {
+            b: Builder::new(source),
+            frames: Vec::new(),
+            impl_type: None,
+        };
+        lower.items(tree.root_node());
+        lower.b.finish()
+    }
+}
+
+/// What the lowering remembers about the function being lowered.
+#[derive(Default)]
+struct FnFrame {
+    /// Variables bound to messages read from a consumer (`while let Some(m) = stream.next()`).
+    messages: Vec<String>,
+    /// Struct literals bound to locals (`let am = processed::ActiveModel { … }`).
+    structs: Vec<(String, crate::ir::Expr)>,
+}
+
+struct Lower<'s> {
+    b: Builder<'s>,
+    frames: Vec<FnFrame>,
+    /// The type of the `impl` block being lowered (`Self::f` resolves to its methods).
+    impl_type: Option<String>,
+}
+
+/// The named children of a node without comments.
+fn kids(node: Node<'_>) -> Vec<Node<'_>> {
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor)
+        .filter(|c| !matches!(c.kind(), "line_comment" | "block_comment"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

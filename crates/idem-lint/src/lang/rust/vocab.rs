@@ -1,0 +1,309 @@
+//! Rust frameworks' and clients' words: route attributes and extractors, broker message
+//! types and reads, HTTP statuses, closures that run in a transaction or detached, idem's
+//! runner and inbox, and rdkafka's configuration.
+
+use super::Lower;
+use crate::ir::{Call, Expr, OpKind, Pos};
+use crate::words::{has_any, status_constant};
+
+/// Methods that adapt a result or option without acting (`unwrap_or`, `ok`, `context`).
+pub(super) const ADAPTERS: &[&str] = &[
+    "unwrap",
+    "expect",
+    "unwrap_or",
+    "unwrap_or_default",
+    "unwrap_or_else",
+    "ok",
+    "optional",
+    "map_err",
+    "context",
+    "with_context",
+    "ok_or",
+    "ok_or_else",
+    "rows_affected",
+    "is_some",
+    "is_none",
+    "is_ok",
+    "is_err",
+];
+
+/// Route attributes (actix-web, rocket, poem): `#[post("/webhooks/stripe")]`.
+const ROUTE_ATTRS: &[&str] = &[
+    "get", "post", "put", "patch", "delete", "route", "handler", "head",
+];
+
+/// The registration a function's attribute gives it: `route.post /webhooks/stripe`.
+pub(super) fn attribute_registration(attr: &str) -> Option<String> {
+    let inner = attr
+        .trim_start_matches("#[")
+        .trim_start_matches("#![")
+        .trim_end_matches(']');
+    let (name, rest) = inner.split_once('(').unwrap_or((inner, ""));
+    let last = name.rsplit("::").next().unwrap_or(name).trim();
+    if !ROUTE_ATTRS.contains(&last) {
+        return None;
+    }
+    let path = rest.split('"').nth(1).unwrap_or("");
+    Some(format!("route.{last} {path}").trim().to_string())
+}
+
+/// Extractor types of axum, actix-web and rocket handlers.
+const EXTRACTORS: &[&str] = &[
+    "Json<",
+    "Form<",
+    "State<",
+    "Query<",
+    "HeaderMap",
+    "TypedHeader<",
+    "Extension<",
+    "web::",
+    "HttpRequest",
+    "Request<",
+    "Bytes",
+    "RawBody",
+    "ConnectInfo<",
+];
+
+/// Message types of Rust broker clients: rdkafka, lapin, async-nats, aws-sdk-sqs.
+const MESSAGE_TYPES: &[&str] = &[
+    "BorrowedMessage",
+    "OwnedMessage",
+    "rdkafka",
+    "Delivery",
+    "lapin",
+    "jetstream",
+    "async_nats",
+    "nats::Message",
+    "KafkaMessage",
+    "ConsumerRecord",
+    "aws_sdk_sqs",
+    "SqsEvent",
+    "LambdaEvent",
+];
+
+/// The registration a parameter's type implies: an HTTP extractor makes a route, a broker
+/// message a consumer.
+pub(super) fn type_registration(ty: &str) -> Option<String> {
+    if MESSAGE_TYPES.iter().any(|t| ty.contains(t)) {
+        return Some("consumer message".into());
+    }
+    if EXTRACTORS.iter().any(|t| ty.contains(t)) {
+        return Some("http.route".into());
+    }
+    None
+}
+
+/// Whether a value is a message read from a consumer: `consumer.recv()`, `stream.next()`,
+/// `messages.next()`, `subscriber.next()`, `consumer.poll(…)`.
+pub(super) fn reads_message(value: &Expr) -> bool {
+    let Expr::Call(c) = value else {
+        return false;
+    };
+    let m = c.method();
+    let recv = c.receiver_words().join(".");
+    matches!(
+        m.as_str(),
+        "recv" | "next" | "try_next" | "poll" | "receive" | "stream" | "messages"
+    ) && has_any(
+        &recv,
+        &[
+            "consumer",
+            "stream",
+            "subscriber",
+            "subscription",
+            "messages",
+            "deliveries",
+            "jetstream",
+            "kafka",
+            "queue",
+            "sub",
+        ],
+    )
+}
+
+/// How a closure or async block passed to a call runs.
+pub(super) enum ClosureRole {
+    /// In a transaction the call opens; `idem`: the call is idem's runner, which claims the
+    /// event in that transaction first.
+    Transaction { idem: bool },
+    /// Nobody waits for it (`tokio::spawn`).
+    Detached,
+    /// A handler the call registers (`post(|…| async {…})`, `subscribe`).
+    Handler,
+    /// Part of the caller (combinators, `Box::pin`, retries).
+    Inline,
+}
+
+/// How the call runs its closure argument.
+pub(super) fn closure_role(call: &Call) -> ClosureRole {
+    let m = call.method();
+    if is_idem_run(call) {
+        return ClosureRole::Transaction { idem: true };
+    }
+    if matches!(
+        m.as_str(),
+        "transaction"
+            | "transaction_async"
+            | "build_transaction"
+            | "run_in_transaction"
+            | "with_transaction"
+            | "in_transaction"
+    ) && call.callee.len() > 1
+    {
+        return ClosureRole::Transaction { idem: false };
+    }
+    if matches!(m.as_str(), "spawn" | "spawn_local" | "spawn_blocking")
+        || call.callee.iter().any(|s| s == "spawn")
+    {
+        return ClosureRole::Detached;
+    }
+    let verb = matches!(
+        m.as_str(),
+        "get" | "post" | "put" | "patch" | "delete" | "any"
+    ) && (call.callee.len() == 1 || call.callee.iter().any(|s| s == "routing"));
+    if verb
+        || matches!(
+            m.as_str(),
+            "subscribe" | "on_message" | "consume" | "basic_consume" | "handler" | "to"
+        )
+    {
+        return ClosureRole::Handler;
+    }
+    ClosureRole::Inline
+}
+
+/// idem's `runner.run(&event, |tx| …)` / `run_boxed`: a runner (or an `Event::new(…)`
+/// argument) and a closure.
+fn is_idem_run(call: &Call) -> bool {
+    let m = call.method();
+    if !matches!(m.as_str(), "run" | "run_boxed") || call.callee.len() < 2 {
+        return false;
+    }
+    let recv = call.receiver_words().join(".");
+    let event_arg = call.args.iter().any(|a| {
+        let mut found = false;
+        a.walk(&mut |e| {
+            if let Expr::Call(c) = e {
+                let n = c.name();
+                found |= n.ends_with("Event::new") || n.contains("DedupKey");
+            }
+        });
+        found
+    });
+    has_any(&recv, &["idem", "runner"]) || event_arg
+}
+
+/// idem's claim of the event, where its runner opens the transaction: the inbox row it
+/// inserts (what the checks read as a dedup claim in that transaction).
+pub(super) fn emit_idem_claim(lower: &mut Lower<'_>, call: &Call) {
+    let key = call
+        .args
+        .first()
+        .cloned()
+        .unwrap_or(Expr::Other(Vec::new()));
+    let claim = Call {
+        callee: vec!["idem".into(), "inbox".into(), "claim".into()],
+        receiver: None,
+        args: vec![
+            Expr::Str(
+                "INSERT INTO idem_inbox (consumer, dedup_key) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+                    .into(),
+            ),
+            key,
+        ],
+        kwargs: Vec::new(),
+        is_new: false,
+        pos: call.pos,
+    };
+    lower.b.emit(OpKind::Call(claim), call.pos);
+}
+
+/// Rewrites calls whose meaning sits in their arguments:
+/// - idem's `inbox.claim(&mut *tx, &key)`: the inbox insert, on the transaction given;
+/// - rdkafka's `ClientConfig::set("enable.auto.commit", "true")`: the setting as an option.
+pub(super) fn normalise_call(call: &mut Call) {
+    let m = call.method();
+    if m.starts_with("claim")
+        && call
+            .receiver_words()
+            .last()
+            .is_some_and(|w| crate::words::norm(w).ends_with("inbox"))
+        && let Some(Expr::Path(tx)) = call.args.first()
+    {
+        let mut callee = tx.clone();
+        callee.extend(["inbox".to_string(), m.clone()]);
+        let key = call.args.get(1).cloned().unwrap_or(Expr::Other(Vec::new()));
+        call.callee = callee;
+        call.args = vec![
+            Expr::Str(
+                "INSERT INTO idem_inbox (consumer, dedup_key) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+                    .into(),
+            ),
+            key,
+        ];
+        return;
+    }
+    if m == "set"
+        && let [Expr::Str(k), Expr::Str(v)] = call.args.as_slice()
+        && k.starts_with("enable.auto.commit")
+    {
+        let value = Expr::Path(vec![v.to_ascii_lowercase()]);
+        call.args = vec![Expr::Object {
+            type_name: None,
+            fields: vec![(k.clone(), value)],
+        }];
+    }
+}
+
+/// Types whose associated constants or constructors are HTTP statuses.
+const STATUS_TYPES: &[&str] = &[
+    "StatusCode",
+    "Status",
+    "HttpResponse",
+    "HttpResponseBuilder",
+];
+
+/// The HTTP status a returned value carries: `StatusCode::CONFLICT`, `(StatusCode::OK,
+/// body)`, `HttpResponse::Conflict().finish()`, `Status::Conflict`.
+pub(super) fn status_in(value: &Expr) -> Option<u16> {
+    let mut found = None;
+    value.walk(&mut |e| {
+        if found.is_some() {
+            return;
+        }
+        let segs: &[String] = match e {
+            Expr::Path(p) => p,
+            Expr::Call(c) => &c.callee,
+            _ => return,
+        };
+        for w in segs.windows(2) {
+            if STATUS_TYPES.contains(&w[0].as_str())
+                && let Some(code) = status_constant(&w[1])
+            {
+                found = Some(code);
+                return;
+            }
+        }
+        if let Expr::Call(c) = e
+            && c.callee
+                .ends_with(&["StatusCode".to_string(), "from_u16".to_string()])
+        {
+            found = c.args.first().and_then(Expr::status_code);
+        }
+    });
+    found
+}
+
+/// The answer a returned status makes, as a response call (`response.status(409, value)`).
+pub(super) fn status_call(status: u16, value: Option<Expr>, pos: Pos) -> Call {
+    let mut args = vec![Expr::Num(f64::from(status))];
+    args.extend(value);
+    Call {
+        callee: vec!["response".into(), "status".into()],
+        receiver: None,
+        args,
+        kwargs: Vec::new(),
+        is_new: false,
+        pos,
+    }
+}
