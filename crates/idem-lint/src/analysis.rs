@@ -445,7 +445,10 @@ impl<'a> FnFacts<'a> {
                     .is_some_and(|s| s.eq_ignore_ascii_case("nx"))
             });
         match m {
-            "setnx" | "hsetnx" | "setifnotexists" => Some(Act::RedisWrite { key, nx: true }),
+            // Rust's redis crate spells them `set_nx`, `hset_nx`, `set_ex`.
+            "setnx" | "hsetnx" | "setifnotexists" | "set_nx" | "hset_nx" => {
+                Some(Act::RedisWrite { key, nx: true })
+            }
             "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead { key }),
             "incr" | "incrby" | "decr" | "decrby" | "hincrby" | "zincrby" | "incrbyfloat"
             | "hincrbyfloat"
@@ -454,7 +457,7 @@ impl<'a> FnFacts<'a> {
                 Some(Act::RedisIncr)
             }
             "get" | "exists" | "hget" if is_redis => Some(Act::RedisRead { key }),
-            "set" | "hset" | "sadd" | "setex" | "setjson" if is_redis => {
+            "set" | "hset" | "sadd" | "setex" | "setjson" | "set_ex" if is_redis => {
                 Some(Act::RedisWrite { key, nx: nx_flag })
             }
             _ => None,

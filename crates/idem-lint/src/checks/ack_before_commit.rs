@@ -21,11 +21,15 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
     let recv = call.receiver_words();
     let root = recv.first().map(String::as_str).unwrap_or("");
     match m.as_str() {
-        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" => {
+        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" | "double_ack" => {
             Some("acknowledges the message")
         }
         "commitoffsets" | "commitmessages" | "commit_offsets" | "commitasync" | "commitsync"
         | "store_offsets" | "commitoffset" => Some("commits the offset"),
+        // rdkafka.
+        "commit_message" | "commit_consumer_state" | "store_offset_from_message" => {
+            Some("commits the offset")
+        }
         "commit" if recv.iter().any(|w| has_any(w, CONSUMERS)) => Some("commits the offset"),
         "sendstatus" | "send" | "json" | "end"
             if matches!(root, "res" | "reply" | "response") && answers_2xx(call) =>

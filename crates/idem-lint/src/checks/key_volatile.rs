@@ -115,6 +115,12 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "processhrtime"
                             | "now"
                             | "utcnow"
+                            // Rust: std, chrono, time.
+                            | "systemtimenow"
+                            | "chronoutcnow"
+                            | "localnow"
+                            | "chronolocalnow"
+                            | "offsetdatetimenowutc"
                     ) || (c.is_new && n == "date" && c.args.is_empty());
                     let random = matches!(
                         n.as_str(),
@@ -156,6 +162,10 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "bsonnewobjectid"
                             | "primitivenewobjectid"
                             | "generateuuid"
+                            // Rust's uuid crate.
+                            | "uuiduuidnewv4"
+                            | "uuidnowv7"
+                            | "uuiduuidnowv7"
                     ) || (m == "random" && c.callee.len() == 2)
                         || mints(c);
                     let host = matches!(

@@ -284,6 +284,7 @@ impl Lower<'_> {
         {
             frame.structs.push((name.clone(), value.clone()));
         }
+        self.note_message_read(&targets, &value);
         // `let Some(row) = … else { return … };`: the `else` runs when the pattern fails.
         if let Some(alt) = n.child_by_field_name("alternative") {
             self.b
