@@ -220,6 +220,7 @@ pub(super) fn emit_idem_claim(lower: &mut Lower<'_>, call: &Call) {
 
 /// Rewrites calls whose meaning sits in their arguments:
 /// - idem's `inbox.claim(&mut *tx, &key)`: the inbox insert, on the transaction given;
+/// - tokio-postgres' parameter slice: one argument per parameter;
 /// - rdkafka's `ClientConfig::set("enable.auto.commit", "true")`: the setting as an option.
 pub(super) fn normalise_call(call: &mut Call) {
     let m = call.method();
@@ -241,6 +242,13 @@ pub(super) fn normalise_call(call: &mut Call) {
             ),
             key,
         ];
+        return;
+    }
+    // tokio-postgres `client.execute("… $1, $2", &[&a, &b])`: the parameters in order.
+    if let [Expr::Str(_), Expr::List(_)] = call.args.as_slice()
+        && let Some(Expr::List(params)) = call.args.pop()
+    {
+        call.args.extend(params);
         return;
     }
     if m == "set"
