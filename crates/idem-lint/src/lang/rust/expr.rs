@@ -398,15 +398,23 @@ impl Lower<'_> {
             return e;
         }
         let mut prev: Option<Call> = None;
+        if let Some(e) = self.format_macro(&links) {
+            return e;
+        }
         for link in &links {
             let method = link.method.map(|m| self.b.text(m)).unwrap_or("");
-            // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.context(…)`) keep the
-            // position of the call whose result they adapt: a variable assigned through them
-            // holds that call's outcome.
-            let pos = match &prev {
-                Some(p) if vocab::ADAPTERS.contains(&method) => p.pos,
-                _ => call_pos(&self.b, link.node, link.method),
-            };
+            // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
+            // are the call whose result they adapt: a variable assigned through them holds
+            // that call's outcome (`let mut tx = pool.begin().await.expect(…)`).
+            if let Some(p) = &prev
+                && vocab::ADAPTERS.contains(&method)
+            {
+                let mut scratch = p.clone();
+                scratch.args.clear();
+                self.link_args(link, &mut scratch);
+                continue;
+            }
+            let pos = call_pos(&self.b, link.node, link.method);
             let callee = match &prev {
                 None => self.root_callee(link),
                 Some(p) => {
@@ -433,6 +441,32 @@ impl Lower<'_> {
             prev = Some(call);
         }
         prev.map_or(Expr::Other(Vec::new()), |c| Expr::Call(Box::new(c)))
+    }
+
+    /// `format!("event:{}", id)` as the interpolated string it makes.
+    fn format_macro(&mut self, links: &[Link<'_>]) -> Option<Expr> {
+        let [link] = links else { return None };
+        if link.callee.kind() != "macro_invocation" {
+            return None;
+        }
+        let name = link.method.map(|m| self.b.text(m)).unwrap_or("");
+        if !matches!(name, "format" | "format_args") {
+            return None;
+        }
+        let mut call = Call {
+            callee: Vec::new(),
+            receiver: None,
+            args: Vec::new(),
+            kwargs: Vec::new(),
+            is_new: false,
+            pos: self.b.pos(link.node),
+        };
+        self.link_args(link, &mut call);
+        let mut args = call.args.into_iter();
+        let Some(Expr::Str(fmt)) = args.next() else {
+            return Some(Expr::Other(args.collect()));
+        };
+        Some(Expr::Template(vocab::interpolate(&fmt, args.collect(), &call.kwargs)))
     }
 
     /// A closure or async block passed to `call`: run in a transaction (`conn.transaction(|c|

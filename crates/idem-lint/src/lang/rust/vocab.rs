@@ -20,7 +20,6 @@ pub(super) const ADAPTERS: &[&str] = &[
     "with_context",
     "ok_or",
     "ok_or_else",
-    "rows_affected",
     "is_some",
     "is_none",
     "is_ok",
@@ -314,4 +313,53 @@ pub(super) fn status_call(status: u16, value: Option<Expr>, pos: Pos) -> Call {
         is_new: false,
         pos,
     }
+}
+
+/// The parts of a `format!` string: its literal text and, for each `{}` / `{name}` hole, the
+/// argument (positional in order, named from `name = value`, or the variable `name`).
+pub(super) fn interpolate(fmt: &str, args: Vec<Expr>, named: &[(String, Expr)]) -> Vec<Expr> {
+    let mut parts = Vec::new();
+    let mut text = String::new();
+    let mut args = args.into_iter();
+    let mut chars = fmt.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                text.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                text.push('}');
+            }
+            '{' => {
+                let mut spec = String::new();
+                for n in chars.by_ref() {
+                    if n == '}' {
+                        break;
+                    }
+                    spec.push(n);
+                }
+                let name = spec.split(':').next().unwrap_or("").trim();
+                if !text.is_empty() {
+                    parts.push(Expr::Str(std::mem::take(&mut text)));
+                }
+                let value = if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
+                    args.next()
+                } else {
+                    named
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| Some(Expr::Path(vec![name.to_string()])))
+                };
+                parts.push(value.unwrap_or(Expr::Other(Vec::new())));
+            }
+            _ => text.push(c),
+        }
+    }
+    if !text.is_empty() {
+        parts.push(Expr::Str(text));
+    }
+    parts
 }
