@@ -466,7 +466,11 @@ impl Lower<'_> {
         let Some(Expr::Str(fmt)) = args.next() else {
             return Some(Expr::Other(args.collect()));
         };
-        Some(Expr::Template(vocab::interpolate(&fmt, args.collect(), &call.kwargs)))
+        Some(Expr::Template(vocab::interpolate(
+            &fmt,
+            args.collect(),
+            &call.kwargs,
+        )))
     }
 
     /// A closure or async block passed to `call`: run in a transaction (`conn.transaction(|c|
