@@ -401,6 +401,9 @@ impl Lower<'_> {
         if let Some(e) = self.format_macro(&links) {
             return e;
         }
+        if let Some(e) = self.std_macro(&links) {
+            return e;
+        }
         for link in &links {
             let method = link.method.map(|m| self.b.text(m)).unwrap_or("");
             // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
@@ -471,6 +474,46 @@ impl Lower<'_> {
             args.collect(),
             &call.kwargs,
         )))
+    }
+
+    /// The standard library's and logging crates' macros, which act on nothing outside:
+    /// `matches!(v, P)` is a comparison, `bail!(…)`/`panic!(…)` a throw, `anyhow!(…)`,
+    /// `json!(…)`, `vec![…]` values, `info!(…)`/`println!(…)` nothing. Calls in their
+    /// arguments are still lowered.
+    fn std_macro(&mut self, links: &[Link<'_>]) -> Option<Expr> {
+        let [link] = links else { return None };
+        if link.callee.kind() != "macro_invocation" {
+            return None;
+        }
+        let name = link.method.map(|m| self.b.text(m)).unwrap_or("");
+        let kind = vocab::macro_kind(name)?;
+        let pos = self.b.pos(link.node);
+        let mut call = Call {
+            callee: self.root_callee(link),
+            receiver: None,
+            args: Vec::new(),
+            kwargs: Vec::new(),
+            is_new: false,
+            pos,
+        };
+        self.link_args(link, &mut call);
+        Some(match kind {
+            vocab::MacroKind::Compare => {
+                let mut args = call.args.into_iter();
+                Expr::Binary {
+                    op: "==".into(),
+                    left: Box::new(args.next().unwrap_or(Expr::Other(Vec::new()))),
+                    right: Box::new(Expr::Other(args.collect())),
+                }
+            }
+            vocab::MacroKind::Throw => {
+                self.b
+                    .emit(OpKind::Throw(Some(Expr::Call(Box::new(call)))), pos);
+                Expr::Other(Vec::new())
+            }
+            vocab::MacroKind::Value => Expr::Call(Box::new(call)),
+            vocab::MacroKind::Nothing => Expr::Other(Vec::new()),
+        })
     }
 
     /// A closure or async block passed to `call`: run in a transaction (`conn.transaction(|c|

@@ -363,3 +363,31 @@ pub(super) fn interpolate(fmt: &str, args: Vec<Expr>, named: &[(String, Expr)]) 
     }
     parts
 }
+
+/// What a standard or logging macro is to the checks.
+pub(super) enum MacroKind {
+    /// `matches!`: a comparison.
+    Compare,
+    /// `bail!`, `panic!`, `unreachable!`: a throw.
+    Throw,
+    /// `anyhow!`, `json!`, `vec!`: a value.
+    Value,
+    /// `println!`, `info!`, `assert!`: nothing outside.
+    Nothing,
+}
+
+/// The kind of a macro of the standard library or a logging or error crate, by its last name.
+pub(super) fn macro_kind(name: &str) -> Option<MacroKind> {
+    let last = name.rsplit("::").next().unwrap_or(name);
+    Some(match last {
+        "matches" => MacroKind::Compare,
+        "bail" | "panic" | "unreachable" | "todo" | "unimplemented" => MacroKind::Throw,
+        "anyhow" | "eyre" | "format_err" | "json" | "vec" | "concat" | "stringify" | "env"
+        | "option_env" | "include_str" | "include_bytes" | "line" | "file" => MacroKind::Value,
+        "println" | "eprintln" | "print" | "eprint" | "write" | "writeln" | "dbg" | "info"
+        | "debug" | "warn" | "error" | "trace" | "event" | "span" | "info_span" | "debug_span"
+        | "log" | "assert" | "assert_eq" | "assert_ne" | "debug_assert" | "debug_assert_eq"
+        | "debug_assert_ne" | "ensure" | "instrument" => MacroKind::Nothing,
+        _ => return None,
+    })
+}
