@@ -130,3 +130,40 @@ fn dump() {
         println!("keys {:?}", m.unique_keys);
     }
 }
+
+#[test]
+fn allow_comments_suppress_rust_findings() {
+    let src = |comment: &str| {
+        format!(
+            "pub async fn handle_message(pool: &PgPool, msg: &BorrowedMessage<'_>) -> anyhow::Result<()> {{\n    \
+             {comment}\n    \
+             sqlx::query!(\"UPDATE wallets SET balance = balance + $1 WHERE id = $2\", msg.amount, msg.wallet)\n        \
+             .execute(pool)\n        .await?;\n    Ok(())\n}}\n"
+        )
+    };
+    let lint = |text: &str| {
+        crate::Linter::new()
+            .lint_source(std::path::Path::new("consumer.rs"), text)
+            .expect("lints")
+            .into_iter()
+            .map(|f| (f.rule, f.line))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        lint(&src("let _ = 1;")),
+        vec![(crate::RuleId::DatRelativeUpdate, 3)]
+    );
+    assert!(
+        lint(&src(
+            "// idem-lint: allow DAT_RELATIVE_UPDATE the ledger dedups upstream"
+        ))
+        .is_empty()
+    );
+    assert_eq!(
+        lint(&src("/* idem-lint: allow DAT_RELATIVE_UPDATE */")),
+        vec![
+            (crate::RuleId::LintAllowWithoutReason, 2),
+            (crate::RuleId::DatRelativeUpdate, 3)
+        ]
+    );
+}
