@@ -441,6 +441,9 @@ impl Lower<'_> {
             self.link_args(link, &mut call);
             vocab::normalise_call(&mut call);
             self.b.emit(OpKind::Call(call.clone()), pos);
+            for route in vocab::routes(&call) {
+                self.b.emit(OpKind::Call(route), pos);
+            }
             prev = Some(call);
         }
         prev.map_or(Expr::Other(Vec::new()), |c| Expr::Call(Box::new(c)))

@@ -63,27 +63,33 @@ const EXTRACTORS: &[&str] = &[
     "ConnectInfo<",
 ];
 
-/// Message types of Rust broker clients: rdkafka, lapin, async-nats, aws-sdk-sqs.
+/// Message types of Rust broker clients: rdkafka, lapin, async-nats, aws-sdk-sqs and
+/// aws_lambda_events.
 const MESSAGE_TYPES: &[&str] = &[
     "BorrowedMessage",
     "OwnedMessage",
-    "rdkafka",
     "Delivery",
-    "lapin",
-    "jetstream",
-    "async_nats",
-    "nats::Message",
     "KafkaMessage",
     "ConsumerRecord",
-    "aws_sdk_sqs",
     "SqsEvent",
-    "LambdaEvent",
+    "SqsMessage",
+    "SnsEvent",
+    "EventBridgeEvent",
 ];
+
+/// A `Message` type of a broker crate (`jetstream::Message`, `async_nats::Message`,
+/// `rdkafka::message::OwnedMessage`).
+fn broker_message(ty: &str) -> bool {
+    ty.contains("Message")
+        && ["jetstream", "nats", "kafka", "pulsar", "sqs", "pubsub"]
+            .iter()
+            .any(|b| ty.to_lowercase().contains(b))
+}
 
 /// The registration a parameter's type implies: an HTTP extractor makes a route, a broker
 /// message a consumer.
 pub(super) fn type_registration(ty: &str) -> Option<String> {
-    if MESSAGE_TYPES.iter().any(|t| ty.contains(t)) {
+    if MESSAGE_TYPES.iter().any(|t| ty.contains(t)) || broker_message(ty) {
         return Some("consumer message".into());
     }
     if EXTRACTORS.iter().any(|t| ty.contains(t)) {
@@ -163,7 +169,14 @@ pub(super) fn closure_role(call: &Call) -> ClosureRole {
     if verb
         || matches!(
             m.as_str(),
-            "subscribe" | "on_message" | "consume" | "basic_consume" | "handler" | "to"
+            "subscribe"
+                | "on_message"
+                | "consume"
+                | "basic_consume"
+                | "handler"
+                | "to"
+                | "set_delegate"
+                | "service_fn"
         )
     {
         return ClosureRole::Handler;
@@ -390,4 +403,40 @@ pub(super) fn macro_kind(name: &str) -> Option<MacroKind> {
         | "debug_assert_ne" | "ensure" | "instrument" => MacroKind::Nothing,
         _ => return None,
     })
+}
+
+const VERBS: &[&str] = &["get", "post", "put", "patch", "delete", "any"];
+
+/// The handlers a router call names with its path: axum `.route("/hooks/stripe",
+/// post(stripe_hook))`, actix `.route("/hooks", web::post().to(hook))`, each as a call
+/// `route.post("/hooks/stripe", stripe_hook)`, which registers the function by that path.
+pub(super) fn routes(call: &Call) -> Vec<Call> {
+    if call.method() != "route" {
+        return Vec::new();
+    }
+    let [Expr::Str(path), router, ..] = call.args.as_slice() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    router.walk(&mut |e| {
+        let Expr::Call(c) = e else { return };
+        let Some(verb) = c.callee.iter().rev().find(|s| VERBS.contains(&s.as_str())) else {
+            return;
+        };
+        for a in &c.args {
+            if let Expr::Path(p) = a
+                && let Some(name) = p.last()
+            {
+                out.push(Call {
+                    callee: vec!["route".into(), verb.clone()],
+                    receiver: None,
+                    args: vec![Expr::Str(path.clone()), Expr::Path(vec![name.clone()])],
+                    kwargs: Vec::new(),
+                    is_new: false,
+                    pos: call.pos,
+                });
+            }
+        }
+    });
+    out
 }
