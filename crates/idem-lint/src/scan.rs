@@ -158,7 +158,7 @@ impl Linter {
             Loaded::Skip(s) => Err(s),
             Loaded::Schema(_) | Loaded::Nothing => Err(Skipped {
                 path: path.to_path_buf(),
-                reason: "not a TypeScript, JavaScript, Python or Go file".into(),
+                reason: "not a file of a language idem-lint reads".into(),
             }),
         }
     }

@@ -16,7 +16,7 @@ use crate::ir::Module;
 
 /// One source language.
 pub(crate) trait Language: Send + Sync + std::fmt::Debug {
-    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`).
+    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`, `rust`).
     fn name(&self, path: &Path) -> &'static str;
     /// Whether this language reads the file (by its extension).
     fn handles(&self, path: &Path) -> bool;
