@@ -5,6 +5,7 @@
 //! refusal. Query builders are lowered to the SQL they send (see [`queries`]), so the checks
 //! read sqlx, diesel, sea-orm and tokio-postgres alike.
 
+mod chain;
 mod entities;
 mod expr;
 mod queries;

@@ -12,7 +12,7 @@
 //!   `am.update(db)`, `Entity::update_many().col_expr(C, Expr::col(C).add(n)).exec(db)`.
 
 use super::super::builder::call_pos;
-use super::expr::{Link, strip};
+use super::chain::{Link, strip};
 use super::{Lower, kids, tokens};
 use crate::ir::{Call, Expr, OpKind};
 

@@ -6,7 +6,7 @@
 use tree_sitter::Node;
 
 use super::super::builder::call_pos;
-use super::expr::raw_string;
+use super::chain::raw_string;
 use super::{Lower, kids};
 use crate::ir::{Call, Expr, OpKind};
 
