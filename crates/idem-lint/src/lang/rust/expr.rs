@@ -92,6 +92,11 @@ impl Lower<'_> {
                     .child_by_field_name("operator")
                     .map(|o| self.b.text(o).to_string());
                 let pos = self.b.pos(n);
+                if op.is_none()
+                    && let Some(t) = targets.first()
+                {
+                    self.set_struct_field(t, &value);
+                }
                 self.b.emit(OpKind::Assign { targets, op, value }, pos);
                 Expr::Other(Vec::new())
             }
@@ -371,6 +376,9 @@ impl Lower<'_> {
         if let Some(e) = self.std_macro(&links) {
             return e;
         }
+        if let Some(e) = queries::redis_command(self, &links) {
+            return e;
+        }
         for link in &links {
             let method = link.method.map(|m| self.b.text(m)).unwrap_or("");
             // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
@@ -407,7 +415,20 @@ impl Lower<'_> {
             };
             self.link_args(link, &mut call);
             vocab::normalise_call(&mut call);
-            self.b.emit(OpKind::Call(call.clone()), pos);
+            // tokio-postgres `client.prepare("…")`: the statement is its SQL, sent by the
+            // `execute(&stmt, …)` that runs it.
+            if matches!(method, "prepare" | "prepare_cached" | "prepare_typed")
+                && let Some(sql @ Expr::Str(_)) = call.args.first().cloned()
+            {
+                call.args.clear();
+                self.b.emit(OpKind::Call(call), pos);
+                return sql;
+            }
+            // `Some(x)`, `Set(v)`, `Json(body)`, `Box::new(f)`, `AppError::Conflict(id)` build a
+            // value; they are no operation.
+            if !vocab::constructs(&call) {
+                self.b.emit(OpKind::Call(call.clone()), pos);
+            }
             for route in vocab::routes(&call) {
                 self.b.emit(OpKind::Call(route), pos);
             }

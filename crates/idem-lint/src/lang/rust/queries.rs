@@ -118,14 +118,17 @@ pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<E
         && !entity_call
         && (root_name == "filter" || root_name == "find")
         && root.len() >= 2;
+    // diesel `select(exists(t.filter(c.eq(v)))).get_result(conn)`.
+    let diesel_select =
+        root_name == "select" && (root.len() == 1 || root[0] == "diesel") && runs_at.is_some();
     let model_write = root.len() == 2
         && matches!(root_name, "insert" | "update" | "save")
         && first.args.is_some_and(|a| kids(a).len() == 1)
         && lower.active_model(&root[0]).is_some();
-    if !(is_sqlx || diesel_write || entity_call || table_read || model_write) {
+    if !(is_sqlx || diesel_write || entity_call || table_read || model_write || diesel_select) {
         return None;
     }
-    let end = if is_sqlx || diesel_write || entity_call || table_read {
+    let end = if is_sqlx || diesel_write || entity_call || table_read || diesel_select {
         runs_at.unwrap_or(links.len() - 1)
     } else {
         0
@@ -157,6 +160,8 @@ pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<E
         text(diesel_sql(lower, &chain))
     } else if model_write {
         text(model_sql(lower, &chain))
+    } else if diesel_select {
+        text(select_sql(&chain))
     } else {
         text(entity_sql(&chain))
     };
@@ -165,10 +170,7 @@ pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<E
     let executor = chain.args[end]
         .first()
         .filter(|_| end > 0 || model_write)
-        .and_then(|e| match e {
-            Expr::Path(p) => Some(p.clone()),
-            _ => None,
-        });
+        .and_then(executor_path);
     let executor = if model_write {
         first
             .args
@@ -230,6 +232,73 @@ pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<E
         prev = next;
     }
     Some(Expr::Call(Box::new(prev)))
+}
+
+/// The executor a query runs on: `&mut *tx` (a path), `tx.as_mut()`, `self.pool.as_ref()`
+/// (the path the conversion is called on).
+fn executor_path(e: &Expr) -> Option<Vec<String>> {
+    match e {
+        Expr::Path(p) => Some(p.clone()),
+        Expr::Call(c)
+            if c.callee.len() > 1
+                && matches!(
+                    c.method().as_str(),
+                    "as_mut"
+                        | "as_ref"
+                        | "deref_mut"
+                        | "deref"
+                        | "get_mut"
+                        | "borrow_mut"
+                        | "clone"
+                ) =>
+        {
+            Some(c.callee[..c.callee.len() - 1].to_vec())
+        }
+        _ => None,
+    }
+}
+
+/// redis-rs `redis::cmd("SET").arg(&key).arg(1).arg("NX").query_async(&mut conn)` as the
+/// command it sends: `redis.set(key, 1, "NX")`.
+pub(super) fn redis_command(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<Expr> {
+    let first = links.first()?;
+    let root = static_path(lower, first);
+    if root.last().map(String::as_str) != Some("cmd") || !(root.len() == 1 || root[0] == "redis") {
+        return None;
+    }
+    let mut scratch = Call {
+        callee: Vec::new(),
+        receiver: None,
+        args: Vec::new(),
+        kwargs: Vec::new(),
+        is_new: false,
+        pos: lower.b.pos(first.node),
+    };
+    lower.link_args(first, &mut scratch);
+    let Some(Expr::Str(command)) = scratch.args.first().cloned() else {
+        return None;
+    };
+    let mut args = Vec::new();
+    for link in &links[1..] {
+        let mut c = scratch.clone();
+        c.args.clear();
+        lower.link_args(link, &mut c);
+        let m = link.method.map(|m| lower.b.text(m)).unwrap_or("");
+        if m == "arg" {
+            args.extend(c.args);
+        }
+    }
+    let pos = call_pos(&lower.b, first.node, first.method);
+    let call = Call {
+        callee: vec!["redis".into(), command.to_lowercase()],
+        receiver: None,
+        args,
+        kwargs: Vec::new(),
+        is_new: false,
+        pos,
+    };
+    lower.b.emit(OpKind::Call(call.clone()), pos);
+    Some(Expr::Call(Box::new(call)))
 }
 
 /// The path a chain's first link calls when it is a plain path or macro (no side effects).
@@ -586,6 +655,30 @@ fn entity_sql(chain: &Chain) -> Option<(String, Vec<Expr>)> {
         }
         _ => None,
     }
+}
+
+/// diesel's `select(exists(t.filter(…)))`: a keyed look-up of the table filtered inside.
+fn select_sql(chain: &Chain) -> Option<(String, Vec<Expr>)> {
+    let args = chain.args.first()?;
+    let mut filtered: Option<Expr> = None;
+    for a in args {
+        a.walk(&mut |e| {
+            if let Expr::Call(c) = e
+                && filtered.is_none()
+                && matches!(c.method().as_str(), "filter" | "find")
+            {
+                filtered = Some(e.clone());
+            }
+        });
+    }
+    let filtered = filtered?;
+    let table = table_of(&filtered)?;
+    let mut filters = Vec::new();
+    filter_columns(std::slice::from_ref(&filtered), &mut filters);
+    Some((
+        format!("SELECT * FROM {table}{}", where_clause(&filters, 1)),
+        args.clone(),
+    ))
 }
 
 /// The columns an ActiveModel literal sets (`NotSet` and `..Default::default()` left out).

@@ -279,10 +279,11 @@ impl Lower<'_> {
             // `let tx;`: nothing assigned yet.
             None => return,
         };
-        if let (Some(name), Expr::Object { .. }) = (targets.first(), &value)
-            && let Some(frame) = self.frames.last_mut()
-        {
-            frame.structs.push((name.clone(), value.clone()));
+        if let Some(name) = targets.first() {
+            let annotated = n
+                .child_by_field_name("type")
+                .map(|t| self.path(t).join("::"));
+            self.remember_struct(name, &value, annotated);
         }
         self.note_message_read(&targets, &value);
         // `let Some(row) = … else { return … };`: the `else` runs when the pattern fails.
@@ -293,6 +294,42 @@ impl Lower<'_> {
             self.b.pop_cond();
         }
         self.bind(targets, value, pos);
+    }
+
+    /// Records a local holding a struct literal, or an ActiveModel by its annotation (`let mut
+    /// am: orders::ActiveModel = row.into()`) or conversion (`row.into_active_model()`), whose
+    /// fields are then set one by one (`am.status = Set(…)`).
+    fn remember_struct(&mut self, name: &str, value: &Expr, annotated: Option<String>) {
+        let model = match (value, annotated) {
+            (Expr::Object { .. }, _) => Some(value.clone()),
+            (_, Some(t)) if t.ends_with("ActiveModel") => Some(Expr::Object {
+                type_name: Some(t),
+                fields: Vec::new(),
+            }),
+            (Expr::Call(c), _) if c.method() == "into_active_model" => Some(Expr::Object {
+                type_name: Some("ActiveModel".into()),
+                fields: Vec::new(),
+            }),
+            _ => None,
+        };
+        if let (Some(model), Some(frame)) = (model, self.frames.last_mut()) {
+            frame.structs.push((name.to_string(), model));
+        }
+    }
+
+    /// `am.status = Set(…)` on a remembered struct: one more field set.
+    pub(super) fn set_struct_field(&mut self, target: &str, value: &Expr) {
+        let Some((var, field)) = target.split_once('.') else {
+            return;
+        };
+        let Some(frame) = self.frames.last_mut() else {
+            return;
+        };
+        if let Some((_, Expr::Object { fields, .. })) =
+            frame.structs.iter_mut().rev().find(|(n, _)| n == var)
+        {
+            fields.push((field.to_string(), value.clone()));
+        }
     }
 
     /// `const`/`static` items at the top level: globals (SQL kept in a constant).

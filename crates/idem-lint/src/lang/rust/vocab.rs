@@ -256,8 +256,17 @@ pub(super) fn normalise_call(call: &mut Call) {
         ];
         return;
     }
-    // tokio-postgres `client.execute("… $1, $2", &[&a, &b])`: the parameters in order.
-    if let [Expr::Str(_), Expr::List(_)] = call.args.as_slice()
+    // redis-rs `set_options(key, v, SetOptions::default().conditional_set(ExistenceCheck::NX))`.
+    if m == "set_options" && call.args.iter().flat_map(Expr::words).any(|w| w == "nx") {
+        call.args.push(Expr::Str("NX".into()));
+        if let Some(last) = call.callee.last_mut() {
+            *last = "set".into();
+        }
+        return;
+    }
+    // tokio-postgres `client.execute("… $1, $2", &[&a, &b])` (or a prepared statement):
+    // the parameters in order.
+    if let [Expr::Str(_) | Expr::Path(_), Expr::List(_)] = call.args.as_slice()
         && let Some(Expr::List(params)) = call.args.pop()
     {
         call.args.extend(params);
@@ -439,4 +448,30 @@ pub(super) fn routes(call: &Call) -> Vec<Call> {
         }
     });
     out
+}
+
+/// Associated functions that construct a value of their type.
+const CONSTRUCTORS: &[&str] = &[
+    "new",
+    "from",
+    "default",
+    "with_capacity",
+    "from_str",
+    "parse_str",
+    "from_utf8",
+    "from_utf8_lossy",
+    "pin",
+];
+
+/// Whether a call only builds a value: a tuple struct or enum variant (`Some(x)`, `Set(v)`,
+/// `AppError::Conflict(id)`) or a type's constructor (`Box::new`, `String::from`).
+pub(super) fn constructs(call: &Call) -> bool {
+    let upper = |s: &String| s.starts_with(|c: char| c.is_ascii_uppercase());
+    match call.callee.as_slice() {
+        [one] => upper(one),
+        [.., ty, last] if upper(ty) && call.receiver.is_none() => {
+            upper(last) || CONSTRUCTORS.contains(&last.as_str())
+        }
+        _ => false,
+    }
 }
