@@ -30,6 +30,12 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
         "commit_message" | "commit_consumer_state" | "store_offset_from_message" => {
             Some("commits the offset")
         }
+        // SQS: deleting the message is its acknowledgement.
+        "delete_message" | "deletemessage"
+            if recv.iter().any(|w| has_any(w, &["sqs", "queue", "client"])) =>
+        {
+            Some("deletes (acknowledges) the message")
+        }
         "commit" if recv.iter().any(|w| has_any(w, CONSUMERS)) => Some("commits the offset"),
         "sendstatus" | "send" | "json" | "end"
             if matches!(root, "res" | "reply" | "response") && answers_2xx(call) =>

@@ -379,6 +379,9 @@ impl Lower<'_> {
         if let Some(e) = queries::redis_command(self, &links) {
             return e;
         }
+        if let Some(e) = self.fluent_builder(&links) {
+            return e;
+        }
         for link in &links {
             let method = link.method.map(|m| self.b.text(m)).unwrap_or("");
             // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
@@ -467,6 +470,44 @@ impl Lower<'_> {
         )))
     }
 
+    /// An AWS SDK fluent call, `client.send_message().queue_url(u).message_body(b).send()`: one
+    /// call of the operation (`client.send_message(queue_url = u, message_body = b)`), the
+    /// setters as its named arguments.
+    fn fluent_builder(&mut self, links: &[Link<'_>]) -> Option<Expr> {
+        let (first, last) = (links.first()?, links.last()?);
+        let no_args = |l: &Link<'_>| l.args.is_none_or(|a| kids(a).is_empty());
+        let src = self.b.src;
+        let name = |l: &Link<'_>| l.method.and_then(|m| src.get(m.byte_range())).unwrap_or("");
+        if links.len() < 2
+            || first.callee.kind() != "field_expression"
+            || !no_args(first)
+            || !name(first).contains('_')
+            || name(last) != "send"
+            || !no_args(last)
+        {
+            return None;
+        }
+        let pos = call_pos(&self.b, first.node, first.method);
+        let mut call = Call {
+            callee: self.root_callee(first),
+            receiver: None,
+            args: Vec::new(),
+            kwargs: Vec::new(),
+            is_new: false,
+            pos,
+        };
+        for link in &links[1..links.len() - 1] {
+            let mut setter = call.clone();
+            setter.args.clear();
+            self.link_args(link, &mut setter);
+            let key = name(link).to_string();
+            call.kwargs
+                .extend(setter.args.into_iter().map(|v| (key.clone(), v)));
+        }
+        self.b.emit(OpKind::Call(call.clone()), pos);
+        Some(Expr::Call(Box::new(call)))
+    }
+
     /// The standard library's and logging crates' macros, which act on nothing outside:
     /// `matches!(v, P)` is a comparison, `bail!(…)`/`panic!(…)` a throw, `anyhow!(…)`,
     /// `json!(…)`, `vec![…]` values, `info!(…)`/`println!(…)` nothing. Calls in their
@@ -502,7 +543,13 @@ impl Lower<'_> {
                     .emit(OpKind::Throw(Some(Expr::Call(Box::new(call)))), pos);
                 Expr::Other(Vec::new())
             }
-            vocab::MacroKind::Value => Expr::Call(Box::new(call)),
+            // `json!({…})`, `doc! {…}`: the object itself.
+            vocab::MacroKind::Value => match call.args.as_slice() {
+                [Expr::Object { .. }] if call.kwargs.is_empty() => {
+                    call.args.pop().unwrap_or(Expr::Other(Vec::new()))
+                }
+                _ => Expr::Call(Box::new(call)),
+            },
             vocab::MacroKind::Nothing => Expr::Other(Vec::new()),
         })
     }

@@ -533,6 +533,11 @@ fn diesel_sql(lower: &Lower<'_>, chain: &Chain) -> Option<(String, Vec<Expr>)> {
             holes.join(", ")
         )
     };
+    // `replace_into` (MySQL/SQLite REPLACE) overwrites the row a key already holds.
+    if root == "replace_into" {
+        sql.push_str(" ON CONFLICT (id) DO UPDATE SET data = EXCLUDED.data");
+        return Some((sql, pairs.into_iter().map(|(_, v)| v).collect()));
+    }
     let ignores = root == "insert_or_ignore_into"
         || chain.has("on_conflict_do_nothing")
         || chain.has("do_nothing");

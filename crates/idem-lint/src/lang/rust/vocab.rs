@@ -105,6 +105,10 @@ pub(super) fn reads_message(value: &Expr) -> bool {
         return false;
     };
     let m = c.method();
+    // SQS `client.receive_message()…send()`: a batch of messages.
+    if m == "receive_message" {
+        return true;
+    }
     let recv = c.receiver_words().join(".");
     matches!(
         m.as_str(),
@@ -404,8 +408,9 @@ pub(super) fn macro_kind(name: &str) -> Option<MacroKind> {
     Some(match last {
         "matches" => MacroKind::Compare,
         "bail" | "panic" | "unreachable" | "todo" | "unimplemented" => MacroKind::Throw,
-        "anyhow" | "eyre" | "format_err" | "json" | "vec" | "concat" | "stringify" | "env"
-        | "option_env" | "include_str" | "include_bytes" | "line" | "file" => MacroKind::Value,
+        "anyhow" | "eyre" | "format_err" | "json" | "doc" | "bson" | "vec" | "concat"
+        | "stringify" | "env" | "option_env" | "include_str" | "include_bytes" | "line"
+        | "file" => MacroKind::Value,
         "println" | "eprintln" | "print" | "eprint" | "write" | "writeln" | "dbg" | "info"
         | "debug" | "warn" | "error" | "trace" | "event" | "span" | "info_span" | "debug_span"
         | "log" | "assert" | "assert_eq" | "assert_ne" | "debug_assert" | "debug_assert_eq"
