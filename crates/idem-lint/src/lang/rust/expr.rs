@@ -108,16 +108,9 @@ impl Lower<'_> {
                 self.closure(n, String::new(), None);
                 Expr::Other(Vec::new())
             }
-            "if_expression" => {
-                self.if_expr(n, false);
-                Expr::Other(Vec::new())
-            }
-            "match_expression" => {
-                self.match_expr(n, false);
-                Expr::Other(Vec::new())
-            }
-            "block" | "unsafe_block" | "async_block" | "loop_expression" | "while_expression"
-            | "for_expression" | "return_expression" | "const_block" => {
+            "if_expression" | "match_expression" | "block" | "unsafe_block" => self.branch_value(n),
+            "async_block" | "loop_expression" | "while_expression" | "for_expression"
+            | "return_expression" | "const_block" => {
                 self.stmt(n, false);
                 Expr::Other(Vec::new())
             }

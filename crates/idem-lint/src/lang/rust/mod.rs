@@ -56,6 +56,10 @@ struct FnFrame {
     messages: Vec<String>,
     /// Struct literals bound to locals (`let am = processed::ActiveModel { … }`).
     structs: Vec<(String, crate::ir::Expr)>,
+    /// The values of the `if`/`match`/block expressions being lowered for their value (`let
+    /// event = match verify(…) { Ok(e) => e, Err(_) => return … }`), innermost last: their
+    /// arms' last expressions go here instead of being returned.
+    sinks: Vec<Vec<crate::ir::Expr>>,
 }
 
 struct Lower<'s> {

@@ -197,8 +197,30 @@ impl Lower<'_> {
             _ => {
                 let pos = self.b.pos(n);
                 let value = self.expr(n);
-                self.returned(value, pos);
+                match self.frames.last_mut().and_then(|f| f.sinks.last_mut()) {
+                    Some(sink) => sink.push(value),
+                    None => self.returned(value, pos),
+                }
             }
+        }
+    }
+
+    /// An `if`, `match` or block lowered for its value: the last expressions of its branches
+    /// (one, or all of them as `Other`).
+    pub(super) fn branch_value(&mut self, n: Node<'_>) -> Expr {
+        if let Some(f) = self.frames.last_mut() {
+            f.sinks.push(Vec::new());
+        }
+        self.tail(n);
+        let mut values = self
+            .frames
+            .last_mut()
+            .and_then(|f| f.sinks.pop())
+            .unwrap_or_default();
+        if values.len() == 1 {
+            values.pop().unwrap_or(Expr::Other(Vec::new()))
+        } else {
+            Expr::Other(values)
         }
     }
 
