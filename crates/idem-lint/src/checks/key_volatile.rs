@@ -296,9 +296,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     });
                 }
                 // `headers.set("Idempotency-Key", v)`, `req.Header.Set("Idempotency-Key", v)`
+                // Rust's `HeaderMap::insert`/`append` too.
                 if matches!(
                     call.method().as_str(),
-                    "set" | "add" | "setheader" | "header"
+                    "set" | "add" | "setheader" | "header" | "insert" | "append"
                 ) && call.args.len() >= 2
                     && let Some(name) = call.args[0].string_text()
                 {

@@ -411,6 +411,10 @@ impl Lower<'_> {
             };
             self.link_args(link, &mut call);
             vocab::normalise_call(&mut call);
+            self.reserialised_body(&mut call);
+            if let Some(object) = vocab::key_object(&call) {
+                return object;
+            }
             // tokio-postgres `client.prepare("…")`: the statement is its SQL, sent by the
             // `execute(&stmt, …)` that runs it.
             if matches!(method, "prepare" | "prepare_cached" | "prepare_typed")
@@ -461,6 +465,24 @@ impl Lower<'_> {
             args.collect(),
             &call.kwargs,
         )))
+    }
+
+    /// `payload.to_string()` / `to_vec()` of a body an extractor parsed (`Json<Value>`) is
+    /// `serde_json::to_string(&payload)`: a re-serialisation.
+    fn reserialised_body(&self, call: &mut Call) {
+        let [root, method] = call.callee.as_slice() else {
+            return;
+        };
+        if !matches!(method.as_str(), "to_string" | "to_vec" | "as_bytes")
+            || !self
+                .frames
+                .last()
+                .is_some_and(|f| f.parsed_bodies.contains(root))
+        {
+            return;
+        }
+        call.args = vec![Expr::Path(vec![root.clone()])];
+        call.callee = vec!["serde_json".into(), "to_string".into()];
     }
 
     /// An AWS SDK fluent call, `client.send_message().queue_url(u).message_body(b).send()`: one

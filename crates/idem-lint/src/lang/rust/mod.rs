@@ -60,6 +60,9 @@ struct FnFrame {
     /// event = match verify(…) { Ok(e) => e, Err(_) => return … }`), innermost last: their
     /// arms' last expressions go here instead of being returned.
     sinks: Vec<Vec<crate::ir::Expr>>,
+    /// Parameters holding a body an extractor parsed (`Json(payload): Json<Value>`): their
+    /// `to_string()` re-serialises it.
+    parsed_bodies: Vec<String>,
 }
 
 struct Lower<'s> {

@@ -121,8 +121,18 @@ impl Lower<'_> {
 
     /// Lowers a function's body (its last expression returned) and closes the function.
     pub(super) fn body(&mut self, body: Option<Node<'_>>, f: Function) {
+        let parsed_bodies = f
+            .params
+            .iter()
+            .zip(&f.param_types)
+            .filter(|(_, t)| vocab::parses_body(t))
+            .map(|(p, _)| p.clone())
+            .collect();
         self.b.begin_function(f);
-        self.frames.push(FnFrame::default());
+        self.frames.push(FnFrame {
+            parsed_bodies,
+            ..FnFrame::default()
+        });
         if let Some(body) = body {
             if body.kind() == "block" {
                 self.block(body, true);

@@ -480,3 +480,30 @@ pub(super) fn constructs(call: &Call) -> bool {
         _ => false,
     }
 }
+
+/// Whether a parameter's type is a body an extractor parsed: axum/actix `Json<…>`, `Form<…>`.
+pub(super) fn parses_body(ty: &str) -> bool {
+    let t = ty.trim_start_matches('&');
+    ["Json<", "web::Json<", "Form<", "web::Form<", "axum::Json<"]
+        .iter()
+        .any(|p| t.starts_with(p))
+}
+
+/// A value that names an idempotency key by its type (async-stripe
+/// `RequestStrategy::Idempotent(key)`): the key as a field the checks read.
+pub(super) fn key_object(call: &Call) -> Option<Expr> {
+    let last = call.callee.last()?;
+    if call.callee.len() < 2 || last != "Idempotent" {
+        return None;
+    }
+    Some(Expr::Object {
+        type_name: Some(call.name()),
+        fields: vec![(
+            "idempotency_key".into(),
+            call.args
+                .first()
+                .cloned()
+                .unwrap_or(Expr::Other(Vec::new())),
+        )],
+    })
+}
