@@ -369,6 +369,15 @@ impl Lower<'_> {
         if let Some(e) = self.std_macro(&links) {
             return e;
         }
+        if let [link] = links.as_slice()
+            && link.callee.kind() == "macro_invocation"
+            && vocab::code_macro(link.method.map(|m| self.b.text(m)).unwrap_or(""))
+        {
+            if let Some(tree) = link.args {
+                tokens::scan(self, tree);
+            }
+            return Expr::Other(Vec::new());
+        }
         if let Some(e) = queries::redis_command(self, &links) {
             return e;
         }

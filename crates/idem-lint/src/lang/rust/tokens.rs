@@ -284,3 +284,105 @@ pub(super) fn first_string(lower: &Lower<'_>, tree: Node<'_>) -> Option<String> 
         _ => None,
     })
 }
+
+/// Words that start no operand in a macro's code body.
+const KEYWORDS: &[&str] = &[
+    "if", "else", "match", "return", "while", "for", "in", "loop", "async", "move", "await",
+    "break", "continue", "mut", "ref", "let", "_",
+];
+
+/// A macro whose body is code with its own syntax (`tokio::select! { Some(m) = stream.next()
+/// => { handle(m).await; } … }`, `join!(a(), b())`): every call in it is lowered in order,
+/// and `let x = …` / `PATTERN = future =>` bind their variables. Conditions are not kept.
+pub(super) fn scan(lower: &mut Lower<'_>, tree: Node<'_>) {
+    if !lower.b.enter() {
+        return;
+    }
+    let toks = tokens(tree);
+    let mut i = 0;
+    let mut pending: Vec<String> = Vec::new();
+    while i < toks.len() {
+        let t = toks[i];
+        let text = lower.b.text(t);
+        if text == "let" {
+            // `let PATTERN: Type = value;`: the pattern's variables take the value.
+            let eq = toks[i..]
+                .iter()
+                .position(|n| n.kind() == "=")
+                .map(|p| p + i);
+            let colon = toks[i..]
+                .iter()
+                .position(|n| n.kind() == ":")
+                .map(|p| p + i);
+            if let Some(eq) = eq {
+                let end = colon.filter(|c| *c < eq).unwrap_or(eq);
+                for p in &toks[i + 1..end] {
+                    match p.kind() {
+                        "identifier" if !KEYWORDS.contains(&lower.b.text(*p)) => {
+                            pending.push(lower.b.text(*p).to_string())
+                        }
+                        "token_tree" => pending.extend(idents(lower, *p)),
+                        _ => {}
+                    }
+                }
+                i = eq + 1;
+                continue;
+            }
+        }
+        match t.kind() {
+            "token_tree" => {
+                scan(lower, t);
+                i += 1;
+            }
+            "identifier" | "self" if !KEYWORDS.contains(&text) => {
+                // `name =` (not `==`, `=>`): a binding of what follows.
+                let assigns = toks.get(i + 1).is_some_and(|n| n.kind() == "=");
+                if assigns
+                    || toks.get(i + 1).is_some_and(|n| n.kind() == "token_tree")
+                        && toks.get(i + 2).is_some_and(|n| n.kind() == "=")
+                        && text.starts_with(char::is_uppercase)
+                {
+                    // `x =` or `Some(x) =`: the variables, bound to the next operand.
+                    if assigns {
+                        pending.push(text.to_string());
+                        i += 2;
+                    } else {
+                        pending.extend(idents(lower, toks[i + 1]));
+                        i += 3;
+                    }
+                    continue;
+                }
+                let (value, used) = operand(lower, &toks[i..]);
+                if !pending.is_empty() {
+                    let targets = std::mem::take(&mut pending);
+                    lower.note_message_read(&targets, &value);
+                    lower.bind(targets, value, lower.b.pos(t));
+                }
+                i += used.max(1);
+            }
+            _ => i += 1,
+        }
+    }
+    lower.b.leave();
+}
+
+/// The lowercase identifiers inside a token tree (a pattern's bindings).
+fn idents(lower: &Lower<'_>, tree: Node<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![tree];
+    while let Some(n) = stack.pop() {
+        for t in tokens(n) {
+            match t.kind() {
+                "token_tree" if stack.len() < 64 => stack.push(t),
+                "identifier" => {
+                    let s = lower.b.text(t);
+                    if s.starts_with(|c: char| c.is_lowercase()) && !KEYWORDS.contains(&s) {
+                        out.push(s.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}

@@ -507,3 +507,11 @@ pub(super) fn key_object(call: &Call) -> Option<Expr> {
         )],
     })
 }
+
+/// Macros whose body is code in their own syntax: `select!`, `join!`, `try_join!`.
+pub(super) fn code_macro(name: &str) -> bool {
+    matches!(
+        name.rsplit("::").next().unwrap_or(name),
+        "select" | "select_biased" | "join" | "try_join" | "pin_mut" | "spawn"
+    )
+}
