@@ -1388,6 +1388,21 @@ impl<'a> FnFacts<'a> {
                         implicit_segment = next;
                     }
                 }
+                // A transaction handed on (`tx'1 = tx`: a helper's parameter bound to the
+                // caller's transaction) is the same transaction.
+                (
+                    OpKind::Assign {
+                        targets,
+                        value: Expr::Path(p),
+                        op: None,
+                    },
+                    _,
+                ) if p.len() == 1 && vars.contains_key(&p[0]) => {
+                    let id = vars[&p[0]];
+                    for t in targets {
+                        vars.insert(t.clone(), id);
+                    }
+                }
                 (
                     OpKind::Assign {
                         targets,
