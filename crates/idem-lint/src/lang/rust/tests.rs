@@ -167,3 +167,111 @@ fn allow_comments_suppress_rust_findings() {
         ]
     );
 }
+
+fn function<'m>(m: &'m Module, name: &str) -> &'m crate::ir::Function {
+    m.functions
+        .iter()
+        .find(|f| f.name == name)
+        .expect("function lowered")
+}
+
+#[test]
+fn routers_register_their_handlers_by_path() {
+    let m = lower(
+        r#"fn app() -> Router {
+            Router::new().route("/webhooks/stripe", post(stripe_hook).get(health))
+        }
+        fn actix(cfg: &mut ServiceConfig) {
+            cfg.service(web::resource("/hooks/github").route(web::post().to(github_hook)));
+        }"#,
+    );
+    let routes: Vec<String> = m
+        .functions
+        .iter()
+        .flat_map(|f| &f.ops)
+        .filter_map(|op| match &op.kind {
+            OpKind::Call(c) if c.callee.first().is_some_and(|r| r == "route") => {
+                Some(format!("{} {:?}", c.name(), c.args))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        routes,
+        vec![
+            "route.get [Str(\"/webhooks/stripe\"), Path([\"health\"])]",
+            "route.post [Str(\"/webhooks/stripe\"), Path([\"stripe_hook\"])]",
+            "route.post [Str(\"/hooks/github\"), Path([\"github_hook\"])]",
+        ]
+    );
+}
+
+#[test]
+fn select_bodies_format_strings_and_constructors() {
+    let m = lower(
+        r#"async fn run(consumer: StreamConsumer, pool: PgPool) {
+            let mut stream = consumer.stream();
+            loop {
+                tokio::select! {
+                    Some(Ok(msg)) = stream.next() => {
+                        let key = format!("seen:{}:{id}", msg.topic(), id = msg.offset());
+                        pool.execute("UPDATE t SET n = n + 1", Some(key)).await;
+                    }
+                    _ = shutdown.recv() => break,
+                }
+            }
+        }"#,
+    );
+    let f = function(&m, "run");
+    assert!(f.params.contains(&"msg".to_string()), "{:?}", f.params);
+    assert!(f.registrations.contains(&"consumer loop".to_string()));
+    let key = f.ops.iter().find_map(|op| match &op.kind {
+        OpKind::Assign { targets, value, .. } if targets == &["key"] => value.string_text(),
+        _ => None,
+    });
+    assert_eq!(key.as_deref(), Some("seen:?:?"));
+    let names: Vec<String> = f
+        .ops
+        .iter()
+        .filter_map(|op| match &op.kind {
+            OpKind::Call(c) => Some(c.name()),
+            _ => None,
+        })
+        .collect();
+    assert!(names.contains(&"pool.execute".to_string()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "Some" || n == "format"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn returns_are_answers_and_refusals() {
+    let m = lower(
+        r#"async fn hook() -> Result<impl IntoResponse, AppError> {
+            if dup { return Ok((StatusCode::CONFLICT, "duplicate")); }
+            if bad { return Err(AppError::BadRequest("no signature".into())); }
+            Ok(HttpResponse::Ok().finish())
+        }"#,
+    );
+    let f = function(&m, "hook");
+    let kinds: Vec<String> = f
+        .ops
+        .iter()
+        .filter_map(|op| match &op.kind {
+            OpKind::Call(c) if c.name() == "response.status" => {
+                Some(format!("status {:?}", c.args.first()))
+            }
+            OpKind::Throw(_) => Some("throw".into()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "status Some(Num(409.0))",
+            "throw",
+            "status Some(Num(200.0))"
+        ]
+    );
+}

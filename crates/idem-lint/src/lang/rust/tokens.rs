@@ -7,7 +7,7 @@ use tree_sitter::Node;
 
 use super::super::builder::call_pos;
 use super::chain::raw_string;
-use super::{Lower, kids};
+use super::{Lower, kids, vocab};
 use crate::ir::{Call, Expr, OpKind};
 
 /// All children of a token tree, punctuation included, without its delimiters.
@@ -209,7 +209,22 @@ fn operand(lower: &mut Lower<'_>, toks: &[Node<'_>]) -> (Expr, usize) {
                     Expr::Path(p) => p.clone(),
                     _ => vec!["?".into()],
                 };
-                value = emit_call(lower, callee, None, toks[i + 1], *first);
+                let name = callee.last().map(String::as_str).unwrap_or("");
+                value = if matches!(name, "format" | "format_args") {
+                    let (args, named) = macro_args(lower, toks[i + 1]);
+                    let mut args = args.into_iter();
+                    match args.next() {
+                        Some(Expr::Str(fmt)) => {
+                            Expr::Template(vocab::interpolate(&fmt, args.collect(), &named))
+                        }
+                        _ => Expr::Other(args.collect()),
+                    }
+                } else if vocab::macro_kind(name).is_some() {
+                    let (args, _) = macro_args(lower, toks[i + 1]);
+                    Expr::Other(args)
+                } else {
+                    emit_call(lower, callee, None, toks[i + 1], *first)
+                };
                 i += 2;
             }
             "token_tree" if t.child(0).is_some_and(|o| o.kind() == "(") => {
@@ -272,7 +287,9 @@ fn emit_call(
         is_new: false,
         pos,
     };
-    lower.b.emit(OpKind::Call(call.clone()), pos);
+    if !vocab::constructs(&call) {
+        lower.b.emit(OpKind::Call(call.clone()), pos);
+    }
     Expr::Call(Box::new(call))
 }
 

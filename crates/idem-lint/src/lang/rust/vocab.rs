@@ -428,27 +428,59 @@ pub(super) fn routes(call: &Call) -> Vec<Call> {
     if call.method() != "route" {
         return Vec::new();
     }
-    let [Expr::Str(path), router, ..] = call.args.as_slice() else {
-        return Vec::new();
+    // actix `web::resource("/hooks").route(web::post().to(hook))`: the path is the resource's.
+    let resource = || {
+        let mut r = call.receiver.as_deref();
+        while let Some(c) = r {
+            if matches!(c.method().as_str(), "resource" | "scope")
+                && let Some(Expr::Str(p)) = c.args.first()
+            {
+                return Some(p.clone());
+            }
+            r = c.receiver.as_deref();
+        }
+        None
     };
+    let (path, router) = match call.args.as_slice() {
+        [Expr::Str(path), router, ..] => (path.clone(), router),
+        [router] => match resource() {
+            Some(p) => (p, router),
+            None => return Vec::new(),
+        },
+        _ => return Vec::new(),
+    };
+    let path = &path;
     let mut out = Vec::new();
     router.walk(&mut |e| {
-        let Expr::Call(c) = e else { return };
-        let Some(verb) = c.callee.iter().rev().find(|s| VERBS.contains(&s.as_str())) else {
-            return;
-        };
-        for a in &c.args {
-            if let Expr::Path(p) = a
-                && let Some(name) = p.last()
-            {
-                out.push(Call {
-                    callee: vec!["route".into(), verb.clone()],
-                    receiver: None,
-                    args: vec![Expr::Str(path.clone()), Expr::Path(vec![name.clone()])],
-                    kwargs: Vec::new(),
-                    is_new: false,
-                    pos: call.pos,
-                });
+        let Expr::Call(outer) = e else { return };
+        // `post(a).get(b)`: each link of the chain names its own handler.
+        let mut link = Some(outer.as_ref());
+        while let Some(c) = link {
+            link = c.receiver.as_deref();
+            let verb = match c.callee.last() {
+                Some(m) if VERBS.contains(&m.as_str()) => m,
+                // actix `web::post().to(hook)`: the verb is the link before `to`.
+                Some(m) if m == "to" => {
+                    match c.callee.iter().rev().find(|s| VERBS.contains(&s.as_str())) {
+                        Some(v) => v,
+                        None => continue,
+                    }
+                }
+                _ => continue,
+            };
+            for a in &c.args {
+                if let Expr::Path(p) = a
+                    && let Some(name) = p.last()
+                {
+                    out.push(Call {
+                        callee: vec!["route".into(), verb.clone()],
+                        receiver: None,
+                        args: vec![Expr::Str(path.clone()), Expr::Path(vec![name.clone()])],
+                        kwargs: Vec::new(),
+                        is_new: false,
+                        pos: call.pos,
+                    });
+                }
             }
         }
     });
