@@ -377,15 +377,26 @@ fn table_of(e: &Expr) -> Option<String> {
     }
 }
 
-/// Columns compared in filters (`c.eq(v)`, `Column::EventId.eq(v)`, `find(id)`) anywhere in
-/// the expressions.
+/// Columns compared in filters (`c.eq(v)`, `Column::EventId.eq(v)`, `find(id)`; `c.lt(v)` as
+/// `c <`) anywhere in the expressions.
 fn filter_columns(exprs: &[Expr], out: &mut Vec<String>) {
     for e in exprs {
         e.walk(&mut |x| {
             if let Expr::Call(c) = x {
                 let m = c.method();
+                let column = || c.callee[c.callee.len() - 2].clone();
+                let compare = match m.as_str() {
+                    "lt" => Some("<"),
+                    "le" | "lte" => Some("<="),
+                    "gt" => Some(">"),
+                    "ge" | "gte" => Some(">="),
+                    _ => None,
+                };
                 if matches!(m.as_str(), "eq" | "eq_any" | "is_in") && c.callee.len() >= 2 {
-                    out.push(c.callee[c.callee.len() - 2].clone());
+                    out.push(column());
+                } else if let Some(op) = compare.filter(|_| c.callee.len() >= 2) {
+                    // `updated_at.lt(event.at)`: an ordering predicate, kept as written.
+                    out.push(format!("{} {op}", column()));
                 } else if matches!(m.as_str(), "find" | "find_by_id")
                     && !out.iter().any(|o| o == "id")
                 {
@@ -470,7 +481,10 @@ fn where_clause(columns: &[String], from: usize) -> String {
     let parts: Vec<String> = columns
         .iter()
         .enumerate()
-        .map(|(i, c)| format!("{c} = ${}", from + i))
+        .map(|(i, c)| {
+            let (column, op) = c.split_once(' ').unwrap_or((c, "="));
+            format!("{column} {op} ${}", from + i)
+        })
         .collect();
     format!(" WHERE {}", parts.join(" AND "))
 }
@@ -712,6 +726,14 @@ fn insert_sql(table: &str, columns: &[String]) -> String {
     )
 }
 
+/// The value inside sea-orm's `Set(v)` / `ActiveValue::Set(v)`.
+fn unset(v: &Expr) -> &Expr {
+    match v {
+        Expr::Call(c) if c.method() == "set" && c.args.len() == 1 => &c.args[0],
+        other => other,
+    }
+}
+
 /// `am.insert(db)`, `am.update(db)`, `am.save(db)` on a local holding an ActiveModel literal.
 fn model_sql(lower: &Lower<'_>, chain: &Chain) -> Option<(String, Vec<Expr>)> {
     let var = chain.root.first()?;
@@ -731,11 +753,11 @@ fn model_sql(lower: &Lower<'_>, chain: &Chain) -> Option<(String, Vec<Expr>)> {
     match chain.methods[0].as_str() {
         "insert" => Some((insert_sql(&table, &columns), values)),
         _ => {
-            let sets: Vec<String> = columns
+            let sets: Vec<String> = fields
                 .iter()
-                .filter(|c| c.as_str() != "id")
+                .filter(|(c, _)| c != "id" && columns.contains(c))
                 .enumerate()
-                .map(|(i, c)| format!("{c} = ${}", i + 1))
+                .map(|(i, (c, v))| assignment(c, unset(v), i + 1))
                 .collect();
             let n = sets.len();
             Some((
