@@ -69,20 +69,68 @@ impl Chain {
     }
 }
 
+/// Which builder a chain is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sqlx,
+    DieselWrite,
+    DieselSelect,
+    /// sea-orm `Entity::find()`, `Entity::insert(…)`, `Entity::update_many()`.
+    Entity,
+    /// diesel or sea-orm `t.filter(…)` / `t.find(id)` run by `.first(conn)`, `.one(db)`.
+    TableRead,
+    /// `am.insert(db)` on an ActiveModel local.
+    ModelWrite,
+}
+
+/// The kind of builder a chain is (from its first link's path and where it is run), if any.
+fn kind(lower: &Lower<'_>, first: &Link<'_>, root: &[String], runs: bool) -> Option<Kind> {
+    let name = root.last().map(String::as_str).unwrap_or("");
+    let plain = |krate: &str| root.len() == 1 || root[0] == krate;
+    let macro_query = first.callee.kind() == "macro_invocation" && name.starts_with("query");
+    if (SQLX_FNS.contains(&name) || macro_query) && plain("sqlx") {
+        return Some(Kind::Sqlx);
+    }
+    if matches!(
+        name,
+        "insert_into" | "insert_or_ignore_into" | "replace_into"
+    ) || matches!(name, "update" | "delete") && plain("diesel")
+    {
+        return Some(Kind::DieselWrite);
+    }
+    let entity = root.len() >= 2
+        && root[root.len() - 2].starts_with(char::is_uppercase)
+        && matches!(
+            name,
+            "find"
+                | "find_by_id"
+                | "insert"
+                | "insert_many"
+                | "update_many"
+                | "update"
+                | "delete_many"
+                | "delete_by_id"
+        );
+    if entity {
+        return Some(Kind::Entity);
+    }
+    if runs && matches!(name, "filter" | "find") && root.len() >= 2 {
+        return Some(Kind::TableRead);
+    }
+    if runs && name == "select" && plain("diesel") {
+        return Some(Kind::DieselSelect);
+    }
+    let model = root.len() == 2
+        && matches!(name, "insert" | "update" | "save")
+        && first.args.is_some_and(|a| kids(a).len() == 1)
+        && lower.active_model(&root[0]).is_some();
+    model.then_some(Kind::ModelWrite)
+}
+
 /// Lowers a chain that is a query builder's; `None` when it is not one.
 pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<Expr> {
     let first = links.first()?;
     let root = static_path(lower, first);
-    let root_name = root.last().map(String::as_str).unwrap_or("");
-    let is_sqlx = SQLX_FNS.contains(&root_name) && (root.len() == 1 || root[0] == "sqlx")
-        || first.callee.kind() == "macro_invocation"
-            && root_name.starts_with("query")
-            && (root.len() == 1 || root[0] == "sqlx");
-    let diesel_write = matches!(
-        root_name,
-        "insert_into" | "insert_or_ignore_into" | "replace_into"
-    ) || matches!(root_name, "update" | "delete")
-        && (root.len() == 1 || root[0] == "diesel");
     let method_names: Vec<String> = links
         .iter()
         .skip(1)
@@ -96,50 +144,66 @@ pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<E
         .iter()
         .rposition(|m| RUNS.contains(&m.as_str()))
         .map(|i| i + 1);
-    let entity_call = root.len() >= 2
-        && root[root.len() - 2]
-            .chars()
-            .next()
-            .is_some_and(char::is_uppercase)
-        && matches!(
-            root_name,
-            "find"
-                | "find_by_id"
-                | "insert"
-                | "insert_many"
-                | "update_many"
-                | "update"
-                | "delete_many"
-                | "delete_by_id"
-        );
-    let table_read = runs_at.is_some()
-        && !is_sqlx
-        && !diesel_write
-        && !entity_call
-        && (root_name == "filter" || root_name == "find")
-        && root.len() >= 2;
-    // diesel `select(exists(t.filter(c.eq(v)))).get_result(conn)`.
-    let diesel_select =
-        root_name == "select" && (root.len() == 1 || root[0] == "diesel") && runs_at.is_some();
-    let model_write = root.len() == 2
-        && matches!(root_name, "insert" | "update" | "save")
-        && first.args.is_some_and(|a| kids(a).len() == 1)
-        && lower.active_model(&root[0]).is_some();
-    if !(is_sqlx || diesel_write || entity_call || table_read || model_write || diesel_select) {
-        return None;
-    }
-    let end = if is_sqlx || diesel_write || entity_call || table_read || diesel_select {
-        runs_at.unwrap_or(links.len() - 1)
-    } else {
+    let kind = kind(lower, first, &root, runs_at.is_some())?;
+    let end = if kind == Kind::ModelWrite {
         0
+    } else {
+        runs_at.unwrap_or(links.len() - 1)
     };
-    // Lower the arguments of the links that make the statement.
+    let chain = gather(lower, links, root, &method_names, end);
+    let text = |r: Option<(String, Vec<Expr>)>| r.map(|(s, v)| (Expr::Str(s), v));
+    let (sql, values) = match kind {
+        Kind::Sqlx => sqlx_sql(lower, first, &chain),
+        Kind::DieselWrite => text(diesel_sql(lower, &chain)),
+        Kind::ModelWrite => text(model_sql(lower, &chain)),
+        Kind::DieselSelect => text(select_sql(&chain)),
+        Kind::Entity | Kind::TableRead => text(entity_sql(&chain)),
+    }?;
+    let executor = if kind == Kind::ModelWrite {
+        chain.args[0].first().and_then(executor_path)
+    } else {
+        chain.args[end]
+            .first()
+            .filter(|_| end > 0)
+            .and_then(executor_path)
+    };
+    let mut callee =
+        executor.unwrap_or_else(|| vec![if kind == Kind::Sqlx { "sqlx" } else { "query" }.into()]);
+    let run = &chain.methods[end];
+    callee.push(if run.is_empty() {
+        "execute".into()
+    } else {
+        run.clone()
+    });
+    let mut args = vec![sql];
+    args.extend(values);
+    let pos = call_pos(&lower.b, first.node, first.method);
+    let call = Call {
+        callee,
+        receiver: None,
+        args,
+        kwargs: Vec::new(),
+        is_new: false,
+        pos,
+    };
+    lower.b.emit(OpKind::Call(call.clone()), pos);
+    Some(after_run(lower, &links[end + 1..], call))
+}
+
+/// The links' method names and lowered arguments up to the run (`end`).
+fn gather(
+    lower: &mut Lower<'_>,
+    links: &[Link<'_>],
+    root: Vec<String>,
+    methods: &[String],
+    end: usize,
+) -> Chain {
     let mut chain = Chain {
-        methods: vec![root_name.to_string()],
+        methods: vec![root.last().cloned().unwrap_or_default()],
         args: Vec::new(),
-        root: root.clone(),
+        root,
     };
-    chain.methods.extend(method_names.iter().take(end).cloned());
+    chain.methods.extend(methods.iter().take(end).cloned());
     for link in &links[..=end] {
         let mut scratch = Call {
             callee: Vec::new(),
@@ -152,66 +216,15 @@ pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<E
         lower.link_args(link, &mut scratch);
         chain.args.push(scratch.args);
     }
-    let pos = call_pos(&lower.b, first.node, first.method);
-    let text = |r: Option<(String, Vec<Expr>)>| r.map(|(s, v)| (Expr::Str(s), v));
-    let sql = if is_sqlx {
-        sqlx_sql(lower, first, &chain)
-    } else if diesel_write {
-        text(diesel_sql(lower, &chain))
-    } else if model_write {
-        text(model_sql(lower, &chain))
-    } else if diesel_select {
-        text(select_sql(&chain))
-    } else {
-        text(entity_sql(&chain))
-    };
-    let (sql, values) = sql?;
-    let run = chain.methods[end].clone();
-    let executor = chain.args[end]
-        .first()
-        .filter(|_| end > 0 || model_write)
-        .and_then(executor_path);
-    let executor = if model_write {
-        first
-            .args
-            .and_then(|a| kids(a).into_iter().next())
-            .map(strip)
-            .and_then(|n| match lower.expr(n) {
-                Expr::Path(p) => Some(p),
-                _ => None,
-            })
-            .or(executor)
-    } else {
-        executor
-    };
-    let mut callee = executor.unwrap_or_else(|| {
-        if is_sqlx {
-            vec!["sqlx".into()]
-        } else {
-            vec!["query".into()]
-        }
-    });
-    callee.push(if run.is_empty() {
-        "execute".into()
-    } else {
-        run
-    });
-    let mut args = vec![sql];
-    args.extend(values);
-    let call = Call {
-        callee,
-        receiver: None,
-        args,
-        kwargs: Vec::new(),
-        is_new: false,
-        pos,
-    };
-    lower.b.emit(OpKind::Call(call.clone()), pos);
-    // What follows the run (`.rows_affected()`, `.optional()`) is a call on its result.
-    let mut prev = call;
-    // They keep the run's position: `let n = ….execute(&mut *tx).await?.rows_affected()`
-    // holds the run's outcome.
-    for link in &links[end + 1..] {
+    chain
+}
+
+/// What follows the run (`.rows_affected()`, `.optional()`): calls on its result, at the
+/// run's position, so `let n = ….execute(&mut *tx).await?.rows_affected()` holds the run's
+/// outcome.
+fn after_run(lower: &mut Lower<'_>, links: &[Link<'_>], run: Call) -> Expr {
+    let mut prev = run;
+    for link in links {
         let pos = prev.pos;
         let mut callee = prev.callee.clone();
         callee.push(
@@ -231,7 +244,7 @@ pub(super) fn lower_chain(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option<E
         lower.b.emit(OpKind::Call(next.clone()), pos);
         prev = next;
     }
-    Some(Expr::Call(Box::new(prev)))
+    Expr::Call(Box::new(prev))
 }
 
 /// The executor a query runs on: `&mut *tx` (a path), `tx.as_mut()`, `self.pool.as_ref()`
