@@ -515,29 +515,7 @@ fn diesel_sql(lower: &Lower<'_>, chain: &Chain) -> Option<(String, Vec<Expr>)> {
         }
     }
     if root == "update" {
-        let at = chain.find("set")?;
-        let pairs = set_pairs(lower, &chain.args[at]);
-        if pairs.is_empty() {
-            return Some((
-                format!("UPDATE {table} SET data = $1{}", where_clause(&filters, 2)),
-                chain.args[at].clone(),
-            ));
-        }
-        let sets: Vec<String> = pairs
-            .iter()
-            .enumerate()
-            .map(|(i, (c, v))| assignment(c, v, i + 1))
-            .collect();
-        let values = pairs.into_iter().map(|(_, v)| v).collect();
-        let n = sets.len();
-        return Some((
-            format!(
-                "UPDATE {table} SET {}{}",
-                sets.join(", "),
-                where_clause(&filters, n + 1)
-            ),
-            values,
-        ));
+        return diesel_update(lower, chain, &table, &filters);
     }
     if root == "delete" {
         return Some((
@@ -571,46 +549,84 @@ fn diesel_sql(lower: &Lower<'_>, chain: &Chain) -> Option<(String, Vec<Expr>)> {
     if ignores {
         sql.push_str(" ON CONFLICT DO NOTHING");
     } else if let Some(du) = chain.find("do_update") {
-        let target: Vec<String> = chain
-            .find("on_conflict")
-            .map(|i| {
-                chain.args[i]
-                    .iter()
-                    .filter_map(|e| match e {
-                        Expr::Path(p) => p.last().cloned(),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let target = if target.is_empty() {
-            vec!["id".to_string()]
-        } else {
-            target
-        };
-        let set_at = chain.methods[du..]
-            .iter()
-            .position(|m| m == "set")
-            .map(|i| i + du);
-        let pairs = set_at
-            .map(|i| set_pairs(lower, &chain.args[i]))
-            .unwrap_or_default();
-        let sets: Vec<String> = if pairs.is_empty() {
-            vec!["data = EXCLUDED.data".into()]
-        } else {
-            pairs
-                .iter()
-                .enumerate()
-                .map(|(i, (c, v))| assignment(c, v, columns.len() + i + 1))
-                .collect()
-        };
-        sql.push_str(&format!(
-            " ON CONFLICT ({}) DO UPDATE SET {}",
-            target.join(", "),
-            sets.join(", ")
-        ));
+        sql.push_str(&diesel_do_update(lower, chain, du, columns.len()));
     }
     Some((sql, pairs.into_iter().map(|(_, v)| v).collect()))
+}
+
+/// diesel's `update(target).set(…)`.
+fn diesel_update(
+    lower: &Lower<'_>,
+    chain: &Chain,
+    table: &str,
+    filters: &[String],
+) -> Option<(String, Vec<Expr>)> {
+    let at = chain.find("set")?;
+    let pairs = set_pairs(lower, &chain.args[at]);
+    if pairs.is_empty() {
+        return Some((
+            format!("UPDATE {table} SET data = $1{}", where_clause(filters, 2)),
+            chain.args[at].clone(),
+        ));
+    }
+    let sets: Vec<String> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, (c, v))| assignment(c, v, i + 1))
+        .collect();
+    let values = pairs.into_iter().map(|(_, v)| v).collect();
+    let n = sets.len();
+    Some((
+        format!(
+            "UPDATE {table} SET {}{}",
+            sets.join(", "),
+            where_clause(filters, n + 1)
+        ),
+        values,
+    ))
+}
+
+/// diesel's `.on_conflict(target).do_update().set(…)` as the clause it adds (`n` values come
+/// before its own).
+fn diesel_do_update(lower: &Lower<'_>, chain: &Chain, du: usize, n: usize) -> String {
+    let target: Vec<String> = chain
+        .find("on_conflict")
+        .map(|i| {
+            chain.args[i]
+                .iter()
+                .filter_map(|e| match e {
+                    Expr::Path(p) => p.last().cloned(),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let target = if target.is_empty() {
+        vec!["id".to_string()]
+    } else {
+        target
+    };
+    let set_at = chain.methods[du..]
+        .iter()
+        .position(|m| m == "set")
+        .map(|i| i + du);
+    let pairs = set_at
+        .map(|i| set_pairs(lower, &chain.args[i]))
+        .unwrap_or_default();
+    let sets: Vec<String> = if pairs.is_empty() {
+        vec!["data = EXCLUDED.data".into()]
+    } else {
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, (c, v))| assignment(c, v, n + i + 1))
+            .collect()
+    };
+    format!(
+        " ON CONFLICT ({}) DO UPDATE SET {}",
+        target.join(", "),
+        sets.join(", ")
+    )
 }
 
 /// sea-orm `Entity::…` chains and diesel/sea-orm table reads.
