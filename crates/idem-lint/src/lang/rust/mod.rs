@@ -6,9 +6,12 @@
 //! read sqlx, diesel, sea-orm and tokio-postgres alike.
 
 mod chain;
+mod closures;
 mod entities;
 mod expr;
+mod macros;
 mod queries;
+mod statements;
 mod stmt;
 mod tokens;
 mod vocab;
