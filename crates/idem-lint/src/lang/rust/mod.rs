@@ -46,6 +46,7 @@ impl Language for Rust {
             b: Builder::new(source),
             frames: Vec::new(),
             impl_type: None,
+            imports: Vec::new(),
         };
         lower.items(tree.root_node());
         lower.b.finish()
@@ -63,6 +64,8 @@ struct FnFrame {
     /// event = match verify(…) { Ok(e) => e, Err(_) => return … }`), innermost last: their
     /// arms' last expressions go here instead of being returned.
     sinks: Vec<Vec<crate::ir::Expr>>,
+    /// Locals holding a stream of broker messages (`let mut stream = consumer.stream()`).
+    sources: Vec<String>,
     /// Parameters holding a body an extractor parsed (`Json(payload): Json<Value>`): their
     /// `to_string()` re-serialises it.
     parsed_bodies: Vec<String>,
@@ -73,6 +76,9 @@ struct Lower<'s> {
     frames: Vec<FnFrame>,
     /// The type of the `impl` block being lowered (`Self::f` resolves to its methods).
     impl_type: Option<String>,
+    /// Names brought in by `use` declarations and their full paths (`Message` →
+    /// `async_nats::jetstream::Message`), so a parameter's type says which crate it is from.
+    imports: Vec<(String, String)>,
 }
 
 /// The named children of a node without comments.

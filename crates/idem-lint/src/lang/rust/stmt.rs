@@ -45,8 +45,12 @@ impl Lower<'_> {
                     self.expr(c);
                     attrs.clear();
                 }
-                "use_declaration"
-                | "extern_crate_declaration"
+                "use_declaration" => {
+                    let text = self.b.text(c).to_string();
+                    self.imports.extend(vocab::use_paths(&text));
+                    attrs.clear();
+                }
+                "extern_crate_declaration"
                 | "enum_item"
                 | "type_item"
                 | "union_item"
@@ -106,7 +110,8 @@ impl Lower<'_> {
                             f.param_types.push(String::new());
                         }
                     }
-                    f.registrations.extend(vocab::type_registration(&ty));
+                    let full = self.qualified(&ty);
+                    f.registrations.extend(vocab::type_registration(&full));
                 }
                 "identifier" => {
                     f.params.push(self.b.text(p).to_string());
@@ -117,6 +122,21 @@ impl Lower<'_> {
         }
         f.registrations.sort();
         f.registrations.dedup();
+    }
+
+    /// A type with its base name's `use` path in front (`Message` →
+    /// `async_nats::jetstream::Message Message`), as written when nothing imports it.
+    fn qualified(&self, ty: &str) -> String {
+        let base: String = ty
+            .trim_start_matches(['&', ' '])
+            .trim_start_matches("mut ")
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        match self.imports.iter().find(|(name, _)| *name == base) {
+            Some((_, path)) => format!("{path} {ty}"),
+            None => ty.to_string(),
+        }
     }
 
     /// Lowers a function's body (its last expression returned) and closes the function.
@@ -606,11 +626,15 @@ impl Lower<'_> {
     /// Records variables bound to a message read from a consumer (`Some(m) =
     /// stream.next().await`, `Ok(m) = consumer.recv().await`).
     pub(super) fn note_message_read(&mut self, targets: &[String], value: &Expr) {
-        if targets.is_empty() || !vocab::reads_message(value) {
+        let Some(frame) = self.frames.last_mut() else {
+            return;
+        };
+        if vocab::message_source(value) {
+            frame.sources.extend(targets.iter().cloned());
+        }
+        if targets.is_empty() || !vocab::reads_message(value, &frame.sources) {
             return;
         }
-        if let Some(frame) = self.frames.last_mut() {
-            frame.messages.extend(targets.iter().cloned());
-        }
+        frame.messages.extend(targets.iter().cloned());
     }
 }

@@ -275,3 +275,28 @@ fn returns_are_answers_and_refusals() {
         ]
     );
 }
+
+#[test]
+fn use_declarations_name_the_crates_of_parameter_types() {
+    assert_eq!(
+        super::vocab::use_paths(
+            "use async_nats::jetstream::{self, Message, consumer::Consumer as Pull};"
+        ),
+        vec![
+            (
+                "Message".to_string(),
+                "async_nats::jetstream::Message".to_string()
+            ),
+            (
+                "Pull".to_string(),
+                "async_nats::jetstream::consumer::Consumer".to_string()
+            ),
+        ]
+    );
+    let m =
+        lower("use async_nats::jetstream::Message;\nasync fn apply(db: &PgPool, m: Message) {}\n");
+    assert_eq!(
+        function(&m, "apply").registrations,
+        vec!["consumer message".to_string()]
+    );
+}

@@ -69,6 +69,7 @@ const MESSAGE_TYPES: &[&str] = &[
     "BorrowedMessage",
     "OwnedMessage",
     "Delivery",
+    "DeliveryResult",
     "KafkaMessage",
     "ConsumerRecord",
     "SqsEvent",
@@ -89,7 +90,15 @@ fn broker_message(ty: &str) -> bool {
 /// The registration a parameter's type implies: an HTTP extractor makes a route, a broker
 /// message a consumer.
 pub(super) fn type_registration(ty: &str) -> Option<String> {
-    if MESSAGE_TYPES.iter().any(|t| ty.contains(t)) || broker_message(ty) {
+    // The type's own name, without references, lifetimes and generic arguments
+    // (`&BorrowedMessage<'_>` → `BorrowedMessage`): `DeliveryAddress` is no delivery.
+    let base = ty.split('<').next().unwrap_or(ty);
+    let base = base.rsplit("::").next().unwrap_or(base);
+    let base = base
+        .trim_start_matches(['&', ' '])
+        .trim_start_matches("mut ")
+        .trim();
+    if MESSAGE_TYPES.contains(&base) || broker_message(ty) {
         return Some("consumer message".into());
     }
     if EXTRACTORS.iter().any(|t| ty.contains(t)) {
@@ -98,9 +107,36 @@ pub(super) fn type_registration(ty: &str) -> Option<String> {
     None
 }
 
-/// Whether a value is a message read from a consumer: `consumer.recv()`, `stream.next()`,
-/// `messages.next()`, `subscriber.next()`, `consumer.poll(…)`.
-pub(super) fn reads_message(value: &Expr) -> bool {
+/// Receivers that are broker clients by name.
+const BROKER_RECEIVERS: &[&str] = &[
+    "consumer",
+    "subscriber",
+    "subscription",
+    "jetstream",
+    "kafka",
+    "queue",
+];
+
+/// Whether a value is a stream of broker messages: `consumer.stream()`, `consumer.messages()`,
+/// `client.subscribe(…)`, `channel.basic_consume(…)`.
+pub(super) fn message_source(value: &Expr) -> bool {
+    let Expr::Call(c) = value else {
+        return false;
+    };
+    let recv = c.receiver_words().join(".");
+    match c.method().as_str() {
+        "subscribe" | "queue_subscribe" | "basic_consume" | "subscribe_with_options" => {
+            c.callee.len() > 1
+        }
+        "stream" | "messages" | "fetch" | "consume" => has_any(&recv, BROKER_RECEIVERS),
+        _ => false,
+    }
+}
+
+/// Whether a value is a message read from a consumer: `consumer.recv()`, `stream.next()` on a
+/// message stream (`sources`: the locals holding one), `consumer.poll(…)`, an SQS
+/// `receive_message()`.
+pub(super) fn reads_message(value: &Expr, sources: &[String]) -> bool {
     let Expr::Call(c) = value else {
         return false;
     };
@@ -109,25 +145,17 @@ pub(super) fn reads_message(value: &Expr) -> bool {
     if m == "receive_message" {
         return true;
     }
-    let recv = c.receiver_words().join(".");
+    if message_source(value) {
+        return true;
+    }
+    let from_source = c.callee.len() == 2 && sources.contains(&c.callee[0])
+        || c.receiver
+            .as_deref()
+            .is_some_and(|r| message_source(&Expr::Call(Box::new(r.clone()))));
     matches!(
         m.as_str(),
-        "recv" | "next" | "try_next" | "poll" | "receive" | "stream" | "messages"
-    ) && has_any(
-        &recv,
-        &[
-            "consumer",
-            "stream",
-            "subscriber",
-            "subscription",
-            "messages",
-            "deliveries",
-            "jetstream",
-            "kafka",
-            "queue",
-            "sub",
-        ],
-    )
+        "recv" | "next" | "try_next" | "poll" | "receive"
+    ) && (from_source || has_any(&c.receiver_words().join("."), BROKER_RECEIVERS))
 }
 
 /// How a closure or async block passed to a call runs.
@@ -546,4 +574,60 @@ pub(super) fn code_macro(name: &str) -> bool {
         name.rsplit("::").next().unwrap_or(name),
         "select" | "select_biased" | "join" | "try_join" | "pin_mut" | "spawn"
     )
+}
+
+/// The names a `use` declaration brings in, with their full paths: `use a::b::{C, D as E};`
+/// gives `C` → `a::b::C` and `E` → `a::b::D`.
+pub(super) fn use_paths(decl: &str) -> Vec<(String, String)> {
+    let body = decl.trim().trim_end_matches(';');
+    let body = body.strip_prefix("pub ").unwrap_or(body);
+    let body = body.strip_prefix("use ").unwrap_or(body);
+    let body: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = Vec::new();
+    expand_use("", &body, &mut out, 0);
+    out
+}
+
+fn expand_use(prefix: &str, tree: &str, out: &mut Vec<(String, String)>, depth: u8) {
+    let tree = tree.trim();
+    if depth > 8 || tree.is_empty() {
+        return;
+    }
+    let join = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            format!("{a}::{b}")
+        }
+    };
+    if let Some(open) = tree.find('{') {
+        let head = tree[..open].trim().trim_end_matches("::");
+        let inner = tree[open + 1..]
+            .trim_end()
+            .strip_suffix('}')
+            .unwrap_or(&tree[open + 1..]);
+        let prefix = join(prefix, head);
+        let (mut level, mut start) = (0i32, 0);
+        for (i, ch) in inner.char_indices() {
+            match ch {
+                '{' => level += 1,
+                '}' => level -= 1,
+                ',' if level == 0 => {
+                    expand_use(&prefix, &inner[start..i], out, depth + 1);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        expand_use(&prefix, &inner[start..], out, depth + 1);
+        return;
+    }
+    let (path, alias) = match tree.split_once(" as ") {
+        Some((p, a)) => (p.trim(), a.trim()),
+        None => (tree, tree.rsplit("::").next().unwrap_or(tree)),
+    };
+    if matches!(alias, "*" | "self" | "_") {
+        return;
+    }
+    out.push((alias.to_string(), join(prefix, path)));
 }
