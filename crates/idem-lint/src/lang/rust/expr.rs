@@ -298,6 +298,29 @@ impl Lower<'_> {
     /// The callee path of a chain's first link (`self.pool.begin` → `["self", "pool",
     /// "begin"]`; a field of a non-path value as `?`).
     pub(super) fn root_callee(&mut self, link: &Link<'_>) -> Vec<String> {
+        let mut callee = self.written_callee(link);
+        // A Redis client or connection by its type (`con: redis::aio::ConnectionManager`), and
+        // async-stripe's objects imported by name (`PaymentIntent::create(&client, …)`): the
+        // crate in front says what the call reaches.
+        if let Some(root) = callee.first() {
+            let redis = self
+                .frames
+                .last()
+                .is_some_and(|f| f.redis_vars.contains(root));
+            let stripe = self
+                .imports
+                .iter()
+                .any(|(n, p)| n == root && p.starts_with("stripe::"));
+            if redis {
+                callee.insert(0, "redis".into());
+            } else if stripe {
+                callee.insert(0, "stripe".into());
+            }
+        }
+        callee
+    }
+
+    fn written_callee(&mut self, link: &Link<'_>) -> Vec<String> {
         let c = link.callee;
         match c.kind() {
             "macro_invocation" => c

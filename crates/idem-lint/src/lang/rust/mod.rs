@@ -64,6 +64,8 @@ struct FnFrame {
     /// event = match verify(…) { Ok(e) => e, Err(_) => return … }`), innermost last: their
     /// arms' last expressions go here instead of being returned.
     sinks: Vec<Vec<crate::ir::Expr>>,
+    /// Parameters and locals holding a Redis client or connection (by their types).
+    redis_vars: Vec<String>,
     /// Locals holding a stream of broker messages (`let mut stream = consumer.stream()`).
     sources: Vec<String>,
     /// Parameters holding a body an extractor parsed (`Json(payload): Json<Value>`): their

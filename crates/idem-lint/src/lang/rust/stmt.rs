@@ -148,9 +148,17 @@ impl Lower<'_> {
             .filter(|(_, t)| vocab::parses_body(t))
             .map(|(p, _)| p.clone())
             .collect();
+        let redis_vars = f
+            .params
+            .iter()
+            .zip(&f.param_types)
+            .filter(|(_, t)| vocab::redis_type(&self.qualified(t)))
+            .map(|(p, _)| p.clone())
+            .collect();
         self.b.begin_function(f);
         self.frames.push(FnFrame {
             parsed_bodies,
+            redis_vars,
             ..FnFrame::default()
         });
         if let Some(body) = body {
@@ -335,6 +343,15 @@ impl Lower<'_> {
             let annotated = n
                 .child_by_field_name("type")
                 .map(|t| self.path(t).join("::"));
+            // `let mut con: redis::aio::MultiplexedConnection = …`, or a connection got from
+            // a Redis client.
+            let redis = annotated
+                .as_deref()
+                .is_some_and(|t| vocab::redis_type(&self.qualified(t)))
+                || matches!(&value, Expr::Call(c) if c.callee.first().is_some_and(|r| r == "redis"));
+            if redis && let Some(f) = self.frames.last_mut() {
+                f.redis_vars.push(name.clone());
+            }
             self.remember_struct(name, &value, annotated);
         }
         self.note_message_read(&targets, &value);

@@ -631,3 +631,10 @@ fn expand_use(prefix: &str, tree: &str, out: &mut Vec<(String, String)>, depth: 
     }
     out.push((alias.to_string(), join(prefix, path)));
 }
+
+/// Whether a type is a Redis client, connection or pool (`redis::Client`,
+/// `redis::aio::ConnectionManager`, `deadpool_redis::Pool`, `bb8::Pool<RedisConnectionManager>`).
+pub(super) fn redis_type(ty: &str) -> bool {
+    let t = ty.to_lowercase();
+    t.contains("redis") || t.contains("fred::")
+}
