@@ -44,8 +44,8 @@ pub(super) fn raw_string(t: &str) -> String {
     let t = t.strip_prefix('b').unwrap_or(t);
     let t = t.strip_prefix('r').unwrap_or(t);
     let hashes = t.chars().take_while(|c| *c == '#').count();
-    let t = &t[hashes..];
+    let t = t.get(hashes..).unwrap_or("");
     let t = t.strip_prefix('"').unwrap_or(t);
-    let t = &t[..t.len().saturating_sub(hashes)];
+    let t = t.get(..t.len().saturating_sub(hashes)).unwrap_or(t);
     t.strip_suffix('"').unwrap_or(t).to_string()
 }

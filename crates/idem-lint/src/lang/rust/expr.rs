@@ -8,6 +8,13 @@ use super::chain::{Link, raw_string, strip};
 use super::{Lower, kids, queries, tokens, vocab};
 use crate::ir::{Call, Expr, OpKind};
 
+/// The longest call chain lowered as one: each link's call holds the links before it, so a
+/// longer chain (a generated builder of thousands of calls) is lowered in pieces of this size.
+const MAX_LINKS: usize = 32;
+
+/// How many pieces of one long chain are lowered (`MAX_LINKS` links each).
+const MAX_CHAIN_PIECES: u32 = 16;
+
 impl Lower<'_> {
     pub(super) fn expr(&mut self, n: Node<'_>) -> Expr {
         if !self.b.enter() {
@@ -219,7 +226,7 @@ impl Lower<'_> {
     pub(super) fn links<'t>(&self, n: Node<'t>) -> Vec<Link<'t>> {
         let mut out = Vec::new();
         let mut cur = n;
-        for _ in 0..256 {
+        for _ in 0..MAX_LINKS {
             match cur.kind() {
                 "macro_invocation" => {
                     let args = kids(cur).into_iter().find(|c| c.kind() == "token_tree");
@@ -332,8 +339,15 @@ impl Lower<'_> {
                     .method
                     .map(|m| self.b.text(m).to_string())
                     .unwrap_or_default();
-                let value = c.child_by_field_name("value");
-                match value.map(|v| self.expr(v)) {
+                // A chain longer than `MAX_LINKS` continues in the value: lowered in pieces,
+                // at most `MAX_CHAIN_PIECES` deep (each piece holds a frame of the stack).
+                if self.chain_pieces >= MAX_CHAIN_PIECES {
+                    return vec!["?".into(), field];
+                }
+                self.chain_pieces += 1;
+                let value = c.child_by_field_name("value").map(|v| self.expr(v));
+                self.chain_pieces -= 1;
+                match value {
                     Some(Expr::Path(mut segs)) => {
                         segs.push(field);
                         segs

@@ -47,6 +47,7 @@ impl Language for Rust {
             frames: Vec::new(),
             impl_type: None,
             imports: Vec::new(),
+            chain_pieces: 0,
         };
         lower.items(tree.root_node());
         lower.b.finish()
@@ -81,6 +82,8 @@ struct Lower<'s> {
     /// Names brought in by `use` declarations and their full paths (`Message` →
     /// `async_nats::jetstream::Message`), so a parameter's type says which crate it is from.
     imports: Vec<(String, String)>,
+    /// How many pieces of an over-long call chain are being lowered (see `expr`).
+    chain_pieces: u32,
 }
 
 /// The named children of a node without comments.

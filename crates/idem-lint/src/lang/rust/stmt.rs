@@ -508,6 +508,15 @@ impl Lower<'_> {
     }
 
     pub(super) fn if_expr(&mut self, n: Node<'_>, tail: bool) {
+        // An `else if` chain recurses once per arm: bounded like any nesting.
+        if !self.b.enter() {
+            return;
+        }
+        self.if_arms(n, tail);
+        self.b.leave();
+    }
+
+    fn if_arms(&mut self, n: Node<'_>, tail: bool) {
         let cond = n.child_by_field_name("condition");
         let is_catch = cond.is_some_and(|c| {
             c.kind() == "let_condition"
@@ -561,6 +570,14 @@ impl Lower<'_> {
     /// `match v { PATTERN if guard => arm, … }`: each arm a branch testing `v == PATTERN`
     /// (and the guard); an `Err(…)` arm is a catch.
     pub(super) fn match_expr(&mut self, n: Node<'_>, tail: bool) {
+        if !self.b.enter() {
+            return;
+        }
+        self.match_arms(n, tail);
+        self.b.leave();
+    }
+
+    fn match_arms(&mut self, n: Node<'_>, tail: bool) {
         let value = n
             .child_by_field_name("value")
             .map_or(Expr::Other(Vec::new()), |v| self.expr(v));

@@ -35,10 +35,21 @@ fn bad_input_is_lowered_without_panic() {
     );
     let blocks = format!("fn g() {}{}", "{ if a ".repeat(3000), "}".repeat(3000));
     let plus = format!("fn h() {{ let s = {}; }}", vec!["a"; 20000].join(" + "));
+    let elses = format!("fn e() {{ {} {{}} }}", "if a { f() } else ".repeat(20000));
+    let chain = format!("fn c() {{ x{}; }}", ".m(y)".repeat(20000));
+    let arms = format!(
+        "fn m() {{ match x {{ {} }} }}",
+        "A => match y { ".repeat(3000) + &"_ => 1 }".repeat(3000)
+    );
     for src in [
         deep.as_str(),
         blocks.as_str(),
         plus.as_str(),
+        elses.as_str(),
+        chain.as_str(),
+        arms.as_str(),
+        r###"fn r() { let s = r#"abc"; }"###,
+        r###"fn s() { sqlx::query!(r##"x"#); tokio::select! { Some(m) = s.next() => { let } } }"###,
         "fn f( { sqlx::query!(",
         "macro_rules! m { ($x:expr) => { $x } } fn f() { m!(a.b(c)?.d); json!({\"a\": [1, {\"b\": f(x)}]}); }",
         "fn f() { sqlx::query!().execute(); diesel::insert_into().values(); X::find().one(); }",
