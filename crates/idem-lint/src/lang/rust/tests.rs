@@ -117,31 +117,6 @@ fn diesel_and_sea_orm_chains_become_sql() {
     );
 }
 
-/// `IDEM_RS_DUMP=file.rs cargo test -p idem-lint dump -- --nocapture` prints a file's IR.
-#[test]
-fn dump() {
-    if let Ok(path) = std::env::var("IDEM_RS_DUMP") {
-        let src = std::fs::read_to_string(path).expect("reads");
-        let m = lower(&src);
-        for f in &m.functions {
-            println!(
-                "fn {} params {:?} types {:?} regs {:?}",
-                f.name, f.params, f.param_types, f.registrations
-            );
-            for op in &f.ops {
-                println!(
-                    "  {}:{} conds {:?} tx {:?} det {} {:?}",
-                    op.pos.line, op.pos.column, op.conds, op.lexical_tx, op.detached, op.kind
-                );
-            }
-            for (i, c) in f.conds.iter().enumerate() {
-                println!("  cond {i}: {:?}", c);
-            }
-        }
-        println!("keys {:?}", m.unique_keys);
-    }
-}
-
 #[test]
 fn allow_comments_suppress_rust_findings() {
     let src = |comment: &str| {
