@@ -288,6 +288,18 @@ pub(super) fn normalise_call(call: &mut Call) {
         ];
         return;
     }
+    // A builder setting a key by its name (lapin `BasicProperties::default().with_message_id(…)`,
+    // `.idempotency_key(…)`, `.set_dedup_id(…)`): the key as a named argument.
+    let field = m
+        .strip_prefix("with_")
+        .or_else(|| m.strip_prefix("set_"))
+        .unwrap_or(&m)
+        .to_string();
+    if call.args.len() == 1 && call.kwargs.is_empty() && crate::words::is_key_name(&field) {
+        let value = call.args[0].clone();
+        call.kwargs.push((field, value));
+        return;
+    }
     // redis-rs `set_options(key, v, SetOptions::default().conditional_set(ExistenceCheck::NX))`.
     if m == "set_options" && call.args.iter().flat_map(Expr::words).any(|w| w == "nx") {
         call.args.push(Expr::Str("NX".into()));
