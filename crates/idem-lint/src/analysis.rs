@@ -465,6 +465,11 @@ impl<'a> FnFacts<'a> {
     }
 
     fn is_publish(&self, call: &Call, m: &str, recv: &str) -> bool {
+        // An outbox's or effect ledger's enqueue writes a row in the database's transaction; a
+        // relay or worker acts on it.
+        if has_any(recv, &["outbox", "effect", "ledger"]) {
+            return false;
+        }
         let broker = has_any(
             recv,
             &[

@@ -407,6 +407,9 @@ impl Lower<'_> {
         if let Some(e) = self.std_macro(&links) {
             return e;
         }
+        if let Some(e) = self.macro_chain(&links) {
+            return e;
+        }
         if let [link] = links.as_slice()
             && link.callee.kind() == "macro_invocation"
             && vocab::code_macro(link.method.map(|m| self.b.text(m)).unwrap_or(""))
@@ -473,7 +476,9 @@ impl Lower<'_> {
             }
             // `Some(x)`, `Set(v)`, `Json(body)`, `Box::new(f)`, `AppError::Conflict(id)` build a
             // value; they are no operation.
-            if !vocab::constructs(&call) {
+            // idem's `runner.run(&event, |tx| …)` is its claim (emitted in the closure's
+            // transaction) and the closure's work, nothing besides.
+            if !vocab::constructs(&call) && !vocab::is_idem_run(&call) && !vocab::idem_pure(&call) {
                 self.b.emit(OpKind::Call(call.clone()), pos);
             }
             for route in vocab::routes(&call) {

@@ -55,6 +55,29 @@ impl Lower<'_> {
         call.callee = vec!["serde_json".into(), "to_string".into()];
     }
 
+    /// A chain on a value a known macro makes (`metrics::counter!("x").increment(1)`,
+    /// `json!({…}).to_string()`): nothing outside, the calls in its arguments aside.
+    pub(super) fn macro_chain(&mut self, links: &[Link<'_>]) -> Option<Expr> {
+        let (first, rest) = links.split_first()?;
+        if rest.is_empty() || first.callee.kind() != "macro_invocation" {
+            return None;
+        }
+        let name = first.method.map(|m| self.b.text(m)).unwrap_or("");
+        vocab::macro_kind(name)?;
+        for link in links {
+            let mut scratch = Call {
+                callee: Vec::new(),
+                receiver: None,
+                args: Vec::new(),
+                kwargs: Vec::new(),
+                is_new: false,
+                pos: self.b.pos(link.node),
+            };
+            self.link_args(link, &mut scratch);
+        }
+        Some(Expr::Other(Vec::new()))
+    }
+
     /// An AWS SDK fluent call, `client.send_message().queue_url(u).message_body(b).send()`: one
     /// call of the operation (`client.send_message(queue_url = u, message_body = b)`), the
     /// setters as its named arguments.

@@ -218,7 +218,7 @@ pub(super) fn closure_role(call: &Call) -> ClosureRole {
 
 /// idem's `runner.run(&event, |tx| …)` / `run_boxed`: a runner (or an `Event::new(…)`
 /// argument) and a closure.
-fn is_idem_run(call: &Call) -> bool {
+pub(super) fn is_idem_run(call: &Call) -> bool {
     let m = call.method();
     if !matches!(m.as_str(), "run" | "run_boxed") || call.callee.len() < 2 {
         return false;
@@ -227,9 +227,15 @@ fn is_idem_run(call: &Call) -> bool {
     let event_arg = call.args.iter().any(|a| {
         let mut found = false;
         a.walk(&mut |e| {
-            if let Expr::Call(c) = e {
+            // `Event::new(key).with_entity(…)`: the chain's first call is the event.
+            let mut link = match e {
+                Expr::Call(c) => Some(c.as_ref()),
+                _ => None,
+            };
+            while let Some(c) = link {
                 let n = c.name();
-                found |= n.ends_with("Event::new") || n.contains("DedupKey");
+                found |= n.ends_with("Event.new") || n.contains("DedupKey");
+                link = c.receiver.as_deref();
             }
         });
         found
@@ -455,6 +461,9 @@ pub(super) fn macro_kind(name: &str) -> Option<MacroKind> {
         | "debug" | "warn" | "error" | "trace" | "event" | "span" | "info_span" | "debug_span"
         | "log" | "assert" | "assert_eq" | "assert_ne" | "debug_assert" | "debug_assert_eq"
         | "debug_assert_ne" | "ensure" | "instrument" => MacroKind::Nothing,
+        // The metrics crate's handles: `counter!("x").increment(1)` counts, it writes nothing.
+        "counter" | "gauge" | "histogram" | "describe_counter" | "describe_gauge"
+        | "describe_histogram" => MacroKind::Nothing,
         _ => return None,
     })
 }
@@ -649,4 +658,12 @@ fn expand_use(prefix: &str, tree: &str, out: &mut Vec<(String, String)>, depth: 
 pub(super) fn redis_type(ty: &str) -> bool {
     let t = ty.to_lowercase();
     t.contains("redis") || t.contains("fred::")
+}
+
+/// idem's runner methods that compute rather than act (`runner.effect_key(…)`).
+pub(super) fn idem_pure(call: &Call) -> bool {
+    matches!(
+        call.method().as_str(),
+        "effect_key" | "effects_scope_name" | "consumer"
+    ) && has_any(&call.receiver_words().join("."), &["idem", "runner"])
 }
