@@ -461,7 +461,10 @@ impl<'a> FnFacts<'a> {
             });
         }
         match m {
-            "setnx" | "hsetnx" | "setifnotexists" => Some(Act::RedisWrite { key, nx: true }),
+            // Rust's redis crate spells them `set_nx`, `hset_nx`, `set_ex`.
+            "setnx" | "hsetnx" | "setifnotexists" | "set_nx" | "hset_nx" => {
+                Some(Act::RedisWrite { key, nx: true })
+            }
             "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead { key }),
             "incr" | "incrby" | "decr" | "decrby" | "hincrby" | "zincrby" | "incrbyfloat"
             | "hincrbyfloat"
@@ -470,7 +473,7 @@ impl<'a> FnFacts<'a> {
                 Some(Act::RedisIncr)
             }
             "get" | "exists" | "hget" if is_redis => Some(Act::RedisRead { key }),
-            "set" | "hset" | "sadd" | "setex" | "setjson" if is_redis => {
+            "set" | "hset" | "sadd" | "setex" | "setjson" | "set_ex" if is_redis => {
                 Some(Act::RedisWrite { key, nx: nx_flag })
             }
             _ => None,
@@ -478,6 +481,11 @@ impl<'a> FnFacts<'a> {
     }
 
     fn is_publish(&self, call: &Call, m: &str, recv: &str) -> bool {
+        // An outbox's or effect ledger's enqueue writes a row in the database's transaction; a
+        // relay or worker acts on it.
+        if has_any(recv, &["outbox", "effect", "ledger"]) {
+            return false;
+        }
         let broker = has_any(
             recv,
             &[
@@ -1460,6 +1468,21 @@ impl<'a> FnFacts<'a> {
                         tx = tx.or(Some(implicit_segment));
                         next += 1;
                         implicit_segment = next;
+                    }
+                }
+                // A transaction handed on (`tx'1 = tx`: a helper's parameter bound to the
+                // caller's transaction) is the same transaction.
+                (
+                    OpKind::Assign {
+                        targets,
+                        value: Expr::Path(p),
+                        op: None,
+                    },
+                    _,
+                ) if p.len() == 1 && vars.contains_key(&p[0]) => {
+                    let id = vars[&p[0]];
+                    for t in targets {
+                        vars.insert(t.clone(), id);
                     }
                 }
                 (

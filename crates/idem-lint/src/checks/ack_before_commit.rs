@@ -21,9 +21,8 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
     let recv = call.receiver_words();
     let root = recv.first().map(String::as_str).unwrap_or("");
     match m.as_str() {
-        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" | "basicack" => {
-            Some("acknowledges the message")
-        }
+        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" | "double_ack"
+        | "basicack" => Some("acknowledges the message"),
         "commitoffsets"
         | "commitmessages"
         | "commit_offsets"
@@ -33,6 +32,16 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
         | "commitoffset"
         | "mark_as_consumed"
         | "mark_message_as_processed" => Some("commits the offset"),
+        // rdkafka.
+        "commit_message" | "commit_consumer_state" | "store_offset_from_message" => {
+            Some("commits the offset")
+        }
+        // SQS: deleting the message is its acknowledgement.
+        "delete_message" | "deletemessage"
+            if recv.iter().any(|w| has_any(w, &["sqs", "queue", "client"])) =>
+        {
+            Some("deletes (acknowledges) the message")
+        }
         "commit" if recv.iter().any(|w| has_any(w, CONSUMERS)) => Some("commits the offset"),
         "sendstatus" | "send" | "json" | "end"
             if matches!(root, "res" | "reply" | "response") && answers_2xx(call) =>

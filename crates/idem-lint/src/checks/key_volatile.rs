@@ -124,6 +124,12 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "timecurrent"
                             | "datetimecurrent"
                             | "processclockgettime"
+                            // Rust: std, chrono, time.
+                            | "systemtimenow"
+                            | "chronoutcnow"
+                            | "localnow"
+                            | "chronolocalnow"
+                            | "offsetdatetimenowutc"
                     ) || (c.is_new && n == "date" && c.args.is_empty())
                         || crate::lang::jvm_vocab::is_clock(&n);
                     let random = matches!(
@@ -166,6 +172,10 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "bsonnewobjectid"
                             | "primitivenewobjectid"
                             | "generateuuid"
+                            // Rust's uuid crate.
+                            | "uuiduuidnewv4"
+                            | "uuidnowv7"
+                            | "uuiduuidnowv7"
                     ) || (m == "random" && c.callee.len() == 2)
                         // Ruby: `SecureRandom.uuid`, `SecureRandom.hex(8)`, `rand(1000)`.
                         || n.starts_with("securerandom")
@@ -304,9 +314,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     });
                 }
                 // `headers.set("Idempotency-Key", v)`, `req.Header.Set("Idempotency-Key", v)`
+                // Rust's `HeaderMap::insert`/`append` too.
                 if matches!(
                     call.method().as_str(),
-                    "set" | "add" | "setheader" | "header"
+                    "set" | "add" | "setheader" | "header" | "insert" | "append"
                 ) && call.args.len() >= 2
                     && let Some(name) = call.args[0].string_text()
                 {

@@ -60,15 +60,34 @@ pub(crate) fn run(
         parsed_body: parsed_body(module),
     };
     let mut hits = Vec::new();
-    for func in &module.functions {
-        // A function that opens a transaction is followed into its helpers too: a publish
-        // made by one of them while the transaction is open is ARC_PUBLISH_IN_TX's, handler
-        // or not.
-        let expanded = if is_entry(func) || opens_transaction(func) {
-            expand(func)
-        } else {
-            None
-        };
+    // A function that opens a transaction is followed into its helpers too: a publish made by
+    // one of them while the transaction is open is ARC_PUBLISH_IN_TX's, handler or not.
+    let expanded: Vec<Option<Function>> = module
+        .functions
+        .iter()
+        .map(|func| {
+            if is_entry(func) || opens_transaction(func) {
+                expand(func)
+            } else {
+                None
+            }
+        })
+        .collect();
+    // A helper that is an event handler only because a handler of this file calls it is
+    // judged where that handler inlines it (after its claim, inside its transaction), not
+    // again on its own.
+    let inlined: std::collections::HashSet<&str> = expanded
+        .iter()
+        .zip(&module.functions)
+        .filter(|(_, f)| !f.called_by_handler)
+        .filter_map(|(e, _)| e.as_ref())
+        .flat_map(|e| e.ops.iter().filter_map(|op| op.origin.as_ref()))
+        .map(|o| o.helper.as_str())
+        .collect();
+    for (func, expanded) in module.functions.iter().zip(&expanded) {
+        if func.called_by_handler && inlined.contains(func.name.as_str()) {
+            continue;
+        }
         let func = expanded.as_ref().unwrap_or(func);
         let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
         key_volatile::check(&facts, &mut hits);

@@ -145,7 +145,10 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     if matches!(m.as_str(), "write" | "update") && chain.len() == 2 {
         let var = &call.callee[0];
         if let Some(Expr::Call(c)) = facts.values.get(var)
-            && (norm(&c.name()) == "hmacnew" || c.callee.iter().any(|s| norm(s) == "createhmac"))
+            && (norm(&c.name()) == "hmacnew"
+                || c.callee.iter().any(|s| norm(s) == "createhmac")
+                // Rust's hmac crate: `Hmac::<Sha256>::new_from_slice(key)`, `HmacSha256::new…`.
+                || norm(&c.name()).starts_with("hmac") && c.method().starts_with("new_from"))
         {
             return call.args.first();
         }
@@ -187,6 +190,11 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                             | "ujsondumps"
                             | "jsongenerate"
                             | "jsondump"
+                            // Rust's serde_json.
+                            | "serdejsontostring"
+                            | "serdejsontovec"
+                            | "serdejsontostringpretty"
+                            | "serdejsontovecpretty"
                     ) || matches!(
                         m.as_str(),
                         "model_dump_json" | "json_dumps" | "to_json"

@@ -12,6 +12,7 @@ mod jvm;
 mod kotlin;
 mod python;
 mod ruby;
+mod rust;
 
 pub(crate) use jvm::vocab as jvm_vocab;
 
@@ -22,7 +23,7 @@ use crate::ir::Module;
 /// One source language.
 pub(crate) trait Language: Send + Sync + std::fmt::Debug {
     /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`, `ruby`,
-    /// `java`, `kotlin`).
+    /// `java`, `kotlin`, `rust`).
     fn name(&self, path: &Path) -> &'static str;
     /// Whether this language reads the file (by its extension).
     fn handles(&self, path: &Path) -> bool;
@@ -46,6 +47,7 @@ pub(crate) fn all() -> &'static [&'static dyn Language] {
         &ruby::Ruby,
         &java::Java,
         &kotlin::Kotlin,
+        &rust::Rust,
     ]
 }
 

@@ -25,6 +25,7 @@ pub(crate) fn language(path: &Path) -> &'static str {
         "kt" | "kts" => "kotlin",
         // Spring Boot's configuration, read with the JVM sources.
         "yml" | "yaml" | "properties" => "jvm-config",
+        "rs" => "rust",
         _ => "other",
     }
 }
