@@ -766,7 +766,11 @@ impl<'a> FnFacts<'a> {
             // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
             // arguments (`update_fields=…`, a model's own flags) keep it one.
             || m == "save" && call.callee.len() == 2 && call.args.is_empty()
-            || self.loaded_model(call).is_some();
+            || self.loaded_model(call).is_some()
+            // `user.subscriptions.create!(…)`: an association of a loaded row.
+            || call.callee.len() > 2
+                && !matches!(m, "find" | "get")
+                && self.loaded_row(&call.callee[..call.callee.len() - 1], 0);
         if !model_like {
             return Act::Other;
         }
@@ -1144,6 +1148,67 @@ impl<'a> FnFacts<'a> {
         made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
     }
 
+    /// Whether `path` (`user`, `self.user`, `order.user`) holds a row loaded by a model's
+    /// class method (`user = User.find(id)`), or reached from one through its attributes or
+    /// a query on it (`sub = user.subscriptions.where(…).first`), through aliases: the
+    /// ActiveRecord and Django association chains (`user.charges.create(…)`).
+    fn loaded_row(&self, path: &[String], depth: u8) -> bool {
+        let key = match path {
+            [s, field, ..] if s == "self" || s == "this" => format!("{s}.{field}"),
+            [root, ..] => root.clone(),
+            [] => return false,
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        match self.values.get(&key) {
+            Some(Expr::Call(made)) if !made.is_new && made.callee.len() >= 2 => {
+                constant(&made.callee[0])
+                    || depth < 4
+                        && self.loaded_row(&made.callee[..made.callee.len() - 1], depth + 1)
+            }
+            Some(Expr::Path(p)) if depth < 4 && *p != path => self.loaded_row(p, depth + 1),
+            _ => false,
+        }
+    }
+
+    /// The model of the row whose association a call goes through (`user.charges.create(…)`
+    /// with `user = User.find(id)`: `User`), whose foreign key the association fills.
+    pub(crate) fn association_owner(&self, call: &Call) -> Option<String> {
+        let owner = match call.callee.as_slice() {
+            [s, field, _, _] if s == "self" || s == "this" => vec![s.clone(), field.clone()],
+            [root, _, _] => vec![root.clone()],
+            _ => return None,
+        };
+        self.row_model(&owner, 0)
+    }
+
+    /// The model a row held at `path` was loaded by (`User.lock.find(id)`: `User`), through
+    /// aliases.
+    fn row_model(&self, path: &[String], depth: u8) -> Option<String> {
+        let key = match path {
+            [s, field, ..] if s == "self" || s == "this" => format!("{s}.{field}"),
+            [root] => root.clone(),
+            _ => return None,
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        match self.values.get(&key)? {
+            Expr::Call(made) if !made.is_new && made.callee.len() >= 2 => {
+                let n = made.callee.len() - 1;
+                if !constant(&made.callee[0]) {
+                    return None;
+                }
+                made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
+            }
+            Expr::Path(p) if depth < 4 && *p != path => self.row_model(p, depth + 1),
+            _ => None,
+        }
+    }
+
     /// The model or table an ORM call is about: a table named in the chain (`knex("orders")`,
     /// `db.collection("orders")`, `supabase.from("orders")`, GORM `Table("orders")`), the model
     /// the row is built from (`session.add(Order(…))`, `db.Create(&Order{…})`), the model in
@@ -1333,6 +1398,13 @@ impl<'a> FnFacts<'a> {
 
     /// The columns of an ORM create, when written out.
     fn columns_of(&self, call: &Call) -> Option<Vec<String>> {
+        let mut cols = self.given_columns(call)?;
+        // `user.charges.create(…)` fills `charges.user_id`.
+        cols.extend(self.association_owner(call));
+        Some(cols)
+    }
+
+    fn given_columns(&self, call: &Call) -> Option<Vec<String>> {
         if !call.kwargs.is_empty() {
             return Some(call.kwargs.iter().map(|(k, _)| k.clone()).collect());
         }
