@@ -578,6 +578,8 @@ impl<'a> FnFacts<'a> {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // ActionMailer: `OrderMailer.receipt(order).deliver_now` sends the mail now.
+            "deliver_now" => !recv.is_empty(),
             // A chat API's post: Slack `client.chat_postMessage(…)`, `app.client.chat.postMessage`.
             _ if norm(m).ends_with("postmessage")
                 && !recv.is_empty()
@@ -610,7 +612,7 @@ impl<'a> FnFacts<'a> {
             _ if ["update", "pay", "capture", "cancel", "refund"]
                 .iter()
                 .any(|p| m.starts_with(p))
-                && provider_client(call) =>
+                && (provider_client(call) || self.provider_object(call)) =>
             {
                 true
             }
@@ -628,6 +630,13 @@ impl<'a> FnFacts<'a> {
             ),
             _ => false,
         }
+    }
+
+    /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
+    /// makes `charge.refund` a call to Stripe).
+    fn provider_object(&self, call: &Call) -> bool {
+        call.callee.len() == 2
+            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(made)) if provider_client(made))
     }
 
     fn orm(&self, call: &Call, m: &str, recv: &[String]) -> Act {
