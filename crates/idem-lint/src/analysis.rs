@@ -1042,7 +1042,14 @@ impl<'a> FnFacts<'a> {
                 _ => None,
             }
         };
-        let held: Vec<Expr> = call.option("data").and_then(local).into_iter().collect();
+        // So is a lone argument held in a local (ActiveRecord `sub.update!(attrs)`).
+        let lone = call.args.first().filter(|_| call.args.len() == 1);
+        let held: Vec<Expr> = call
+            .option("data")
+            .or(lone)
+            .and_then(local)
+            .into_iter()
+            .collect();
         let data: Vec<&Expr> = call
             .option("data")
             .into_iter()
