@@ -558,6 +558,10 @@ impl<'a> FnFacts<'a> {
                 "rest",
                 "session",
                 "request",
+                // Ruby's HTTP clients: `Faraday.post(url)`, `Typhoeus.post`, `Excon.post`.
+                "faraday",
+                "typhoeus",
+                "excon",
             ],
         ) && !has_any(recv, &["redis", "db", "prisma", "supabase"]);
         let root = call.callee.first().map(|s| norm(s)).unwrap_or_default();
