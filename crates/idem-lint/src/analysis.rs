@@ -585,6 +585,10 @@ impl<'a> FnFacts<'a> {
                 "rest",
                 "session",
                 "request",
+                // Ruby's HTTP clients: `Faraday.post(url)`, `Typhoeus.post`, `Excon.post`.
+                "faraday",
+                "typhoeus",
+                "excon",
             ],
         ) && !has_any(recv, &["redis", "db", "prisma", "supabase"]);
         let root = call.callee.first().map(|s| norm(s)).unwrap_or_default();
@@ -608,6 +612,8 @@ impl<'a> FnFacts<'a> {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // ActionMailer: `OrderMailer.receipt(order).deliver_now` sends the mail now.
+            "deliver_now" => !recv.is_empty(),
             // A chat API's post: Slack `client.chat_postMessage(…)`, `app.client.chat.postMessage`.
             _ if norm(m).ends_with("postmessage")
                 && !recv.is_empty()
@@ -640,7 +646,7 @@ impl<'a> FnFacts<'a> {
             _ if ["update", "pay", "capture", "cancel", "refund"]
                 .iter()
                 .any(|p| m.starts_with(p))
-                && provider_client(call) =>
+                && (provider_client(call) || self.provider_object(call)) =>
             {
                 true
             }
@@ -658,6 +664,13 @@ impl<'a> FnFacts<'a> {
             ),
             _ => false,
         }
+    }
+
+    /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
+    /// makes `charge.refund` a call to Stripe).
+    fn provider_object(&self, call: &Call) -> bool {
+        call.callee.len() == 2
+            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(made)) if provider_client(made))
     }
 
     fn orm(&self, call: &Call, m: &str, recv: &[String]) -> Act {
@@ -800,7 +813,11 @@ impl<'a> FnFacts<'a> {
             || recv.iter().any(|r| jvm_vocab::is_data_access(r))
             // Spring Data's `existsBy…`/`countBy…` are a repository's, whatever its field is called.
             || m.starts_with("existsby")
-            || m.starts_with("countby");
+            || m.starts_with("countby")
+            // `user.subscriptions.create!(…)`: an association of a loaded row.
+            || call.callee.len() > 2
+                && !matches!(m, "find" | "get")
+                && self.loaded_row(&call.callee[..call.callee.len() - 1], 0);
         if !model_like {
             return Act::Other;
         }
@@ -1066,7 +1083,14 @@ impl<'a> FnFacts<'a> {
                 _ => None,
             }
         };
-        let held: Vec<Expr> = call.option("data").and_then(local).into_iter().collect();
+        // So is a lone argument held in a local (ActiveRecord `sub.update!(attrs)`).
+        let lone = call.args.first().filter(|_| call.args.len() == 1);
+        let held: Vec<Expr> = call
+            .option("data")
+            .or(lone)
+            .and_then(local)
+            .into_iter()
+            .collect();
         let data: Vec<&Expr> = call
             .option("data")
             .into_iter()
@@ -1179,6 +1203,67 @@ impl<'a> FnFacts<'a> {
             return None;
         }
         made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
+    }
+
+    /// Whether `path` (`user`, `self.user`, `order.user`) holds a row loaded by a model's
+    /// class method (`user = User.find(id)`), or reached from one through its attributes or
+    /// a query on it (`sub = user.subscriptions.where(…).first`), through aliases: the
+    /// ActiveRecord and Django association chains (`user.charges.create(…)`).
+    fn loaded_row(&self, path: &[String], depth: u8) -> bool {
+        let key = match path {
+            [s, field, ..] if s == "self" || s == "this" => format!("{s}.{field}"),
+            [root, ..] => root.clone(),
+            [] => return false,
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        match self.values.get(&key) {
+            Some(Expr::Call(made)) if !made.is_new && made.callee.len() >= 2 => {
+                constant(&made.callee[0])
+                    || depth < 4
+                        && self.loaded_row(&made.callee[..made.callee.len() - 1], depth + 1)
+            }
+            Some(Expr::Path(p)) if depth < 4 && *p != path => self.loaded_row(p, depth + 1),
+            _ => false,
+        }
+    }
+
+    /// The model of the row whose association a call goes through (`user.charges.create(…)`
+    /// with `user = User.find(id)`: `User`), whose foreign key the association fills.
+    pub(crate) fn association_owner(&self, call: &Call) -> Option<String> {
+        let owner = match call.callee.as_slice() {
+            [s, field, _, _] if s == "self" || s == "this" => vec![s.clone(), field.clone()],
+            [root, _, _] => vec![root.clone()],
+            _ => return None,
+        };
+        self.row_model(&owner, 0)
+    }
+
+    /// The model a row held at `path` was loaded by (`User.lock.find(id)`: `User`), through
+    /// aliases.
+    fn row_model(&self, path: &[String], depth: u8) -> Option<String> {
+        let key = match path {
+            [s, field, ..] if s == "self" || s == "this" => format!("{s}.{field}"),
+            [root] => root.clone(),
+            _ => return None,
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        match self.values.get(&key)? {
+            Expr::Call(made) if !made.is_new && made.callee.len() >= 2 => {
+                let n = made.callee.len() - 1;
+                if !constant(&made.callee[0]) {
+                    return None;
+                }
+                made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
+            }
+            Expr::Path(p) if depth < 4 && *p != path => self.row_model(p, depth + 1),
+            _ => None,
+        }
     }
 
     /// The model or table an ORM call is about: a table named in the chain (`knex("orders")`,
@@ -1381,6 +1466,13 @@ impl<'a> FnFacts<'a> {
 
     /// The columns of an ORM create, when written out.
     fn columns_of(&self, call: &Call) -> Option<Vec<String>> {
+        let mut cols = self.given_columns(call)?;
+        // `user.charges.create(…)` fills `charges.user_id`.
+        cols.extend(self.association_owner(call));
+        Some(cols)
+    }
+
+    fn given_columns(&self, call: &Call) -> Option<Vec<String>> {
         if !call.kwargs.is_empty() {
             return Some(call.kwargs.iter().map(|(k, _)| k.clone()).collect());
         }

@@ -198,9 +198,25 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             let cond = &facts.func.conds[c];
             cond.is_catch && cond.test.words().iter().any(|w| is_duplicate_word(w))
         });
-        let by_claim_catch = claim_failed(facts, i);
-        if !(by_message || by_claim || by_catch || by_claim_catch || in_duplicate_branch(facts, i))
-        {
+        // `rescue RecordNotUnique` then `raise … unless Order.exists?(…)`: the branch where the
+        // row turned out missing is a real failure, not the duplicate.
+        let absent_branch = op.conds.iter().any(|&c| {
+            let cond = &facts.func.conds[c];
+            let (test, not) = match &cond.test {
+                Expr::Not(inner) => (inner.as_ref(), true),
+                other => (other, false),
+            };
+            !cond.is_catch
+                && cond.negated ^ not
+                && matches!(test, Expr::Call(c) if {
+                    let m = c.method();
+                    m == "exists" || m.starts_with("find_by") || m == "findfirst" || m == "findone"
+                })
+        });
+        let by_catch = by_catch && !absent_branch;
+        let by_claim_catch = claim_failed(facts, i) && !absent_branch;
+        let dup_branch = in_duplicate_branch(facts, i) && !absent_branch;
+        if !(by_message || by_claim || by_catch || by_claim_catch || dup_branch) {
             continue;
         }
         // `except IntegrityError: if <it was this event>: return …; raise`: the duplicate was

@@ -44,7 +44,9 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
     for (k, v) in &call.kwargs {
         found |= k == column && from_delivery(facts, v);
     }
-    let held = match call.option("data") {
+    // The data held in a local: Prisma's `data`, or a lone argument (`sub.update!(attrs)`).
+    let lone = call.args.first().filter(|_| call.args.len() == 1);
+    let held = match call.option("data").or(lone) {
         Some(Expr::Path(p)) if p.len() == 1 => facts.values.get(&p[0]),
         _ => None,
     };

@@ -113,8 +113,17 @@ impl<'s> Lower<'s> {
         let raw = method_node
             .map(|m| self.b.text(m).to_string())
             .unwrap_or_else(|| "call".to_string());
-        let pos = call_pos(&self.b, n, method_node);
         let receiver_node = n.child_by_field_name("receiver");
+        // `Karafka.producer` on one line, `.produce_sync(…)` on the next: the call is where
+        // its statement starts, not where the chain was broken.
+        let pos = match (receiver_node, method_node) {
+            (Some(r), Some(m))
+                if plain_chain(r) && m.start_position().row != n.start_position().row =>
+            {
+                self.b.pos(n)
+            }
+            _ => call_pos(&self.b, n, method_node),
+        };
         let attribute = receiver_node.and_then(|r| self.attribute_path(r));
         let (mut callee, receiver) = match receiver_node {
             _ if attribute.is_some() => (attribute.unwrap_or_default(), None),
@@ -384,5 +393,19 @@ impl<'s> Lower<'s> {
         let mut l = self.locals.last().cloned().unwrap_or_default();
         l.extend(params.iter().cloned());
         self.locals.push(l);
+    }
+}
+
+/// A receiver written as names only — constants, locals, `self`, `@x`, `Foo::Bar` and calls
+/// without arguments or a block on them (`Karafka.producer`): nothing in it does anything.
+fn plain_chain(n: Node<'_>) -> bool {
+    match n.kind() {
+        "identifier" | "constant" | "self" | "instance_variable" | "scope_resolution" => true,
+        "call" => {
+            n.child_by_field_name("arguments").is_none()
+                && n.child_by_field_name("block").is_none()
+                && n.child_by_field_name("receiver").is_some_and(plain_chain)
+        }
+        _ => false,
     }
 }

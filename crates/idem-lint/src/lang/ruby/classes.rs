@@ -7,7 +7,7 @@ use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES, WEBHOOK_WORDS};
 use super::{ClassCtx, ClassKind, Lower};
 use crate::ir::{Function, OpKind, Pos};
 use crate::lang::builder::named;
-use crate::words::has_any;
+use crate::words::{has_any, is_key_name};
 
 impl<'s> Lower<'s> {
     /// A class, module or `class << self`: what it is, then its body with it as context.
@@ -204,6 +204,9 @@ impl<'s> Lower<'s> {
                 _ => {}
             }
         }
+        let params_empty = n
+            .child_by_field_name("parameters")
+            .is_none_or(|p| named(p).is_empty());
         let before = match &ctx {
             Some(c) if c.kind == ClassKind::Controller && !c.private && !singleton => {
                 c.before.clone()
@@ -219,15 +222,61 @@ impl<'s> Lower<'s> {
             self.b.emit(OpKind::Call(call), pos);
         }
         if let Some(body) = n.child_by_field_name("body") {
-            if body.kind() == "body_statement" {
+            let key = params_empty && is_key_name(&name);
+            if body.kind() == "body_statement" && key {
+                self.key_reader(body, &name);
+            } else if body.kind() == "body_statement" {
                 self.body(body);
             } else {
                 // `def total = items.sum(&:price)`.
-                self.expr(body);
+                let value = self.expr(body);
+                if key {
+                    let pos = self.b.pos(body);
+                    self.b.emit(
+                        OpKind::Assign {
+                            targets: vec![format!("self.{name}")],
+                            op: None,
+                            value,
+                        },
+                        pos,
+                    );
+                }
             }
         }
         self.b.end_function();
         self.locals.pop();
+    }
+}
+
+impl<'s> Lower<'s> {
+    /// `def idempotency_key = request.headers["Idempotency-Key"] || SecureRandom.uuid`: a
+    /// reader named as a dedup or idempotency key is that key, so its value (the body's last
+    /// expression) is assigned to `self.<name>` where the checks read keys.
+    fn key_reader(&mut self, body: Node<'_>, name: &str) {
+        let children = named(body);
+        let Some((last, rest)) = children.split_last() else {
+            return;
+        };
+        if children
+            .iter()
+            .any(|c| c.kind() == "rescue" || c.kind() == "ensure")
+        {
+            self.body(body);
+            return;
+        }
+        for c in rest {
+            self.stmt(*c);
+        }
+        let value = self.expr(*last);
+        let pos = self.b.pos(*last);
+        self.b.emit(
+            OpKind::Assign {
+                targets: vec![format!("self.{name}")],
+                op: None,
+                value,
+            },
+            pos,
+        );
     }
 }
 

@@ -173,6 +173,11 @@ pub(super) fn acts(method: &str) -> bool {
                 | "lock"
                 | "pop"
                 | "shift"
+                // A payment's verbs: `charge.refund`, `payment_intent.capture`.
+                | "refund"
+                | "capture"
+                | "cancel"
+                | "void"
         )
 }
 
