@@ -3,11 +3,12 @@
 //! retry it (Stripe for three days, GitHub and brokers until it dead-letters).
 
 use super::{Hit, in_duplicate_branch, is_marker, is_marker_read};
-use crate::analysis::FnFacts;
+use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
 use crate::ir::{Call, Expr, OpKind};
 use crate::rule::RuleId;
+use crate::sql::SqlStmt;
 use crate::words::{is_duplicate_word, norm, status_constant};
 
 /// The status a call answers with, if it is a response: `res.status(409)`,
@@ -100,7 +101,21 @@ fn claim_failed(facts: &FnFacts<'_>, i: usize) -> bool {
     let last_write = (0..i).rev().find(|&k| {
         !ops[k].conds.contains(&c) && (facts.acts[k].is_db_write() || is_marker(&facts.acts[k]))
     });
-    last_write.is_some_and(|k| is_marker(&facts.acts[k]))
+    // A claim that ignores conflicts (`ON CONFLICT DO NOTHING`, `skipDuplicates`, `SET NX`)
+    // never fails on a duplicate: its catch sees only real failures.
+    last_write.is_some_and(|k| is_marker(&facts.acts[k]) && fails_on_duplicate(&facts.acts[k]))
+}
+
+/// Whether a claim raises on a duplicate (a plain insert against a unique key).
+fn fails_on_duplicate(act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Insert {
+            conflict_clause, ..
+        }) => !conflict_clause,
+        Act::OrmCreate { safe, .. } => !safe,
+        Act::RedisWrite { nx, .. } => !nx,
+        _ => true,
+    }
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
