@@ -106,6 +106,37 @@ fn claim_failed(facts: &FnFacts<'_>, i: usize) -> bool {
     last_write.is_some_and(|k| is_marker(&facts.acts[k]) && fails_on_duplicate(&facts.acts[k]))
 }
 
+/// Whether the handler catches the errors of `helper`: an `Err` arm or `if let Err` over its
+/// call, or over a variable holding its result.
+fn caught_by_caller(facts: &FnFacts<'_>, helper: &str) -> bool {
+    let name = helper
+        .rsplit(['.', ':'])
+        .next()
+        .unwrap_or(helper)
+        .to_lowercase();
+    if name.is_empty() {
+        return false;
+    }
+    let names = |e: &Expr| {
+        let mut hit = false;
+        e.walk(&mut |x| {
+            if let Expr::Call(c) = x {
+                hit |= c.method() == name;
+            }
+        });
+        hit
+    };
+    facts.func.conds.iter().filter(|c| c.is_catch).any(|c| {
+        let Expr::Binary { op, left, .. } = &c.test else {
+            return false;
+        };
+        op == "=="
+            && (names(left)
+                || matches!(left.as_ref(), Expr::Path(p) if p.len() == 1
+                    && facts.values.get(&p[0]).is_some_and(names)))
+    })
+}
+
 /// Whether a claim raises on a duplicate (a plain insert against a unique key).
 fn fails_on_duplicate(act: &Act) -> bool {
     match act {
@@ -147,6 +178,16 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     Some(s) if s >= 400 => (format!("answered {s}"), words),
                     _ => continue,
                 }
+            }
+            // A helper's error its caller matches on (`match svc.place(o).await { Err(_) =>
+            // … }`): the caller's arm answers, not the error.
+            OpKind::Throw(_)
+                if op
+                    .origin
+                    .as_ref()
+                    .is_some_and(|o| caught_by_caller(facts, &o.helper)) =>
+            {
+                continue;
             }
             OpKind::Throw(value) => {
                 let status = match value {
