@@ -21,6 +21,8 @@ pub(crate) struct SetColumn {
     /// Set from a bound parameter or the proposed row (`$1`, `?`, `EXCLUDED.col`,
     /// `VALUES(col)`): a value the event brought, not `NOW()`.
     pub(crate) from_input: bool,
+    /// The number of the `$N` placeholder it is set from.
+    pub(crate) param: Option<usize>,
 }
 
 /// What a statement does, as far as checks need.
@@ -270,9 +272,22 @@ fn set_columns(a: &sqlparser::ast::Assignment) -> Vec<SetColumn> {
         .map(|column| SetColumn {
             relative: is_relative(&column, &a.value),
             from_input: is_input(&a.value),
+            param: placeholder(&a.value),
             column,
         })
         .collect()
+}
+
+/// `$3` (also cast, `$3::timestamptz`): 3.
+fn placeholder(value: &SqlExpr) -> Option<usize> {
+    match value {
+        SqlExpr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Placeholder(p) => p.strip_prefix('$')?.parse().ok(),
+            _ => None,
+        },
+        SqlExpr::Nested(inner) | SqlExpr::Cast { expr: inner, .. } => placeholder(inner),
+        _ => None,
+    }
 }
 
 /// `$1`, `?`, `:name`, `EXCLUDED.col`, `VALUES(col)`.

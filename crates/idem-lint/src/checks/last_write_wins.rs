@@ -69,6 +69,15 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
     found
 }
 
+/// The value bound to `$n` of a statement call: `query(sql).bind(a).bind(b)` and
+/// `execute(sql, &[&a, &b])` / `query(sql, [a, b])` alike.
+fn bound(call: &Call, n: usize) -> Option<&Expr> {
+    match call.args.get(1) {
+        Some(Expr::List(items)) if call.args.len() == 2 => items.get(n.checked_sub(1)?),
+        _ => call.args.get(n),
+    }
+}
+
 /// Whether the handler compares `column` before writing it (`if (stored.eventAt > eventAt)
 /// return;`, `if row.version >= event.version: return`): the read-compare-write is the order
 /// check.
@@ -105,6 +114,20 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             }) => sets
                 .iter()
                 .find(|s| s.from_input && !s.relative && is_order_column(&s.column))
+                .or_else(|| {
+                    // A time the event carries (`current_period_end = $2`, `renews_at = $3`),
+                    // bound from the event as delivered.
+                    let OpKind::Call(c) = &facts.func.ops[i].kind else {
+                        return None;
+                    };
+                    sets.iter().find(|s| {
+                        !s.relative
+                            && is_event_time_column(&s.column)
+                            && s.param
+                                .and_then(|n| bound(c, n))
+                                .is_some_and(|v| from_delivery(facts, v))
+                    })
+                })
                 .map(|s| s.column.clone()),
             Act::Sql(SqlStmt::Insert {
                 do_update,
