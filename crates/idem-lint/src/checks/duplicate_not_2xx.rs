@@ -3,11 +3,12 @@
 //! retry it (Stripe for three days, GitHub and brokers until it dead-letters).
 
 use super::{Hit, in_duplicate_branch, is_marker, is_marker_read};
-use crate::analysis::FnFacts;
+use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
 use crate::ir::{Call, Expr, OpKind};
 use crate::rule::RuleId;
+use crate::sql::SqlStmt;
 use crate::words::{is_duplicate_word, norm, status_constant};
 
 /// The status a call answers with, if it is a response: `res.status(409)`,
@@ -104,7 +105,52 @@ fn claim_failed(facts: &FnFacts<'_>, i: usize) -> bool {
     let last_write = (0..i).rev().find(|&k| {
         !ops[k].conds.contains(&c) && (facts.acts[k].is_db_write() || is_marker(&facts.acts[k]))
     });
-    last_write.is_some_and(|k| is_marker(&facts.acts[k]))
+    // A claim that ignores conflicts (`ON CONFLICT DO NOTHING`, `skipDuplicates`, `SET NX`)
+    // never fails on a duplicate: its catch sees only real failures.
+    last_write.is_some_and(|k| is_marker(&facts.acts[k]) && fails_on_duplicate(&facts.acts[k]))
+}
+
+/// Whether the handler catches the errors of `helper`: an `Err` arm or `if let Err` over its
+/// call, or over a variable holding its result.
+fn caught_by_caller(facts: &FnFacts<'_>, helper: &str) -> bool {
+    let name = helper
+        .rsplit(['.', ':'])
+        .next()
+        .unwrap_or(helper)
+        .to_lowercase();
+    if name.is_empty() {
+        return false;
+    }
+    let names = |e: &Expr| {
+        let mut hit = false;
+        e.walk(&mut |x| {
+            if let Expr::Call(c) = x {
+                hit |= c.method() == name;
+            }
+        });
+        hit
+    };
+    facts.func.conds.iter().filter(|c| c.is_catch).any(|c| {
+        let Expr::Binary { op, left, .. } = &c.test else {
+            return false;
+        };
+        op == "=="
+            && (names(left)
+                || matches!(left.as_ref(), Expr::Path(p) if p.len() == 1
+                    && facts.values.get(&p[0]).is_some_and(names)))
+    })
+}
+
+/// Whether a claim raises on a duplicate (a plain insert against a unique key).
+fn fails_on_duplicate(act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Insert {
+            conflict_clause, ..
+        }) => !conflict_clause,
+        Act::OrmCreate { safe, .. } => !safe,
+        Act::RedisWrite { nx, .. } => !nx,
+        _ => true,
+    }
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
@@ -148,6 +194,16 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     Some(s) if s >= 400 => (format!("answered {s}"), words),
                     _ => continue,
                 }
+            }
+            // A helper's error its caller matches on (`match svc.place(o).await { Err(_) =>
+            // … }`): the caller's arm answers, not the error.
+            OpKind::Throw(_)
+                if op
+                    .origin
+                    .as_ref()
+                    .is_some_and(|o| caught_by_caller(facts, &o.helper)) =>
+            {
+                continue;
             }
             OpKind::Throw(value) => {
                 let status = match value {

@@ -264,18 +264,34 @@ pub(crate) fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
     let OpKind::Call(read) = &ops[k].kind else {
         return false;
     };
-    // What the look-up's result is kept in.
+    // The look-up's call, or, for a look-up in a helper inlined here, the call of that helper
+    // (`let p = Payments::find(conn, id)?`), which returns its result.
+    let helper = ops[k].origin.as_ref().map(|o| {
+        o.helper
+            .rsplit(['.', ':'])
+            .next()
+            .unwrap_or(&o.helper)
+            .to_lowercase()
+    });
+    let is_read = |c: &crate::ir::Call| {
+        c.pos == read.pos
+            || helper
+                .as_ref()
+                .is_some_and(|h| !h.is_empty() && c.method() == *h)
+    };
+    // What the look-up's result is kept in (in the helper, and where the helper returns it).
     let kept: Vec<String> = ops[k + 1..i]
         .iter()
-        .find_map(|o| match &o.kind {
+        .filter_map(|o| match &o.kind {
             OpKind::Assign {
                 targets,
                 value: crate::ir::Expr::Call(c),
                 ..
-            } if c.pos == read.pos => Some(targets.clone()),
+            } if is_read(c) => Some(targets.clone()),
             _ => None,
         })
-        .unwrap_or_default();
+        .flatten()
+        .collect();
     // A condition about the look-up: it tests the result, or makes the look-up itself.
     let about = |c: usize| {
         let test = &facts.func.conds[c].test;
@@ -284,7 +300,7 @@ pub(crate) fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
             crate::ir::Expr::Path(p) => {
                 yes |= p.first().is_some_and(|r| kept.iter().any(|t| t == r))
             }
-            crate::ir::Expr::Call(c) => yes |= c.pos == read.pos,
+            crate::ir::Expr::Call(c) => yes |= is_read(c),
             _ => {}
         });
         yes

@@ -142,6 +142,14 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     {
         return call.args.get(1).or(call.option("msg"));
     }
+    // Rust's ring: `hmac::sign(&key, msg)`, `hmac::verify(&key, msg, tag)`.
+    if matches!(m.as_str(), "sign" | "verify")
+        && chain.len() >= 2
+        && chain[chain.len() - 2] == "hmac"
+        && call.args.len() >= 2
+    {
+        return call.args.get(1);
+    }
     if matches!(m.as_str(), "write" | "update") && chain.len() == 2 {
         let var = &call.callee[0];
         if let Some(Expr::Call(c)) = facts.values.get(var)
@@ -208,6 +216,18 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                             && has_any(&c.callee[0], &["req", "request", "r"]));
                     if reserialised || parsed_call {
                         found = Some((format!("{}()", c.name()), true));
+                    } else if c.receiver.is_none()
+                        && c.callee.len() == 2
+                        && c.args.is_empty()
+                        && matches!(
+                            m.as_str(),
+                            "as_bytes" | "as_str" | "as_ref" | "into_bytes" | "to_vec" | "clone"
+                        )
+                        && depth < 4
+                        && let Some(v) = facts.values.get(&c.callee[0])
+                    {
+                        // A view of a local's bytes (`text.as_bytes()`) is that local.
+                        found = parsed(facts, file, v, depth + 1);
                     }
                 }
             }

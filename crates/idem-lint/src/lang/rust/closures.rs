@@ -10,8 +10,9 @@ impl Lower<'_> {
     /// A closure or async block passed to `call`: run in a transaction (`conn.transaction(|c|
     /// …)`, idem's `runner.run(&event, |tx| …)`), detached (`tokio::spawn`), registered as a
     /// handler (`post(|…| async {…})`, `subscribe`), or run inline (iterator and future
-    /// combinators).
-    pub(super) fn closure_arg(&mut self, a: Node<'_>, call: &Call) {
+    /// combinators). Returns the closure's value where it runs inline (`key.unwrap_or_else(||
+    /// Uuid::new_v4().to_string())` is the minted key on the fallback path).
+    pub(super) fn closure_arg(&mut self, a: Node<'_>, call: &Call) -> Expr {
         let body = if a.kind() == "closure_expression" {
             a.child_by_field_name("body")
         } else {
@@ -28,25 +29,35 @@ impl Lower<'_> {
                 if idem {
                     vocab::emit_idem_claim(self, call);
                 }
-                self.inline(params, body, call);
+                self.inline(params, body, call, false);
                 self.b.pop_tx();
+                Expr::Other(Vec::new())
             }
             vocab::ClosureRole::Detached => {
                 self.b.push_detached();
-                self.inline(params, body, call);
+                self.inline(params, body, call, false);
                 self.b.pop_detached();
+                Expr::Other(Vec::new())
             }
             vocab::ClosureRole::Handler => {
                 self.closure(a, String::new(), Some(call.name()));
                 self.b.registered_last(call.pos);
+                Expr::Other(Vec::new())
             }
-            vocab::ClosureRole::Inline => self.inline(params, body, call),
+            vocab::ClosureRole::Inline => self.inline(params, body, call, true),
         }
     }
 
     /// A closure's body lowered as part of the caller; its parameters take the receiver's
-    /// value (`stream.for_each(|m| …)` binds `m` to what the stream yields).
-    fn inline(&mut self, params: Option<Node<'_>>, body: Option<Node<'_>>, call: &Call) {
+    /// value (`stream.for_each(|m| …)` binds `m` to what the stream yields); its value is
+    /// what its body ends with.
+    fn inline(
+        &mut self,
+        params: Option<Node<'_>>,
+        body: Option<Node<'_>>,
+        call: &Call,
+        value: bool,
+    ) -> Expr {
         if let Some(params) = params {
             let mut targets = Vec::new();
             for p in kids(params) {
@@ -69,8 +80,13 @@ impl Lower<'_> {
             self.note_message_read(&targets, &recv);
             self.bind(targets, recv, call.pos);
         }
-        if let Some(b) = body {
-            self.stmt(b, false);
+        match body {
+            Some(b) if value && b.kind() != "async_block" => self.branch_value(b),
+            Some(b) => {
+                self.stmt(b, false);
+                Expr::Other(Vec::new())
+            }
+            None => Expr::Other(Vec::new()),
         }
     }
 

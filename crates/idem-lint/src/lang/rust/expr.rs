@@ -378,8 +378,8 @@ impl Lower<'_> {
         }
         for a in kids(args) {
             if matches!(a.kind(), "closure_expression" | "async_block") {
-                self.closure_arg(a, call);
-                call.args.push(Expr::Other(Vec::new()));
+                let v = self.closure_arg(a, call);
+                call.args.push(v);
                 continue;
             }
             if a.kind() == "attribute_item" {

@@ -328,6 +328,18 @@ impl Lower<'_> {
     }
 
     fn let_decl(&mut self, n: Node<'_>) {
+        // `let work = async move { … }; tokio::spawn(work);`: the block runs detached.
+        if let Some(v) = n.child_by_field_name("value")
+            && v.kind() == "async_block"
+            && let Some(pat) = n.child_by_field_name("pattern")
+            && pat.kind() == "identifier"
+            && self.spawned_later(n, self.b.text(pat))
+        {
+            self.b.push_detached();
+            self.stmt(v, false);
+            self.b.pop_detached();
+            return;
+        }
         let value = n.child_by_field_name("value").map(|v| self.expr(v));
         let Some(pat) = n.child_by_field_name("pattern") else {
             return;
@@ -363,6 +375,38 @@ impl Lower<'_> {
             self.b.pop_cond();
         }
         self.bind(targets, value, pos);
+    }
+
+    /// Whether a statement after `n` in its block hands the local `name` to a spawn
+    /// (`tokio::spawn(name)`, `actix_web::rt::spawn(name)`).
+    fn spawned_later(&self, n: Node<'_>, name: &str) -> bool {
+        let mut next = n.next_named_sibling();
+        let mut budget = 512usize;
+        while let Some(stmt) = next {
+            let mut stack = vec![stmt];
+            while let Some(x) = stack.pop() {
+                budget = budget.saturating_sub(1);
+                if budget == 0 {
+                    return false;
+                }
+                if x.kind() == "call_expression"
+                    && let Some(f) = x.child_by_field_name("function")
+                    && matches!(
+                        self.b.text(f).rsplit("::").next(),
+                        Some("spawn" | "spawn_local")
+                    )
+                    && let Some(args) = x.child_by_field_name("arguments")
+                    && kids(args)
+                        .iter()
+                        .any(|a| a.kind() == "identifier" && self.b.text(*a) == name)
+                {
+                    return true;
+                }
+                stack.extend(kids(x));
+            }
+            next = stmt.next_named_sibling();
+        }
+        false
     }
 
     /// Records a local holding a struct literal, or an ActiveModel by its annotation (`let mut

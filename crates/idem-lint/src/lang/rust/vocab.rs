@@ -556,10 +556,46 @@ pub(super) fn constructs(call: &Call) -> bool {
     match call.callee.as_slice() {
         [one] => upper(one),
         [.., ty, last] if upper(ty) && call.receiver.is_none() => {
-            upper(last) || CONSTRUCTORS.contains(&last.as_str())
+            upper(last) || CONSTRUCTORS.contains(&last.as_str()) || builds_unconnected(call)
         }
         _ => false,
     }
+}
+
+/// Words of arguments that reach a store: a connection, pool, transaction, client or the state
+/// holding one.
+const STORE_WORDS: &[&str] = &[
+    "conn",
+    "db",
+    "pool",
+    "tx",
+    "transaction",
+    "executor",
+    "client",
+    "state",
+    "ctx",
+    "context",
+    "data",
+    "app",
+    "store",
+    "repo",
+    "session",
+    "manager",
+    "pg",
+    "redis",
+    "txn",
+];
+
+/// `BenchmarkRequest::create_try(pr, kind)`: a type's `create…` function handed no connection,
+/// pool, transaction or client builds a value; it can reach no store.
+fn builds_unconnected(call: &Call) -> bool {
+    let m = call.method();
+    m.starts_with("create")
+        && !call.args.is_empty()
+        && !call.args.iter().flat_map(Expr::words).any(|w| {
+            w.split(['.', '_'])
+                .any(|p| STORE_WORDS.contains(&p) || p.starts_with("conn"))
+        })
 }
 
 /// Whether a parameter's type is a body an extractor parsed: axum/actix `Json<…>`, `Form<…>`.
