@@ -148,6 +148,15 @@ fn facts_is_python(call: &Call) -> bool {
     call.callee.get(1).is_some_and(|s| s == "new")
 }
 
+/// A method that turns text into bytes or text (`getBytes`, Kotlin's `toByteArray`), keeping
+/// what the text was.
+fn is_text_conversion(method: &str) -> bool {
+    matches!(
+        method,
+        "getbytes" | "tobytearray" | "encodetobytearray" | "encode" | "tostring"
+    )
+}
+
 /// How a payload expression was parsed or re-serialised, if it was.
 fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<(String, bool)> {
     let mut found = None;
@@ -186,6 +195,16 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                             && has_any(&c.callee[0], &["req", "request", "r"]));
                     if reserialised || parsed_call {
                         found = Some((format!("{}()", c.name()), true));
+                    } else if c.receiver.is_none()
+                        && c.callee.len() == 2
+                        && depth < 4
+                        && is_text_conversion(&m)
+                        // `data.getBytes(UTF_8)` in a signing helper: the text is the local's
+                        // value (a parameter bound from the caller's `payload.toString()`).
+                        && let Some(v) = facts.values.get(&c.callee[0])
+                        && let Some(hit) = parsed(facts, file, v, depth + 1)
+                    {
+                        found = Some(hit);
                     }
                 }
             }
