@@ -126,6 +126,19 @@ pub(crate) fn parsed_body_param(func: &Function, name: &str) -> bool {
         })
 }
 
+/// `container.setAcknowledgeMode(AcknowledgeMode.NONE)`, lowered as a bean property set
+/// (`container.acknowledgeMode = AcknowledgeMode.NONE`): Spring AMQP's listener container
+/// acknowledging on receipt.
+pub(crate) fn ack_mode_none(target: &str, value: &Expr) -> bool {
+    let property = target.rsplit('.').next().unwrap_or(target);
+    norm(property) == "acknowledgemode"
+        && match value {
+            Expr::Path(p) => p.last().is_some_and(|s| s == "NONE"),
+            Expr::Str(s) => s.eq_ignore_ascii_case("none"),
+            _ => false,
+        }
+}
+
 /// A JVM consumer set to acknowledge on receipt or to commit offsets on a timer: the RabbitMQ
 /// client's `basicConsume(queue, true, …)`, Spring AMQP's `ackMode = "NONE"` /
 /// `acknowledge-mode: none`, Kafka's `enable.auto.commit` put into consumer properties.
