@@ -100,11 +100,12 @@ pub(crate) fn is_stripe_create(call: &Call) -> bool {
         && call.method() == "create"
 }
 
-/// Jackson's, Gson's and kotlinx.serialization's re-serialisation of a parsed value.
+/// Jackson's, Gson's, kotlinx.serialization's and Vert.x's (`JsonObject.mapFrom(body)`)
+/// re-serialisation of a parsed value.
 pub(crate) fn reserialises(method: &str) -> bool {
     matches!(
         method,
-        "writevalueasstring" | "writevalueasbytes" | "tojson" | "encodetostring"
+        "writevalueasstring" | "writevalueasbytes" | "tojson" | "encodetostring" | "mapfrom"
     )
 }
 
