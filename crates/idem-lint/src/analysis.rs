@@ -435,10 +435,19 @@ impl<'a> FnFacts<'a> {
             .iter()
             .find(|a| !is_context(a))
             .map(|k| match k {
-                Expr::Path(p) if p.len() == 1 => self
-                    .values
-                    .get(&p[0])
-                    .map_or_else(|| key_shape(k), key_shape),
+                Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).map_or_else(
+                    || key_shape(k),
+                    |v| {
+                        let shape = key_shape(v);
+                        match v {
+                            // `String key = event.idempotencyKey()`: the accessor names it.
+                            Expr::Call(c) if shape.is_empty() && c.receiver.is_none() => {
+                                c.callee.join(".")
+                            }
+                            _ => shape,
+                        }
+                    },
+                ),
                 other => key_shape(other),
             })
             .unwrap_or_default();

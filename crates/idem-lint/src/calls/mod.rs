@@ -141,6 +141,9 @@ struct Site {
     helper: Option<(usize, String)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
+    /// Where every operation copied here is reported, when that is the call's own place (an
+    /// entity's mutator: `stock.decrease(n)` is the line that matters, not its one-line body).
+    at_call: Option<Option<Arc<Origin>>>,
     /// The call was work nobody waits for (its statement's id, 0: awaited): everything
     /// inlined from it is too.
     detached: u32,
@@ -227,6 +230,7 @@ impl<'a> CallIndex<'a> {
             pos: None,
             helper: None,
             names: HashMap::new(),
+            at_call: None,
             detached: 0,
         };
         self.copy(&mut ex, file, func, &top, 0);
@@ -247,6 +251,16 @@ impl<'a> CallIndex<'a> {
                 Some(t) if site.tx.is_some() && src.joins_caller_tx == Some(t) => site.tx,
                 own => own.map(|t| t.wrapping_add(site.tx_offset)).or(site.tx),
             };
+            let origin = match (&site.at_call, &op.origin, &site.helper) {
+                (Some(at), _, _) => at.clone(),
+                (None, Some(o), _) => Some(o.clone()),
+                (None, None, Some((hf, name))) => Some(Arc::new(Origin {
+                    path: self.files[*hf].path.clone(),
+                    pos: op.pos,
+                    helper: name.clone(),
+                })),
+                (None, None, None) => None,
+            };
             let pos = site.pos.unwrap_or(op.pos);
             let mut kind = op.kind.clone();
             rename::op(&mut kind, &site.names);
@@ -264,22 +278,13 @@ impl<'a> CallIndex<'a> {
                     call,
                     callee,
                     target,
-                    (conds.clone(), tx, detached, pos),
+                    (conds.clone(), tx, detached, pos, &origin),
                     depth,
                 );
                 if !extends_library(callee) {
                     continue;
                 }
             }
-            let origin = match (&op.origin, &site.helper) {
-                (Some(o), _) => Some(o.clone()),
-                (None, Some((hf, name))) => Some(Arc::new(Origin {
-                    path: self.files[*hf].path.clone(),
-                    pos: op.pos,
-                    helper: name.clone(),
-                })),
-                (None, None) => None,
-            };
             ex.func.ops.push(Op {
                 kind,
                 pos,
@@ -293,18 +298,29 @@ impl<'a> CallIndex<'a> {
 
     /// Inlines one call: the parameters assigned from the arguments, then the body.
     /// `at` is the call's conditions, open transaction, whether nobody waits for it, and its
-    /// position in the handler.
+    /// position in the handler, and where the call itself is reported.
     fn inline(
         &self,
         ex: &mut Expansion,
         call: &Call,
         callee: &Function,
         target: (usize, usize),
-        at: (Vec<usize>, Option<u32>, u32, Pos),
+        at: (Vec<usize>, Option<u32>, u32, Pos, &Option<Arc<Origin>>),
         depth: usize,
     ) {
-        let (conds, tx, detached, pos) = at;
-        let names = rename::locals(callee, ex.inlined);
+        let (conds, tx, detached, pos, call_origin) = at;
+        let mut names = rename::locals(callee, ex.inlined);
+        let mut at_call = None;
+        // A JPA entity's (or document's) method called on a loaded row (`stock.decrease(n)`)
+        // changes that row: its `this.quantity` and bare `quantity -= n` are `stock.quantity`.
+        if !self.files[target.0].module.unique_keys.is_empty()
+            && call.receiver.is_none()
+            && let [root, _] = call.callee.as_slice()
+            && !matches!(root.as_str(), "this" | "self")
+        {
+            rename::entity_fields(callee, root, &mut names);
+            at_call = Some(call_origin.clone());
+        }
         for (i, param) in callee.params.iter().enumerate() {
             let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
             let value = call
@@ -345,6 +361,7 @@ impl<'a> CallIndex<'a> {
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
             names,
+            at_call,
             detached,
         };
         ex.func.conds.extend(callee.conds.iter().map(|c| {

@@ -164,6 +164,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 confidence: Confidence::Medium,
             });
         }
+        if let OpKind::Assign { targets, value, .. } = &op.kind
+            && targets
+                .iter()
+                .any(|t| crate::lang::jvm_vocab::ack_mode_none(t, value))
+        {
+            out.push(Hit {
+                rule: RuleId::RelAckBeforeCommit,
+                pos: op.pos,
+                origin: op.origin.clone(),
+                message: "the listener container acknowledges on receipt (acknowledge mode NONE): a crash while handling loses the message".to_string(),
+                confidence: Confidence::High,
+            });
+        }
         let OpKind::Call(call) = &op.kind else {
             continue;
         };

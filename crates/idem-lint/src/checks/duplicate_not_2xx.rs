@@ -63,6 +63,34 @@ fn django_status(name: &str) -> Option<u16> {
 
 /// Whether the expression raises or returns an error value (`throw new Error(…)`,
 /// `raise ValueError(…)`, Go `return fmt.Errorf(…)` / `errors.New(…)`).
+/// `throw new DuplicateEventException(…)` that the handler itself catches by its type
+/// (`catch (DuplicateEventException e) { log… }`) and neither rethrows nor answers as an
+/// error: the duplicate ends normally.
+fn caught_quietly(facts: &FnFacts<'_>, i: usize) -> bool {
+    let OpKind::Throw(Some(Expr::Call(thrown))) = &facts.func.ops[i].kind else {
+        return false;
+    };
+    let Some(ty) = thrown.callee.last().map(|t| norm(t)) else {
+        return false;
+    };
+    facts.func.conds.iter().enumerate().any(|(k, cond)| {
+        let catches = cond.is_catch
+            && matches!(&cond.test, Expr::List(items) if items.iter().any(
+                |e| matches!(e, Expr::Path(p) if p.len() == 1 && norm(&p[0]) == ty)
+            ));
+        catches
+            && !facts.func.ops.iter().any(|o| {
+                o.conds.contains(&k)
+                    && match &o.kind {
+                        OpKind::Throw(_) => true,
+                        OpKind::Return(Some(v)) => is_error_value(v),
+                        OpKind::Call(c) => status_of(c).is_some_and(|s| s >= 400),
+                        _ => false,
+                    }
+            })
+    })
+}
+
 fn is_error_value(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| {
@@ -273,6 +301,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let by_claim_catch = claim_failed(facts, i) && !absent_branch;
         let dup_branch = in_duplicate_branch(facts, i) && !absent_branch;
         if !(by_message || by_claim || by_catch || by_claim_catch || dup_branch) {
+            continue;
+        }
+        if caught_quietly(facts, i) {
             continue;
         }
         // `except IntegrityError: if <it was this event>: return …; raise`: the duplicate was

@@ -169,6 +169,15 @@ fn facts_is_python(call: &Call) -> bool {
     call.callee.get(1).is_some_and(|s| s == "new")
 }
 
+/// A method that turns text into bytes or text (`getBytes`, Kotlin's `toByteArray`), keeping
+/// what the text was.
+fn is_text_conversion(method: &str) -> bool {
+    matches!(
+        method,
+        "getbytes" | "tobytearray" | "encodetobytearray" | "encode" | "tostring"
+    )
+}
+
 /// How a payload expression was parsed or re-serialised, if it was.
 fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<(String, bool)> {
     let mut found = None;
@@ -218,16 +227,25 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                         found = Some((format!("{}()", c.name()), true));
                     } else if c.receiver.is_none()
                         && c.callee.len() == 2
-                        && c.args.is_empty()
-                        && matches!(
-                            m.as_str(),
-                            "as_bytes" | "as_str" | "as_ref" | "into_bytes" | "to_vec" | "clone"
-                        )
                         && depth < 4
+                        && (is_text_conversion(&m)
+                            || c.args.is_empty()
+                                && matches!(
+                                    m.as_str(),
+                                    "as_bytes"
+                                        | "as_str"
+                                        | "as_ref"
+                                        | "into_bytes"
+                                        | "to_vec"
+                                        | "clone"
+                                ))
+                        // A view of a local's text or bytes (`text.as_bytes()`, `data.getBytes(UTF_8)`
+                        // in a signing helper) is that local's value (a parameter bound from the
+                        // caller's `payload.toString()`).
                         && let Some(v) = facts.values.get(&c.callee[0])
+                        && let Some(hit) = parsed(facts, file, v, depth + 1)
                     {
-                        // A view of a local's bytes (`text.as_bytes()`) is that local.
-                        found = parsed(facts, file, v, depth + 1);
+                        found = Some(hit);
                     }
                 }
             }
@@ -265,6 +283,39 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
     found
 }
 
+/// A call that computes a signature to compare (`generateSignature(text, secret)`,
+/// `calculateHmac(…)`): also used to sign outgoing messages, so it counts only over a
+/// re-serialised request.
+fn names_signature_maker(call: &Call) -> bool {
+    let n = norm(&call.method());
+    has_any(&n, &["generate", "calculate", "create", "compute", "calc"])
+        && has_any(&n, &["signature", "hmac"])
+}
+
+/// `objectMapper.writeValueAsString(request)` where `request` is the request body parsed
+/// (`objectMapper.readValue(body, …)`) or bound by `@RequestBody` to a type.
+fn reserialised_request(facts: &FnFacts<'_>, e: &Expr) -> Option<String> {
+    let mut found = None;
+    e.walk(&mut |x| {
+        if let Expr::Call(c) = x
+            && found.is_none()
+            && crate::lang::jvm_vocab::reserialises(&c.method())
+            && let Some(Expr::Path(p)) = c.args.first()
+            && p.len() == 1
+        {
+            let parsed_from_body = crate::lang::jvm_vocab::parsed_body_param(facts.func, &p[0])
+                || matches!(facts.values.get(&p[0]), Some(Expr::Call(v)) if matches!(
+                    v.method().as_str(),
+                    "readvalue" | "readtree" | "fromjson" | "decodefromstring" | "convertvalue"
+                ));
+            if parsed_from_body {
+                found = Some(format!("{}({}) of the parsed request", c.name(), p[0]));
+            }
+        }
+    });
+    found
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
     for op in &facts.func.ops {
         let OpKind::Call(call) = &op.kind else {
@@ -274,6 +325,16 @@ pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
         let Some((what, strong)) = payload(facts, call, helper)
             .into_iter()
             .find_map(|arg| parsed(facts, file, arg, 0))
+            .or_else(|| {
+                names_signature_maker(call)
+                    .then(|| {
+                        call.args
+                            .iter()
+                            .find_map(|a| reserialised_request(facts, a))
+                    })
+                    .flatten()
+                    .map(|what| (what, true))
+            })
         else {
             continue;
         };

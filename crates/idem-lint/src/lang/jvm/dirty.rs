@@ -25,6 +25,31 @@ fn loaded_through(value: &Expr) -> Option<Vec<String>> {
         .then(|| inner.callee[..inner.callee.len() - 1].to_vec())
 }
 
+/// Whether an entity's method of this (lowercased) name changes it: not a read, a test or a
+/// conversion.
+fn changes(method: &str) -> bool {
+    const READS: &[&str] = &[
+        "get",
+        "is",
+        "has",
+        "can",
+        "to",
+        "as",
+        "equals",
+        "contains",
+        "compare",
+        "matches",
+        "validate",
+        "check",
+        "belongs",
+        "find",
+        "calculate",
+        "compute",
+        "format",
+    ];
+    !READS.iter().any(|r| method.starts_with(r)) && method != "hashcode"
+}
+
 /// Adds the commit's write of each entity the function loaded and changed without saving.
 pub(crate) fn flush_at_commit(f: &mut Function, tx: u32) {
     // Local → (repository callee, index of its last change).
@@ -40,6 +65,19 @@ pub(crate) fn flush_at_commit(f: &mut Function, tx: u32) {
                     {
                         entry.1 = Some(i);
                     }
+                }
+            }
+            // `stock.decrease(qty)`: the entity's own method changes it (a read's name —
+            // `getTotal`, `isPaid`, `canRefund(x)` — does not).
+            OpKind::Call(c)
+                if c.receiver.is_none()
+                    && !c.args.is_empty()
+                    && let [root, _] = c.callee.as_slice()
+                    && loaded.contains_key(root)
+                    && changes(&c.method()) =>
+            {
+                if let Some(entry) = loaded.get_mut(root) {
+                    entry.1 = Some(i);
                 }
             }
             OpKind::Call(c)

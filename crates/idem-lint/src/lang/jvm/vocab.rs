@@ -104,11 +104,12 @@ pub(crate) fn is_stripe_create(call: &Call) -> bool {
         && call.kwargs.is_empty()
 }
 
-/// Jackson's, Gson's and kotlinx.serialization's re-serialisation of a parsed value.
+/// Jackson's, Gson's, kotlinx.serialization's and Vert.x's (`JsonObject.mapFrom(body)`)
+/// re-serialisation of a parsed value.
 pub(crate) fn reserialises(method: &str) -> bool {
     matches!(
         method,
-        "writevalueasstring" | "writevalueasbytes" | "tojson" | "encodetostring"
+        "writevalueasstring" | "writevalueasbytes" | "tojson" | "encodetostring" | "mapfrom"
     )
 }
 
@@ -128,6 +129,19 @@ pub(crate) fn parsed_body_param(func: &Function, name: &str) -> bool {
                     "String" | "byte[]" | "ByteArray" | "String?" | ""
                 )
         })
+}
+
+/// `container.setAcknowledgeMode(AcknowledgeMode.NONE)`, lowered as a bean property set
+/// (`container.acknowledgeMode = AcknowledgeMode.NONE`): Spring AMQP's listener container
+/// acknowledging on receipt.
+pub(crate) fn ack_mode_none(target: &str, value: &Expr) -> bool {
+    let property = target.rsplit('.').next().unwrap_or(target);
+    norm(property) == "acknowledgemode"
+        && match value {
+            Expr::Path(p) => p.last().is_some_and(|s| s == "NONE"),
+            Expr::Str(s) => s.eq_ignore_ascii_case("none"),
+            _ => false,
+        }
 }
 
 /// A JVM consumer set to acknowledge on receipt or to commit offsets on a timer: the RabbitMQ
