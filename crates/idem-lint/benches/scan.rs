@@ -1,5 +1,5 @@
-//! Scans a generated 100,000-line tree of TypeScript, JavaScript, Python and Go (copies of the
-//! fixtures) and prints the time against baselines measured in the same run:
+//! Scans a generated 100,000-line tree of TypeScript, JavaScript, Python, Go, Java, Kotlin, Ruby
+//! and Rust (copies of the fixtures, and generated JVM, Ruby and Rust handlers) and prints the time against baselines measured in the same run:
 //! - read: walking the tree and reading every file (the I/O floor);
 //! - parse: tree-sitter parsing every file in parallel (the floor of any tree-sitter linter);
 //! - naive: the full lint on one thread.
@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use idem_lint::Linter;
 use rayon::prelude::*;
+
+#[path = "scan/handlers.rs"]
+mod handlers;
 
 const TARGET_LINES: usize = 100_000;
 const BUDGET: Duration = Duration::from_secs(5);
@@ -25,15 +28,28 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
             sources(&p, out);
         } else if matches!(
             p.extension().and_then(|x| x.to_str()),
-            Some("ts" | "js" | "py" | "go" | "sql" | "prisma")
+            Some(
+                "ts" | "js"
+                    | "py"
+                    | "go"
+                    | "java"
+                    | "kt"
+                    | "rb"
+                    | "rs"
+                    | "sql"
+                    | "prisma"
+                    | "xml"
+                    | "yml"
+                    | "yaml"
+            )
         ) {
             out.push(p);
         }
     }
 }
 
-/// Copies the fixtures into `root` until it holds `TARGET_LINES` lines; returns the count of
-/// files and lines.
+/// Copies the fixtures, with a set of generated JVM, Ruby and Rust handlers per copy, into
+/// `root` until it holds `TARGET_LINES` lines; returns the count of files and lines.
 fn generate(root: &Path) -> (usize, usize) {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut files = Vec::new();
@@ -49,7 +65,11 @@ fn generate(root: &Path) -> (usize, usize) {
         .collect();
     let (mut lines, mut count, mut copy) = (0, 0, 0);
     while lines < TARGET_LINES {
-        for (rel, text) in &texts {
+        let generated: Vec<(PathBuf, String)> = handlers::files(copy)
+            .into_iter()
+            .map(|(rel, text)| (PathBuf::from(rel), text))
+            .collect();
+        for (rel, text) in texts.iter().chain(&generated) {
             let dest = root.join(format!("copy{copy:03}")).join(rel);
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent).expect("create bench dir");
@@ -75,6 +95,10 @@ fn grammar(path: &Path) -> Option<tree_sitter::Language> {
         "js" => tree_sitter_javascript::LANGUAGE.into(),
         "py" => tree_sitter_python::LANGUAGE.into(),
         "go" => tree_sitter_go::LANGUAGE.into(),
+        "java" => tree_sitter_java::LANGUAGE.into(),
+        "kt" => tree_sitter_kotlin_ng::LANGUAGE.into(),
+        "rb" => tree_sitter_ruby::LANGUAGE.into(),
+        "rs" => tree_sitter_rust::LANGUAGE.into(),
         _ => return None,
     })
 }

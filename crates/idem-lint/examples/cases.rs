@@ -141,7 +141,10 @@ fn main() -> anyhow::Result<()> {
             ));
         }
     }
-    println!("validation set {cases_path}, {half} half: {} cases\n", cases.len());
+    println!(
+        "validation set {cases_path}, {half} half: {} cases\n",
+        cases.len()
+    );
     println!(
         "{:<26} {:>4} {:>4} {:>4} {:>4} {:>9} {:>7}",
         "", "tp", "fp", "fn", "tn", "precision", "recall"

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::ir::{Call, Expr, Function, OpKind};
+use crate::lang::jvm_vocab;
 use crate::schema::Schema;
 use crate::sql::{self, SqlStmt};
 use crate::words::{has_any, norm, table_key};
@@ -298,6 +299,11 @@ impl<'a> FnFacts<'a> {
                         recv.extend(made.callee.iter().map(|s| s.to_lowercase()));
                     }
                 }
+                // A field declared with its type (`private final OrderRepository orders;`).
+                Some(Expr::Object {
+                    type_name: Some(t),
+                    fields,
+                }) if fields.is_empty() => recv.push(t.to_lowercase()),
                 _ => {}
             }
         }
@@ -351,7 +357,9 @@ impl<'a> FnFacts<'a> {
         {
             return Act::Begin;
         }
-        let is_redis = recv.iter().any(|r| has_any(r, REDIS_WORDS));
+        let is_redis = recv
+            .iter()
+            .any(|r| has_any(r, REDIS_WORDS) || jvm_vocab::is_redis_client(r));
         if let Some(act) = self.redis(call, &m, is_redis) {
             return act;
         }
@@ -427,25 +435,45 @@ impl<'a> FnFacts<'a> {
             .iter()
             .find(|a| !is_context(a))
             .map(|k| match k {
-                Expr::Path(p) if p.len() == 1 => self
-                    .values
-                    .get(&p[0])
-                    .map_or_else(|| key_shape(k), key_shape),
+                Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]).map_or_else(
+                    || key_shape(k),
+                    |v| {
+                        let shape = key_shape(v);
+                        match v {
+                            // `String key = event.idempotencyKey()`: the accessor names it.
+                            Expr::Call(c) if shape.is_empty() && c.receiver.is_none() => {
+                                c.callee.join(".")
+                            }
+                            _ => shape,
+                        }
+                    },
+                ),
                 other => key_shape(other),
             })
             .unwrap_or_default();
-        let nx_flag = call
-            .args
-            .iter()
-            .any(|a| matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("nx")))
+        let nx_flag = jvm_vocab::sets_nx(call)
+            || call
+                .args
+                .iter()
+                .any(|a| matches!(a, Expr::Str(s) if s.eq_ignore_ascii_case("nx")))
             || call.option("nx").is_some()
             || call.args.iter().any(|a| {
                 a.field("Mode")
                     .and_then(Expr::string_text)
                     .is_some_and(|s| s.eq_ignore_ascii_case("nx"))
             });
+        if is_redis && let Some(command) = jvm_vocab::redis_command(m) {
+            return Some(match command {
+                jvm_vocab::RedisCommand::Claim => Act::RedisWrite { key, nx: true },
+                jvm_vocab::RedisCommand::Read => Act::RedisRead { key },
+                jvm_vocab::RedisCommand::Incr => Act::RedisIncr,
+            });
+        }
         match m {
-            "setnx" | "hsetnx" | "setifnotexists" => Some(Act::RedisWrite { key, nx: true }),
+            // Rust's redis crate spells them `set_nx`, `hset_nx`, `set_ex`.
+            "setnx" | "hsetnx" | "setifnotexists" | "set_nx" | "hset_nx" => {
+                Some(Act::RedisWrite { key, nx: true })
+            }
             "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead { key }),
             "incr" | "incrby" | "decr" | "decrby" | "hincrby" | "zincrby" | "incrbyfloat"
             | "hincrbyfloat"
@@ -454,7 +482,7 @@ impl<'a> FnFacts<'a> {
                 Some(Act::RedisIncr)
             }
             "get" | "exists" | "hget" if is_redis => Some(Act::RedisRead { key }),
-            "set" | "hset" | "sadd" | "setex" | "setjson" if is_redis => {
+            "set" | "hset" | "sadd" | "setex" | "setjson" | "set_ex" if is_redis => {
                 Some(Act::RedisWrite { key, nx: nx_flag })
             }
             _ => None,
@@ -462,6 +490,11 @@ impl<'a> FnFacts<'a> {
     }
 
     fn is_publish(&self, call: &Call, m: &str, recv: &str) -> bool {
+        // An outbox's or effect ledger's enqueue writes a row in the database's transaction; a
+        // relay or worker acts on it.
+        if has_any(recv, &["outbox", "effect", "ledger"]) {
+            return false;
+        }
         let broker = has_any(
             recv,
             &[
@@ -493,6 +526,9 @@ impl<'a> FnFacts<'a> {
         ) || recv == "js"
             || recv == "nc"
             || recv == "p";
+        if jvm_vocab::is_publish(m, recv) {
+            return true;
+        }
         let command_arg = call.args.iter().any(|a| match a {
             Expr::Call(c) => {
                 c.is_new
@@ -524,6 +560,10 @@ impl<'a> FnFacts<'a> {
             "enqueue" | "enqueuecontext" | "enqueue_call" | "enqueue_in" | "enqueue_at" => {
                 !recv.is_empty()
             }
+            // Ruby: ActiveJob/Sidekiq jobs and mailers, WaterDrop and ruby-kafka producers.
+            "perform_later" | "perform_async" | "perform_in" | "perform_at" | "perform_bulk"
+            | "deliver_later" | "produce_sync" | "produce_async" | "produce_many_sync"
+            | "deliver_message" => !recv.is_empty(),
             "delay" | "apply_async" | "send_task" => !recv.is_empty(),
             _ => false,
         }
@@ -554,6 +594,10 @@ impl<'a> FnFacts<'a> {
                 "rest",
                 "session",
                 "request",
+                // Ruby's HTTP clients: `Faraday.post(url)`, `Typhoeus.post`, `Excon.post`.
+                "faraday",
+                "typhoeus",
+                "excon",
             ],
         ) && !has_any(recv, &["redis", "db", "prisma", "supabase"]);
         let root = call.callee.first().map(|s| norm(s)).unwrap_or_default();
@@ -566,6 +610,9 @@ impl<'a> FnFacts<'a> {
         {
             return false;
         }
+        if jvm_vocab::is_http_create(call, m) || jvm_vocab::is_stripe_create(call) {
+            return true;
+        }
         match m {
             "fetch" | "$fetch" | "ofetch" => creating(call.option("method")),
             "post" | "put" | "patch" | "postform" => http_recv || recv.is_empty() && m == "post",
@@ -574,6 +621,8 @@ impl<'a> FnFacts<'a> {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // ActionMailer: `OrderMailer.receipt(order).deliver_now` sends the mail now.
+            "deliver_now" => !recv.is_empty(),
             // A chat API's post: Slack `client.chat_postMessage(…)`, `app.client.chat.postMessage`.
             _ if norm(m).ends_with("postmessage")
                 && !recv.is_empty()
@@ -606,7 +655,7 @@ impl<'a> FnFacts<'a> {
             _ if ["update", "pay", "capture", "cancel", "refund"]
                 .iter()
                 .any(|p| m.starts_with(p))
-                && provider_client(call) =>
+                && (provider_client(call) || self.provider_object(call)) =>
             {
                 true
             }
@@ -624,6 +673,13 @@ impl<'a> FnFacts<'a> {
             ),
             _ => false,
         }
+    }
+
+    /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
+    /// makes `charge.refund` a call to Stripe).
+    fn provider_object(&self, call: &Call) -> bool {
+        call.callee.len() == 2
+            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(made)) if provider_client(made))
     }
 
     fn orm(&self, call: &Call, m: &str, recv: &[String]) -> Act {
@@ -761,7 +817,16 @@ impl<'a> FnFacts<'a> {
             // `product.save()`: an active-record save of a row held in a local (Django,
             // Mongoose, ActiveRecord-style ORMs), whatever the local is called; keyword
             // arguments (`update_fields=…`, a model's own flags) keep it one.
-            || m == "save" && call.callee.len() == 2 && call.args.is_empty();
+            || m == "save" && call.callee.len() == 2 && call.args.is_empty()
+            || self.loaded_model(call).is_some()
+            || recv.iter().any(|r| jvm_vocab::is_data_access(r))
+            // Spring Data's `existsBy…`/`countBy…` are a repository's, whatever its field is called.
+            || m.starts_with("existsby")
+            || m.starts_with("countby")
+            // `user.subscriptions.create!(…)`: an association of a loaded row.
+            || call.callee.len() > 2
+                && !matches!(m, "find" | "get")
+                && self.loaded_row(&call.callee[..call.callee.len() - 1], 0);
         if !model_like {
             return Act::Other;
         }
@@ -827,7 +892,7 @@ impl<'a> FnFacts<'a> {
             return self.orm_update(call, target());
         }
         // `save()` creates only a row built here; saving a loaded row updates it.
-        if m == "save" && !self.save_creates(call) {
+        if (m == "save" || jvm_vocab::is_save(m)) && !self.save_creates(call) {
             return Act::OrmUpdate {
                 target: target(),
                 sets: self.fields_set_before_save(call),
@@ -882,12 +947,15 @@ impl<'a> FnFacts<'a> {
             "findoneorfail",
             "findby",
         ];
-        if read.iter().any(|r| {
-            m == *r
-                || m.starts_with("findby")
-                || m.starts_with("get_by")
-                || m.starts_with("getby") && m.len() > 5
-        }) {
+        if jvm_vocab::is_derived_read(m)
+            || read.iter().any(|r| {
+                m == *r
+                    || m.starts_with("findby")
+                    || m.starts_with("find_by")
+                    || m.starts_with("get_by")
+                    || m.starts_with("getby") && m.len() > 5
+            })
+        {
             if m == "get"
                 && !recv.iter().any(|r| {
                     r == "objects"
@@ -1011,7 +1079,8 @@ impl<'a> FnFacts<'a> {
 
     fn orm_update(&self, call: &Call, target: String) -> Act {
         let mut sets = Vec::new();
-        let mut relative = matches!(call.method().as_str(), "increment" | "decrement");
+        let mut relative = matches!(call.method().as_str(), "increment" | "decrement")
+            || jvm_vocab::increments(call);
         let mut ordered = false;
         // The data: Prisma `data`, Mongo `$set`/`$inc` (second argument), Django and
         // SQLAlchemy keyword arguments, GORM `Updates(map/struct)` or `Update("col", v)`.
@@ -1023,7 +1092,14 @@ impl<'a> FnFacts<'a> {
                 _ => None,
             }
         };
-        let held: Vec<Expr> = call.option("data").and_then(local).into_iter().collect();
+        // So is a lone argument held in a local (ActiveRecord `sub.update!(attrs)`).
+        let lone = call.args.first().filter(|_| call.args.len() == 1);
+        let held: Vec<Expr> = call
+            .option("data")
+            .or(lone)
+            .and_then(local)
+            .into_iter()
+            .collect();
         let data: Vec<&Expr> = call
             .option("data")
             .into_iter()
@@ -1117,12 +1193,97 @@ impl<'a> FnFacts<'a> {
         }
     }
 
+    /// The model of a row held in a local loaded by a model's class method
+    /// (`wallet = Wallet.find(id)` makes `wallet.increment!(…)` a write of Wallet).
+    fn loaded_model(&self, call: &Call) -> Option<String> {
+        if call.callee.len() != 2 {
+            return None;
+        }
+        let Expr::Call(made) = self.values.get(&call.callee[0])? else {
+            return None;
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        // `Pay::Subscription.find_by(…)`: the last constant of the path is the model.
+        let n = made.callee.len().saturating_sub(1);
+        if made.is_new || n == 0 || !constant(&made.callee[0]) {
+            return None;
+        }
+        made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
+    }
+
+    /// Whether `path` (`user`, `self.user`, `order.user`) holds a row loaded by a model's
+    /// class method (`user = User.find(id)`), or reached from one through its attributes or
+    /// a query on it (`sub = user.subscriptions.where(…).first`), through aliases: the
+    /// ActiveRecord and Django association chains (`user.charges.create(…)`).
+    fn loaded_row(&self, path: &[String], depth: u8) -> bool {
+        let key = match path {
+            [s, field, ..] if s == "self" || s == "this" => format!("{s}.{field}"),
+            [root, ..] => root.clone(),
+            [] => return false,
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        match self.values.get(&key) {
+            Some(Expr::Call(made)) if !made.is_new && made.callee.len() >= 2 => {
+                constant(&made.callee[0])
+                    || depth < 4
+                        && self.loaded_row(&made.callee[..made.callee.len() - 1], depth + 1)
+            }
+            Some(Expr::Path(p)) if depth < 4 && *p != path => self.loaded_row(p, depth + 1),
+            _ => false,
+        }
+    }
+
+    /// The model of the row whose association a call goes through (`user.charges.create(…)`
+    /// with `user = User.find(id)`: `User`), whose foreign key the association fills.
+    pub(crate) fn association_owner(&self, call: &Call) -> Option<String> {
+        let owner = match call.callee.as_slice() {
+            [s, field, _, _] if s == "self" || s == "this" => vec![s.clone(), field.clone()],
+            [root, _, _] => vec![root.clone()],
+            _ => return None,
+        };
+        self.row_model(&owner, 0)
+    }
+
+    /// The model a row held at `path` was loaded by (`User.lock.find(id)`: `User`), through
+    /// aliases.
+    fn row_model(&self, path: &[String], depth: u8) -> Option<String> {
+        let key = match path {
+            [s, field, ..] if s == "self" || s == "this" => format!("{s}.{field}"),
+            [root] => root.clone(),
+            _ => return None,
+        };
+        let constant = |s: &String| {
+            s.chars().next().is_some_and(char::is_uppercase)
+                && !s.chars().all(|c| c.is_uppercase() || c == '_')
+        };
+        match self.values.get(&key)? {
+            Expr::Call(made) if !made.is_new && made.callee.len() >= 2 => {
+                let n = made.callee.len() - 1;
+                if !constant(&made.callee[0]) {
+                    return None;
+                }
+                made.callee[..n].iter().rev().find(|s| constant(s)).cloned()
+            }
+            Expr::Path(p) if depth < 4 && *p != path => self.row_model(p, depth + 1),
+            _ => None,
+        }
+    }
+
     /// The model or table an ORM call is about: a table named in the chain (`knex("orders")`,
     /// `db.collection("orders")`, `supabase.from("orders")`, GORM `Table("orders")`), the model
     /// the row is built from (`session.add(Order(…))`, `db.Create(&Order{…})`), the model in
     /// the callee (`Order.objects.create`, `prisma.order.create`, `orderRepo.save`), or the
     /// method's name (`q.CreateOrder`). Empty when none says.
     fn target_of(&self, call: &Call) -> String {
+        if let Some(entity) = jvm_vocab::template_entity(call) {
+            return entity;
+        }
         let mut r = call.receiver.as_deref();
         let mut innermost = call;
         while let Some(inner) = r {
@@ -1144,6 +1305,18 @@ impl<'a> FnFacts<'a> {
             r = inner.receiver.as_deref();
         }
         if let Some(t) = call.args.first().and_then(|a| self.model_of(a)) {
+            return t;
+        }
+        if let Some(t) = self.loaded_model(call) {
+            return t;
+        }
+        // `order = Order.new(…); order.save!`: the model the row was built as (a row's own
+        // save takes no row: `productRepository.save(product)` is the repository's).
+        if call.callee.len() == 2
+            && call.method() == "save"
+            && call.args.is_empty()
+            && let Some(t) = self.model_of(&Expr::Path(vec![call.callee[0].clone()]))
+        {
             return t;
         }
         let root = &innermost.callee[..innermost.callee.len().saturating_sub(1)];
@@ -1209,7 +1382,12 @@ impl<'a> FnFacts<'a> {
     /// sub.save()`): the columns an active-record save writes. Reads the operations lowered so
     /// far, which end at this call.
     fn fields_set_before_save(&self, call: &Call) -> Vec<String> {
-        let Some(root) = call.callee.first().filter(|_| call.callee.len() == 2) else {
+        // `sub.save()`, or a repository's `save(sub)`.
+        let saved = match call.args.first() {
+            Some(Expr::Path(p)) if p.len() == 1 => p.first(),
+            _ => call.callee.first().filter(|_| call.callee.len() == 2),
+        };
+        let Some(root) = saved else {
             return Vec::new();
         };
         let mut sets = Vec::new();
@@ -1238,6 +1416,7 @@ impl<'a> FnFacts<'a> {
         let built = |e: &Expr| match e {
             Expr::Call(c) => {
                 c.is_new
+                    || jvm_vocab::built_by_builder(c)
                     || c.callee
                         .last()
                         .is_some_and(|n| n.chars().next().is_some_and(char::is_uppercase))
@@ -1296,6 +1475,13 @@ impl<'a> FnFacts<'a> {
 
     /// The columns of an ORM create, when written out.
     fn columns_of(&self, call: &Call) -> Option<Vec<String>> {
+        let mut cols = self.given_columns(call)?;
+        // `user.charges.create(…)` fills `charges.user_id`.
+        cols.extend(self.association_owner(call));
+        Some(cols)
+    }
+
+    fn given_columns(&self, call: &Call) -> Option<Vec<String>> {
         if !call.kwargs.is_empty() {
             return Some(call.kwargs.iter().map(|(k, _)| k.clone()).collect());
         }
@@ -1383,6 +1569,21 @@ impl<'a> FnFacts<'a> {
                         tx = tx.or(Some(implicit_segment));
                         next += 1;
                         implicit_segment = next;
+                    }
+                }
+                // A transaction handed on (`tx'1 = tx`: a helper's parameter bound to the
+                // caller's transaction) is the same transaction.
+                (
+                    OpKind::Assign {
+                        targets,
+                        value: Expr::Path(p),
+                        op: None,
+                    },
+                    _,
+                ) if p.len() == 1 && vars.contains_key(&p[0]) => {
+                    let id = vars[&p[0]];
+                    for t in targets {
+                        vars.insert(t.clone(), id);
                     }
                 }
                 (

@@ -69,6 +69,9 @@ const EVENT_TYPES: &[&str] = &[
     "cloudevent",
     "basicdeliver",
     "asynq.task",
+    // Spring Kafka and Spring AMQP listener parameters.
+    "consumerrecord",
+    "acknowledgment",
 ];
 
 /// Parameter names that carry an event or message.
@@ -119,6 +122,10 @@ const ROUTE_REGISTRATION: &[&str] = &[
     "require_post",
     "require_http_methods",
     "csrf_exempt",
+    // Spring's `@PostMapping`/`@RequestMapping`; JAX-RS's `@POST` and Micronaut's `@Post`
+    // (lowered as `HttpMethod POST …`).
+    "mapping",
+    "httpmethod",
 ];
 
 const ROUTE_TYPES: &[&str] = &[
@@ -263,7 +270,7 @@ fn acks_param(f: &Function) -> bool {
     f.ops.iter().any(|op| match &op.kind {
         OpKind::Call(c) => matches!(
             c.method().as_str(),
-            "ack" | "nack" | "basic_ack" | "basic_nack" | "acknowledge"
+            "ack" | "nack" | "basic_ack" | "basic_nack" | "acknowledge" | "basicack" | "basicnack"
         ) && (c.callee.first().is_some_and(|r| f.params.contains(r))
             || c.args.iter().any(
                 |a| matches!(a, Expr::Path(p) if p.first().is_some_and(|r| f.params.contains(r))),

@@ -170,6 +170,10 @@ pub(crate) struct Function {
     pub(crate) registered_at: Option<Pos>,
     /// An event handler only because an event handler of its file calls it (a helper).
     pub(crate) called_by_handler: bool,
+    /// The transaction the function opens around its body when that transaction joins one
+    /// already open where it is called (Spring's `@Transactional` with the default
+    /// propagation, `REQUIRED`), rather than committing on its own.
+    pub(crate) joins_caller_tx: Option<u32>,
 }
 
 impl Function {
@@ -186,6 +190,7 @@ impl Function {
             pos: Pos::default(),
             registered_at: None,
             called_by_handler: false,
+            joins_caller_tx: None,
         }
     }
 }
@@ -204,10 +209,17 @@ pub(crate) struct Module {
     pub(crate) functions: Vec<Function>,
     /// Unique keys declared in this file (ORM models, `CREATE TABLE` strings).
     pub(crate) unique_keys: Vec<UniqueKey>,
+    /// Columns an ORM compares on every update of their table (JPA `@Version`): the table
+    /// (or model) and the column, as written.
+    pub(crate) version_columns: Vec<(String, String)>,
     /// Top-level calls (outside every function): `app.use(express.json())` and the like.
     pub(crate) top_calls: Vec<Call>,
     /// Top-level assignments (`r = redis.Redis()`, `const producer = kafka.producer()`).
     pub(crate) globals: Vec<(String, Expr)>,
+    /// Models stored in another model's or a named table (`self.table_name = "merchants"`,
+    /// Rails single-table inheritance `ProviderMerchant < Merchant`): model, then where its
+    /// keys are declared.
+    pub(crate) table_aliases: Vec<(String, String)>,
 }
 
 impl Expr {

@@ -5,8 +5,9 @@
 //! under that are visible in the code: a dedup key built from the clock, a processed marker
 //! committed apart from the effect, an INSERT with no unique key, an increment with no event
 //! ledger, a publish beside a database write. This crate parses TypeScript/TSX, JavaScript,
-//! Python and Go with tree-sitter (SQL strings with `sqlparser`), reads the unique keys of
-//! the migrations and models in the tree, follows calls into the helpers a handler calls,
+//! Python, Go, Ruby, Java, Kotlin and Rust with tree-sitter (SQL strings with `sqlparser`),
+//! reads the unique keys of the migrations, Liquibase changelogs and models in the tree (and
+//! Spring Boot's consumer settings), follows calls into the helpers a handler calls,
 //! and reports twelve checks with stable ids ([`RuleId`]). The `idem-lint` binary is the `idem lint` command.
 //!
 //! # Lint a source text
@@ -67,12 +68,14 @@ mod handlers;
 mod inventory;
 mod ir;
 mod lang;
+mod liquibase;
 mod mongoose;
 mod output;
 mod rule;
 mod scan;
 mod schema;
 mod skipped;
+mod spring_config;
 mod sql;
 mod suppress;
 mod words;

@@ -150,6 +150,10 @@ impl Linter {
             Loaded::Source(parsed) => {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
+                schema.alias_all(&parsed.module.table_aliases);
+                for (table, column) in &parsed.module.version_columns {
+                    schema.add_version(table, column);
+                }
                 let index = CallIndex::new([(parsed.path.as_path(), &parsed.module)]);
                 let mut findings = self.check(&parsed, &schema, &index, 0);
                 drop_helper_duplicates(&mut findings);
@@ -158,7 +162,7 @@ impl Linter {
             Loaded::Skip(s) => Err(s),
             Loaded::Schema(_) | Loaded::Nothing => Err(Skipped {
                 path: path.to_path_buf(),
-                reason: "not a TypeScript, JavaScript, Python or Go file".into(),
+                reason: "not a file of a language idem-lint reads".into(),
             }),
         }
     }
@@ -182,7 +186,7 @@ impl Linter {
             .into_iter()
             .map(|h| {
                 let helper = h.origin.map(|o| HelperSite {
-                    name: o.helper.clone(),
+                    name: without_renames(&o.helper),
                     path: o.path.to_path_buf(),
                     line: o.pos.line,
                     column: o.pos.column,
@@ -333,6 +337,10 @@ impl Linter {
             match l {
                 Loaded::Source(p) => {
                     p.module.unique_keys.iter().for_each(|k| tree.schema.add(k));
+                    tree.schema.alias_all(&p.module.table_aliases);
+                    for (table, column) in &p.module.version_columns {
+                        tree.schema.add_version(table, column);
+                    }
                     tree.parsed.push(*p);
                 }
                 Loaded::Schema(keys) => keys.iter().for_each(|k| tree.schema.add(k)),
@@ -416,13 +424,50 @@ fn is_test_path(rel: &Path) -> bool {
     dirs == Some(true)
         || name.ends_with("_test.go")
         || name.ends_with("_test.py")
+        || name.ends_with("_spec.rb")
+        || name.ends_with("_test.rb")
         || name.starts_with("test_") && name.ends_with(".py")
         || name == "conftest.py"
         || [".test.", ".spec."].iter().any(|m| name.contains(m))
 }
 
 fn wanted(path: &Path) -> bool {
-    lang::for_path(path).is_some() || is_schema_file(path)
+    lang::for_path(path).is_some() || is_schema_file(path) || is_jvm_config(path)
+}
+
+/// Spring Boot configuration files and Liquibase changelogs (XML, YAML), read with the JVM
+/// sources they configure.
+fn is_jvm_config(path: &Path) -> bool {
+    crate::spring_config::is_config(path)
+        || matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("xml" | "yml" | "yaml")
+        )
+}
+
+/// A Spring Boot configuration file's settings, or a Liquibase changelog's keys.
+fn load_jvm_config(path: &Path, bytes: &[u8]) -> Loaded {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Loaded::Nothing;
+    };
+    if crate::spring_config::is_config(path) {
+        let module = crate::spring_config::module(path, text);
+        // Reported as Java's: the settings configure the JVM service beside them.
+        return match lang::for_path(Path::new("Application.java")) {
+            Some(lang) if !module.functions.is_empty() => Loaded::Source(Box::new(Parsed {
+                path: path.to_path_buf(),
+                lang,
+                module,
+                allows: Vec::new(),
+            })),
+            _ => Loaded::Nothing,
+        };
+    }
+    if crate::liquibase::is_changelog(text) {
+        let xml = path.extension().is_some_and(|e| e == "xml");
+        return Loaded::Schema(crate::liquibase::unique_keys(text, xml));
+    }
+    Loaded::Nothing
 }
 
 fn is_schema_file(path: &Path) -> bool {
@@ -464,6 +509,9 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
             reason,
         })
     };
+    if is_jvm_config(path) {
+        return load_jvm_config(path, bytes);
+    }
     if is_schema_file(path) {
         let Ok(text) = std::str::from_utf8(bytes) else {
             return Loaded::Nothing;
@@ -477,7 +525,11 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
     let Some(lang) = lang::for_path(path) else {
         return Loaded::Nothing;
     };
-    if let Some(why) = unlintable(bytes) {
+    // Rails writes `db/schema.rb` under an "auto-generated" header: its indexes are the schema.
+    let rails_schema = path.file_name().is_some_and(|n| n == "schema.rb");
+    if let Some(why) = unlintable(bytes)
+        && !(rails_schema && why.contains("generated"))
+    {
         return skip(why.to_string());
     }
     let Ok(source) = std::str::from_utf8(bytes) else {

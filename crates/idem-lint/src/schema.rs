@@ -13,9 +13,52 @@ use crate::words::{norm, table_key};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Schema {
     tables: HashMap<String, Vec<Vec<String>>>,
+    /// Models whose keys are another table's (Rails `self.table_name`, single-table
+    /// inheritance), by table key.
+    aliases: HashMap<String, String>,
+    /// Version columns an ORM compares on every update (JPA `@Version`), by table key.
+    versions: HashMap<String, Vec<String>>,
 }
 
 impl Schema {
+    /// Records that each model's rows live where the table or model after it says.
+    pub(crate) fn alias_all(&mut self, aliases: &[(String, String)]) {
+        for (model, table) in aliases {
+            let (m, t) = (table_key(model), table_key(table));
+            if m != t {
+                self.aliases.entry(m).or_insert(t);
+            }
+        }
+    }
+
+    /// Records that updates of `table` compare `column` (an optimistic-lock version).
+    pub(crate) fn add_version(&mut self, table: &str, column: &str) {
+        self.versions
+            .entry(table_key(table))
+            .or_default()
+            .push(norm(column));
+    }
+
+    /// Whether updates of `table` compare `column` with the stored value.
+    pub(crate) fn is_version(&self, table: &str, column: &str) -> bool {
+        self.versions
+            .get(&table_key(table))
+            .is_some_and(|cols| cols.contains(&norm(column)))
+    }
+
+    /// The unique keys of a table, or of the table its model is stored in (a few hops at
+    /// most: `ProviderMerchant` → `Merchant` → `merchants`).
+    fn keys(&self, table: &str) -> Option<&Vec<Vec<String>>> {
+        let mut key = table_key(table);
+        for _ in 0..4 {
+            if let Some(keys) = self.tables.get(&key) {
+                return Some(keys);
+            }
+            key = self.aliases.get(&key)?.clone();
+        }
+        None
+    }
+
     pub(crate) fn add(&mut self, key: &UniqueKey) {
         let cols: Vec<String> = key.columns.iter().map(|c| norm(c)).collect();
         if cols.is_empty() {
@@ -29,7 +72,7 @@ impl Schema {
 
     /// Whether a schema in the tree declares keys for `table`.
     pub(crate) fn knows(&self, table: &str) -> bool {
-        self.tables.contains_key(&table_key(table))
+        self.keys(table).is_some()
     }
 
     /// Whether a row of `table` with these columns hits a unique key on a duplicate. With the
@@ -37,7 +80,7 @@ impl Schema {
     /// A row that supplies its own `id` is taken to hit the primary key when the schema does
     /// not say otherwise.
     pub(crate) fn covers(&self, table: &str, columns: Option<&[String]>) -> bool {
-        let Some(keys) = self.tables.get(&table_key(table)) else {
+        let Some(keys) = self.keys(table) else {
             return columns.is_some_and(|cols| cols.iter().any(|c| norm(c) == "id"));
         };
         match columns {
@@ -63,7 +106,7 @@ impl Schema {
             return self.covers(table, columns);
         }
         let filter: Vec<String> = filter.iter().map(|c| norm(c)).collect();
-        let Some(keys) = self.tables.get(&table_key(table)) else {
+        let Some(keys) = self.keys(table) else {
             return filter.iter().any(|c| c == "id");
         };
         let cols: Vec<String> = columns
@@ -71,9 +114,11 @@ impl Schema {
             .iter()
             .map(|c| norm(c))
             .collect();
+        // `find_or_create_by(family: f, …)` fills `family_id` as `covers` reads it.
+        let given = |c: &String, have: &[String]| have.iter().any(|h| fills(h, c));
         keys.iter().any(|k| {
-            k.iter().any(|c| filter.contains(c))
-                && k.iter().all(|c| cols.contains(c) || filter.contains(c))
+            k.iter().any(|c| given(c, &filter))
+                && k.iter().all(|c| given(c, &cols) || given(c, &filter))
         })
     }
 }

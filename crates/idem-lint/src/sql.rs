@@ -21,6 +21,8 @@ pub(crate) struct SetColumn {
     /// Set from a bound parameter or the proposed row (`$1`, `?`, `EXCLUDED.col`,
     /// `VALUES(col)`): a value the event brought, not `NOW()`.
     pub(crate) from_input: bool,
+    /// The number of the `$N` placeholder it is set from.
+    pub(crate) param: Option<usize>,
 }
 
 /// What a statement does, as far as checks need.
@@ -156,8 +158,8 @@ fn describe(stmt: &Statement) -> Option<SqlStmt> {
                 TableObject::TableName(name) => name.to_string(),
                 other => other.to_string(),
             };
-            let columns = ins.columns.iter().map(|c| c.to_string()).collect();
-            let (conflict_on, do_update, do_update_ordered) = match &ins.on {
+            let columns: Vec<String> = ins.columns.iter().map(|c| c.to_string()).collect();
+            let (conflict_on, mut do_update, do_update_ordered) = match &ins.on {
                 Some(OnInsert::OnConflict(oc)) => match &oc.action {
                     OnConflictAction::DoNothing => (true, Vec::new(), false),
                     OnConflictAction::DoUpdate(du) => (
@@ -174,6 +176,22 @@ fn describe(stmt: &Statement) -> Option<SqlStmt> {
                 Some(_) => (true, Vec::new(), false),
                 None => (false, Vec::new(), false),
             };
+            // `col = EXCLUDED.col`: the placeholder the inserted row's `col` came from.
+            if let Some(rows) = ins.source.as_ref().and_then(|q| match q.body.as_ref() {
+                sqlparser::ast::SetExpr::Values(v) => v.rows.first(),
+                _ => None,
+            }) {
+                for set in do_update
+                    .iter_mut()
+                    .filter(|s| s.from_input && s.param.is_none())
+                {
+                    set.param = columns
+                        .iter()
+                        .position(|c| c.eq_ignore_ascii_case(&set.column))
+                        .and_then(|i| rows.get(i))
+                        .and_then(placeholder);
+                }
+            }
             SqlStmt::Insert {
                 table,
                 columns,
@@ -262,7 +280,10 @@ fn query_tables(q: &sqlparser::ast::Query) -> (Vec<String>, bool) {
 
 fn set_columns(a: &sqlparser::ast::Assignment) -> Vec<SetColumn> {
     let names: Vec<String> = match &a.target {
-        AssignmentTarget::ColumnName(n) => vec![n.to_string()],
+        // `SET a.balance = a.balance + :amount` (MySQL, JPQL): the column is the last part.
+        AssignmentTarget::ColumnName(n) => {
+            vec![n.to_string().rsplit('.').next().unwrap_or("").to_string()]
+        }
         AssignmentTarget::Tuple(ns) => ns.iter().map(|n| n.to_string()).collect(),
     };
     names
@@ -270,9 +291,22 @@ fn set_columns(a: &sqlparser::ast::Assignment) -> Vec<SetColumn> {
         .map(|column| SetColumn {
             relative: is_relative(&column, &a.value),
             from_input: is_input(&a.value),
+            param: placeholder(&a.value),
             column,
         })
         .collect()
+}
+
+/// `$3` (also cast, `$3::timestamptz`): 3.
+fn placeholder(value: &SqlExpr) -> Option<usize> {
+    match value {
+        SqlExpr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Placeholder(p) => p.strip_prefix('$')?.parse().ok(),
+            _ => None,
+        },
+        SqlExpr::Nested(inner) | SqlExpr::Cast { expr: inner, .. } => placeholder(inner),
+        _ => None,
+    }
 }
 
 /// `$1`, `?`, `:name`, `EXCLUDED.col`, `VALUES(col)`.
@@ -350,7 +384,10 @@ fn compares_order(e: &SqlExpr) -> bool {
                 let mut cols = Vec::new();
                 collect_columns(left, &mut cols);
                 collect_columns(right, &mut cols);
-                cols.iter().any(|c| is_order_column(c))
+                // An event time compared (`t.current_period_end < EXCLUDED.current_period_end`)
+                // orders the write as a version does.
+                cols.iter()
+                    .any(|c| is_order_column(c) || crate::words::is_event_time_column(c))
             }
             _ => compares_order(left) || compares_order(right),
         },

@@ -26,7 +26,8 @@ pub(crate) fn allows(root: Node<'_>, src: &str) -> Vec<Allow> {
     let mut out = Vec::new();
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
-        if n.kind() == "comment" {
+        // Java, Kotlin and Rust name theirs `line_comment` and `block_comment`.
+        if n.kind().ends_with("comment") {
             let text = src.get(n.byte_range()).unwrap_or("");
             if let Some(at) = text.find(MARK) {
                 let rest = &text[at + MARK.len()..];

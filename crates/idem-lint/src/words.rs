@@ -123,7 +123,8 @@ pub(crate) fn is_event_time_column(name: &str) -> bool {
             n.as_str(),
             "startdate" | "enddate" | "expirydate" | "renewaldate"
         )
-        || n.contains("periodend")
+        // Stripe's `cancel_at_period_end` is a flag, not a time.
+        || n.contains("periodend") && !n.starts_with("cancelatperiodend")
         || n.contains("periodstart")
 }
 
@@ -151,6 +152,7 @@ pub(crate) fn is_duplicate_word(word: &str) -> bool {
         "erdupentry",
         "uniqueconstraint",
         "duplicatekey",
+        "recordnotunique",
     ]
     .iter()
     .any(|p| n.contains(p))

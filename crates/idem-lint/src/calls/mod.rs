@@ -141,6 +141,9 @@ struct Site {
     helper: Option<(usize, String)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
+    /// Where every operation copied here is reported, when that is the call's own place (an
+    /// entity's mutator: `stock.decrease(n)` is the line that matters, not its one-line body).
+    at_call: Option<Option<Arc<Origin>>>,
     /// The call was work nobody waits for (its statement's id, 0: awaited): everything
     /// inlined from it is too.
     detached: u32,
@@ -227,6 +230,7 @@ impl<'a> CallIndex<'a> {
             pos: None,
             helper: None,
             names: HashMap::new(),
+            at_call: None,
             detached: 0,
         };
         self.copy(&mut ex, file, func, &top, 0);
@@ -242,10 +246,21 @@ impl<'a> CallIndex<'a> {
                 .copied()
                 .chain(op.conds.iter().map(|c| c + site.cond_offset))
                 .collect();
-            let tx = op
-                .lexical_tx
-                .map(|t| t.wrapping_add(site.tx_offset))
-                .or(site.tx);
+            let tx = match op.lexical_tx {
+                // A helper's transaction that joins the caller's open one is the caller's.
+                Some(t) if site.tx.is_some() && src.joins_caller_tx == Some(t) => site.tx,
+                own => own.map(|t| t.wrapping_add(site.tx_offset)).or(site.tx),
+            };
+            let origin = match (&site.at_call, &op.origin, &site.helper) {
+                (Some(at), _, _) => at.clone(),
+                (None, Some(o), _) => Some(o.clone()),
+                (None, None, Some((hf, name))) => Some(Arc::new(Origin {
+                    path: self.files[*hf].path.clone(),
+                    pos: op.pos,
+                    helper: name.clone(),
+                })),
+                (None, None, None) => None,
+            };
             let pos = site.pos.unwrap_or(op.pos);
             let mut kind = op.kind.clone();
             rename::op(&mut kind, &site.names);
@@ -263,22 +278,13 @@ impl<'a> CallIndex<'a> {
                     call,
                     callee,
                     target,
-                    (conds.clone(), tx, detached, pos),
+                    (conds.clone(), tx, detached, pos, &origin),
                     depth,
                 );
                 if !extends_library(callee) {
                     continue;
                 }
             }
-            let origin = match (&op.origin, &site.helper) {
-                (Some(o), _) => Some(o.clone()),
-                (None, Some((hf, name))) => Some(Arc::new(Origin {
-                    path: self.files[*hf].path.clone(),
-                    pos: op.pos,
-                    helper: name.clone(),
-                })),
-                (None, None) => None,
-            };
             ex.func.ops.push(Op {
                 kind,
                 pos,
@@ -292,18 +298,29 @@ impl<'a> CallIndex<'a> {
 
     /// Inlines one call: the parameters assigned from the arguments, then the body.
     /// `at` is the call's conditions, open transaction, whether nobody waits for it, and its
-    /// position in the handler.
+    /// position in the handler, and where the call itself is reported.
     fn inline(
         &self,
         ex: &mut Expansion,
         call: &Call,
         callee: &Function,
         target: (usize, usize),
-        at: (Vec<usize>, Option<u32>, u32, Pos),
+        at: (Vec<usize>, Option<u32>, u32, Pos, &Option<Arc<Origin>>),
         depth: usize,
     ) {
-        let (conds, tx, detached, pos) = at;
-        let names = rename::locals(callee, ex.inlined);
+        let (conds, tx, detached, pos, call_origin) = at;
+        let mut names = rename::locals(callee, ex.inlined);
+        let mut at_call = None;
+        // A JPA entity's (or document's) method called on a loaded row (`stock.decrease(n)`)
+        // changes that row: its `this.quantity` and bare `quantity -= n` are `stock.quantity`.
+        if !self.files[target.0].module.unique_keys.is_empty()
+            && call.receiver.is_none()
+            && let [root, _] = call.callee.as_slice()
+            && !matches!(root.as_str(), "this" | "self")
+        {
+            rename::entity_fields(callee, root, &mut names);
+            at_call = Some(call_origin.clone());
+        }
         for (i, param) in callee.params.iter().enumerate() {
             let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
             let value = call
@@ -344,6 +361,7 @@ impl<'a> CallIndex<'a> {
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
             names,
+            at_call,
             detached,
         };
         ex.func.conds.extend(callee.conds.iter().map(|c| {
@@ -354,6 +372,28 @@ impl<'a> CallIndex<'a> {
         ex.stack.push(target);
         self.copy(ex, target.0, callee, &site, depth + 1);
         ex.stack.pop();
+    }
+
+    /// `Pay::Stripe::Subscription.sync(…)`, `Billing::Charge.new(x).call`: a method of a class
+    /// in a namespace, defined in the file named for the class (`subscription.rb`) in the
+    /// folder named for its namespace (`stripe/`), as Ruby's autoloading lays them out.
+    fn by_constant_path(&self, call: &Call, cands: &[(usize, usize)]) -> Option<(usize, usize)> {
+        let n = call.callee.len();
+        let constant = |s: &String| s.chars().next().is_some_and(char::is_uppercase);
+        if n < 3 || !constant(&call.callee[0]) || !call.callee[..n - 1].iter().all(constant) {
+            return None;
+        }
+        let norm = crate::words::norm;
+        let (class, namespace) = (norm(&call.callee[n - 2]), norm(&call.callee[n - 3]));
+        cands.iter().copied().find(|(f, _)| {
+            let p = &self.files[*f].path;
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let folder = p
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|s| s.to_str());
+            norm(stem) == class && folder.is_some_and(|d| norm(d) == namespace)
+        })
     }
 
     /// The function a call reaches, if the tree defines it.
@@ -371,6 +411,9 @@ impl<'a> CallIndex<'a> {
             [only] if name.len() >= 6 => Some(*only),
             _ => None,
         };
+        if let Some(found) = self.by_constant_path(call, cands) {
+            return Some(found);
+        }
         let mut root = call.callee[0].to_lowercase();
         let mut len = call.callee.len();
         // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an
@@ -385,6 +428,22 @@ impl<'a> CallIndex<'a> {
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
             _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
             len => {
+                // A field declared with its type (`private final OrderService service;`,
+                // Kotlin's `private val service: OrderService`) names the type's file, or its
+                // implementation's (`OrderServiceImpl`).
+                let root_type = self.files[file]
+                    .module
+                    .globals
+                    .iter()
+                    .rev()
+                    .find(|(g, _)| g.to_lowercase() == root)
+                    .and_then(|(_, v)| match v {
+                        Expr::Object {
+                            type_name: Some(t),
+                            fields,
+                        } if fields.is_empty() => Some(crate::words::norm(t)),
+                        _ => None,
+                    });
                 let named_module = cands.iter().copied().find(|(f, _)| {
                     let p = &self.files[*f].path;
                     let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
@@ -395,7 +454,11 @@ impl<'a> CallIndex<'a> {
                         .unwrap_or("");
                     // `emailCore` names `email-core.js`, `order_service` `order-service.ts`.
                     let same = |a: &str| crate::words::norm(a) == crate::words::norm(&root);
-                    same(stem) || same(parent)
+                    let typed = root_type.as_ref().is_some_and(|t| {
+                        let s = crate::words::norm(stem);
+                        s == *t || s.strip_suffix("impl") == Some(t.as_str())
+                    });
+                    same(stem) || same(parent) || typed
                 });
                 if len == 2 && named_module.is_some() {
                     return named_module;
@@ -404,8 +467,9 @@ impl<'a> CallIndex<'a> {
                 // as a method of this file is the library's.
                 if COMMON_METHODS.contains(&name.to_lowercase().as_str()) {
                     // `self.log_records.create(…)`: a field's common method is its library's
-                    // unless the field names a module of the tree.
-                    if via_field {
+                    // unless the field names a module of the tree; so is a typed field's
+                    // (`orderRepository.save(…)` on a Spring Data interface) unless its type does.
+                    if via_field || root_type.is_some() {
                         return named_module;
                     }
                     return same_dir()

@@ -20,6 +20,29 @@ pub(super) fn locals(callee: &Function, n: u32) -> HashMap<String, String> {
         .collect()
 }
 
+/// An entity method inlined on `receiver`: `this` is the receiver, and a name the method
+/// changes in place (`quantity -= n`) without declaring it first is the receiver's field.
+pub(super) fn entity_fields(
+    callee: &Function,
+    receiver: &str,
+    names: &mut HashMap<String, String>,
+) {
+    names.insert("this".to_string(), receiver.to_string());
+    let mut declared: Vec<&str> = callee.params.iter().map(String::as_str).collect();
+    for op in &callee.ops {
+        if let OpKind::Assign { targets, op, .. } = &op.kind {
+            for t in targets {
+                let r = root(t);
+                if op.is_none() {
+                    declared.push(r);
+                } else if r == t.as_str() && !declared.contains(&r) {
+                    names.insert(r.to_string(), format!("{receiver}.{r}"));
+                }
+            }
+        }
+    }
+}
+
 fn root(target: &str) -> &str {
     target.split(['.', '[']).next().unwrap_or(target)
 }

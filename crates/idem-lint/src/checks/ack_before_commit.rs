@@ -21,11 +21,27 @@ fn acknowledgement(call: &Call) -> Option<&'static str> {
     let recv = call.receiver_words();
     let root = recv.first().map(String::as_str).unwrap_or("");
     match m.as_str() {
-        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" => {
-            Some("acknowledges the message")
+        "ack" | "basic_ack" | "acknowledge" | "acksync" | "doubleack" | "double_ack"
+        | "basicack" => Some("acknowledges the message"),
+        "commitoffsets"
+        | "commitmessages"
+        | "commit_offsets"
+        | "commitasync"
+        | "commitsync"
+        | "store_offsets"
+        | "commitoffset"
+        | "mark_as_consumed"
+        | "mark_message_as_processed" => Some("commits the offset"),
+        // rdkafka.
+        "commit_message" | "commit_consumer_state" | "store_offset_from_message" => {
+            Some("commits the offset")
         }
-        "commitoffsets" | "commitmessages" | "commit_offsets" | "commitasync" | "commitsync"
-        | "store_offsets" | "commitoffset" => Some("commits the offset"),
+        // SQS: deleting the message is its acknowledgement.
+        "delete_message" | "deletemessage"
+            if recv.iter().any(|w| has_any(w, &["sqs", "queue", "client"])) =>
+        {
+            Some("deletes (acknowledges) the message")
+        }
         "commit" if recv.iter().any(|w| has_any(w, CONSUMERS)) => Some("commits the offset"),
         "sendstatus" | "send" | "json" | "end"
             if matches!(root, "res" | "reply" | "response") && answers_2xx(call) =>
@@ -88,6 +104,9 @@ fn auto_ack(call: &Call) -> Option<&'static str> {
             "commits offsets on a timer, whether or not the message was handled (enable_auto_commit)",
         );
     }
+    if let Some(what) = crate::lang::jvm_vocab::auto_ack(call) {
+        return Some(what);
+    }
     let m = call.method();
     if m == "consume"
         && call.callee.len() > 1
@@ -145,6 +164,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 confidence: Confidence::Medium,
             });
         }
+        if let OpKind::Assign { targets, value, .. } = &op.kind
+            && targets
+                .iter()
+                .any(|t| crate::lang::jvm_vocab::ack_mode_none(t, value))
+        {
+            out.push(Hit {
+                rule: RuleId::RelAckBeforeCommit,
+                pos: op.pos,
+                origin: op.origin.clone(),
+                message: "the listener container acknowledges on receipt (acknowledge mode NONE): a crash while handling loses the message".to_string(),
+                confidence: Confidence::High,
+            });
+        }
         let OpKind::Call(call) = &op.kind else {
             continue;
         };
@@ -158,7 +190,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     call.name()
                 ),
                 // Whether the reader has a consumer group is not seen: medium.
-                confidence: if what.contains("ReadMessage") {
+                // A JVM consumer's `enable.auto.commit`: whether its loop hands messages to
+                // later work is not seen either (as a configuration object's, medium).
+                confidence: if what.contains("ReadMessage") || what.contains("enable.auto.commit") {
                     Confidence::Medium
                 } else {
                     Confidence::High

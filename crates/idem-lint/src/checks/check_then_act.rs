@@ -80,6 +80,8 @@ fn lookup_columns(facts: &FnFacts<'_>, i: usize) -> Vec<String> {
                     .map(|(k, _)| k.clone()),
             );
         }
+        // `user.charges.exists?(…)` filters by `charges.user_id` too.
+        out.extend(facts.association_owner(call));
         c = call.receiver.as_deref();
     }
     out

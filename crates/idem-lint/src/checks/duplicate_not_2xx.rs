@@ -3,17 +3,21 @@
 //! retry it (Stripe for three days, GitHub and brokers until it dead-letters).
 
 use super::{Hit, in_duplicate_branch, is_marker, is_marker_read};
-use crate::analysis::FnFacts;
+use crate::analysis::{Act, FnFacts};
 use crate::finding::Confidence;
 use crate::handlers::is_event;
 use crate::ir::{Call, Expr, OpKind};
 use crate::rule::RuleId;
+use crate::sql::SqlStmt;
 use crate::words::{is_duplicate_word, norm, status_constant};
 
 /// The status a call answers with, if it is a response: `res.status(409)`,
 /// `reply.code(409)`, `HTTPException(status_code=409)`, `abort(409)`,
 /// `http.Error(w, m, http.StatusConflict)`, `c.JSON(409, …)`, `new Response(b, {status})`.
 pub(super) fn status_of(call: &Call) -> Option<u16> {
+    if let Some(code) = crate::lang::jvm_vocab::response_status(call) {
+        return Some(code);
+    }
     let m = call.method();
     let first = call.args.first().and_then(Expr::status_code);
     match m.as_str() {
@@ -33,6 +37,7 @@ pub(super) fn status_of(call: &Call) -> Option<u16> {
         | "xml"
         | "data"
         | "render"
+        | "head"
         | "setstatus"
         | "status_code" => first.or_else(|| call.option("status").and_then(Expr::status_code)),
         "error" if call.callee.first().is_some_and(|r| r == "http") => {
@@ -58,6 +63,34 @@ fn django_status(name: &str) -> Option<u16> {
 
 /// Whether the expression raises or returns an error value (`throw new Error(…)`,
 /// `raise ValueError(…)`, Go `return fmt.Errorf(…)` / `errors.New(…)`).
+/// `throw new DuplicateEventException(…)` that the handler itself catches by its type
+/// (`catch (DuplicateEventException e) { log… }`) and neither rethrows nor answers as an
+/// error: the duplicate ends normally.
+fn caught_quietly(facts: &FnFacts<'_>, i: usize) -> bool {
+    let OpKind::Throw(Some(Expr::Call(thrown))) = &facts.func.ops[i].kind else {
+        return false;
+    };
+    let Some(ty) = thrown.callee.last().map(|t| norm(t)) else {
+        return false;
+    };
+    facts.func.conds.iter().enumerate().any(|(k, cond)| {
+        let catches = cond.is_catch
+            && matches!(&cond.test, Expr::List(items) if items.iter().any(
+                |e| matches!(e, Expr::Path(p) if p.len() == 1 && norm(&p[0]) == ty)
+            ));
+        catches
+            && !facts.func.ops.iter().any(|o| {
+                o.conds.contains(&k)
+                    && match &o.kind {
+                        OpKind::Throw(_) => true,
+                        OpKind::Return(Some(v)) => is_error_value(v),
+                        OpKind::Call(c) => status_of(c).is_some_and(|s| s >= 400),
+                        _ => false,
+                    }
+            })
+    })
+}
+
 fn is_error_value(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| {
@@ -100,15 +133,72 @@ fn claim_failed(facts: &FnFacts<'_>, i: usize) -> bool {
     let last_write = (0..i).rev().find(|&k| {
         !ops[k].conds.contains(&c) && (facts.acts[k].is_db_write() || is_marker(&facts.acts[k]))
     });
-    last_write.is_some_and(|k| is_marker(&facts.acts[k]))
+    // A claim that ignores conflicts (`ON CONFLICT DO NOTHING`, `skipDuplicates`, `SET NX`)
+    // never fails on a duplicate: its catch sees only real failures.
+    last_write.is_some_and(|k| is_marker(&facts.acts[k]) && fails_on_duplicate(&facts.acts[k]))
+}
+
+/// Whether the handler catches the errors of `helper`: an `Err` arm or `if let Err` over its
+/// call, or over a variable holding its result.
+fn caught_by_caller(facts: &FnFacts<'_>, helper: &str) -> bool {
+    let name = helper
+        .rsplit(['.', ':'])
+        .next()
+        .unwrap_or(helper)
+        .to_lowercase();
+    if name.is_empty() {
+        return false;
+    }
+    let names = |e: &Expr| {
+        let mut hit = false;
+        e.walk(&mut |x| {
+            if let Expr::Call(c) = x {
+                hit |= c.method() == name;
+            }
+        });
+        hit
+    };
+    facts.func.conds.iter().filter(|c| c.is_catch).any(|c| {
+        let Expr::Binary { op, left, .. } = &c.test else {
+            return false;
+        };
+        op == "=="
+            && (names(left)
+                || matches!(left.as_ref(), Expr::Path(p) if p.len() == 1
+                    && facts.values.get(&p[0]).is_some_and(names)))
+    })
+}
+
+/// Whether a claim raises on a duplicate (a plain insert against a unique key).
+fn fails_on_duplicate(act: &Act) -> bool {
+    match act {
+        Act::Sql(SqlStmt::Insert {
+            conflict_clause, ..
+        }) => !conflict_clause,
+        Act::OrmCreate { safe, .. } => !safe,
+        Act::RedisWrite { nx, .. } => !nx,
+        _ => true,
+    }
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
     }
-    // Variables holding the result of a dedup claim or look-up.
+    // Variables holding the result of a dedup claim or look-up, and the claims and look-ups
+    // a condition makes itself (`if (processedEvents.existsById(id))`).
     let mut claim_vars: Vec<String> = Vec::new();
+    let claim_calls: Vec<crate::ir::Pos> = facts
+        .func
+        .ops
+        .iter()
+        .zip(&facts.acts)
+        .filter(|(_, act)| is_marker(act) || is_marker_read(act))
+        .filter_map(|(op, _)| match &op.kind {
+            OpKind::Call(c) => Some(c.pos),
+            _ => None,
+        })
+        .collect();
     for (i, op) in facts.func.ops.iter().enumerate() {
         if let OpKind::Assign { targets, .. } = &op.kind
             && i > 0
@@ -132,6 +222,16 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     Some(s) if s >= 400 => (format!("answered {s}"), words),
                     _ => continue,
                 }
+            }
+            // A helper's error its caller matches on (`match svc.place(o).await { Err(_) =>
+            // … }`): the caller's arm answers, not the error.
+            OpKind::Throw(_)
+                if op
+                    .origin
+                    .as_ref()
+                    .is_some_and(|o| caught_by_caller(facts, &o.helper)) =>
+            {
+                continue;
             }
             OpKind::Throw(value) => {
                 let status = match value {
@@ -164,20 +264,46 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let by_message = message_words.iter().any(|w| is_duplicate_word(w));
         let by_claim = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
+            let mut makes_claim = false;
+            cond.test.walk(&mut |e| {
+                if let Expr::Call(call) = e {
+                    makes_claim |= claim_calls.contains(&call.pos);
+                }
+            });
             !cond.is_catch
-                && cond
-                    .test
-                    .words()
-                    .iter()
-                    .any(|w| claim_vars.contains(&norm(w)))
+                && (makes_claim
+                    || cond
+                        .test
+                        .words()
+                        .iter()
+                        .any(|w| claim_vars.contains(&norm(w))))
         });
         let by_catch = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
             cond.is_catch && cond.test.words().iter().any(|w| is_duplicate_word(w))
         });
-        let by_claim_catch = claim_failed(facts, i);
-        if !(by_message || by_claim || by_catch || by_claim_catch || in_duplicate_branch(facts, i))
-        {
+        // `rescue RecordNotUnique` then `raise … unless Order.exists?(…)`: the branch where the
+        // row turned out missing is a real failure, not the duplicate.
+        let absent_branch = op.conds.iter().any(|&c| {
+            let cond = &facts.func.conds[c];
+            let (test, not) = match &cond.test {
+                Expr::Not(inner) => (inner.as_ref(), true),
+                other => (other, false),
+            };
+            !cond.is_catch
+                && cond.negated ^ not
+                && matches!(test, Expr::Call(c) if {
+                    let m = c.method();
+                    m == "exists" || m.starts_with("find_by") || m == "findfirst" || m == "findone"
+                })
+        });
+        let by_catch = by_catch && !absent_branch;
+        let by_claim_catch = claim_failed(facts, i) && !absent_branch;
+        let dup_branch = in_duplicate_branch(facts, i) && !absent_branch;
+        if !(by_message || by_claim || by_catch || by_claim_catch || dup_branch) {
+            continue;
+        }
+        if caught_quietly(facts, i) {
             continue;
         }
         // `except IntegrityError: if <it was this event>: return …; raise`: the duplicate was

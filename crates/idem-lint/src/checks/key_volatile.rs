@@ -30,6 +30,11 @@ const TRUNCATING: &[&str] = &[
     "date",
     "truncate",
     "replace",
+    // Ruby: `Time.now.to_date`, `Time.current.beginning_of_day`.
+    "to_date",
+    "beginning_of_day",
+    "beginning_of_hour",
+    "beginning_of_month",
 ];
 
 /// Whole names of delivery-attempt counters.
@@ -115,7 +120,18 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "processhrtime"
                             | "now"
                             | "utcnow"
-                    ) || (c.is_new && n == "date" && c.args.is_empty());
+                            // Ruby: `Time.current`, `DateTime.current`, `Process.clock_gettime`.
+                            | "timecurrent"
+                            | "datetimecurrent"
+                            | "processclockgettime"
+                            // Rust: std, chrono, time.
+                            | "systemtimenow"
+                            | "chronoutcnow"
+                            | "localnow"
+                            | "chronolocalnow"
+                            | "offsetdatetimenowutc"
+                    ) || (c.is_new && n == "date" && c.args.is_empty())
+                        || crate::lang::jvm_vocab::is_clock(&n);
                     let random = matches!(
                         n.as_str(),
                         "mathrandom"
@@ -156,7 +172,15 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "bsonnewobjectid"
                             | "primitivenewobjectid"
                             | "generateuuid"
+                            // Rust's uuid crate.
+                            | "uuiduuidnewv4"
+                            | "uuidnowv7"
+                            | "uuiduuidnowv7"
                     ) || (m == "random" && c.callee.len() == 2)
+                        // Ruby: `SecureRandom.uuid`, `SecureRandom.hex(8)`, `rand(1000)`.
+                        || n.starts_with("securerandom")
+                        || n == "rand"
+                        || crate::lang::jvm_vocab::is_random(&n)
                         || mints(c);
                     let host = matches!(
                         n.as_str(),
@@ -167,10 +191,12 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             | "platformnode"
                             | "osgetpid"
                             | "getpid"
+                            | "processpid"
                     );
                     let hostenv = (n.starts_with("osgetenv")
                         || n.starts_with("osenvironget")
-                        || n == "getenv")
+                        || n == "getenv"
+                        || n == "systemgetenv")
                         && c.args.first().and_then(Expr::string_text).is_some_and(|s| {
                             let s = norm(&s);
                             s.contains("hostname") || s.contains("podname") || s.contains("podid")
@@ -192,8 +218,10 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                 let joined = p.join(".");
                 let n = norm(&joined);
                 if n.starts_with("processenvhostname")
+                    || n.ends_with("localhosthostname")
                     || n == "processpid"
                     || n.starts_with("osenvironhostname")
+                    || n.starts_with("envhostname")
                 {
                     found = Some((format!("the host ({joined})"), true, None));
                 } else if let Some(last) = p.last() {
@@ -286,9 +314,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     });
                 }
                 // `headers.set("Idempotency-Key", v)`, `req.Header.Set("Idempotency-Key", v)`
+                // Rust's `HeaderMap::insert`/`append` too.
                 if matches!(
                     call.method().as_str(),
-                    "set" | "add" | "setheader" | "header"
+                    "set" | "add" | "setheader" | "header" | "insert" | "append"
                 ) && call.args.len() >= 2
                     && let Some(name) = call.args[0].string_text()
                 {

@@ -9,7 +9,7 @@ use crate::handlers::is_event;
 use crate::ir::OpKind;
 use crate::ir::{Call, Expr};
 use crate::rule::RuleId;
-use crate::sql::SqlStmt;
+use crate::sql::{SetColumn, SqlStmt};
 use crate::words::{is_event_time_column, is_order_column, norm};
 
 /// Whether `e` carries the event's data only through objects fetched fresh from the provider
@@ -44,13 +44,20 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
     for (k, v) in &call.kwargs {
         found |= k == column && from_delivery(facts, v);
     }
-    let held = match call.option("data") {
+    // The data held in a local: Prisma's `data`, or a lone argument (`sub.update!(attrs)`).
+    let lone = call.args.first().filter(|_| call.args.len() == 1);
+    let held = match call.option("data").or(lone) {
         Some(Expr::Path(p)) if p.len() == 1 => facts.values.get(&p[0]),
         _ => None,
     };
     // `row.current_period_end = event[…]; row.save()`: the field assigned before the save.
-    if call.method() == "save"
-        && let Some(root) = call.callee.first()
+    // A repository's `save(row)` (Spring Data) saves the row it is given.
+    let saved = match call.args.first() {
+        Some(Expr::Path(p)) if p.len() == 1 => p.first(),
+        _ => call.callee.first(),
+    };
+    if (call.method() == "save" || crate::lang::jvm_vocab::is_save(&call.method()))
+        && let Some(root) = saved
     {
         let target = format!("{root}.{column}");
         for op in &facts.func.ops {
@@ -67,6 +74,34 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
         }
     }
     found
+}
+
+/// A time the event carries (`current_period_end = $2`, `renews_at = EXCLUDED.renews_at`)
+/// set from a placeholder bound to the event as delivered.
+fn event_time_set<'s>(
+    facts: &FnFacts<'_>,
+    i: usize,
+    sets: &'s [SetColumn],
+) -> Option<&'s SetColumn> {
+    let OpKind::Call(c) = &facts.func.ops[i].kind else {
+        return None;
+    };
+    sets.iter().find(|s| {
+        !s.relative
+            && is_event_time_column(&s.column)
+            && s.param
+                .and_then(|n| bound(c, n))
+                .is_some_and(|v| from_delivery(facts, v))
+    })
+}
+
+/// The value bound to `$n` of a statement call: `query(sql).bind(a).bind(b)` and
+/// `execute(sql, &[&a, &b])` / `query(sql, [a, b])` alike.
+fn bound(call: &Call, n: usize) -> Option<&Expr> {
+    match call.args.get(1) {
+        Some(Expr::List(items)) if call.args.len() == 2 => items.get(n.checked_sub(1)?),
+        _ => call.args.get(n),
+    }
 }
 
 /// Whether the handler compares `column` before writing it (`if (stored.eventAt > eventAt)
@@ -105,6 +140,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             }) => sets
                 .iter()
                 .find(|s| s.from_input && !s.relative && is_order_column(&s.column))
+                .or_else(|| event_time_set(facts, i, sets))
                 .map(|s| s.column.clone()),
             Act::Sql(SqlStmt::Insert {
                 do_update,
@@ -113,13 +149,21 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             }) => do_update
                 .iter()
                 .find(|s| s.from_input && !s.relative && is_order_column(&s.column))
+                .or_else(|| event_time_set(facts, i, do_update))
                 .map(|s| s.column.clone()),
             Act::OrmUpdate {
                 sets,
                 ordered: false,
                 relative: false,
-                ..
+                target,
             } => {
+                // A JPA `@Version` column written to its entity is compared by the update
+                // itself (`WHERE version = ?`): a stale event's save fails.
+                let sets: Vec<String> = sets
+                    .iter()
+                    .filter(|s| !facts.schema.is_version(target, s))
+                    .cloned()
+                    .collect();
                 let OpKind::Call(c) = &facts.func.ops[i].kind else {
                     continue;
                 };

@@ -88,7 +88,8 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
     let OpKind::Call(call) = &facts.func.ops[i].kind else {
         return false;
     };
-    if !matches!(act, Act::Other) {
+    // Building an object (`new ProcessedEvent(id)`) applies nothing.
+    if !matches!(act, Act::Other) || call.is_new {
         return false;
     }
     let m = call.method();
@@ -264,10 +265,18 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
+        // An effect in a transaction that holds a claim of its own (idem's runner run twice,
+        // one claim per consumer) commits with that claim.
+        let own_claim = |e: usize| {
+            facts.tx[e].is_some()
+                && (0..facts.acts.len())
+                    .any(|k| k != m && facts.tx[k] == facts.tx[e] && is_marker(&facts.acts[k]))
+        };
         let outside = |e: usize| {
             e != m
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
+                && !own_claim(e)
         };
         // A marker by use claims what follows it; what came before built the claim.
         let apart = (m + 1..facts.acts.len())

@@ -60,15 +60,34 @@ pub(crate) fn run(
         parsed_body: parsed_body(module),
     };
     let mut hits = Vec::new();
-    for func in &module.functions {
-        // A function that opens a transaction is followed into its helpers too: a publish
-        // made by one of them while the transaction is open is ARC_PUBLISH_IN_TX's, handler
-        // or not.
-        let expanded = if is_entry(func) || opens_transaction(func) {
-            expand(func)
-        } else {
-            None
-        };
+    // A function that opens a transaction is followed into its helpers too: a publish made by
+    // one of them while the transaction is open is ARC_PUBLISH_IN_TX's, handler or not.
+    let expanded: Vec<Option<Function>> = module
+        .functions
+        .iter()
+        .map(|func| {
+            if is_entry(func) || opens_transaction(func) {
+                expand(func)
+            } else {
+                None
+            }
+        })
+        .collect();
+    // A helper that is an event handler only because a handler of this file calls it is
+    // judged where that handler inlines it (after its claim, inside its transaction), not
+    // again on its own.
+    let inlined: std::collections::HashSet<&str> = expanded
+        .iter()
+        .zip(&module.functions)
+        .filter(|(_, f)| !f.called_by_handler)
+        .filter_map(|(e, _)| e.as_ref())
+        .flat_map(|e| e.ops.iter().filter_map(|op| op.origin.as_ref()))
+        .map(|o| o.helper.as_str())
+        .collect();
+    for (func, expanded) in module.functions.iter().zip(&expanded) {
+        if func.called_by_handler && inlined.contains(func.name.as_str()) {
+            continue;
+        }
         let func = expanded.as_ref().unwrap_or(func);
         let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
         key_volatile::check(&facts, &mut hits);
@@ -245,18 +264,34 @@ pub(crate) fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
     let OpKind::Call(read) = &ops[k].kind else {
         return false;
     };
-    // What the look-up's result is kept in.
+    // The look-up's call, or, for a look-up in a helper inlined here, the call of that helper
+    // (`let p = Payments::find(conn, id)?`), which returns its result.
+    let helper = ops[k].origin.as_ref().map(|o| {
+        o.helper
+            .rsplit(['.', ':'])
+            .next()
+            .unwrap_or(&o.helper)
+            .to_lowercase()
+    });
+    let is_read = |c: &crate::ir::Call| {
+        c.pos == read.pos
+            || helper
+                .as_ref()
+                .is_some_and(|h| !h.is_empty() && c.method() == *h)
+    };
+    // What the look-up's result is kept in (in the helper, and where the helper returns it).
     let kept: Vec<String> = ops[k + 1..i]
         .iter()
-        .find_map(|o| match &o.kind {
+        .filter_map(|o| match &o.kind {
             OpKind::Assign {
                 targets,
                 value: crate::ir::Expr::Call(c),
                 ..
-            } if c.pos == read.pos => Some(targets.clone()),
+            } if is_read(c) => Some(targets.clone()),
             _ => None,
         })
-        .unwrap_or_default();
+        .flatten()
+        .collect();
     // A condition about the look-up: it tests the result, or makes the look-up itself.
     let about = |c: usize| {
         let test = &facts.func.conds[c].test;
@@ -265,7 +300,7 @@ pub(crate) fn decided_by(facts: &FnFacts<'_>, k: usize, i: usize) -> bool {
             crate::ir::Expr::Path(p) => {
                 yes |= p.first().is_some_and(|r| kept.iter().any(|t| t == r))
             }
-            crate::ir::Expr::Call(c) => yes |= c.pos == read.pos,
+            crate::ir::Expr::Call(c) => yes |= is_read(c),
             _ => {}
         });
         yes
@@ -310,6 +345,12 @@ const UNIQUE_VIOLATION: &[&str] = &[
     "duplicatekey",
     "duplicatedkey",
     "11000",
+    // Rails: `rescue ActiveRecord::RecordNotUnique`.
+    "recordnotunique",
+    // Spring's `DataIntegrityViolationException`, JDBC's
+    // `SQLIntegrityConstraintViolationException`.
+    "dataintegrityviolation",
+    "integrityconstraintviolation",
 ];
 
 /// Whether the function handles a unique-key violation after op `i` (`except IntegrityError`,

@@ -97,12 +97,25 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     ) {
         return call.args.first();
     }
+    if let Some(p) = crate::lang::jvm_vocab::hmac_payload(call, &facts.values) {
+        return Some(p);
+    }
     // Python's `hmac.digest(key, msg, digest)` (or `digest` imported from hmac).
     if m == "digest"
         && call.args.len() == 3
         && call.args[2].words().iter().any(|w| w.contains("sha"))
     {
         return call.args.get(1);
+    }
+    // Ruby `OpenSSL::HMAC.hexdigest("sha256", secret, data)`: the digest comes first.
+    if matches!(m.as_str(), "digest" | "hexdigest" | "base64digest")
+        && call.args.len() == 3
+        && call.args[0]
+            .words()
+            .iter()
+            .any(|w| w.contains("sha") || w.contains("digest"))
+    {
+        return call.args.get(2);
     }
     let recv = call.receiver_words().join(".");
     if m == "verify"
@@ -129,10 +142,21 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     {
         return call.args.get(1).or(call.option("msg"));
     }
+    // Rust's ring: `hmac::sign(&key, msg)`, `hmac::verify(&key, msg, tag)`.
+    if matches!(m.as_str(), "sign" | "verify")
+        && chain.len() >= 2
+        && chain[chain.len() - 2] == "hmac"
+        && call.args.len() >= 2
+    {
+        return call.args.get(1);
+    }
     if matches!(m.as_str(), "write" | "update") && chain.len() == 2 {
         let var = &call.callee[0];
         if let Some(Expr::Call(c)) = facts.values.get(var)
-            && (norm(&c.name()) == "hmacnew" || c.callee.iter().any(|s| norm(s) == "createhmac"))
+            && (norm(&c.name()) == "hmacnew"
+                || c.callee.iter().any(|s| norm(s) == "createhmac")
+                // Rust's hmac crate: `Hmac::<Sha256>::new_from_slice(key)`, `HmacSha256::new…`.
+                || norm(&c.name()).starts_with("hmac") && c.method().starts_with("new_from"))
         {
             return call.args.first();
         }
@@ -143,6 +167,15 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
 /// Python's `hmac.new(key, msg, digestmod)` takes the message; Go's `hmac.New(h, key)` does not.
 fn facts_is_python(call: &Call) -> bool {
     call.callee.get(1).is_some_and(|s| s == "new")
+}
+
+/// A method that turns text into bytes or text (`getBytes`, Kotlin's `toByteArray`), keeping
+/// what the text was.
+fn is_text_conversion(method: &str) -> bool {
+    matches!(
+        method,
+        "getbytes" | "tobytearray" | "encodetobytearray" | "encode" | "tostring"
+    )
 }
 
 /// How a payload expression was parsed or re-serialised, if it was.
@@ -172,21 +205,65 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                             | "jsonmarshalindent"
                             | "orjsondumps"
                             | "ujsondumps"
-                    ) || matches!(m.as_str(), "model_dump_json" | "json_dumps");
+                            | "jsongenerate"
+                            | "jsondump"
+                            // Rust's serde_json.
+                            | "serdejsontostring"
+                            | "serdejsontovec"
+                            | "serdejsontostringpretty"
+                            | "serdejsontovecpretty"
+                    ) || matches!(
+                        m.as_str(),
+                        "model_dump_json" | "json_dumps" | "to_json"
+                    ) || crate::lang::jvm_vocab::reserialises(&m)
+                        || m == "tostring"
+                            && c.callee.len() == 2
+                            && crate::lang::jvm_vocab::parsed_body_param(facts.func, &c.callee[0]);
                     let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
                         || (matches!(m.as_str(), "json" | "get_json")
                             && c.callee.len() >= 2
                             && has_any(&c.callee[0], &["req", "request", "r"]));
                     if reserialised || parsed_call {
                         found = Some((format!("{}()", c.name()), true));
+                    } else if c.receiver.is_none()
+                        && c.callee.len() == 2
+                        && depth < 4
+                        && (is_text_conversion(&m)
+                            || c.args.is_empty()
+                                && matches!(
+                                    m.as_str(),
+                                    "as_bytes"
+                                        | "as_str"
+                                        | "as_ref"
+                                        | "into_bytes"
+                                        | "to_vec"
+                                        | "clone"
+                                ))
+                        // A view of a local's text or bytes (`text.as_bytes()`, `data.getBytes(UTF_8)`
+                        // in a signing helper) is that local's value (a parameter bound from the
+                        // caller's `payload.toString()`).
+                        && let Some(v) = facts.values.get(&c.callee[0])
+                        && let Some(hit) = parsed(facts, file, v, depth + 1)
+                    {
+                        found = Some(hit);
                     }
                 }
             }
             Expr::Path(p) => {
                 let joined = p.join(".");
                 let n = norm(&joined);
-                if n == "requestjson" || n == "requestget_json" {
+                // Rails' `params` (or `request.params`): the body parsed into a hash.
+                if n == "requestjson"
+                    || n == "requestget_json"
+                    || n == "params" && p.len() == 1
+                    || n == "requestparams"
+                    || n == "requestrequestparameters"
+                {
                     found = Some((joined, true));
+                } else if p.len() == 1
+                    && crate::lang::jvm_vocab::parsed_body_param(facts.func, &p[0])
+                {
+                    found = Some((format!("{joined} (bound by @RequestBody)"), true));
                 } else if file.parsed_body && (n == "reqbody" || n == "requestbody") && p.len() == 2
                 {
                     found = Some((format!("{joined} (parsed by express.json())"), false));
@@ -206,6 +283,39 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
     found
 }
 
+/// A call that computes a signature to compare (`generateSignature(text, secret)`,
+/// `calculateHmac(…)`): also used to sign outgoing messages, so it counts only over a
+/// re-serialised request.
+fn names_signature_maker(call: &Call) -> bool {
+    let n = norm(&call.method());
+    has_any(&n, &["generate", "calculate", "create", "compute", "calc"])
+        && has_any(&n, &["signature", "hmac"])
+}
+
+/// `objectMapper.writeValueAsString(request)` where `request` is the request body parsed
+/// (`objectMapper.readValue(body, …)`) or bound by `@RequestBody` to a type.
+fn reserialised_request(facts: &FnFacts<'_>, e: &Expr) -> Option<String> {
+    let mut found = None;
+    e.walk(&mut |x| {
+        if let Expr::Call(c) = x
+            && found.is_none()
+            && crate::lang::jvm_vocab::reserialises(&c.method())
+            && let Some(Expr::Path(p)) = c.args.first()
+            && p.len() == 1
+        {
+            let parsed_from_body = crate::lang::jvm_vocab::parsed_body_param(facts.func, &p[0])
+                || matches!(facts.values.get(&p[0]), Some(Expr::Call(v)) if matches!(
+                    v.method().as_str(),
+                    "readvalue" | "readtree" | "fromjson" | "decodefromstring" | "convertvalue"
+                ));
+            if parsed_from_body {
+                found = Some(format!("{}({}) of the parsed request", c.name(), p[0]));
+            }
+        }
+    });
+    found
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
     for op in &facts.func.ops {
         let OpKind::Call(call) = &op.kind else {
@@ -215,6 +325,16 @@ pub(super) fn check(facts: &FnFacts<'_>, file: &FileFacts, out: &mut Vec<Hit>) {
         let Some((what, strong)) = payload(facts, call, helper)
             .into_iter()
             .find_map(|arg| parsed(facts, file, arg, 0))
+            .or_else(|| {
+                names_signature_maker(call)
+                    .then(|| {
+                        call.args
+                            .iter()
+                            .find_map(|a| reserialised_request(facts, a))
+                    })
+                    .flatten()
+                    .map(|what| (what, true))
+            })
         else {
             continue;
         };

@@ -80,7 +80,11 @@ fn set_after_read(facts: &FnFacts<'_>, i: usize, key: &str) -> bool {
 /// `seen.has(id)`, `processedIds.includes(id)`: a marker kept in process memory.
 fn memory_check(call: &Call) -> Option<String> {
     let m = call.method();
-    if !matches!(m.as_str(), "has" | "includes" | "contains" | "__contains__") {
+    // Java's `if (!processedIds.add(id)) return;`: `Set.add` answers whether it was absent.
+    if !matches!(
+        m.as_str(),
+        "has" | "includes" | "contains" | "__contains__" | "add" | "containskey" | "putifabsent"
+    ) {
         return None;
     }
     let recv = call.receiver_words();

@@ -47,7 +47,11 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let from_event = call.args.iter().any(|a| {
             facts.mentions_tainted(a)
                 || matches!(a, Expr::Template(parts) if parts.iter().any(|p| facts.mentions_tainted(p)))
-        }) || call.kwargs.iter().any(|(_, v)| facts.mentions_tainted(v));
+        }) || call.kwargs.iter().any(|(_, v)| facts.mentions_tainted(v))
+            // `order = Order.new(id: event["id"]); order.save!`: the row built from the event.
+            || call.callee.len() == 2
+                && call.method() == "save"
+                && facts.tainted.contains(&call.callee[0]);
         if !from_event {
             continue;
         }

@@ -47,6 +47,8 @@ const NAME_KEYS: &[&str] = &[
     "durable",
     "durablename",
     "queue",
+    // Spring's `@RabbitListener(queues = "payments")`.
+    "queues",
     "queuegroup",
     "consumer",
     "consumername",

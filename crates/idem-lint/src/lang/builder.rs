@@ -227,9 +227,36 @@ impl<'s> Builder<'s> {
         }
     }
 
+    /// Marks the function being built as opening `tx`, a transaction that joins its caller's.
+    pub(super) fn set_joins_caller_tx(&mut self, tx: Option<u32>) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.func.joins_caller_tx = tx;
+        }
+    }
+
+    /// The transaction opened innermost around the operations being emitted.
+    pub(super) fn open_tx(&self) -> Option<u32> {
+        self.frames.last().and_then(|f| f.tx.last().copied())
+    }
+
     pub(super) fn pop_tx(&mut self) {
         if let Some(frame) = self.frames.last_mut() {
             frame.tx.pop();
+        }
+    }
+
+    /// Leaves every open transaction until [`resume_tx`](Self::resume_tx): for work that
+    /// runs once the transaction commits (Ruby's `after_commit do … end`).
+    pub(super) fn suspend_tx(&mut self) -> Vec<u32> {
+        self.frames
+            .last_mut()
+            .map(|f| std::mem::take(&mut f.tx))
+            .unwrap_or_default()
+    }
+
+    pub(super) fn resume_tx(&mut self, saved: Vec<u32>) {
+        if let Some(frame) = self.frames.last_mut() {
+            frame.tx = saved;
         }
     }
 }

@@ -6,8 +6,15 @@ mod builder;
 
 pub(crate) use builder::MODULE;
 mod go;
+mod java;
 mod javascript;
+mod jvm;
+mod kotlin;
 mod python;
+mod ruby;
+mod rust;
+
+pub(crate) use jvm::vocab as jvm_vocab;
 
 use std::path::Path;
 
@@ -15,7 +22,8 @@ use crate::ir::Module;
 
 /// One source language.
 pub(crate) trait Language: Send + Sync + std::fmt::Debug {
-    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`).
+    /// The stable name used in reports (`typescript`, `javascript`, `python`, `go`, `ruby`,
+    /// `java`, `kotlin`, `rust`).
     fn name(&self, path: &Path) -> &'static str;
     /// Whether this language reads the file (by its extension).
     fn handles(&self, path: &Path) -> bool;
@@ -32,7 +40,15 @@ pub(crate) trait Language: Send + Sync + std::fmt::Debug {
 
 /// Every language, in the order files are offered to them.
 pub(crate) fn all() -> &'static [&'static dyn Language] {
-    &[&javascript::JavaScript, &python::Python, &go::Go]
+    &[
+        &javascript::JavaScript,
+        &python::Python,
+        &go::Go,
+        &ruby::Ruby,
+        &java::Java,
+        &kotlin::Kotlin,
+        &rust::Rust,
+    ]
 }
 
 /// The language that reads `path`, if any.

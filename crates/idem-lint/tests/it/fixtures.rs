@@ -1,6 +1,6 @@
 //! Every fixture's exact findings (rule and line), as its `expect:` comments state them; and
 //! the fixture set's shape: for each check, at least two flagged and two look-alike units per
-//! language family (TypeScript/JavaScript, Python, Go).
+//! language family (TypeScript/JavaScript, Python, Go, Ruby, Java, Kotlin, Rust).
 
 use crate::score;
 
@@ -126,7 +126,7 @@ fn every_check_has_two_flagged_and_two_safe_units_per_language() {
         .iter()
         .filter(|r| **r != RuleId::LintAllowWithoutReason)
     {
-        for fam in ["ts/js", "python", "go"] {
+        for fam in ["ts/js", "python", "go", "ruby", "java", "kotlin", "rust"] {
             for flagged in [true, false] {
                 let n = counts
                     .get(&(rule.as_str().to_string(), fam, flagged))

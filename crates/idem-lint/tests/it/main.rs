@@ -5,5 +5,7 @@ mod cli;
 mod docs;
 mod fixtures;
 mod inventory;
+mod jvm_allow;
+mod jvm_input;
 mod sarif;
 mod score;

@@ -20,6 +20,12 @@ pub(crate) fn language(path: &Path) -> &'static str {
         "js" | "jsx" | "mjs" | "cjs" => "javascript",
         "py" => "python",
         "go" => "go",
+        "rb" | "rake" => "ruby",
+        "java" => "java",
+        "kt" | "kts" => "kotlin",
+        // Spring Boot's configuration, read with the JVM sources.
+        "yml" | "yaml" | "properties" => "jvm-config",
+        "rs" => "rust",
         _ => "other",
     }
 }

@@ -1,0 +1,500 @@
+//! Expressions and method-call chains (a chain is a query builder's statement, a macro, or calls
+//! on each link's result).
+
+use tree_sitter::Node;
+
+use super::super::builder::{call_pos, unescape};
+use super::chain::{Link, raw_string, strip};
+use super::{Lower, kids, queries, tokens, vocab};
+use crate::ir::{Call, Expr, OpKind};
+
+/// The longest call chain lowered as one: each link's call holds the links before it, so a
+/// longer chain (a generated builder of thousands of calls) is lowered in pieces of this size.
+const MAX_LINKS: usize = 32;
+
+/// How many pieces of one long chain are lowered (`MAX_LINKS` links each).
+const MAX_CHAIN_PIECES: u32 = 16;
+
+impl Lower<'_> {
+    pub(super) fn expr(&mut self, n: Node<'_>) -> Expr {
+        if !self.b.enter() {
+            return Expr::Other(Vec::new());
+        }
+        let e = self.expr_node(n);
+        self.b.leave();
+        e
+    }
+
+    fn expr_node(&mut self, n: Node<'_>) -> Expr {
+        match n.kind() {
+            "identifier" | "field_identifier" | "type_identifier" | "primitive_type" => {
+                Expr::Path(vec![self.b.text(n).to_string()])
+            }
+            "self" => Expr::Path(vec!["self".into()]),
+            "scoped_identifier" | "scoped_type_identifier" => Expr::Path(self.path(n)),
+            "field_expression" => {
+                let field = n
+                    .child_by_field_name("field")
+                    .map(|a| self.b.text(a).to_string())
+                    .unwrap_or_default();
+                let value = n.child_by_field_name("value").map(|v| self.expr(v));
+                Expr::member(value, field)
+            }
+            "index_expression" => {
+                let cs = kids(n);
+                let obj = cs.first().map(|o| self.expr(*o));
+                let idx = cs.get(1).map(|i| self.expr(*i));
+                Expr::index(obj, idx)
+            }
+            "string_literal" => Expr::Str(self.string(n)),
+            "raw_string_literal" => Expr::Str(raw_string(self.b.text(n))),
+            "char_literal" => Expr::Str(self.b.text(n).trim_matches('\'').to_string()),
+            "integer_literal" | "float_literal" => Expr::Num(number(self.b.text(n))),
+            "boolean_literal" => Expr::Path(vec![self.b.text(n).to_string()]),
+            "call_expression" | "macro_invocation" => self.call_chain(n),
+            "await_expression" | "try_expression" | "parenthesized_expression" => kids(n)
+                .into_iter()
+                .next()
+                .map_or(Expr::Other(Vec::new()), |c| self.expr(c)),
+            "reference_expression" | "type_cast_expression" => n
+                .child_by_field_name("value")
+                .map_or(Expr::Other(Vec::new()), |c| self.expr(c)),
+            "unary_expression" => {
+                let op = n.child(0).map(|o| self.b.text(o)).unwrap_or("");
+                let arg = kids(n)
+                    .into_iter()
+                    .next()
+                    .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                match op {
+                    "!" => Expr::Not(Box::new(arg)),
+                    "*" => arg,
+                    _ => Expr::Other(vec![arg]),
+                }
+            }
+            "binary_expression" => {
+                let op = n
+                    .child_by_field_name("operator")
+                    .map(|o| self.b.text(o).to_string())
+                    .unwrap_or_default();
+                let left = n
+                    .child_by_field_name("left")
+                    .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                let right = n
+                    .child_by_field_name("right")
+                    .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                Expr::Binary {
+                    op,
+                    left: Box::new(left),
+                    right: Box::new(right),
+                }
+            }
+            "assignment_expression" | "compound_assignment_expr" => {
+                let targets = n
+                    .child_by_field_name("left")
+                    .map(|l| vec![self.b.text(l).replace(' ', "")])
+                    .unwrap_or_default();
+                let value = n
+                    .child_by_field_name("right")
+                    .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                let op = n
+                    .child_by_field_name("operator")
+                    .map(|o| self.b.text(o).to_string());
+                let pos = self.b.pos(n);
+                if op.is_none()
+                    && let Some(t) = targets.first()
+                {
+                    self.set_struct_field(t, &value);
+                }
+                self.b.emit(OpKind::Assign { targets, op, value }, pos);
+                Expr::Other(Vec::new())
+            }
+            "struct_expression" => self.struct_expr(n),
+            "tuple_expression" | "array_expression" => {
+                Expr::List(kids(n).into_iter().map(|c| self.expr(c)).collect())
+            }
+            "closure_expression" => {
+                self.closure(n, String::new(), None);
+                Expr::Other(Vec::new())
+            }
+            "if_expression" | "match_expression" | "block" | "unsafe_block" => self.branch_value(n),
+            "async_block" | "loop_expression" | "while_expression" | "for_expression"
+            | "return_expression" | "const_block" => {
+                self.stmt(n, false);
+                Expr::Other(Vec::new())
+            }
+            "generic_function" => n
+                .child_by_field_name("function")
+                .map_or(Expr::Other(Vec::new()), |f| self.expr(f)),
+            "unit_expression"
+            | "line_comment"
+            | "block_comment"
+            | "break_expression"
+            | "continue_expression" => Expr::Other(Vec::new()),
+            _ => Expr::Other(kids(n).into_iter().map(|c| self.expr(c)).collect()),
+        }
+    }
+
+    pub(super) fn string(&self, n: Node<'_>) -> String {
+        let t = self.b.text(n);
+        let inner = t
+            .strip_prefix('b')
+            .unwrap_or(t)
+            .strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .unwrap_or("");
+        // A line continuation (`\` then a newline) joins the lines without the indent.
+        let mut joined = String::with_capacity(inner.len());
+        let mut lines = inner.split("\\\n");
+        if let Some(first) = lines.next() {
+            joined.push_str(first);
+        }
+        for rest in lines {
+            joined.push_str(rest.trim_start());
+        }
+        unescape(&joined)
+    }
+
+    /// A path's segments without `crate::`/`super::`/`self::` and generic arguments;
+    /// `Self::` is the `impl` block's methods (`self`).
+    pub(super) fn path(&self, n: Node<'_>) -> Vec<String> {
+        let text = self.b.text(n);
+        let mut segs: Vec<String> = Vec::new();
+        let mut depth = 0;
+        let mut cur = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                ':' if depth == 0 && chars.peek() == Some(&':') => {
+                    chars.next();
+                    segs.push(std::mem::take(&mut cur));
+                }
+                c if depth == 0 && !c.is_whitespace() => cur.push(c),
+                _ => {}
+            }
+        }
+        segs.push(cur);
+        segs.retain(|s| !s.is_empty());
+        while segs.len() > 1 && matches!(segs[0].as_str(), "crate" | "super" | "self") {
+            segs.remove(0);
+        }
+        if segs.first().is_some_and(|s| s == "Self") && segs.len() > 1 {
+            segs[0] = "self".into();
+        }
+        segs
+    }
+
+    fn struct_expr(&mut self, n: Node<'_>) -> Expr {
+        let type_name = n
+            .child_by_field_name("name")
+            .map(|t| self.path(t).join("::"));
+        let mut fields = Vec::new();
+        if let Some(body) = n.child_by_field_name("body") {
+            for f in kids(body) {
+                match f.kind() {
+                    "field_initializer" => {
+                        let key = f
+                            .child_by_field_name("field")
+                            .map(|k| self.b.text(k).to_string())
+                            .unwrap_or_default();
+                        let value = f
+                            .child_by_field_name("value")
+                            .map_or(Expr::Other(Vec::new()), |v| self.expr(v));
+                        fields.push((key, value));
+                    }
+                    "shorthand_field_initializer" => {
+                        let key = self.b.text(f).to_string();
+                        fields.push((key.clone(), Expr::Path(vec![key])));
+                    }
+                    "base_field_initializer" => {
+                        let v = kids(f)
+                            .into_iter()
+                            .next()
+                            .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                        fields.push(("...".into(), v));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Expr::Object { type_name, fields }
+    }
+
+    /// The links of a call chain, innermost first (`a.b(x).c(y).await?.d()` gives `a.b(x)`,
+    /// `c(y)`, `d()`).
+    pub(super) fn links<'t>(&self, n: Node<'t>) -> Vec<Link<'t>> {
+        let mut out = Vec::new();
+        let mut cur = n;
+        for _ in 0..MAX_LINKS {
+            match cur.kind() {
+                "macro_invocation" => {
+                    let args = kids(cur).into_iter().find(|c| c.kind() == "token_tree");
+                    out.push(Link {
+                        callee: cur,
+                        args,
+                        method: cur.child_by_field_name("macro"),
+                        node: cur,
+                    });
+                    break;
+                }
+                "call_expression" => {
+                    let func = cur.child_by_field_name("function");
+                    let func = func.map(|f| {
+                        if f.kind() == "generic_function" {
+                            f.child_by_field_name("function").unwrap_or(f)
+                        } else {
+                            f
+                        }
+                    });
+                    let args = cur.child_by_field_name("arguments");
+                    match func {
+                        Some(f) if f.kind() == "field_expression" => {
+                            let value = f.child_by_field_name("value").map(strip);
+                            let method = f.child_by_field_name("field");
+                            match value {
+                                Some(v)
+                                    if matches!(
+                                        v.kind(),
+                                        "call_expression" | "macro_invocation"
+                                    ) =>
+                                {
+                                    out.push(Link {
+                                        callee: f,
+                                        args,
+                                        method,
+                                        node: cur,
+                                    });
+                                    cur = v;
+                                    continue;
+                                }
+                                _ => {
+                                    out.push(Link {
+                                        callee: f,
+                                        args,
+                                        method,
+                                        node: cur,
+                                    });
+                                    break;
+                                }
+                            }
+                        }
+                        Some(f) => {
+                            let method = match f.kind() {
+                                "scoped_identifier" => f.child_by_field_name("name"),
+                                _ => Some(f),
+                            };
+                            out.push(Link {
+                                callee: f,
+                                args,
+                                method,
+                                node: cur,
+                            });
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                _ => break,
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// The callee path of a chain's first link (`self.pool.begin` → `["self", "pool",
+    /// "begin"]`; a field of a non-path value as `?`).
+    pub(super) fn root_callee(&mut self, link: &Link<'_>) -> Vec<String> {
+        let mut callee = self.written_callee(link);
+        // A Redis client or connection by its type (`con: redis::aio::ConnectionManager`), and
+        // async-stripe's objects imported by name (`PaymentIntent::create(&client, …)`): the
+        // crate in front says what the call reaches.
+        if let Some(root) = callee.first() {
+            let redis = self
+                .frames
+                .last()
+                .is_some_and(|f| f.redis_vars.contains(root));
+            let stripe = self
+                .imports
+                .iter()
+                .any(|(n, p)| n == root && p.starts_with("stripe::"));
+            if redis {
+                callee.insert(0, "redis".into());
+            } else if stripe {
+                callee.insert(0, "stripe".into());
+            }
+        }
+        callee
+    }
+
+    fn written_callee(&mut self, link: &Link<'_>) -> Vec<String> {
+        let c = link.callee;
+        match c.kind() {
+            "macro_invocation" => c
+                .child_by_field_name("macro")
+                .map(|m| self.path(m))
+                .unwrap_or_default(),
+            "field_expression" => {
+                let field = link
+                    .method
+                    .map(|m| self.b.text(m).to_string())
+                    .unwrap_or_default();
+                // A chain longer than `MAX_LINKS` continues in the value: lowered in pieces,
+                // at most `MAX_CHAIN_PIECES` deep (each piece holds a frame of the stack).
+                if self.chain_pieces >= MAX_CHAIN_PIECES {
+                    return vec!["?".into(), field];
+                }
+                self.chain_pieces += 1;
+                let value = c.child_by_field_name("value").map(|v| self.expr(v));
+                self.chain_pieces -= 1;
+                match value {
+                    Some(Expr::Path(mut segs)) => {
+                        segs.push(field);
+                        segs
+                    }
+                    _ => vec!["?".into(), field],
+                }
+            }
+            "identifier" | "scoped_identifier" | "self" => self.path(c),
+            "closure_expression" | "parenthesized_expression" => {
+                self.expr(c);
+                vec!["<iife>".into()]
+            }
+            _ => {
+                self.expr(c);
+                vec!["?".into()]
+            }
+        }
+    }
+
+    /// The arguments of a link, closures lowered as the call says (see [`closure_arg`]).
+    pub(super) fn link_args(&mut self, link: &Link<'_>, call: &mut Call) {
+        let Some(args) = link.args else { return };
+        if args.kind() == "token_tree" {
+            let (a, kw) = tokens::macro_args(self, args);
+            call.args.extend(a);
+            call.kwargs.extend(kw);
+            return;
+        }
+        for a in kids(args) {
+            if matches!(a.kind(), "closure_expression" | "async_block") {
+                let v = self.closure_arg(a, call);
+                call.args.push(v);
+                continue;
+            }
+            if a.kind() == "attribute_item" {
+                continue;
+            }
+            let v = self.expr(a);
+            call.args.push(v);
+        }
+    }
+
+    /// A call chain: a query builder becomes the statement it sends; otherwise each link is
+    /// a call on the previous one's result, emitted innermost first.
+    fn call_chain(&mut self, n: Node<'_>) -> Expr {
+        let links = self.links(n);
+        if links.is_empty() {
+            return Expr::Other(Vec::new());
+        }
+        if let Some(e) = queries::lower_chain(self, &links) {
+            return e;
+        }
+        let mut prev: Option<Call> = None;
+        if let Some(e) = self.format_macro(&links) {
+            return e;
+        }
+        if let Some(e) = self.std_macro(&links) {
+            return e;
+        }
+        if let Some(e) = self.macro_chain(&links) {
+            return e;
+        }
+        if let [link] = links.as_slice()
+            && link.callee.kind() == "macro_invocation"
+            && vocab::code_macro(link.method.map(|m| self.b.text(m)).unwrap_or(""))
+        {
+            if let Some(tree) = link.args {
+                tokens::scan(self, tree);
+            }
+            return Expr::Other(Vec::new());
+        }
+        if let Some(e) = queries::redis_command(self, &links) {
+            return e;
+        }
+        if let Some(e) = self.fluent_builder(&links) {
+            return e;
+        }
+        for link in &links {
+            let method = link.method.map(|m| self.b.text(m)).unwrap_or("");
+            // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
+            // are the call whose result they adapt: a variable assigned through them holds
+            // that call's outcome (`let mut tx = pool.begin().await.expect(…)`).
+            if let Some(p) = &prev
+                && vocab::ADAPTERS.contains(&method)
+            {
+                let mut scratch = p.clone();
+                scratch.args.clear();
+                self.link_args(link, &mut scratch);
+                continue;
+            }
+            let pos = call_pos(&self.b, link.node, link.method);
+            let callee = match &prev {
+                None => self.root_callee(link),
+                Some(p) => {
+                    let mut c = p.callee.clone();
+                    c.push(
+                        link.method
+                            .map(|m| self.b.text(m).to_string())
+                            .unwrap_or_default(),
+                    );
+                    c
+                }
+            };
+            let mut call = Call {
+                callee,
+                receiver: prev.take().map(Box::new),
+                args: Vec::new(),
+                kwargs: Vec::new(),
+                is_new: false,
+                pos,
+            };
+            self.link_args(link, &mut call);
+            vocab::normalise_call(&mut call);
+            self.reserialised_body(&mut call);
+            if let Some(object) = vocab::key_object(&call) {
+                return object;
+            }
+            // tokio-postgres `client.prepare("…")`: the statement is its SQL, sent by the
+            // `execute(&stmt, …)` that runs it.
+            if matches!(method, "prepare" | "prepare_cached" | "prepare_typed")
+                && let Some(sql @ Expr::Str(_)) = call.args.first().cloned()
+            {
+                call.args.clear();
+                self.b.emit(OpKind::Call(call), pos);
+                return sql;
+            }
+            // `Some(x)`, `Set(v)`, `Json(body)`, `Box::new(f)`, `AppError::Conflict(id)` build a
+            // value; they are no operation.
+            // idem's `runner.run(&event, |tx| …)` is its claim (emitted in the closure's
+            // transaction) and the closure's work, nothing besides.
+            if !vocab::constructs(&call) && !vocab::is_idem_run(&call) && !vocab::idem_pure(&call) {
+                self.b.emit(OpKind::Call(call.clone()), pos);
+            }
+            for route in vocab::routes(&call) {
+                self.b.emit(OpKind::Call(route), pos);
+            }
+            prev = Some(call);
+        }
+        prev.map_or(Expr::Other(Vec::new()), |c| Expr::Call(Box::new(c)))
+    }
+}
+
+fn number(t: &str) -> f64 {
+    let digits: String = t
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '_')
+        .filter(|c| *c != '_')
+        .collect();
+    digits.parse().unwrap_or(f64::NAN)
+}
