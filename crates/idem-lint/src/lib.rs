@@ -92,7 +92,7 @@ pub use output::{
     inventory_to_json, inventory_to_markdown, inventory_to_text, to_json, to_sarif, to_text,
 };
 pub use rule::RuleId;
-pub use scan::{Linter, MAX_FILE_BYTES, Report, Skipped};
+pub use scan::{Linter, MAX_FILE_BYTES, MAX_SCHEMA_BYTES, Report, Skipped};
 
 /// Parses `high` or `medium` (case-insensitive), as `--fail-on` takes it.
 pub fn parse_confidence(s: &str) -> Option<Confidence> {

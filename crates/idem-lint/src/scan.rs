@@ -25,8 +25,14 @@ use crate::suppress::{self, Allow};
 /// Stack of each parsing thread (bytes).
 const WORKER_STACK_BYTES: usize = 64 * 1024 * 1024;
 
-/// Files larger than this are skipped (bytes).
+/// Source files larger than this are skipped (bytes).
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+
+/// Schema files (SQL migrations, Prisma schemas, Liquibase changelogs, Spring configuration,
+/// Rails' `db/schema.rb`) larger than this are skipped (bytes): a skipped schema loses its
+/// unique keys and turns safe inserts into findings, and a dump of a large database's schema
+/// passes 2 MiB, so they get more room than source files.
+pub const MAX_SCHEMA_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The result of a lint: findings sorted by file and line, skipped files, and how many
 /// files were linted.
@@ -478,27 +484,38 @@ fn is_schema_file(path: &Path) -> bool {
 }
 
 fn load_file(path: &Path) -> Loaded {
+    let skip = |reason: String| {
+        Loaded::Skip(Skipped {
+            path: path.to_path_buf(),
+            reason,
+        })
+    };
+    let limit = if is_schema_file(path)
+        || is_jvm_config(path)
+        || path.file_name().is_some_and(|n| n == "schema.rb")
+    {
+        MAX_SCHEMA_BYTES
+    } else {
+        MAX_FILE_BYTES
+    };
     match std::fs::metadata(path) {
-        Ok(m) if m.len() > MAX_FILE_BYTES => {
-            return Loaded::Skip(Skipped {
-                path: path.to_path_buf(),
-                reason: format!("larger than {} MiB", MAX_FILE_BYTES / 1024 / 1024),
-            });
+        // A symlink to a FIFO would block the scan for ever, one to `/dev/zero` never end.
+        Ok(m) if !m.is_file() => return skip("not a regular file".into()),
+        Ok(m) if m.len() > limit => {
+            return skip(format!("larger than {} MiB", limit / 1024 / 1024));
         }
-        Err(e) => {
-            return Loaded::Skip(Skipped {
-                path: path.to_path_buf(),
-                reason: format!("unreadable: {e}"),
-            });
-        }
+        Err(e) => return skip(format!("unreadable: {e}")),
         Ok(_) => {}
     }
-    match std::fs::read(path) {
-        Ok(bytes) => load_text(path, &bytes),
-        Err(e) => Loaded::Skip(Skipped {
-            path: path.to_path_buf(),
-            reason: format!("unreadable: {e}"),
-        }),
+    // At most one byte past the limit, whatever the size said (a file growing meanwhile).
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| {
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, limit + 1), &mut bytes)
+    });
+    match read {
+        Ok(n) if n as u64 > limit => skip(format!("larger than {} MiB", limit / 1024 / 1024)),
+        Ok(_) => load_text(path, &bytes),
+        Err(e) => skip(format!("unreadable: {e}")),
     }
 }
 

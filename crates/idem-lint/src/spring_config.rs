@@ -27,16 +27,26 @@ fn settings(text: &str, yaml: bool) -> Vec<(String, String, Pos)> {
     let mut out = Vec::new();
     // The keys open at each indentation (YAML).
     let mut stack: Vec<(usize, String)> = Vec::new();
+    // The indentation of a key whose value is a block scalar (`notes: |`): deeper lines are
+    // its text, not settings.
+    let mut block: Option<usize> = None;
     for (i, raw) in text.lines().enumerate() {
         let trimmed = raw.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
+        if trimmed.is_empty() {
+            continue;
+        }
+        let indent = raw.len() - trimmed.len();
+        match block {
+            Some(b) if indent > b => continue,
+            _ => block = None,
+        }
+        if trimmed.starts_with('#') || trimmed.starts_with('!') {
             continue;
         }
         if trimmed.starts_with("---") {
             stack.clear();
             continue;
         }
-        let indent = raw.len() - trimmed.len();
         let split = if yaml {
             trimmed.split_once(':')
         } else {
@@ -53,6 +63,9 @@ fn settings(text: &str, yaml: bool) -> Vec<(String, String, Pos)> {
         if !yaml {
             out.push((key, value, pos));
             continue;
+        }
+        if value.starts_with(['|', '>']) {
+            block = Some(indent);
         }
         while stack.last().is_some_and(|(d, _)| *d >= indent) {
             stack.pop();
@@ -81,7 +94,10 @@ pub(crate) fn module(path: &Path, text: &str) -> Module {
         let parent = key
             .rsplit_once('.')
             .map_or(String::new(), |(p, _)| p.to_string());
-        let kind = if n.ends_with("enableautocommit") && value.eq_ignore_ascii_case("true") {
+        // Kafka's setting only (`app.enable-auto-commit` is some other application's).
+        let kafka = n.contains("kafka");
+        let kind = if kafka && n.ends_with("enableautocommit") && value.eq_ignore_ascii_case("true")
+        {
             // `spring.kafka.consumer.enable-auto-commit: true`, or the client property
             // `spring.kafka.consumer.properties.enable.auto.commit: true`.
             let parent = parent.trim_end_matches(".enable.auto").to_string();
@@ -124,6 +140,21 @@ pub(crate) fn module(path: &Path, text: &str) -> Module {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prose in a block scalar that reads like a setting, and a key that only ends like
+    /// Kafka's, are no settings.
+    #[test]
+    fn block_scalars_and_other_keys_are_not_kafka_settings() {
+        let yml = "app:\n  notes: |\n    enable-auto-commit: true\n    spring.kafka.consumer.enable-auto-commit: true\n  enable-auto-commit: true\nspring:\n  kafka:\n    consumer:\n      enable-auto-commit: true\n";
+        let m = module(Path::new("application.yml"), yml);
+        let lines: Vec<u32> = m
+            .functions
+            .iter()
+            .flat_map(|f| &f.ops)
+            .map(|o| o.pos.line)
+            .collect();
+        assert_eq!(lines, vec![9]);
+    }
 
     #[test]
     fn yaml_and_properties() {

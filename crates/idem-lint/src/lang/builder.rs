@@ -23,11 +23,20 @@ pub(super) struct Builder<'s> {
     /// How deep the lowering is in the tree: past [`MAX_DEPTH`] nodes are skipped, so a
     /// pathological file (a 50,000-term concatenation) cannot exhaust the stack.
     depth: u32,
+    /// How many links of a call chain (`a.b().c()…`) enclose the one being lowered (see
+    /// [`MAX_CHAIN`]).
+    chain: u32,
     pub(super) module: Module,
 }
 
 /// The deepest syntax nesting lowered; deeper subtrees are left out.
 const MAX_DEPTH: u32 = 256;
+
+/// The longest call chain kept whole. Each link holds the chain under it as its receiver, and
+/// each is an operation, so a chain of n links costs n² to build and n³ to record: past this,
+/// a link keeps its own name and loses the links under it (a 1,000-link Java chain took over
+/// 5 GB before).
+const MAX_CHAIN: u32 = 64;
 
 /// The name of the function holding a file's top-level statements.
 pub(crate) const MODULE: &str = "<module>";
@@ -82,6 +91,7 @@ impl<'s> Builder<'s> {
             next_tx: 0,
             next_detached: 0,
             depth: 0,
+            chain: 0,
             module: Module::default(),
         };
         // The file's top level is a function of its own: scripts consume in a loop there.
@@ -129,6 +139,20 @@ impl<'s> Builder<'s> {
 
     pub(super) fn leave(&mut self) {
         self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// Enters one more link of a call chain's receivers; `false` past [`MAX_CHAIN`] (the
+    /// caller then leaves the receiver out). Pair with [`Builder::leave_chain`].
+    pub(super) fn enter_chain(&mut self) -> bool {
+        if self.chain >= MAX_CHAIN {
+            return false;
+        }
+        self.chain += 1;
+        true
+    }
+
+    pub(super) fn leave_chain(&mut self) {
+        self.chain = self.chain.saturating_sub(1);
     }
 
     pub(super) fn text(&self, node: Node<'_>) -> &'s str {
@@ -292,4 +316,50 @@ pub(super) fn unescape(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::ir::{Call, OpKind};
+    use crate::lang::{Language, for_path};
+
+    /// The callee segments recorded for every call of a file: a chain of n links kept whole
+    /// records n²/2 (each link holds the path to it), one cut at `MAX_CHAIN` at most 64 a link.
+    fn recorded_segments(path: &str, source: &str) -> usize {
+        let lang: &dyn Language = for_path(Path::new(path)).expect("a language reads it");
+        let mut parser = tree_sitter::Parser::new();
+        parser
+            .set_language(&lang.grammar(Path::new(path)))
+            .expect("grammar");
+        let tree = parser.parse(source, None).expect("parses");
+        let module = lang.lower(&tree, source);
+        let calls = module
+            .functions
+            .iter()
+            .flat_map(|f| &f.ops)
+            .filter_map(|op| match &op.kind {
+                OpKind::Call(c) => Some(c),
+                _ => None,
+            });
+        calls.map(|c: &Call| c.callee.len()).sum()
+    }
+
+    #[test]
+    fn a_long_call_chain_is_cut_in_java_and_kotlin() {
+        let links = 300;
+        let chain: String = (0..links).map(|i| format!("\n        .b{i}()")).collect();
+        let java = format!("class A {{ void f() {{ Object s = a{chain}; }} }}\n");
+        let kotlin = format!("fun f() {{ val s = a{chain} }}\n");
+        for (path, source) in [("A.java", java), ("a.kt", kotlin)] {
+            let segments = recorded_segments(path, &source);
+            // Whole, the chain would record 300·301/2 = 45,150 segments.
+            assert!(
+                segments >= links,
+                "{path}: every link is a call ({segments})"
+            );
+            assert!(segments <= 66 * links, "{path}: {segments} segments");
+        }
+    }
 }

@@ -293,6 +293,55 @@ fn huge_looping_and_non_utf8_files_are_skipped_with_a_warning() {
     assert!(t.contains("1 finding in 1 file (4 skipped)"), "{t}");
 }
 
+/// A symlink to a FIFO (which would block a read for ever) or to `/dev/zero` (which never
+/// ends) is skipped as not a regular file; the rest of the tree is linted.
+#[cfg(unix)]
+#[test]
+fn links_to_fifos_and_devices_are_skipped() {
+    let d = tempfile::tempdir().expect("tmp");
+    write(d.path(), "withdraw.js", RELATIVE);
+    let made = std::process::Command::new("mkfifo")
+        .arg(d.path().join("queue"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    std::os::unix::fs::symlink("queue", d.path().join("job.rb")).expect("symlink");
+    std::os::unix::fs::symlink("/dev/zero", d.path().join("zero.rs")).expect("symlink");
+    let o = run(d.path(), &[]);
+    let t = text(&o);
+    assert!(t.contains("skipped ./job.rb: not a regular file"), "{t}");
+    assert!(t.contains("skipped ./zero.rs: not a regular file"), "{t}");
+    assert!(t.contains("1 finding in 1 file (2 skipped)"), "{t}");
+}
+
+/// A schema file past the 2 MiB of source files (a large database's `db/schema.rb`) is still
+/// read: its unique index keeps the insert it referees safe.
+#[test]
+fn a_schema_past_two_mib_keeps_its_unique_keys() {
+    let d = tempfile::tempdir().expect("tmp");
+    let mut schema = String::from("ActiveRecord::Schema[7.1].define(version: 1) do\n");
+    for i in 0..50_000 {
+        schema.push_str(&format!(
+            "  create_table \"audit_{i}\" do |t|\n    t.string \"note\"\n  end\n"
+        ));
+    }
+    schema.push_str("  create_table \"payments\" do |t|\n    t.string \"stripe_id\"\n    t.index [\"stripe_id\"], unique: true\n  end\nend\n");
+    assert!(schema.len() > 2 * 1024 * 1024);
+    write(d.path(), "db/schema.rb", &schema);
+    write(
+        d.path(),
+        "app/jobs/payment_job.rb",
+        "class PaymentJob < ApplicationJob\n  def perform(event)\n    Payment.create!(stripe_id: event[\"id\"])\n  end\nend\n",
+    );
+    let o = run(d.path(), &[]);
+    let t = text(&o);
+    assert!(t.contains("0 findings in 2 files (0 skipped)"), "{t}");
+    // The same job without the schema is an unrefereed insert.
+    std::fs::remove_file(d.path().join("db/schema.rb")).expect("remove");
+    let t = text(&run(d.path(), &[]));
+    assert!(t.contains("DAT_UNCONDITIONAL_INSERT"), "{t}");
+}
+
 #[test]
 fn gitignored_files_are_not_scanned() {
     let d = tempfile::tempdir().expect("tmp");

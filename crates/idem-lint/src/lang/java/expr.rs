@@ -342,12 +342,19 @@ impl Lower<'_> {
 
     fn call_parts(&mut self, n: Node<'_>, name: String, pos: crate::ir::Pos) -> Call {
         let (callee, receiver) = match n.child_by_field_name("object") {
+            Some(o)
+                if matches!(o.kind(), "method_invocation" | "object_creation_expression")
+                    && !self.b.enter_chain() =>
+            {
+                (vec!["?".to_string(), name], None)
+            }
             Some(o) if matches!(o.kind(), "method_invocation" | "object_creation_expression") => {
                 let inner = if o.kind() == "method_invocation" {
                     self.invocation(o)
                 } else {
                     Expr::Call(Box::new(self.new_object(o)))
                 };
+                self.b.leave_chain();
                 match inner {
                     Expr::Call(inner) => {
                         let mut callee = inner.callee.clone();

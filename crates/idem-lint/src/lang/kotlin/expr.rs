@@ -336,8 +336,13 @@ impl Lower<'_> {
                 let fparts = kids(func);
                 let name = fparts.last().map(|x| self.text(*x)).unwrap_or_default();
                 match fparts.as_slice() {
+                    [object, _] if object.kind() == "call_expression" && !self.b.enter_chain() => {
+                        (vec!["?".to_string(), name], None)
+                    }
                     [object, _] if object.kind() == "call_expression" => {
-                        match self.call_expr(*object) {
+                        let inner = self.call_expr(*object);
+                        self.b.leave_chain();
+                        match inner {
                             Expr::Call(inner) => {
                                 let mut callee = inner.callee.clone();
                                 callee.push(name);
