@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tree_sitter::Node;
 
 use super::{Lower, empty, kids};
-use crate::ir::{Call, Function, OpKind};
+use crate::ir::Function;
 use crate::lang::jvm::annotation::{Annotation, method_role};
 use crate::lang::jvm::entity::{Field, unique_keys, version_columns};
 use crate::lang::jvm::proxy::{TxMethod, self_invocations};
@@ -186,15 +186,7 @@ impl Lower<'_> {
         }
         let body = n.child_by_field_name("body");
         // A Spring Data repository method: its `@Query` is the SQL a call of it runs.
-        let query = annotations
-            .iter()
-            .find(|a| a.name == "Query")
-            .and_then(|a| {
-                a.args
-                    .iter()
-                    .find(|(k, _)| k == "value")
-                    .map(|(_, v)| (v.clone(), a.pos))
-            });
+        let query = crate::lang::jvm::method::repository_query(&annotations);
         if body.is_none() && query.is_none() {
             return None;
         }
@@ -203,63 +195,22 @@ impl Lower<'_> {
         self.b.begin_function(f);
         // Spring's proxy applies `@Transactional` to methods it can intercept only.
         let transactional = role.transactional && proxied && (!interface || body.is_none());
-        // An `@Async` method runs on an executor: nobody waits for its work.
-        if proxied && annotations.iter().any(|a| a.name == "Async") {
-            self.b.push_detached();
-        }
-        if transactional {
-            self.b.push_tx();
-        }
-        let tx = self.b.open_tx();
-        if transactional && joins {
-            self.b.set_joins_caller_tx(tx);
-        }
-        // A listener's settings (`ackMode = "NONE"`, `properties = "enable.auto.commit=true"`)
-        // are read by the checks as a call configuring its consumer.
-        for a in annotations.iter().filter(|a| a.name.ends_with("Listener")) {
-            let pos = a.pos;
-            let call = Call {
-                callee: vec![a.name.clone()],
-                receiver: None,
-                args: Vec::new(),
-                kwargs: a.args.clone(),
-                is_new: false,
-                pos,
-            };
-            self.b.emit(OpKind::Call(call), pos);
-        }
-        if let Some((q, pos)) = query {
-            let call = Call {
-                callee: vec!["query".to_string()],
-                receiver: None,
-                args: vec![q],
-                kwargs: Vec::new(),
-                is_new: false,
-                pos,
-            };
-            self.b.emit(OpKind::Call(call), pos);
-        }
+        let opened = crate::lang::jvm::method::open(
+            &mut self.b,
+            &annotations,
+            transactional,
+            proxied,
+            joins,
+            query,
+        );
         if let Some(body) = body {
             self.stmt(body);
         }
         self.b.end_function();
         self.return_type = saved;
         let index = self.b.module.functions.len().checked_sub(1)?;
-        // The listener annotation registers the method (its group or queue names the consumer).
-        if let Some(a) = annotations.iter().find(|a| a.name.ends_with("Listener"))
-            && let Some(f) = self.b.module.functions.last_mut()
-        {
-            f.registered_at = Some(a.pos);
-        }
-        if let Some(a) = annotations.iter().find(|a| a.name == "SendTo")
-            && let Some(f) = self.b.module.functions.last_mut()
-        {
-            crate::lang::jvm::reply::publish_returns(f, a);
-        }
-        if let (true, Some(tx), Some(f)) = (transactional, tx, self.b.module.functions.last_mut()) {
-            crate::lang::jvm::dirty::flush_at_commit(f, tx);
-        }
-        match (transactional, tx) {
+        crate::lang::jvm::method::finish(&mut self.b, &annotations, &opened);
+        match (opened.transactional, opened.tx) {
             (true, Some(tx)) => Some((name, TxMethod { index, tx })),
             _ => None,
         }

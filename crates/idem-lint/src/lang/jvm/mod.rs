@@ -10,6 +10,7 @@ pub(crate) mod bean;
 pub(crate) mod dirty;
 pub(crate) mod entity;
 pub(crate) mod lambda;
+pub(crate) mod method;
 pub(crate) mod proxy;
 pub(crate) mod reply;
 pub(crate) mod vocab;
