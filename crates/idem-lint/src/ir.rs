@@ -43,6 +43,15 @@ pub(crate) enum Expr {
 }
 
 impl Expr {
+    /// `left op right`.
+    pub(crate) fn binary(op: String, left: Expr, right: Expr) -> Expr {
+        Expr::Binary {
+            op,
+            left: Box::new(left),
+            right: Box::new(right),
+        }
+    }
+
     /// `object.name` (a member, attribute or field access): `object`'s path extended by `name`,
     /// or, when `object` is no path (a call's result, a literal), both kept under `Other`.
     pub(crate) fn member(object: Option<Expr>, name: String) -> Expr {

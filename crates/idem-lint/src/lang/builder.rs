@@ -155,6 +155,23 @@ impl<'s> Builder<'s> {
         self.chain = self.chain.saturating_sub(1);
     }
 
+    /// A binary expression's operator and operands, by the field names the grammars share
+    /// (`operator`, `left`, `right`).
+    pub(super) fn binary_fields<'t>(
+        &self,
+        n: Node<'t>,
+    ) -> (String, Option<Node<'t>>, Option<Node<'t>>) {
+        let op = n
+            .child_by_field_name("operator")
+            .map(|o| self.text(o).to_string())
+            .unwrap_or_default();
+        (
+            op,
+            n.child_by_field_name("left"),
+            n.child_by_field_name("right"),
+        )
+    }
+
     pub(super) fn text(&self, node: Node<'_>) -> &'s str {
         self.src.get(node.byte_range()).unwrap_or("")
     }

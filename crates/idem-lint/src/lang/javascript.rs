@@ -522,21 +522,10 @@ impl<'s> Lower<'s> {
             }
             "array" => Expr::List(named(n).into_iter().map(|c| self.expr(c)).collect()),
             "binary_expression" => {
-                let op = n
-                    .child_by_field_name("operator")
-                    .map(|o| self.b.text(o).to_string())
-                    .unwrap_or_default();
-                let left = n
-                    .child_by_field_name("left")
-                    .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
-                let right = n
-                    .child_by_field_name("right")
-                    .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
-                Expr::Binary {
-                    op,
-                    left: Box::new(left),
-                    right: Box::new(right),
-                }
+                let (op, left, right) = self.b.binary_fields(n);
+                let left = left.map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                let right = right.map_or(Expr::Other(Vec::new()), |c| self.expr(c));
+                Expr::binary(op, left, right)
             }
             "unary_expression" => {
                 let arg = n
