@@ -32,9 +32,7 @@ pub enum LintError {
         reason: String,
     },
     /// A rule id that is not one of [`RuleId::ALL`](crate::RuleId::ALL).
-    #[error(
-        "unknown rule {given:?}: expected one of REL_KEY_VOLATILE, REL_CHECK_THEN_ACT, REL_MARKER_OUTSIDE_TX, DAT_UNCONDITIONAL_INSERT, DAT_RELATIVE_UPDATE, ARC_DUAL_WRITE, REL_DUPLICATE_NOT_2XX, SEC_SIG_PARSED_BODY, ORD_LAST_WRITE_WINS, LINT_ALLOW_WITHOUT_REASON"
-    )]
+    #[error("unknown rule {given:?}: expected one of {}", crate::RuleId::id_list())]
     UnknownRule {
         /// The id given.
         given: String,

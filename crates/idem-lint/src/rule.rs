@@ -56,6 +56,12 @@ impl RuleId {
         RuleId::LintAllowWithoutReason,
     ];
 
+    /// Every rule's id, comma-separated, in report order (for error messages).
+    pub fn id_list() -> String {
+        let ids: Vec<&str> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
+        ids.join(", ")
+    }
+
     /// The stable id.
     pub fn as_str(self) -> &'static str {
         match self {

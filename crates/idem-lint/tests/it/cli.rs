@@ -114,6 +114,10 @@ fn could_not_run_exits_2_with_the_reason() {
     let o = run(d.path(), &["--rules", "REL_NOPE"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("unknown rule \"REL_NOPE\""), "{}", err(&o));
+    // The list of expected ids is every rule's, the three added last included.
+    for id in idem_lint::RuleId::ALL {
+        assert!(err(&o).contains(id.as_str()), "{id:?}: {}", err(&o));
+    }
 
     write(d.path(), "idem-lint.toml", "disable = [\"NOT_A_RULE\"]\n");
     let o = run(d.path(), &[]);
