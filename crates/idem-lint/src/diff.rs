@@ -3,7 +3,9 @@
 //! of `BASE` and `HEAD`, so commits that landed on the base branch meanwhile are not the pull
 //! request's: `git diff --unified=0 $(git merge-base BASE HEAD)` against the working tree, which
 //! adds uncommitted changes (staged or not) to the committed ones (hunk headers `@@ -a,b +c,d @@`
-//! give the new lines c..c+d), plus every line of untracked files, which are new too. The
+//! give the new lines c..c+d), plus every line of untracked files, which are new too. Renames
+//! are found as git finds them (`--find-renames`, half the lines alike): a moved file counts
+//! only its edited lines. The
 //! merge base must be in the clone: a shallow clone needs the base branch's history down to it
 //! (`fetch-depth: 0` in `actions/checkout`).
 
@@ -85,11 +87,15 @@ impl ChangedLines {
             dir,
             base,
             &[
+                // Non-ASCII paths as they are, not quoted octal escapes.
+                "-c",
+                "core.quotePath=false",
                 "diff",
                 "--unified=0",
                 "--no-color",
                 "--no-ext-diff",
-                "--no-renames",
+                // A moved file's unchanged lines are not the pull request's, as GitHub shows it.
+                "--find-renames",
                 &merge_base,
                 "--",
             ],

@@ -425,6 +425,40 @@ fn diff_is_the_pull_request_since_the_merge_base() {
     assert!(!t.contains("shared.js"), "main's own commit: {t}");
 }
 
+/// A file moved on the branch counts only its edited lines, not every line, as a pull request
+/// shows it; a file added under a non-ASCII name is new.
+#[test]
+fn diff_counts_a_moved_file_by_its_edits() {
+    let d = tempfile::tempdir().expect("tmp");
+    git(d.path(), &["init", "-q", "-b", "main"]);
+    write(d.path(), "withdraw.js", RELATIVE);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "base"]);
+    git(d.path(), &["checkout", "-q", "-b", "feature"]);
+    git(d.path(), &["mv", "withdraw.js", "payouts.js"]);
+    write(d.path(), "zahlungsausgänge.js", INSERT);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "move"]);
+    let o = run(d.path(), &["--diff", "main"]);
+    let t = text(&o);
+    assert!(
+        !t.contains("payouts.js"),
+        "a pure move changes no line: {t}"
+    );
+    assert!(t.contains("zahlungsausgänge.js:5:"), "{t}");
+    let edited = RELATIVE.replace(
+        "[event.amount, event.account]);\n}",
+        "[event.amount, event.account]);\n  await pool.query(\"UPDATE accounts SET fees = fees + $1 WHERE id = $2\", [event.fee, event.account]);\n}",
+    );
+    write(d.path(), "payouts.js", &edited);
+    let t = text(&run(d.path(), &["--diff", "main"]));
+    assert!(
+        t.contains("payouts.js:6:"),
+        "the edit in the moved file: {t}"
+    );
+    assert!(!t.contains("payouts.js:5:"), "{t}");
+}
+
 #[test]
 fn help_calls_it_idem_lint() {
     let d = tempfile::tempdir().expect("tmp");
