@@ -453,11 +453,15 @@ fn is_jvm_config(path: &Path) -> bool {
 
 /// A Spring Boot configuration file's settings, or a Liquibase changelog's keys.
 fn load_jvm_config(path: &Path, bytes: &[u8]) -> Loaded {
-    let Ok(text) = std::str::from_utf8(bytes) else {
-        return Loaded::Nothing;
-    };
     if crate::spring_config::is_config(path) {
-        let module = crate::spring_config::module(path, text);
+        let Some(text) = config_text(path, bytes) else {
+            // Its consumer settings would go unread: say so rather than lint without them.
+            return Loaded::Skip(Skipped {
+                path: path.to_path_buf(),
+                reason: "not UTF-8 text (YAML is UTF-8)".into(),
+            });
+        };
+        let module = crate::spring_config::module(path, &text);
         // Reported as Java's: the settings configure the JVM service beside them.
         return match lang::for_path(Path::new("Application.java")) {
             Some(lang) if !module.functions.is_empty() => Loaded::Source(Box::new(Parsed {
@@ -469,11 +473,25 @@ fn load_jvm_config(path: &Path, bytes: &[u8]) -> Loaded {
             _ => Loaded::Nothing,
         };
     }
-    if crate::liquibase::is_changelog(text) {
+    // A changelog's keys are ASCII whatever encoding it declares: decode what is not UTF-8
+    // lossily rather than lose its unique keys.
+    let text = String::from_utf8_lossy(bytes);
+    if crate::liquibase::is_changelog(&text) {
         let xml = path.extension().is_some_and(|e| e == "xml");
-        return Loaded::Schema(crate::liquibase::unique_keys(text, xml));
+        return Loaded::Schema(crate::liquibase::unique_keys(&text, xml));
     }
     Loaded::Nothing
+}
+
+/// A Spring configuration file's text: a `.properties` file that is not UTF-8 is read as
+/// ISO 8859-1 (`java.util.Properties`' encoding); YAML must be UTF-8.
+fn config_text(path: &Path, bytes: &[u8]) -> Option<String> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Some(text.to_string());
+    }
+    path.extension()
+        .is_some_and(|e| e == "properties")
+        .then(|| bytes.iter().map(|&b| char::from(b)).collect())
 }
 
 fn is_schema_file(path: &Path) -> bool {
@@ -530,9 +548,8 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
         return load_jvm_config(path, bytes);
     }
     if is_schema_file(path) {
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            return Loaded::Nothing;
-        };
+        // Migrations in Latin-1 still declare their keys in ASCII.
+        let text = &*String::from_utf8_lossy(bytes);
         return if path.extension().is_some_and(|e| e == "prisma") {
             Loaded::Schema(prisma_keys(text))
         } else {

@@ -66,8 +66,33 @@ fn broken_and_non_utf8_jvm_files_are_skipped_with_the_reason() {
         skipped.contains(&("Latin1.java".into(), "not UTF-8 text".into())),
         "{skipped:?}"
     );
+    // Its consumer settings would go unread: a warning, not silence.
+    assert!(
+        skipped.contains(&(
+            "application.yml".into(),
+            "not UTF-8 text (YAML is UTF-8)".into()
+        )),
+        "{skipped:?}"
+    );
     assert_eq!(report.findings.len(), 1, "{:?}", report.findings);
     assert_eq!(report.findings[0].rule, RuleId::DatRelativeUpdate);
+}
+
+/// `java.util.Properties` reads ISO 8859-1: such a file's settings are read, not dropped.
+#[test]
+fn latin1_properties_are_read() {
+    let d = tempfile::tempdir().expect("tmp");
+    write(
+        d.path(),
+        "application.properties",
+        b"# R\xe9ception des commandes\nspring.kafka.consumer.group-id=orders\nspring.kafka.consumer.enable-auto-commit=true\n",
+    );
+    let report = Linter::new()
+        .scan(&[d.path().to_path_buf()])
+        .expect("scans");
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    let found: Vec<(RuleId, u32)> = report.findings.iter().map(|f| (f.rule, f.line)).collect();
+    assert_eq!(found, vec![(RuleId::RelAckBeforeCommit, 3)]);
 }
 
 #[test]
