@@ -419,12 +419,20 @@ impl Lower<'_> {
             // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
             // are the call whose result they adapt: a variable assigned through them holds
             // that call's outcome (`let mut tx = pool.begin().await.expect(…)`).
-            if let Some(p) = &prev
-                && vocab::ADAPTERS.contains(&method)
+            if let Some(p) = &mut prev
+                && vocab::is_adapter(method)
             {
                 let mut scratch = p.clone();
                 scratch.args.clear();
                 self.link_args(link, &mut scratch);
+                // The fallback of `unwrap_or(…)`/`unwrap_or_else(|| …)` is the value on the
+                // other path (`id.unwrap_or_else(|| Uuid::new_v4())`): kept beside the call's
+                // arguments, so a check walking the value sees it, while the emitted call op
+                // stays as sent.
+                if method.starts_with("unwrap_or") {
+                    p.kwargs
+                        .extend(scratch.args.into_iter().map(|a| (method.to_string(), a)));
+                }
                 continue;
             }
             let pos = call_pos(&self.b, link.node, link.method);
