@@ -610,7 +610,10 @@ impl<'a> FnFacts<'a> {
         {
             return false;
         }
-        if jvm_vocab::is_http_create(call, m) || jvm_vocab::is_stripe_create(call) {
+        if jvm_vocab::is_http_create(call, m)
+            || jvm_vocab::is_stripe_create(call)
+            || crate::code_host::is_write(call)
+        {
             return true;
         }
         match m {
