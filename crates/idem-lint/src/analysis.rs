@@ -628,6 +628,8 @@ impl<'a> FnFacts<'a> {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // An object stored in S3 or a look-alike (the AWS SDKs' `put_object`/`putObject`).
+            "put_object" | "putobject" => !recv.is_empty(),
             // ActionMailer: `OrderMailer.receipt(order).deliver_now` sends the mail now.
             "deliver_now" => !recv.is_empty(),
             // A chat API's post: Slack `client.chat_postMessage(…)`, `app.client.chat.postMessage`.
