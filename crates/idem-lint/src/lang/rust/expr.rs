@@ -379,6 +379,24 @@ impl Lower<'_> {
         }
     }
 
+    /// `"Invoice already exists".to_string()` (`to_owned`, `into`, `String::from` is a path
+    /// call): the string itself, so an error built from it says what its message says.
+    fn converted_literal(&mut self, links: &[Link<'_>]) -> Option<Expr> {
+        let first = links.first()?;
+        let value = first.callee.child_by_field_name("value")?;
+        let converts = links.iter().all(|l| {
+            l.args.is_none_or(|a| kids(a).is_empty())
+                && matches!(
+                    l.method.map(|m| self.b.text(m)),
+                    Some("to_string" | "to_owned" | "into" | "as_str")
+                )
+        });
+        (first.callee.kind() == "field_expression"
+            && matches!(value.kind(), "string_literal" | "raw_string_literal")
+            && converts)
+            .then(|| self.expr(value))
+    }
+
     /// A call chain: a query builder becomes the statement it sends; otherwise each link is
     /// a call on the previous one's result, emitted innermost first.
     fn call_chain(&mut self, n: Node<'_>) -> Expr {
@@ -412,6 +430,9 @@ impl Lower<'_> {
             return e;
         }
         if let Some(e) = self.fluent_builder(&links) {
+            return e;
+        }
+        if let Some(e) = self.converted_literal(&links) {
             return e;
         }
         for link in &links {
