@@ -435,8 +435,22 @@ impl Lower<'_> {
         if let Some(e) = self.converted_literal(&links) {
             return e;
         }
-        for link in &links {
+        // `self.charge_service.clone().charge(…)`: an `Arc` cloned only to call a method on it
+        // is the field itself, so the call resolves as `self.charge_service.charge(…)` would.
+        let mut cloned: Option<Vec<String>> = None;
+        for (k, link) in links.iter().enumerate() {
             let method = link.method.map(|m| self.b.text(m)).unwrap_or("");
+            if k == 0
+                && method == "clone"
+                && links.len() > 1
+                && link.callee.kind() == "field_expression"
+                && link.args.is_none_or(|a| kids(a).is_empty())
+            {
+                let mut path = self.root_callee(link);
+                path.pop();
+                cloned = Some(path);
+                continue;
+            }
             // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
             // are the call whose result they adapt: a variable assigned through them holds
             // that call's outcome (`let mut tx = pool.begin().await.expect(…)`).
@@ -458,7 +472,13 @@ impl Lower<'_> {
             }
             let pos = call_pos(&self.b, link.node, link.method);
             let callee = match &prev {
-                None => self.root_callee(link),
+                None => match cloned.take() {
+                    Some(mut path) => {
+                        path.push(method.to_string());
+                        path
+                    }
+                    None => self.root_callee(link),
+                },
                 Some(p) => {
                     let mut c = p.callee.clone();
                     c.push(
