@@ -142,6 +142,23 @@ fn unrefereed_effect(facts: &FnFacts<'_>, act: &Act) -> bool {
     }
 }
 
+/// Whether the marker at `c` and the effect at `e` are both Redis's (a `PUBLISH` or `XADD`
+/// after a Redis key check): one system, which a MULTI/EXEC can commit together.
+fn redis_both(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
+    let redis_marker = matches!(
+        facts.acts[c],
+        Act::RedisRead { .. } | Act::RedisWrite { .. }
+    );
+    let OpKind::Call(call) = &facts.func.ops[e].kind else {
+        return false;
+    };
+    redis_marker
+        && facts
+            .receiver_words(call)
+            .iter()
+            .any(|w| has_any(w, &["redis"]))
+}
+
 /// Whether op `e` runs only on the path the check at `c` decided: in a branch, or after an
 /// early return or throw.
 fn decided(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
@@ -173,6 +190,7 @@ fn find(facts: &FnFacts<'_>) -> Option<Found> {
                         Act::Sql(SqlStmt::Insert { .. }) | Act::OrmCreate { .. }
                     ))
                 && decided(facts, c, e)
+                && !redis_both(facts, c, e)
         })?;
         Some(Found {
             check: c,
