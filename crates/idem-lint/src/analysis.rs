@@ -547,6 +547,9 @@ impl<'a> FnFacts<'a> {
             | "sendmessagebatch" | "putrecord" | "putrecords" | "putevents" | "xadd"
             | "send_message" | "publish_message" => !recv.is_empty() || m == "publish",
             "sendmessage" | "sendmessages" | "send_and_wait" | "sendbatch" => broker,
+            // pulsar-rs: `producer.create_message()…send_non_blocking()`, also through a
+            // message builder variable (`msg_builder.with_content(m).send_non_blocking()`).
+            "send_non_blocking" => broker || has_any(recv, &["msg", "message"]),
             "send" => {
                 broker && !has_any(recv, &["res", "reply", "response", "ws", "socket"])
                     || command_arg
@@ -610,17 +613,23 @@ impl<'a> FnFacts<'a> {
         {
             return false;
         }
-        if jvm_vocab::is_http_create(call, m) || jvm_vocab::is_stripe_create(call) {
+        if jvm_vocab::is_http_create(call, m)
+            || jvm_vocab::is_stripe_create(call)
+            || crate::code_host::is_write(call)
+        {
             return true;
         }
         match m {
             "fetch" | "$fetch" | "ofetch" => creating(call.option("method")),
             "post" | "put" | "patch" | "postform" => http_recv || recv.is_empty() && m == "post",
             "request" => creating(call.option("method")),
+
             "newrequest" | "newrequestwithcontext" => {
                 call.args.iter().take(2).any(|a| creating(Some(a)))
             }
             "sendmail" | "send_mail" | "sendemail" | "send_email" | "sendtemplate" => true,
+            // An object stored in S3 or a look-alike (the AWS SDKs' `put_object`/`putObject`).
+            "put_object" | "putobject" => !recv.is_empty(),
             // ActionMailer: `OrderMailer.receipt(order).deliver_now` sends the mail now.
             "deliver_now" => !recv.is_empty(),
             // A chat API's post: Slack `client.chat_postMessage(…)`, `app.client.chat.postMessage`.
@@ -641,12 +650,20 @@ impl<'a> FnFacts<'a> {
             {
                 true
             }
-            "send" => has_any(
-                recv,
-                &[
-                    "mail", "sgmail", "resend", "postmark", "sms", "emails", "twilio",
-                ],
-            ),
+            // Mail clients; and reqwest `client.request(method, url).body(b).send()`, a request
+            // whose method is known only at run time (a webhook sender's) carrying a body.
+            "send" => {
+                has_any(
+                    recv,
+                    &[
+                        "mail", "sgmail", "resend", "postmark", "sms", "emails", "twilio",
+                    ],
+                ) || call.callee.iter().any(|s| s == "request")
+                    && call
+                        .callee
+                        .iter()
+                        .any(|s| matches!(s.as_str(), "body" | "json" | "form" | "multipart"))
+            }
             // A payment provider's client or a service wrapping it creating something:
             // `stripe.charges.create`, `h.stripeService.CreatePaymentIntent(…)`.
             _ if m.starts_with("create") && (root == "stripe" || provider_client(call)) => true,

@@ -60,6 +60,7 @@
 mod analysis;
 mod calls;
 mod checks;
+mod code_host;
 mod config;
 mod diff;
 mod error;

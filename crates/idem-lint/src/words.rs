@@ -77,6 +77,10 @@ pub(crate) fn is_marker_table(name: &str) -> bool {
             "eventreceipt",
         ],
     )
+        // A table of the webhooks received (`stripe_webhooks`, `FiatOnrampWebhooks`), by its
+        // plural name (a key such as `webhook:{id}` is no table); not one of endpoints or
+        // subscriptions, which ends in those words.
+        || name.to_lowercase().ends_with("webhooks") && !has_any(name, &["outgoing", "outbound"])
 }
 
 /// Tables of an outbox or effect ledger: rows a relay or worker turns into messages.

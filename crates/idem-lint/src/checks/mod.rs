@@ -69,7 +69,9 @@ pub(crate) fn run(
             if is_entry(func) || opens_transaction(func) {
                 expand(func)
             } else {
-                None
+                // Or one whose transaction a helper opens and hands back (`let (tx, job) =
+                // dequeue(pool)`, a loaded state struct holding it) and another commits.
+                expand(func).filter(opens_transaction)
             }
         })
         .collect();

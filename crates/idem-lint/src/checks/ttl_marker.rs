@@ -48,6 +48,11 @@ fn marker_key(key: &str) -> bool {
 
 /// A cache or in-memory check of a marker at op `i`.
 fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
+    if let OpKind::Call(call) = &facts.func.ops[i].kind
+        && let Some(what) = memory_helper(facts, i, call)
+    {
+        return Some(what);
+    }
     match &facts.acts[i] {
         Act::RedisRead { key } if marker_key(key) || set_after_read(facts, i, key) => {
             Some(format!("Redis/cache key {key}"))
@@ -63,6 +68,31 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// A look-up in a field of the helper's own struct (`self.cache.get(key)`,
+/// `self.lookup.contains(key)`) inlined from a helper named for the question it answers
+/// (`dedup.is_duplicate(&key)`, `recently_seen.was_seen(id)`): a marker kept in process
+/// memory, however the struct names its map.
+fn memory_helper(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<String> {
+    let helper = facts.func.ops[i].origin.as_ref()?.helper.as_str();
+    let asks = has_any(
+        helper,
+        &[
+            "duplicate",
+            "seen",
+            "witnessed",
+            "processed",
+            "handled",
+            "dedup",
+        ],
+    );
+    let looks_up = matches!(
+        call.method().as_str(),
+        "get" | "contains" | "contains_key" | "has" | "includes"
+    );
+    (asks && looks_up && call.callee.first().is_some_and(|r| r == "self"))
+        .then(|| format!("in-memory map behind {helper}()"))
 }
 
 /// A key read and then written by the handler (`get(req.path)` … `set(req.path, …)`): the
@@ -112,6 +142,23 @@ fn unrefereed_effect(facts: &FnFacts<'_>, act: &Act) -> bool {
     }
 }
 
+/// Whether the marker at `c` and the effect at `e` are both Redis's (a `PUBLISH` or `XADD`
+/// after a Redis key check): one system, which a MULTI/EXEC can commit together.
+fn redis_both(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
+    let redis_marker = matches!(
+        facts.acts[c],
+        Act::RedisRead { .. } | Act::RedisWrite { .. }
+    );
+    let OpKind::Call(call) = &facts.func.ops[e].kind else {
+        return false;
+    };
+    redis_marker
+        && facts
+            .receiver_words(call)
+            .iter()
+            .any(|w| has_any(w, &["redis"]))
+}
+
 /// Whether op `e` runs only on the path the check at `c` decided: in a branch, or after an
 /// early return or throw.
 fn decided(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
@@ -143,6 +190,7 @@ fn find(facts: &FnFacts<'_>) -> Option<Found> {
                         Act::Sql(SqlStmt::Insert { .. }) | Act::OrmCreate { .. }
                     ))
                 && decided(facts, c, e)
+                && !redis_both(facts, c, e)
         })?;
         Some(Found {
             check: c,

@@ -379,6 +379,24 @@ impl Lower<'_> {
         }
     }
 
+    /// `"Invoice already exists".to_string()` (`to_owned`, `into`, `String::from` is a path
+    /// call): the string itself, so an error built from it says what its message says.
+    fn converted_literal(&mut self, links: &[Link<'_>]) -> Option<Expr> {
+        let first = links.first()?;
+        let value = first.callee.child_by_field_name("value")?;
+        let converts = links.iter().all(|l| {
+            l.args.is_none_or(|a| kids(a).is_empty())
+                && matches!(
+                    l.method.map(|m| self.b.text(m)),
+                    Some("to_string" | "to_owned" | "into" | "as_str")
+                )
+        });
+        (first.callee.kind() == "field_expression"
+            && matches!(value.kind(), "string_literal" | "raw_string_literal")
+            && converts)
+            .then(|| self.expr(value))
+    }
+
     /// A call chain: a query builder becomes the statement it sends; otherwise each link is
     /// a call on the previous one's result, emitted innermost first.
     fn call_chain(&mut self, n: Node<'_>) -> Expr {
@@ -414,22 +432,53 @@ impl Lower<'_> {
         if let Some(e) = self.fluent_builder(&links) {
             return e;
         }
-        for link in &links {
+        if let Some(e) = self.converted_literal(&links) {
+            return e;
+        }
+        // `self.charge_service.clone().charge(…)`: an `Arc` cloned only to call a method on it
+        // is the field itself, so the call resolves as `self.charge_service.charge(…)` would.
+        let mut cloned: Option<Vec<String>> = None;
+        for (k, link) in links.iter().enumerate() {
             let method = link.method.map(|m| self.b.text(m)).unwrap_or("");
+            if k == 0
+                && method == "clone"
+                && links.len() > 1
+                && link.callee.kind() == "field_expression"
+                && link.args.is_none_or(|a| kids(a).is_empty())
+            {
+                let mut path = self.root_callee(link);
+                path.pop();
+                cloned = Some(path);
+                continue;
+            }
             // Adapters of a result (`.unwrap_or(None)`, `.ok()`, `.expect(…)`, `.context(…)`)
             // are the call whose result they adapt: a variable assigned through them holds
             // that call's outcome (`let mut tx = pool.begin().await.expect(…)`).
-            if let Some(p) = &prev
-                && vocab::ADAPTERS.contains(&method)
+            if let Some(p) = &mut prev
+                && vocab::is_adapter(method)
             {
                 let mut scratch = p.clone();
                 scratch.args.clear();
                 self.link_args(link, &mut scratch);
+                // The fallback of `unwrap_or(…)`/`unwrap_or_else(|| …)` is the value on the
+                // other path (`id.unwrap_or_else(|| Uuid::new_v4())`): kept beside the call's
+                // arguments, so a check walking the value sees it, while the emitted call op
+                // stays as sent.
+                if method.starts_with("unwrap_or") {
+                    p.kwargs
+                        .extend(scratch.args.into_iter().map(|a| (method.to_string(), a)));
+                }
                 continue;
             }
             let pos = call_pos(&self.b, link.node, link.method);
             let callee = match &prev {
-                None => self.root_callee(link),
+                None => match cloned.take() {
+                    Some(mut path) => {
+                        path.push(method.to_string());
+                        path
+                    }
+                    None => self.root_callee(link),
+                },
                 Some(p) => {
                     let mut c = p.callee.clone();
                     c.push(

@@ -7,7 +7,7 @@ use crate::ir::{Call, Expr, OpKind, Pos};
 use crate::words::{has_any, status_constant};
 
 /// Methods that adapt a result or option without acting (`unwrap_or`, `ok`, `context`).
-pub(super) const ADAPTERS: &[&str] = &[
+const ADAPTERS: &[&str] = &[
     "unwrap",
     "expect",
     "unwrap_or",
@@ -25,6 +25,16 @@ pub(super) const ADAPTERS: &[&str] = &[
     "is_ok",
     "is_err",
 ];
+
+/// Whether a method adapts a result without acting: the ones above, and the error-wrapping
+/// extension methods of eyre, anyhow, error-stack and crates' own error traits (`wrap_err`,
+/// `change_context`, `wrap_internal_err`), which pass the value through on success.
+pub(super) fn is_adapter(method: &str) -> bool {
+    ADAPTERS.contains(&method)
+        || method.starts_with("wrap_")
+        || (method.ends_with("_err") && method != "is_err")
+        || method.ends_with("_context")
+}
 
 /// Route attributes (actix-web, rocket, poem): `#[post("/webhooks/stripe")]`.
 const ROUTE_ATTRS: &[&str] = &[
