@@ -1700,11 +1700,24 @@ fn provider_client(call: &Call) -> bool {
             &["repository", "repo", "model", "dao", "table", "collection"],
         )
     });
+    let provider = |s: &String| PROVIDERS.iter().any(|p| norm(s).starts_with(p));
+    let constant = |s: &String| s.chars().next().is_some_and(char::is_uppercase);
+    // `StripeWebhooks::PerformedCallback.create`: an application's namespace named for the
+    // provider holds the application's own model (the SDK's is `Stripe::Charge`).
+    let app_namespace = |i: usize| {
+        constant(&segs[i])
+            // (`Stripe'2`: renamed in an inlined helper that assigned `Stripe.api_key`)
+            && !PROVIDERS.contains(&norm(segs[i].split('\'').next().unwrap_or("")).as_str())
+            && segs
+                .get(i + 1)
+                .is_some_and(|n| constant(n) && !provider(n))
+    };
     !db_root
         && !repository
         && segs
             .iter()
-            .any(|s| PROVIDERS.iter().any(|p| norm(s).starts_with(p)))
+            .enumerate()
+            .any(|(i, s)| provider(s) && !app_namespace(i))
 }
 
 /// A Go context argument (`ctx`, `r.Context()`, `context.Background()`).

@@ -577,7 +577,7 @@ fn load_text(path: &Path, bytes: &[u8]) -> Loaded {
         return skip("does not parse".into());
     };
     let root = tree.root_node();
-    if root.has_error() {
+    if root.has_error() && !lang.lowers_with_errors(root) {
         let line = first_error(root).map_or(0, |n| n.start_position().row + 1);
         return skip(format!(
             "does not parse ({} syntax error at line {line})",

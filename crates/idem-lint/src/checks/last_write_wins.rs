@@ -10,7 +10,7 @@ use crate::ir::OpKind;
 use crate::ir::{Call, Expr};
 use crate::rule::RuleId;
 use crate::sql::{SetColumn, SqlStmt};
-use crate::words::{is_event_time_column, is_order_column, norm};
+use crate::words::{is_event_time_column, is_order_column, norm, table_key};
 
 /// Whether `e` carries the event's data only through objects fetched fresh from the provider
 /// while handling (`subscription = await stripe.subscriptions.retrieve(id)`): those hold the
@@ -28,8 +28,16 @@ fn only_fetched_fresh(facts: &FnFacts<'_>, e: &Expr) -> bool {
     !roots.is_empty()
         && roots.iter().all(|r| {
             matches!(facts.values.get(r), Some(Expr::Call(c))
-                if c.method() == "retrieve" && c.callee.len() > 2)
+                if c.method() == "retrieve" && c.callee.len() > 2 && !retrieves_event(c))
         })
+}
+
+/// `Stripe::Event.retrieve(id)`, `stripe.events.retrieve(id)`: the event itself, as it was
+/// sent (an event never changes), not the object's current state.
+fn retrieves_event(c: &Call) -> bool {
+    c.callee
+        .iter()
+        .any(|s| matches!(norm(s).as_str(), "event" | "events"))
 }
 
 /// The update's value comes from the event as delivered, not from a fresh fetch.
@@ -127,6 +135,58 @@ fn guarded(facts: &FnFacts<'_>, column: &str) -> bool {
     })
 }
 
+/// The order or event-time column an ORM write `i` sets from the event, if any.
+fn orm_column(facts: &FnFacts<'_>, i: usize, target: &str, sets: &[String]) -> Option<String> {
+    // A JPA `@Version` column written to its entity is compared by the update itself
+    // (`WHERE version = ?`): a stale event's save fails.
+    let sets: Vec<&String> = sets
+        .iter()
+        .filter(|s| !facts.schema.is_version(target, s))
+        .collect();
+    let OpKind::Call(c) = &facts.func.ops[i].kind else {
+        return None;
+    };
+    let from_event = c.arg_exprs().iter().any(|e| from_delivery(facts, e));
+    sets.iter()
+        .find(|s| is_order_column(s))
+        .filter(|_| from_event)
+        .or_else(|| {
+            sets.iter()
+                .find(|s| is_event_time_column(s) && set_from_event(facts, c, s))
+        })
+        .map(|s| s.to_string())
+}
+
+/// Whether create `i` saves a row that a look-up of its model just before may have found (a
+/// find-or-build: `find_or_initialize_by`), the look-up deciding no branch around it.
+fn found_or_built(facts: &FnFacts<'_>, i: usize, target: &str) -> bool {
+    (0..i).any(|k| {
+        matches!(&facts.acts[k], Act::OrmRead { target: t } if table_key(t) == table_key(target))
+            && !super::decided_by(facts, k, i)
+    })
+}
+
+/// The fields of the row that `row.save!` (op `i`) saves, assigned before it
+/// (`row.current_period_end = …`).
+fn assigned_before(facts: &FnFacts<'_>, i: usize) -> Vec<String> {
+    let OpKind::Call(c) = &facts.func.ops[i].kind else {
+        return Vec::new();
+    };
+    let [row, _] = c.callee.as_slice() else {
+        return Vec::new();
+    };
+    let prefix = format!("{row}.");
+    facts.func.ops[..i]
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OpKind::Assign { targets, .. } => Some(targets),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|t| t.strip_prefix(&prefix).map(str::to_string))
+        .collect()
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
         return;
@@ -156,26 +216,14 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 ordered: false,
                 relative: false,
                 target,
-            } => {
-                // A JPA `@Version` column written to its entity is compared by the update
-                // itself (`WHERE version = ?`): a stale event's save fails.
-                let sets: Vec<String> = sets
-                    .iter()
-                    .filter(|s| !facts.schema.is_version(target, s))
-                    .cloned()
-                    .collect();
-                let OpKind::Call(c) = &facts.func.ops[i].kind else {
-                    continue;
-                };
-                let from_event = c.arg_exprs().iter().any(|e| from_delivery(facts, e));
-                sets.iter()
-                    .find(|s| is_order_column(s))
-                    .filter(|_| from_event)
-                    .or_else(|| {
-                        sets.iter()
-                            .find(|s| is_event_time_column(s) && set_from_event(facts, c, s))
-                    })
-                    .cloned()
+            } => orm_column(facts, i, target, sets),
+            // `row = Model.find_or_initialize_by(k)` … `row.save!`: on a redelivery the row
+            // exists, and the save overwrites it.
+            Act::OrmCreate {
+                target, columns, ..
+            } if found_or_built(facts, i, target) => {
+                let sets = columns.clone().unwrap_or_else(|| assigned_before(facts, i));
+                orm_column(facts, i, target, &sets)
             }
             _ => None,
         };

@@ -235,6 +235,43 @@ fn claim_by_lookup(facts: &FnFacts<'_>, m: usize) -> bool {
     })
 }
 
+/// A stored event's row marked handled after the work (`event.update!(processed_at:
+/// Time.current)`, `record.update(processed: true)`): the update is the marker, and the
+/// effects before it are what it stands for. The row may have been built by
+/// `find_or_initialize_by` (a new row until saved), which the analysis reads as no ORM row.
+/// Returns the row's model (or name), whose own save is no effect.
+fn marks_handled(facts: &FnFacts<'_>, m: usize) -> Option<String> {
+    let OpKind::Call(call) = &facts.func.ops[m].kind else {
+        return None;
+    };
+    let flag = ["processed", "processed_at", "handled", "handled_at"];
+    if !call.method().starts_with("update") || !flag.iter().any(|f| call.option(f).is_some()) {
+        return None;
+    }
+    let target = match &facts.acts[m] {
+        Act::OrmUpdate { target, .. } => target.clone(),
+        // Else the model the row was built from, else the row's own name (`event`).
+        _ => built_model(facts, call)
+            .or_else(|| (call.callee.len() == 2).then(|| call.callee[0].clone()))
+            .unwrap_or_default(),
+    };
+    super::is_event_log_table(&target).then_some(target)
+}
+
+/// The model a local row was built from (`record = Model.find_or_initialize_by(…)`).
+fn built_model(facts: &FnFacts<'_>, call: &crate::ir::Call) -> Option<String> {
+    let [row, _] = call.callee.as_slice() else {
+        return None;
+    };
+    let Expr::Call(made) = facts.values.get(row)? else {
+        return None;
+    };
+    made.callee
+        .first()
+        .filter(|c| c.chars().next().is_some_and(char::is_uppercase))
+        .cloned()
+}
+
 /// One processed marker of a function (a dedup-table insert, a Redis `SET NX`) and what the
 /// `REL_MARKER_OUTSIDE_TX` analysis decides about it.
 #[derive(Debug, Clone, Copy)]
@@ -261,7 +298,12 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
     let mut out = Vec::new();
     for (m, act) in facts.acts.iter().enumerate() {
         let by_use = !is_marker(act);
-        if by_use && !claim_by_violation(facts, m) && !claim_by_lookup(facts, m) {
+        let handled = by_use.then(|| marks_handled(facts, m)).flatten();
+        if by_use
+            && handled.is_none()
+            && !claim_by_violation(facts, m)
+            && !claim_by_lookup(facts, m)
+        {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
@@ -272,16 +314,21 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
                 && (0..facts.acts.len())
                     .any(|k| k != m && facts.tx[k] == facts.tx[e] && is_marker(&facts.acts[k]))
         };
+        // Saving the row that is then marked handled is part of the marker.
+        let own_row = |e: usize| handled.is_some() && facts.acts[e].target() == handled.as_deref();
         let outside = |e: usize| {
             e != m
+                && !own_row(e)
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
                 && !own_claim(e)
         };
         // A marker by use claims what follows it; what came before built the claim.
-        let apart = (m + 1..facts.acts.len())
-            .find(|&e| outside(e))
-            .or_else(|| (0..m).filter(|_| !by_use).find(|&e| outside(e)));
+        let apart = (m + 1..facts.acts.len()).find(|&e| outside(e)).or_else(|| {
+            (0..m)
+                .filter(|_| !by_use || handled.is_some())
+                .find(|&e| outside(e))
+        });
         out.push(MarkerCommit {
             marker: m,
             redis,
@@ -302,6 +349,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             continue;
         };
         let act = &facts.acts[m];
+        let marker_name = match act {
+            Act::Other => format!("{} marking the event handled", super::call_name(facts, m)),
+            other => describe(other),
+        };
         let where_ = if redis {
             "in Redis, outside the database transaction of".to_string()
         } else if facts.tx[m].is_none() {
@@ -318,8 +369,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             pos: facts.func.ops[m].pos,
             origin: facts.func.ops[m].origin.clone(),
             message: format!(
-                "processed marker ({}) is committed {where_} the side effect {effect_name} on line {}",
-                describe(act),
+                "processed marker ({marker_name}) is committed {where_} the side effect {effect_name} on line {}",
                 facts.func.ops[e].pos.line
             ),
             confidence: if redis { Confidence::Medium } else { Confidence::High },

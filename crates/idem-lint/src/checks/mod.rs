@@ -106,7 +106,9 @@ pub(crate) fn run(
         ttl_marker::check(&facts, &mut hits);
     }
     hits.sort_by_key(|h| (h.pos, h.rule));
-    hits.dedup_by_key(|h| (h.pos.line, h.rule));
+    // One finding per line and check, except that one call into a service may inline several
+    // writes in different helpers (`Service.new(event).process!`): each is its own finding.
+    hits.dedup_by_key(|h| (h.pos.line, h.rule, h.origin.as_ref().map(|o| o.pos.line)));
     hits
 }
 

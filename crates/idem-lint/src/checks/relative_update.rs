@@ -97,7 +97,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             },
             _ => continue,
         };
-        if guarded(facts, i) || checked_first(facts, i) {
+        if guarded(facts, i) || checked_first(facts, i) && !only_found(facts, i) {
             continue;
         }
         out.push(Hit {
@@ -108,4 +108,52 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             confidence,
         });
     }
+}
+
+/// Whether every look-up that decided op `i` was only asked whether its row exists
+/// (`return head(:ok) if transaction.blank?`, `unless order`): a redelivery finds the row
+/// again, so that is no check that the event was applied (`return if transaction.success?`
+/// is one).
+fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
+    const EXISTS: &[&str] = &["blank", "nil", "present", "empty", "none", "exists", "any"];
+    let ops = &facts.func.ops;
+    let rows: Vec<&String> = ops[..i]
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| matches!(facts.acts[*k], Act::OrmRead { .. }))
+        .filter_map(|(k, _)| match &ops[k].kind {
+            OpKind::Call(read) => Some(read.pos),
+            _ => None,
+        })
+        .flat_map(|at| {
+            ops[..i].iter().filter_map(move |o| match &o.kind {
+                OpKind::Assign {
+                    targets,
+                    value: Expr::Call(c),
+                    ..
+                } if c.pos == at => targets.first(),
+                _ => None,
+            })
+        })
+        .collect();
+    let mut tested = false;
+    let mut state = false;
+    for c in ops[i]
+        .conds
+        .iter()
+        .chain(ops[..i].iter().flat_map(|o| &o.conds))
+    {
+        facts.func.conds[*c].test.walk(&mut |e| {
+            let (root, rest) = match e {
+                Expr::Path(p) => (p.first(), p.get(1)),
+                Expr::Call(c) => (c.callee.first(), c.callee.get(1)),
+                _ => return,
+            };
+            if root.is_some_and(|r| rows.contains(&r)) {
+                tested = true;
+                state |= rest.is_some_and(|w| !EXISTS.contains(&crate::words::norm(w).as_str()));
+            }
+        });
+    }
+    tested && !state
 }

@@ -34,6 +34,11 @@ pub(crate) trait Language: Send + Sync + std::fmt::Debug {
     fn implicit_transactions(&self) -> bool {
         false
     }
+    /// Whether a tree with syntax errors is lowered anyway, because the errors lose no
+    /// statement (by default such a file is skipped).
+    fn lowers_with_errors(&self, _root: tree_sitter::Node<'_>) -> bool {
+        false
+    }
     /// Lowers a parsed file.
     fn lower(&self, tree: &tree_sitter::Tree, source: &str) -> Module;
 }

@@ -147,6 +147,11 @@ impl<'s> Lower<'s> {
     /// read the request, so their value is taken to come from it.
     fn identifier(&mut self, n: Node<'_>) -> Expr {
         let name = self.b.text(n).to_string();
+        self.bare_name(name, n)
+    }
+
+    /// The bare name `name`, written at `n` (an identifier, or the key of `{ topic: }`).
+    fn bare_name(&mut self, name: String, n: Node<'_>) -> Expr {
         if self.is_local(&name) || self.classes.is_empty() && self.locals.len() == 1 {
             return Expr::Path(vec![name]);
         }
@@ -168,10 +173,17 @@ impl<'s> Lower<'s> {
         if n.kind() != "pair" {
             return ("...".to_string(), self.expr(n));
         }
-        let key = n.child_by_field_name("key").map(|k| self.expr(k));
-        let value = n
-            .child_by_field_name("value")
-            .map_or(Expr::Other(Vec::new()), |v| self.expr(v));
+        let key_node = n.child_by_field_name("key");
+        let key = key_node.map(|k| self.expr(k));
+        let value = match (n.child_by_field_name("value"), key_node) {
+            (Some(v), _) => self.expr(v),
+            // Ruby 3.1's `{ topic: }` is `{ topic: topic }`: the local or method of that name.
+            (None, Some(k)) => {
+                let name = self.b.text(k).trim_end_matches(':').to_string();
+                self.bare_name(name, k)
+            }
+            (None, None) => Expr::Other(Vec::new()),
+        };
         let key = match key {
             Some(Expr::Str(s)) => s,
             Some(Expr::Path(p)) => p.join("."),

@@ -30,6 +30,19 @@ fn a_file_that_does_not_parse_is_skipped() {
     );
 }
 
+/// Ruby rejects a file whose `module` lacks its `end`, but tree-sitter reads every class in
+/// it whole: the file is linted, not skipped.
+#[test]
+fn a_file_missing_only_its_last_end_is_linted() {
+    let unclosed = format!("module Billing\n{INCREMENT}");
+    let findings = Linter::new()
+        .lint_source(Path::new("app/jobs/billing/credit_job.rb"), &unclosed)
+        .expect("lowered despite the missing end");
+    assert_eq!(findings.len(), 1);
+    assert_eq!(findings[0].rule, RuleId::DatRelativeUpdate);
+    assert_eq!(findings[0].line, 4);
+}
+
 /// Deeper than the lowering goes (it stops at a fixed depth): the file is linted as far as
 /// it is lowered, or skipped, on the scan's threads, and the rest of the tree is linted.
 #[test]
