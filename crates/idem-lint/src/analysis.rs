@@ -699,6 +699,9 @@ impl<'a> FnFacts<'a> {
             || call.option("upsert").is_some()
             || call.option("ConditionExpression").is_some()
             || call.option("update_conflicts").is_some();
+        if jvm_vocab::is_library_call(call) {
+            return Act::Other;
+        }
         let target = || self.target_of(call);
         const NOT_ORM: &[&str] = &[
             "stripe",
@@ -914,7 +917,8 @@ impl<'a> FnFacts<'a> {
                 || m == "insertmany"
                 || m == "createmany"
                 || m == "putitem"
-                || m == "put_item")
+                || m == "put_item"
+                || jvm_vocab::is_dao_new(call))
         {
             if m == "store" || m == "record" {
                 return Act::Other;

@@ -17,6 +17,8 @@ const EVENT_REGISTRATION: &[&str] = &[
     // Payment providers' notification routes: SePay's `receiver`, PayPal's and VNPay's `ipn`.
     "receiver",
     "ipn",
+    // A route that takes in pushed events (`/ingest/{source}`).
+    "ingest",
     "notify",
     "notification",
     "events",
