@@ -49,10 +49,12 @@ fn marker_key(key: &str) -> bool {
 /// A cache or in-memory check of a marker at op `i`.
 fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
     match &facts.acts[i] {
-        Act::RedisRead { key } if marker_key(key) || set_after_read(facts, i, key) => {
+        Act::RedisRead { key }
+            if marker_key(key) || set_after_read(facts, i, key) || marker_helper(facts, i) =>
+        {
             Some(format!("Redis/cache key {key}"))
         }
-        Act::RedisWrite { key, nx: true } if marker_key(key) => {
+        Act::RedisWrite { key, nx: true } if marker_key(key) || marker_helper(facts, i) => {
             Some(format!("Redis/cache claim (SET NX) of {key}"))
         }
         Act::Other => {
@@ -63,6 +65,24 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether op `i` is written in a helper named for the dedup it does (`isProcessed(txId)`,
+/// `claimIdempotencyKey(id)`): its key is then a marker whatever prefix builds it.
+fn marker_helper(facts: &FnFacts<'_>, i: usize) -> bool {
+    facts.func.ops[i].origin.as_ref().is_some_and(|o| {
+        has_any(
+            &norm(&o.helper),
+            &[
+                "processed",
+                "idempot",
+                "dedup",
+                "duplicate",
+                "handled",
+                "consumed",
+            ],
+        )
+    })
 }
 
 /// A key read and then written by the handler (`get(req.path)` … `set(req.path, …)`): the
