@@ -856,7 +856,14 @@ impl<'a> FnFacts<'a> {
             "on_conflict_do_nothing",
             "onconflictdonothing",
         ];
-        if safe_names.iter().any(|s| m == *s || m.starts_with(s)) || m.starts_with("upsert") {
+        // `addIfAbsent(row)`, `saveIfNotExists(row)`: a create that skips an existing row.
+        let if_absent = ["ifabsent", "ifnotexists", "ifmissing"]
+            .iter()
+            .any(|s| m.ends_with(s));
+        if safe_names.iter().any(|s| m == *s || m.starts_with(s))
+            || m.starts_with("upsert")
+            || if_absent
+        {
             // findOneAndUpdate with upsert is a safe create; without, it is an update.
             if m.starts_with("findoneandupdate") || m.starts_with("findbyidandupdate") {
                 return self.orm_update(call, target());
