@@ -24,6 +24,8 @@ const EVENT_REGISTRATION: &[&str] = &[
     "events",
     "stripe",
     "github",
+    // Slack's event, command and interactivity deliveries (`post<Slack.Action>`).
+    "slack",
     "eachmessage",
     "eachbatch",
     "consume",

@@ -60,6 +60,7 @@ impl Lower<'_> {
                 .child_by_field_name("left")
                 .map_or_else(empty, |v| self.expr(v)),
             "unary_expression" => self.unary(n),
+            "binary_expression" if self.typed_route(n) => empty(),
             "binary_expression" | "in_expression" | "is_expression" => {
                 let op = n
                     .child_by_field_name("operator")
