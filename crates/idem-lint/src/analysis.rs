@@ -910,6 +910,9 @@ impl<'a> FnFacts<'a> {
                 ordered: false,
             };
         }
+        if jvm_vocab::is_static_factory(call) {
+            return Act::Other;
+        }
         let session_add = m == "add" && recv.iter().any(|r| has_any(r, &["session", "db"]));
         let add_ok = m != "add" || session_add;
         if add_ok

@@ -339,6 +339,16 @@ pub(crate) fn is_dao_new(call: &Call) -> bool {
         && entity.starts_with(|c: char| c.is_ascii_uppercase()))
 }
 
+/// A domain class's static factory, `InFlightTransaction.createWithPayment(…)`,
+/// `Order.createFrom(event)`: a camel-case `create…` on a class builds an object and writes
+/// nothing (an active record's own `Model.create(…)` keeps its bare name).
+pub(crate) fn is_static_factory(call: &Call) -> bool {
+    matches!(call.callee.as_slice(), [class, m]
+        if class.starts_with(|c: char| c.is_ascii_uppercase())
+            && m.strip_prefix("create")
+                .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_uppercase())))
+}
+
 /// The JDK's and logging's calls that look like a store's (`MDC.put`, `digest.update(bytes)`,
 /// `mac.update`) and a broker client's set-up (`connection.createChannel()`): no row is
 /// written.
