@@ -716,6 +716,9 @@ impl<'a> FnFacts<'a> {
             || call.option("upsert").is_some()
             || call.option("ConditionExpression").is_some()
             || call.option("update_conflicts").is_some();
+        if jvm_vocab::is_library_call(call) {
+            return Act::Other;
+        }
         let target = || self.target_of(call);
         const NOT_ORM: &[&str] = &[
             "stripe",
@@ -870,7 +873,14 @@ impl<'a> FnFacts<'a> {
             "on_conflict_do_nothing",
             "onconflictdonothing",
         ];
-        if safe_names.iter().any(|s| m == *s || m.starts_with(s)) || m.starts_with("upsert") {
+        // `addIfAbsent(row)`, `saveIfNotExists(row)`: a create that skips an existing row.
+        let if_absent = ["ifabsent", "ifnotexists", "ifmissing"]
+            .iter()
+            .any(|s| m.ends_with(s));
+        if safe_names.iter().any(|s| m == *s || m.starts_with(s))
+            || m.starts_with("upsert")
+            || if_absent
+        {
             // findOneAndUpdate with upsert is a safe create; without, it is an update.
             if m.starts_with("findoneandupdate") || m.starts_with("findbyidandupdate") {
                 return self.orm_update(call, target());
@@ -917,6 +927,9 @@ impl<'a> FnFacts<'a> {
                 ordered: false,
             };
         }
+        if jvm_vocab::is_static_factory(call) {
+            return Act::Other;
+        }
         let session_add = m == "add" && recv.iter().any(|r| has_any(r, &["session", "db"]));
         let add_ok = m != "add" || session_add;
         if add_ok
@@ -931,7 +944,8 @@ impl<'a> FnFacts<'a> {
                 || m == "insertmany"
                 || m == "createmany"
                 || m == "putitem"
-                || m == "put_item")
+                || m == "put_item"
+                || jvm_vocab::is_dao_new(call))
         {
             if m == "store" || m == "record" {
                 return Act::Other;

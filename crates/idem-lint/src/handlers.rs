@@ -17,11 +17,15 @@ const EVENT_REGISTRATION: &[&str] = &[
     // Payment providers' notification routes: SePay's `receiver`, PayPal's and VNPay's `ipn`.
     "receiver",
     "ipn",
+    // A route that takes in pushed events (`/ingest/{source}`).
+    "ingest",
     "notify",
     "notification",
     "events",
     "stripe",
     "github",
+    // Slack's event, command and interactivity deliveries (`post<Slack.Action>`).
+    "slack",
     "eachmessage",
     "eachbatch",
     "consume",

@@ -469,7 +469,10 @@ impl<'a> CallIndex<'a> {
                     // `self.log_records.create(…)`: a field's common method is its library's
                     // unless the field names a module of the tree; so is a typed field's
                     // (`orderRepository.save(…)` on a Spring Data interface) unless its type does.
-                    if via_field || root_type.is_some() {
+                    // So is a type's or object's (`EventTable.insert { … }`, Exposed's
+                    // extension on a table object) unless it names a module of the tree.
+                    let type_root = call.callee[0].starts_with(|c: char| c.is_ascii_uppercase());
+                    if via_field || root_type.is_some() || type_root {
                         return named_module;
                     }
                     return same_dir()

@@ -135,7 +135,36 @@ fn claim_failed(facts: &FnFacts<'_>, i: usize) -> bool {
     });
     // A claim that ignores conflicts (`ON CONFLICT DO NOTHING`, `skipDuplicates`, `SET NX`)
     // never fails on a duplicate: its catch sees only real failures.
-    last_write.is_some_and(|k| is_marker(&facts.acts[k]) && fails_on_duplicate(&facts.acts[k]))
+    // A handler that answered the duplicate before claiming (`if (repo.existsByEventId(id))
+    // return ok()`) sees in a catch that tells nothing apart the failures and the rare race,
+    // whose retry meets that answer.
+    last_write.is_some_and(|k| {
+        is_marker(&facts.acts[k])
+            && fails_on_duplicate(&facts.acts[k])
+            && !(0..k).any(|j| matches!(ops[j].kind, OpKind::Return(_)) && on_marker_read(facts, j))
+    })
+}
+
+/// Whether op `j` runs in the branch where a dedup look-up found the event (`if
+/// (repo.existsByEventId(id)) return …`), or where a condition says it is a duplicate.
+fn on_marker_read(facts: &FnFacts<'_>, j: usize) -> bool {
+    let ops = &facts.func.ops;
+    let reads: Vec<crate::ir::Pos> = (0..j)
+        .filter(|&m| is_marker_read(&facts.acts[m]))
+        .filter_map(|m| match &ops[m].kind {
+            OpKind::Call(c) => Some(c.pos),
+            _ => None,
+        })
+        .collect();
+    in_duplicate_branch(facts, j)
+        || ops[j].conds.iter().any(|&c| {
+            let cond = &facts.func.conds[c];
+            let mut found = false;
+            cond.test.walk(&mut |e| {
+                found |= matches!(e, Expr::Call(call) if reads.contains(&call.pos));
+            });
+            found && !cond.negated && !cond.is_catch
+        })
 }
 
 /// Whether the handler catches the errors of `helper`: an `Err` arm or `if let Err` over its

@@ -54,10 +54,12 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
         return Some(what);
     }
     match &facts.acts[i] {
-        Act::RedisRead { key } if marker_key(key) || set_after_read(facts, i, key) => {
+        Act::RedisRead { key }
+            if marker_key(key) || set_after_read(facts, i, key) || marker_helper(facts, i) =>
+        {
             Some(format!("Redis/cache key {key}"))
         }
-        Act::RedisWrite { key, nx: true } if marker_key(key) => {
+        Act::RedisWrite { key, nx: true } if marker_key(key) || marker_helper(facts, i) => {
             Some(format!("Redis/cache claim (SET NX) of {key}"))
         }
         Act::Other => {
@@ -70,29 +72,44 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
     }
 }
 
-/// A look-up in a field of the helper's own struct (`self.cache.get(key)`,
-/// `self.lookup.contains(key)`) inlined from a helper named for the question it answers
-/// (`dedup.is_duplicate(&key)`, `recently_seen.was_seen(id)`): a marker kept in process
-/// memory, however the struct names its map.
-fn memory_helper(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<String> {
+/// The helper op `i` is written in, when it is named for the dedup it does
+/// (`isProcessed(txId)`, `claimIdempotencyKey(id)`, `dedup.is_duplicate(&key)`,
+/// `recently_seen.was_seen(id)`).
+fn dedup_helper<'f>(facts: &'f FnFacts<'_>, i: usize) -> Option<&'f str> {
     let helper = facts.func.ops[i].origin.as_ref()?.helper.as_str();
-    let asks = has_any(
-        helper,
+    has_any(
+        &norm(helper),
         &[
+            "processed",
+            "idempot",
+            "dedup",
             "duplicate",
+            "handled",
+            "consumed",
             "seen",
             "witnessed",
-            "processed",
-            "handled",
-            "dedup",
         ],
-    );
+    )
+    .then_some(helper)
+}
+
+/// A look-up in a field of the helper's own struct (`self.cache.get(key)`,
+/// `self.lookup.contains(key)`) inlined from a helper named for the question it answers: a
+/// marker kept in process memory, however the struct names its map.
+fn memory_helper(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<String> {
+    let helper = dedup_helper(facts, i)?;
     let looks_up = matches!(
         call.method().as_str(),
         "get" | "contains" | "contains_key" | "has" | "includes"
     );
-    (asks && looks_up && call.callee.first().is_some_and(|r| r == "self"))
+    (looks_up && call.callee.first().is_some_and(|r| r == "self"))
         .then(|| format!("in-memory map behind {helper}()"))
+}
+
+/// Whether op `i` is written in a helper named for its dedup: its key is then a marker
+/// whatever prefix builds it.
+fn marker_helper(facts: &FnFacts<'_>, i: usize) -> bool {
+    dedup_helper(facts, i).is_some()
 }
 
 /// A key read and then written by the handler (`get(req.path)` … `set(req.path, …)`): the

@@ -9,7 +9,7 @@ use crate::handlers::is_event;
 use crate::ir::{Expr, OpKind};
 use crate::rule::RuleId;
 use crate::sql::SqlStmt;
-use crate::words::{is_log_table, is_marker_table, is_outbox_table};
+use crate::words::{is_log_table, is_marker_table, is_outbox_table, norm};
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_event(facts.func) {
@@ -29,6 +29,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 safe: false,
             } => (target.as_str(), columns.as_deref()),
             _ => continue,
+        };
+        // Exposed's statement builder names the columns; one filled with a minted id is no
+        // key a redelivery would hit.
+        let statement = statement_columns(facts, i);
+        let given: Vec<String> = statement
+            .iter()
+            .filter(|(_, v)| !minted(facts, v))
+            .map(|(c, _)| c.to_string())
+            .collect();
+        let columns = if statement.is_empty() {
+            columns
+        } else {
+            Some(given.as_slice())
         };
         if table.is_empty()
             || is_marker_table(table)
@@ -51,7 +64,8 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             // `order = Order.new(id: event["id"]); order.save!`: the row built from the event.
             || call.callee.len() == 2
                 && call.method() == "save"
-                && facts.tainted.contains(&call.callee[0]);
+                && facts.tainted.contains(&call.callee[0])
+            || statement.iter().any(|(_, v)| facts.mentions_tainted(v));
         if !from_event {
             continue;
         }
@@ -80,4 +94,46 @@ fn read_before(facts: &FnFacts<'_>, i: usize, table: &str) -> bool {
             && a.target()
                 .is_some_and(|t| crate::analysis::same_target(t, table))
     })
+}
+
+/// The columns and values a statement builder lambda gives the insert of op `i`: Exposed's
+/// `Events.insert { it[eventId] = event.id }` is lowered as the lambda's parameter bound to
+/// the table, its `it[column] = value` assignments, then the call.
+fn statement_columns<'f>(facts: &'f FnFacts<'_>, i: usize) -> Vec<(&'f str, &'f Expr)> {
+    let ops = &facts.func.ops;
+    let table = match &ops[i].kind {
+        OpKind::Call(c) => &c.callee[..c.callee.len().saturating_sub(1)],
+        _ => &[],
+    };
+    let mut columns = Vec::new();
+    for op in ops[..i].iter().rev() {
+        match &op.kind {
+            OpKind::Assign {
+                value: Expr::Path(p),
+                ..
+            } if !table.is_empty() && p.as_slice() == table => return columns,
+            OpKind::Assign { targets, value, .. } => {
+                let Some(column) = targets.iter().find_map(|t| {
+                    let inner = t.split_once('[')?.1;
+                    inner.strip_suffix(']')
+                }) else {
+                    break;
+                };
+                columns.push((column, value));
+            }
+            OpKind::Call(_) => {}
+            _ => break,
+        }
+    }
+    Vec::new()
+}
+
+/// Whether a value is minted per call (`UUID.randomUUID()`, directly or through a local):
+/// a unique key it fills never meets a redelivery's row.
+fn minted(facts: &FnFacts<'_>, value: &Expr) -> bool {
+    let value = match value {
+        Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).unwrap_or(value),
+        other => other,
+    };
+    matches!(value, Expr::Call(c) if crate::lang::jvm_vocab::is_random(&norm(&c.name())))
 }

@@ -411,12 +411,9 @@ impl Lower<'_> {
                 }
                 match role(call) {
                     LambdaRole::Registered => {
-                        let mut reg = call.name();
-                        for s in call.args.iter().filter_map(Expr::string_text) {
-                            reg.push(' ');
-                            reg.push_str(&s);
-                        }
+                        let reg = crate::lang::jvm::lambda::registration(call);
                         self.lambda_function(a, reg, Some(call.pos));
+                        crate::lang::jvm::lambda::mark_route_registration(call);
                     }
                     LambdaRole::Detached if awaited => {
                         self.inline_lambda(call, a, LambdaRole::Inline)

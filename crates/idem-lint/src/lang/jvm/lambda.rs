@@ -99,12 +99,43 @@ pub(crate) fn role(call: &Call) -> LambdaRole {
         return LambdaRole::Registered;
     }
     if REGISTERING.contains(&m.as_str()) && call.callee.len() > 1
+        || route_verb(call)
         || m.starts_with("on") && m.len() > 2 && !m.starts_with("onerror")
         || m.ends_with("listener")
     {
         return LambdaRole::Registered;
     }
     LambdaRole::Inline
+}
+
+/// A bare HTTP verb given a handler: Ktor's routing DSL (`post("/hook") { … }`,
+/// `post<Hook> { … }` inside `routing { }` or a `Route` extension) and Spark Java's
+/// `post("/hook", (req, res) -> …)`.
+fn route_verb(call: &Call) -> bool {
+    matches!(call.callee.as_slice(), [m] if matches!(m.as_str(), "post" | "put" | "patch" | "delete"))
+}
+
+/// The registration a registered lambda keeps: the call and its string arguments
+/// (`kafkaConsumer.subscribe orders`); a bare verb's is written as a route's
+/// (`route.post /hook`).
+pub(crate) fn registration(call: &Call) -> String {
+    let mut reg = call.name();
+    if route_verb(call) {
+        reg.insert_str(0, "route.");
+    }
+    for s in call.args.iter().filter_map(Expr::string_text) {
+        reg.push(' ');
+        reg.push_str(&s);
+    }
+    reg
+}
+
+/// Keeps a call that registers a route's handler (`post("/hook") { … }`) as the routing
+/// DSL's (`routing.post`): it sends nothing, unlike an HTTP client's bare `post(url)`.
+pub(crate) fn mark_route_registration(call: &mut Call) {
+    if route_verb(call) {
+        call.callee.insert(0, "routing".to_string());
+    }
 }
 
 /// What a call is made on: the call its chain continues (`repo.findById(id)` for

@@ -50,6 +50,8 @@ pub(crate) fn is_publish(method: &str, recv: &str) -> bool {
     matches!(
         method,
         "convertandsend" | "convertsendandreceive" | "senddefault" | "sendandreceive"
+            // The RabbitMQ Java client's `channel.basicPublish(exchange, key, props, body)`.
+            | "basicpublish"
     ) && !recv.is_empty()
         || method == "send"
             && [
@@ -290,6 +292,9 @@ pub(crate) fn response_status(call: &Call) -> Option<u16> {
     if call.is_new && call.callee.last().is_some_and(|n| n == "ResponseEntity") {
         return call.args.iter().find_map(Expr::status_code);
     }
+    if let Some(code) = ktor_status(call) {
+        return Some(code);
+    }
     let root = call.callee.first()?;
     if !matches!(
         root.as_str(),
@@ -309,6 +314,54 @@ pub(crate) fn response_status(call: &Call) -> Option<u16> {
         "internalServerError" => 500,
         _ => return None,
     })
+}
+
+/// Ktor's answer: `call.respond(HttpStatusCode.Conflict, body)`, `call.respondText(text,
+/// status = HttpStatusCode.OK)`; without a status it is 200.
+fn ktor_status(call: &Call) -> Option<u16> {
+    let [root, method] = call.callee.as_slice() else {
+        return None;
+    };
+    if root != "call" || !method.starts_with("respond") || method == "respondRedirect" {
+        return None;
+    }
+    let named = call.option("status").and_then(Expr::status_code);
+    let first = call.args.first().and_then(|a| match a {
+        Expr::Path(p) if p.first().is_some_and(|r| r == "HttpStatusCode") => a.status_code(),
+        _ => None,
+    });
+    Some(named.or(first).unwrap_or(200))
+}
+
+/// Exposed's DAO create, `Ref.new { name = … }`: a row of the entity class's table.
+pub(crate) fn is_dao_new(call: &Call) -> bool {
+    matches!(call.callee.as_slice(), [entity, m] if m == "new"
+        && entity.starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// A domain class's static factory, `InFlightTransaction.createWithPayment(…)`,
+/// `Order.createFrom(event)`: a camel-case `create…` on a class builds an object and writes
+/// nothing (an active record's own `Model.create(…)` keeps its bare name).
+pub(crate) fn is_static_factory(call: &Call) -> bool {
+    matches!(call.callee.as_slice(), [class, m]
+        if class.starts_with(|c: char| c.is_ascii_uppercase())
+            && m.strip_prefix("create")
+                .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_uppercase())))
+}
+
+/// The JDK's and logging's calls that look like a store's (`MDC.put`, `digest.update(bytes)`,
+/// `mac.update`) and a broker client's set-up (`connection.createChannel()`): no row is
+/// written.
+pub(crate) fn is_library_call(call: &Call) -> bool {
+    let root = call.callee.first().map(|r| norm(r)).unwrap_or_default();
+    let m = call.method();
+    matches!(
+        root.as_str(),
+        "mdc" | "threadcontext" | "messagedigest" | "digest" | "md" | "mac" | "signature"
+    ) || matches!(
+        m.as_str(),
+        "createchannel" | "createconnection" | "createconsumer" | "createproducer"
+    )
 }
 
 /// Receivers of the JVM's data access besides repositories: MyBatis mappers, Spring's

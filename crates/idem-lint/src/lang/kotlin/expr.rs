@@ -60,6 +60,7 @@ impl Lower<'_> {
                 .child_by_field_name("left")
                 .map_or_else(empty, |v| self.expr(v)),
             "unary_expression" => self.unary(n),
+            "binary_expression" if self.typed_route(n) => empty(),
             "binary_expression" | "in_expression" | "is_expression" => {
                 let op = n
                     .child_by_field_name("operator")
@@ -145,9 +146,11 @@ impl Lower<'_> {
                 empty()
             }
             "return_expression" => {
+                // `return@withContext value`: the label is an identifier, not the value.
+                let label = n.child_by_field_name("label").map(|l| l.id());
                 let value = kids(n)
                     .into_iter()
-                    .find(|c| c.kind() != "label")
+                    .find(|c| c.kind() != "label" && Some(c.id()) != label)
                     .map(|c| self.expr(c));
                 let pos = self.b.pos(n);
                 self.b.emit(OpKind::Return(value), pos);
@@ -306,7 +309,7 @@ impl Lower<'_> {
     /// A call: `f(a)`, `recv.m(a) { … }`, `Order(id = x)` (a constructor: its named
     /// arguments are the row's columns).
     pub(super) fn call_expr(&mut self, n: Node<'_>) -> Expr {
-        let parts = kids(n);
+        let parts = trailing_lambda_call(n);
         let Some(func) = parts.first().copied() else {
             return empty();
         };
@@ -368,8 +371,13 @@ impl Lower<'_> {
             },
         };
         // Kotlin has no `new`: a call of a capitalised name is a constructor (`Order(…)`).
-        let is_new =
-            matches!(callee.as_slice(), [c] if c.starts_with(|ch: char| ch.is_ascii_uppercase()));
+        // A nested class's (`Command.SaveTasks(…)`) too: Kotlin's methods are lower-case.
+        let is_new = callee
+            .last()
+            .is_some_and(|c| c.starts_with(|ch: char| ch.is_ascii_uppercase()))
+            && callee
+                .iter()
+                .all(|c| c.starts_with(|ch: char| ch.is_ascii_uppercase()));
         let mut call = Call {
             callee,
             receiver,
@@ -382,6 +390,7 @@ impl Lower<'_> {
         let safe = func.kind() == "navigation_expression"
             && self.b.text(func).contains("?.")
             && matches!(call.method().as_str(), "let" | "also" | "run" | "apply");
+        let mut lambdas = 0;
         for p in parts.iter().skip(1) {
             match p.kind() {
                 "value_arguments" => {
@@ -394,6 +403,7 @@ impl Lower<'_> {
                                 presence_branch(&call, call.args.len()).or(safe.then_some(false));
                             self.lambda_arg(&call, l, branch);
                             call.args.push(empty());
+                            lambdas += 1;
                             continue;
                         }
                         match self.value_argument(arg) {
@@ -408,10 +418,14 @@ impl Lower<'_> {
                             presence_branch(&call, call.args.len()).or(safe.then_some(false));
                         self.lambda_arg(&call, l, branch);
                         call.args.push(empty());
+                        lambdas += 1;
                     }
                 }
                 _ => {}
             }
+        }
+        if lambdas > 0 {
+            crate::lang::jvm::lambda::mark_route_registration(&mut call);
         }
         crate::lang::jvm::bean::name_builder_value(&mut call);
         self.b.emit(OpKind::Call(call.clone()), pos);
@@ -432,11 +446,7 @@ impl Lower<'_> {
     pub(super) fn lambda_arg_in_place(&mut self, call: &Call, l: Node<'_>) {
         let r = role(call);
         if r == LambdaRole::Registered {
-            let mut reg = call.name();
-            for s in call.args.iter().filter_map(Expr::string_text) {
-                reg.push(' ');
-                reg.push_str(&s);
-            }
+            let reg = crate::lang::jvm::lambda::registration(call);
             self.lambda_function(l, reg, Some(call.pos));
             return;
         }
@@ -467,6 +477,28 @@ impl Lower<'_> {
             _ => self.lambda_body(l),
         }
     }
+}
+
+/// A call's parts: the callee, then its arguments and trailing lambda. The grammar nests
+/// `launch(Dispatchers.IO) { … }` and `post("/hook") { … }` as a call of the call
+/// `launch(…)` given the lambda; that is one call taking both.
+fn trailing_lambda_call(n: Node<'_>) -> Vec<Node<'_>> {
+    let parts = kids(n);
+    if let [inner, lambda] = parts.as_slice()
+        && inner.kind() == "call_expression"
+        && lambda.kind() == "annotated_lambda"
+    {
+        let mut inner_parts = kids(*inner);
+        if inner_parts.len() >= 2
+            && inner_parts
+                .last()
+                .is_some_and(|k| k.kind() == "value_arguments")
+        {
+            inner_parts.push(*lambda);
+            return inner_parts;
+        }
+    }
+    parts
 }
 
 fn push_text(parts: &mut Vec<Expr>, text: &str) {

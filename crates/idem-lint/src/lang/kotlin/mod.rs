@@ -3,10 +3,12 @@
 //! included) by what their call does with them, JPA keys on constructor properties,
 //! self-invocations of `@Transactional` methods. Kotlin is expression-oriented: `if`, `when`
 //! and `try` are lowered as statements wherever they appear, their value kept opaque.
-//! Statements are lowered here, declarations in [`class`], expressions and calls in [`expr`].
+//! Statements are lowered here, declarations in [`class`], expressions and calls in [`expr`],
+//! Ktor's typed routes in [`ktor`].
 
 mod class;
 mod expr;
+mod ktor;
 
 use std::path::Path;
 
