@@ -32,10 +32,12 @@ pub enum LintError {
         reason: String,
     },
     /// A rule id that is not one of [`RuleId::ALL`](crate::RuleId::ALL).
-    #[error("unknown rule {given:?}: expected one of {}", crate::RuleId::id_list())]
+    #[error("unknown rule {given:?}: expected one of {expected}")]
     UnknownRule {
         /// The id given.
         given: String,
+        /// Every rule's id, comma-separated ([`RuleId::id_list`](crate::RuleId::id_list)).
+        expected: String,
     },
     /// A path glob (`--exclude`, `paths` in the config) that does not parse.
     #[error("bad glob {glob:?}: {reason}")]

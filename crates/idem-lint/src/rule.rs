@@ -189,6 +189,7 @@ impl FromStr for RuleId {
             .find(|r| r.as_str().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| LintError::UnknownRule {
                 given: s.to_string(),
+                expected: RuleId::id_list(),
             })
     }
 }
