@@ -61,7 +61,9 @@ pub(super) struct Claimed {
 
 /// Starts `claimed`'s attempt once a permit is free. One that waited so long for it that the
 /// attempt could outlast its claim is not sent: another holder may take it once the claim
-/// lapses (a due query of this process or another's).
+/// lapses (a due query of this process or another's). The attempts that ended are reaped from
+/// `tasks` first: a task's memory stays in the set until it is, and under a steady hand-off
+/// the dispatcher can start thousands before its loop next comes round to reap them.
 pub(super) fn start<DB: GatewayDb>(
     gateway: &Gateway<DB>,
     transport: &Transport,
@@ -74,6 +76,7 @@ pub(super) fn start<DB: GatewayDb>(
     let transport = transport.clone();
     let outcomes = outcomes.clone();
     let permits = Arc::clone(&bounds.permits);
+    while tasks.try_join_next().is_some() {}
     tasks.spawn(async move {
         let Ok(permit) = permits.acquire_owned().await else {
             return;
