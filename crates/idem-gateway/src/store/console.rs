@@ -239,7 +239,11 @@ macro_rules! console_ops {
                 query
                     .push(" ORDER BY e.received_at DESC, e.id DESC LIMIT ")
                     .push_bind(limit);
-                query.build_query_as().fetch_all(&mut *conn).await
+                query
+                    .build_query_as()
+                    .persistent(<$db as crate::store::ops::Ops>::KEEP_BATCH_STATEMENTS)
+                    .fetch_all(&mut *conn)
+                    .await
             }
 
             async fn event_content(

@@ -65,7 +65,11 @@ macro_rules! count_ops {
                             .push_bind(**n);
                     });
                     query.push(ADD_COUNTS_END);
-                    query.build().execute(&mut *conn).await?;
+                    query
+                        .build()
+                        .persistent(<$db as crate::store::ops::Ops>::KEEP_BATCH_STATEMENTS)
+                        .execute(&mut *conn)
+                        .await?;
                 }
                 Ok(())
             }

@@ -75,6 +75,13 @@ pub(crate) mod ops {
         /// flushes the WAL of concurrent commits together, so several batches share one sync;
         /// SQLite has one writer, and its next batch is gathered while the previous one syncs.
         const CONCURRENT_COMMITS: usize;
+        /// Whether statements built for a batch (a row or an id per element, so their text
+        /// changes with its length) stay prepared in sqlx's per-connection cache. SQLite: no,
+        /// each is prepared for its one execution, because the cache (100 a connection) filled
+        /// with large programs rarely run again and held much of the gateway's memory
+        /// (docs/gateway.md, "Where the peak is: the allocations"); PostgreSQL and MySQL: yes,
+        /// the server holds the plans and a statement prepared per execution cost its CPU.
+        const KEEP_BATCH_STATEMENTS: bool;
         fn migrate_gateway(
             pool: &Pool<Self>,
         ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
@@ -267,9 +274,10 @@ pub(crate) mod ops {
 }
 
 macro_rules! gateway_ops {
-    ($db:ty, $migrations:literal, $commits:literal, $locks:literal, $relax:expr, $file:expr) => {
+    ($db:ty, $migrations:literal, $commits:literal, $keep:literal, $locks:literal, $relax:expr, $file:expr) => {
         impl ops::Ops for $db {
             const CONCURRENT_COMMITS: usize = $commits;
+            const KEEP_BATCH_STATEMENTS: bool = $keep;
 
             async fn database_file(pool: &Pool<Self>) -> Result<Option<String>, sqlx::Error> {
                 let Some(query) = $file else { return Ok(None) };
@@ -308,8 +316,11 @@ macro_rules! gateway_ops {
                             .push_bind(row.filtered_routes);
                     });
                     query.push(sql::INSERT_EVENTS_END);
-                    let inserted: Vec<(i64, String)> =
-                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    let inserted: Vec<(i64, String)> = query
+                        .build_query_as()
+                        .persistent(Self::KEEP_BATCH_STATEMENTS)
+                        .fetch_all(&mut *conn)
+                        .await?;
                     ids.extend(inserted.into_iter().map(|(id, key)| (key, id)));
                 }
                 Ok(rows
@@ -348,8 +359,11 @@ macro_rules! gateway_ops {
                             .push_bind(token);
                     });
                     query.push(sql::INSERT_DELIVERIES_END);
-                    let inserted: Vec<(i64, i64, String)> =
-                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    let inserted: Vec<(i64, i64, String)> = query
+                        .build_query_as()
+                        .persistent(Self::KEEP_BATCH_STATEMENTS)
+                        .fetch_all(&mut *conn)
+                        .await?;
                     ids.extend(
                         inserted
                             .into_iter()
@@ -384,8 +398,11 @@ macro_rules! gateway_ops {
                             .push_bind(*entity);
                     });
                     query.push(sql::OPEN_ENTITIES_END);
-                    let found: Vec<(String, String, String)> =
-                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    let found: Vec<(String, String, String)> = query
+                        .build_query_as()
+                        .persistent(Self::KEEP_BATCH_STATEMENTS)
+                        .fetch_all(&mut *conn)
+                        .await?;
                     open.extend(found);
                 }
                 Ok(open)
@@ -421,7 +438,11 @@ macro_rules! gateway_ops {
                     .push(sql::DUE_SUCCESSORS_DUE)
                     .push_bind(now)
                     .push(sql::DUE_SUCCESSORS_END);
-                query.build_query_as().fetch_all(&mut *conn).await
+                query
+                    .build_query_as()
+                    .persistent(Self::KEEP_BATCH_STATEMENTS)
+                    .fetch_all(&mut *conn)
+                    .await
             }
 
             async fn next_due(
@@ -460,7 +481,11 @@ macro_rules! gateway_ops {
                     list.push_bind(*id);
                 }
                 query.push(") ORDER BY id FOR UPDATE");
-                query.build().execute(&mut *conn).await?;
+                query
+                    .build()
+                    .persistent(Self::KEEP_BATCH_STATEMENTS)
+                    .execute(&mut *conn)
+                    .await?;
                 Ok(())
             }
 
@@ -487,8 +512,11 @@ macro_rules! gateway_ops {
                     list.push_bind(*id);
                 }
                 query.push(") RETURNING id, attempts");
-                let mut claimed: Vec<(i64, i64)> =
-                    query.build_query_as().fetch_all(&mut *conn).await?;
+                let mut claimed: Vec<(i64, i64)> = query
+                    .build_query_as()
+                    .persistent(Self::KEEP_BATCH_STATEMENTS)
+                    .fetch_all(&mut *conn)
+                    .await?;
                 claimed.sort_unstable();
                 Ok(claimed)
             }
@@ -513,8 +541,11 @@ macro_rules! gateway_ops {
                         .push_bind(row.token);
                 });
                 query.push(sql::FINISH_ATTEMPTS_WHERE);
-                let mut written: Vec<i64> =
-                    query.build_query_scalar().fetch_all(&mut *conn).await?;
+                let mut written: Vec<i64> = query
+                    .build_query_scalar()
+                    .persistent(Self::KEEP_BATCH_STATEMENTS)
+                    .fetch_all(&mut *conn)
+                    .await?;
                 if written.is_empty() {
                     return Ok(written);
                 }
@@ -533,7 +564,11 @@ macro_rules! gateway_ops {
                         .push_bind(row.outcome)
                         .push_bind(row.excerpt.as_str());
                 });
-                insert.build().execute(&mut *conn).await?;
+                insert
+                    .build()
+                    .persistent(Self::KEEP_BATCH_STATEMENTS)
+                    .execute(&mut *conn)
+                    .await?;
                 Ok(written)
             }
 
@@ -679,7 +714,11 @@ macro_rules! gateway_ops {
                     query.push(")");
                 }
                 query.push(sql::REDRIVE_ORDER);
-                query.build_query_as().fetch_all(&mut *conn).await
+                query
+                    .build_query_as()
+                    .persistent(Self::KEEP_BATCH_STATEMENTS)
+                    .fetch_all(&mut *conn)
+                    .await
             }
 
             async fn resend_candidates(
@@ -762,7 +801,11 @@ macro_rules! gateway_ops {
                     } else {
                         ")"
                     });
-                    query.build().execute(&mut *conn).await?;
+                    query
+                        .build()
+                        .persistent(Self::KEEP_BATCH_STATEMENTS)
+                        .execute(&mut *conn)
+                        .await?;
                 }
                 Ok(ids.len() as u64)
             }
@@ -801,6 +844,7 @@ gateway_ops!(
     "migrations/sqlite",
     1,
     false,
+    false,
     None,
     Some("SELECT file FROM pragma_database_list WHERE name = 'main'")
 );
@@ -808,6 +852,7 @@ gateway_ops!(
     sqlx::Postgres,
     "migrations/postgres",
     4,
+    true,
     true,
     Some("SET LOCAL synchronous_commit = off"),
     None::<&'static str>

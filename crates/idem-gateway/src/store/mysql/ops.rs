@@ -18,6 +18,7 @@ impl Ops for MySql {
     /// InnoDB flushes the redo log of concurrent commits together (group commit), as
     /// PostgreSQL does its WAL.
     const CONCURRENT_COMMITS: usize = 4;
+    const KEEP_BATCH_STATEMENTS: bool = true;
 
     async fn migrate_gateway(pool: &Pool<Self>) -> Result<(), sqlx::migrate::MigrateError> {
         super::migrate::migrate(pool).await
