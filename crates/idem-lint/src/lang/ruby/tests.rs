@@ -43,6 +43,22 @@ fn a_file_missing_only_its_last_end_is_linted() {
     assert_eq!(findings[0].line, 4);
 }
 
+/// A top-level class that lacks its `end` leaves its methods outside any class in
+/// tree-sitter's reading: the job would vanish without a word, so the file is skipped with
+/// its syntax error instead.
+#[test]
+fn a_class_missing_its_end_is_skipped_not_lost() {
+    let unclosed = INCREMENT.strip_suffix("end\n").expect("ends with end");
+    let skipped = Linter::new()
+        .lint_source(Path::new("app/jobs/credit_job.rb"), unclosed)
+        .expect_err("skipped with its syntax error");
+    assert!(
+        skipped.reason.contains("does not parse"),
+        "{}",
+        skipped.reason
+    );
+}
+
 /// Deeper than the lowering goes (it stops at a fixed depth): the file is linted as far as
 /// it is lowered, or skipped, on the scan's threads, and the rest of the tree is linted.
 #[test]
