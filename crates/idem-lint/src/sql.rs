@@ -110,8 +110,7 @@ fn normalise_placeholders(sql: &str) -> String {
 
 /// Whether the text starts like a statement (so ordinary strings are not parsed).
 fn looks_like_sql(text: &str) -> bool {
-    let head: String = text
-        .trim_start()
+    let head: String = past_leading_comments(text)
         .chars()
         .take(12)
         .collect::<String>()
@@ -122,6 +121,27 @@ fn looks_like_sql(text: &str) -> bool {
     ]
     .iter()
     .any(|k| head.starts_with(k))
+}
+
+/// `text` from its first token: whitespace, `-- …` lines and `/* … */` blocks skipped (a
+/// migration's header comment must not hide its first statement).
+fn past_leading_comments(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    loop {
+        if let Some(line) = rest.strip_prefix("--") {
+            rest = line
+                .split_once('\n')
+                .map_or("", |(_, after)| after)
+                .trim_start();
+        } else if let Some(block) = rest.strip_prefix("/*") {
+            rest = block
+                .split_once("*/")
+                .map_or("", |(_, after)| after)
+                .trim_start();
+        } else {
+            return rest;
+        }
+    }
 }
 
 /// Parses one or more statements with the dialects idem's users write (PostgreSQL, MySQL,
@@ -514,6 +534,25 @@ fn constraint_columns(c: &TableConstraint) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A migration's header comment (Flyway's and sqlx's often start with one) must not hide
+    /// the statement after it.
+    #[test]
+    fn a_leading_comment_does_not_hide_the_first_statement() {
+        let table = "CREATE TABLE shipments (order_id text UNIQUE, carrier text);";
+        for text in [
+            table.to_string(),
+            format!("-- init\n{table}"),
+            format!("/* init */\n{table}"),
+            format!("-- one\n  /* two\n three */ -- four\n{table}"),
+        ] {
+            let keys = unique_keys(&text);
+            assert_eq!(keys.len(), 1, "{text}");
+            assert_eq!(keys[0].table, "shipments");
+            assert_eq!(keys[0].columns, vec!["order_id".to_string()]);
+        }
+        assert!(unique_keys("-- only a comment").is_empty());
+    }
 
     #[test]
     fn relative_and_ordered_updates() {
