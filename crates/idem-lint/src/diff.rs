@@ -69,7 +69,7 @@ fn merge_base(dir: &Path, base: &str) -> Result<String, LintError> {
             base: base.to_string(),
             dir,
             reason: format!(
-                "{base} and HEAD have no merge base in this clone; a shallow clone must fetch the history down to it (actions/checkout: fetch-depth: 0)"
+                "{base} and HEAD have no merge base in this clone: a shallow clone must fetch the history down to it (actions/checkout: fetch-depth: 0), or the two histories are unrelated"
             ),
         }),
         Err(other) => Err(other),
@@ -101,14 +101,21 @@ impl ChangedLines {
             ],
         )?;
         let mut changed = ChangedLines::parse(&top, &diff);
+        // NUL-separated: names as they are, whatever characters they hold.
         let untracked = git(
             dir,
             base,
-            &["ls-files", "--others", "--exclude-standard", "--full-name"],
+            &[
+                "ls-files",
+                "-z",
+                "--others",
+                "--exclude-standard",
+                "--full-name",
+            ],
         )?;
         changed.whole.extend(
             untracked
-                .lines()
+                .split('\0')
                 .filter(|l| !l.is_empty())
                 .map(|l| top.join(l)),
         );
@@ -128,7 +135,7 @@ impl ChangedLines {
         let mut current: Option<PathBuf> = None;
         for line in diff.lines() {
             if let Some(path) = line.strip_prefix("+++ ") {
-                current = path.strip_prefix("b/").map(|p| top.join(p));
+                current = new_path(path).map(|p| top.join(p));
             } else if let (Some(hunk), Some(file)) = (line.strip_prefix("@@ "), &current) {
                 let Some(new) = hunk.split_whitespace().find(|w| w.starts_with('+')) else {
                     continue;
@@ -161,6 +168,40 @@ impl ChangedLines {
     }
 }
 
+/// The path of a `+++ b/NAME` line: git ends a name holding a space with a tab, and writes
+/// one holding `"`, `\\`, a tab or a newline C-quoted (`"b/q\\"uote.ts"`).
+fn new_path(text: &str) -> Option<String> {
+    let text = text.strip_suffix('\t').unwrap_or(text);
+    let name = match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(quoted) => unquote(quoted)?,
+        None => text.to_string(),
+    };
+    name.strip_prefix("b/").map(str::to_string)
+}
+
+/// Undoes git's C-style quoting of a path (`\\`, `\"`, `\t`, `\n`, octal bytes).
+fn unquote(quoted: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(quoted.len());
+    let mut chars = quoted.bytes();
+    while let Some(b) = chars.next() {
+        if b != b'\\' {
+            bytes.push(b);
+            continue;
+        }
+        match chars.next()? {
+            b't' => bytes.push(b'\t'),
+            b'n' => bytes.push(b'\n'),
+            d @ b'0'..=b'7' => {
+                let (d2, d3) = (chars.next()?, chars.next()?);
+                let digit = |c: u8| c.checked_sub(b'0').filter(|v| *v < 8);
+                bytes.push((digit(d)? << 6) | (digit(d2)? << 3) | digit(d3)?);
+            }
+            other => bytes.push(other),
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
 /// The canonical form of a path, or the path itself when it cannot be resolved.
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
@@ -176,5 +217,24 @@ mod tests {
         let c = ChangedLines::parse(Path::new("/r"), diff);
         let ranges = &c.files[Path::new("/r/x.ts")];
         assert_eq!(ranges, &[(4, 5), (12, 12)]);
+    }
+
+    #[test]
+    fn names_git_quotes_or_ends_with_a_tab_are_read() {
+        assert_eq!(new_path("b/a b.ts\t").as_deref(), Some("a b.ts"));
+        assert_eq!(
+            new_path("\"b/q\\\"uote.ts\"").as_deref(),
+            Some("q\"uote.ts")
+        );
+        assert_eq!(
+            new_path("\"b/tab\\tname.ts\"").as_deref(),
+            Some("tab\tname.ts")
+        );
+        assert_eq!(
+            new_path("\"b/back\\\\slash.ts\"").as_deref(),
+            Some("back\\slash.ts")
+        );
+        assert_eq!(new_path("\"b/\\303\\251.ts\"").as_deref(), Some("é.ts"));
+        assert_eq!(new_path("/dev/null"), None);
     }
 }
