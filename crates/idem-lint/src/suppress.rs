@@ -31,7 +31,7 @@ impl Allow {
     }
 }
 
-const MARK: &str = "idem-lint: allow";
+const MARK: &str = "idem-lint:";
 
 /// The `idem-lint: allow` comments of a parsed file.
 pub(crate) fn allows(root: Node<'_>, src: &str) -> Vec<Allow> {
@@ -53,8 +53,8 @@ pub(crate) fn allows(root: Node<'_>, src: &str) -> Vec<Allow> {
 /// The allow a comment node carries, if it carries one.
 fn allow_in(n: Node<'_>, src: &str) -> Option<Allow> {
     let text = src.get(n.byte_range())?;
-    let at = text.find(MARK)?;
-    let (rules, unknown, has_reason) = read_ids(&text[at + MARK.len()..]);
+    let (at, rest) = find_mark(text)?;
+    let (rules, unknown, has_reason) = read_ids(rest);
     let start = n.start_position();
     let line = (start.row + text[..at].matches('\n').count()) as u32 + 1;
     // Columns count characters, as every other finding's do; the mark's own column when the
@@ -76,25 +76,56 @@ fn allow_in(n: Node<'_>, src: &str) -> Option<Allow> {
     })
 }
 
-/// Reads the rule ids after the mark (separated by spaces or commas) and whether words follow
-/// them. A word shaped like a rule id (`UPPER_SNAKE`) that names none is kept as unknown.
+/// Where the mark starts in a comment's text, and the text after it. `idem-lint:allow` and
+/// `allow(ID)` are read as `idem-lint: allow ID`.
+fn find_mark(text: &str) -> Option<(usize, &str)> {
+    let at = text.find(MARK)?;
+    let rest = text[at + MARK.len()..].trim_start().strip_prefix("allow")?;
+    let separated = rest.is_empty()
+        || rest.starts_with(|c: char| c.is_whitespace() || c.is_ascii_punctuation());
+    separated.then_some((at, rest))
+}
+
+/// Reads the rule ids after the mark (separated by spaces, commas or semicolons; any case; a
+/// trailing `:` or `.`, parentheses around them) and whether words follow them. A word shaped
+/// like a rule id (`UPPER_SNAKE`) that names none is kept as unknown when it can only be meant
+/// as one: the first word, one joined to others by commas, or one with a rule's prefix
+/// (`REL_`, `DAT_`…); otherwise it starts the reason (`FIFO_QUEUE dedups by message id`).
 fn read_ids(rest: &str) -> (Vec<RuleId>, Vec<String>, bool) {
-    let rest = rest.trim_end().trim_end_matches("*/").trim();
+    let rest = rest
+        .trim_end()
+        .trim_end_matches("*/")
+        .replace(['(', ')'], " ");
     let mut rules = Vec::new();
     let mut unknown = Vec::new();
     let mut words = rest.split_whitespace().peekable();
+    let mut first = true;
     while let Some(word) = words.peek() {
-        let parts: Vec<&str> = word.split(',').filter(|p| !p.is_empty()).collect();
-        if parts.is_empty() || !parts.iter().all(|p| shaped_like_id(p)) {
+        let parts: Vec<&str> = word
+            .trim_end_matches([':', '.'])
+            .split([',', ';'])
+            .filter(|p| !p.is_empty())
+            .collect();
+        let joined = parts.len() > 1;
+        let read: Option<Vec<Result<RuleId, &str>>> = parts
+            .iter()
+            .map(|p| match p.parse::<RuleId>() {
+                Ok(r) => Some(Ok(r)),
+                Err(_) if shaped_like_id(p) && (first || joined || rule_prefix(p)) => Some(Err(*p)),
+                Err(_) => None,
+            })
+            .collect();
+        let Some(read) = read.filter(|r| !r.is_empty()) else {
             break;
-        }
-        for p in parts {
-            match p.parse::<RuleId>() {
+        };
+        for id in read {
+            match id {
                 Ok(r) => rules.push(r),
-                Err(_) => unknown.push(p.to_string()),
+                Err(p) => unknown.push(p.to_string()),
             }
         }
         words.next();
+        first = false;
     }
     (rules, unknown, words.next().is_some())
 }
@@ -106,6 +137,14 @@ fn shaped_like_id(word: &str) -> bool {
         && word
             .chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Whether a word starts with a rule's category (`REL_`, `DAT_`, `ARC_`…).
+fn rule_prefix(word: &str) -> bool {
+    let category = |w: &str| w.split('_').next().map(str::to_string);
+    RuleId::ALL
+        .iter()
+        .any(|r| category(r.as_str()) == category(word))
 }
 
 /// Drops the hits an allow with a reason covers (its line or the line after the comment) and

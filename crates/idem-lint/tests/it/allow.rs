@@ -50,6 +50,41 @@ fn an_unknown_rule_id_is_reported_and_suppresses_nothing() {
     assert!(message.contains("REL_TTL_MARKER"), "{message}");
 }
 
+/// Ways people write an allow that mean it: any case, a colon or full stop after the id,
+/// parentheses, no space after `idem-lint:`, semicolons; and a reason that starts with an
+/// UPPER_SNAKE word of its own is a reason, not a typo.
+#[test]
+fn allows_written_other_ways_are_read() {
+    for comment in [
+        "// idem-lint: allow DAT_RELATIVE_UPDATE FIFO_QUEUE dedups by message id",
+        "// idem-lint: allow DAT_RELATIVE_UPDATE: the broker dedups",
+        "// idem-lint: allow DAT_RELATIVE_UPDATE. The broker dedups",
+        "// idem-lint: allow dat_relative_update the broker dedups",
+        "// idem-lint: allow(DAT_RELATIVE_UPDATE) the broker dedups",
+        "// idem-lint:allow DAT_RELATIVE_UPDATE the broker dedups",
+        "// idem-lint: allow ARC_DUAL_WRITE;DAT_RELATIVE_UPDATE the broker dedups",
+    ] {
+        let src = consumer(&format!("  {comment}"));
+        assert_eq!(rules_and_lines("c.js", &src), vec![], "{comment}");
+    }
+    // Not an allow at all: the finding stays and nothing else is said.
+    let src = consumer("  // idem-lint: allowed to fail here DAT_RELATIVE_UPDATE");
+    assert_eq!(
+        rules_and_lines("c.js", &src),
+        vec![(RuleId::DatRelativeUpdate, 3)]
+    );
+    // A typo with a rule's prefix after a good id is still a typo.
+    let src =
+        consumer("  // idem-lint: allow ARC_DUAL_WRITE DAT_RELATIVE_UPDATES the broker dedups");
+    assert_eq!(
+        rules_and_lines("c.js", &src),
+        vec![
+            (RuleId::LintAllowWithoutReason, 2),
+            (RuleId::DatRelativeUpdate, 3)
+        ]
+    );
+}
+
 #[test]
 fn ids_joined_by_commas_are_all_read() {
     for ids in [
