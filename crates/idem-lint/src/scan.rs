@@ -106,7 +106,10 @@ fn unlintable(text: &[u8]) -> Option<&'static str> {
         return Some("generated");
     }
     let lines = s.lines().count().max(1);
-    if s.lines().any(|l| l.len() > 3000) || (s.len() / lines > 300 && s.len() > 5000) {
+    // Blanks do not count: a long run of them (trailing spaces, an editor's accident) is no
+    // minified code.
+    let dense: usize = s.lines().map(|l| l.trim().len()).sum();
+    if s.lines().any(|l| l.trim().len() > 3000) || (dense / lines > 300 && dense > 5000) {
         return Some("minified");
     }
     None

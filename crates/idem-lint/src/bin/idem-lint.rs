@@ -26,7 +26,8 @@ enum Level {
 /// Finds handler code that is wrong under redelivery (at-least-once webhooks and brokers):
 /// volatile dedup keys, check-then-act, markers outside the effect's transaction,
 /// unconditional inserts, relative updates, dual writes, duplicates answered with errors,
-/// signatures over parsed bodies, last-write-wins. TypeScript/TSX, JavaScript, Python, Go.
+/// signatures over parsed bodies, last-write-wins. TypeScript/TSX, JavaScript, Python, Go, Java,
+/// Kotlin, Ruby and Rust.
 ///
 /// Exit codes: 0 nothing at or above --fail-on, 1 findings, 2 could not run.
 #[derive(Debug, Parser)]

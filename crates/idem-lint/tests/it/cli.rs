@@ -238,6 +238,18 @@ fn suppression_needs_a_reason() {
     );
 }
 
+/// A line of thousands of blanks (trailing spaces left by an editor) does not make a handler
+/// "minified": it is linted.
+#[test]
+fn a_long_blank_run_is_not_minified() {
+    let d = tempfile::tempdir().expect("tmp");
+    let padded = RELATIVE.replacen("\n", &format!("{}\n", " ".repeat(6_000)), 1);
+    write(d.path(), "padded.js", &padded);
+    let t = text(&run(d.path(), &[]));
+    assert!(!t.contains("minified"), "{t}");
+    assert!(t.contains("padded.js:5:"), "{t}");
+}
+
 #[test]
 fn unparseable_minified_generated_and_binary_files_are_skipped() {
     let d = tempfile::tempdir().expect("tmp");
@@ -457,6 +469,27 @@ fn diff_counts_a_moved_file_by_its_edits() {
         "the edit in the moved file: {t}"
     );
     assert!(!t.contains("payouts.js:5:"), "{t}");
+}
+
+/// Names git quotes or ends with a tab in its diff (a space, a quote) and untracked names
+/// with accents are read, not left out.
+#[test]
+fn diff_reads_names_git_quotes() {
+    let d = tempfile::tempdir().expect("tmp");
+    git(d.path(), &["init", "-q", "-b", "main"]);
+    write(d.path(), "keep.js", "const x = 1;\n");
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "base"]);
+    git(d.path(), &["checkout", "-q", "-b", "feature"]);
+    write(d.path(), "a b.js", RELATIVE);
+    write(d.path(), "q\"uote.js", RELATIVE);
+    git(d.path(), &["add", "."]);
+    git(d.path(), &["commit", "-q", "-m", "feature"]);
+    write(d.path(), "ünversioned.js", RELATIVE);
+    let t = text(&run(d.path(), &["--diff", "main"]));
+    for name in ["a b.js:5:", "q\"uote.js:5:", "ünversioned.js:5:"] {
+        assert!(t.contains(name), "{name}: {t}");
+    }
 }
 
 #[test]
