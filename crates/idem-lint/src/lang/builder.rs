@@ -213,6 +213,18 @@ impl<'s> Builder<'s> {
         }
     }
 
+    /// Emits a plain assignment (`=`, no compound operator) of `value` to `targets`.
+    pub(super) fn assign(&mut self, targets: Vec<String>, value: Expr, pos: Pos) {
+        self.emit(
+            OpKind::Assign {
+                targets,
+                op: None,
+                value,
+            },
+            pos,
+        );
+    }
+
     pub(super) fn emit(&mut self, kind: OpKind, pos: Pos) {
         let Some(frame) = self.frames.last_mut() else {
             return;

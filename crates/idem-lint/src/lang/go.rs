@@ -131,14 +131,7 @@ impl<'s> Lower<'s> {
                         .map(|t| self.b.text(t).to_string())
                         .collect();
                     let pos = self.b.pos(spec);
-                    self.b.emit(
-                        OpKind::Assign {
-                            targets,
-                            op: None,
-                            value,
-                        },
-                        pos,
-                    );
+                    self.b.assign(targets, value, pos);
                 }
             }
             "inc_statement" | "dec_statement" => {
@@ -197,14 +190,7 @@ impl<'s> Lower<'s> {
                                 })
                                 .unwrap_or_default();
                             let pos = self.b.pos(c);
-                            self.b.emit(
-                                OpKind::Assign {
-                                    targets,
-                                    op: None,
-                                    value,
-                                },
-                                pos,
-                            );
+                            self.b.assign(targets, value, pos);
                         }
                         "for_clause" => named(c).into_iter().for_each(|s| self.stmt(s)),
                         "block" => {}

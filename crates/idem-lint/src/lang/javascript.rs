@@ -145,14 +145,7 @@ impl<'s> Lower<'s> {
                     let targets = self.pattern_names(left);
                     let value = Expr::Path(vec![self.b.text(right).to_string()]);
                     let pos = self.b.pos(left);
-                    self.b.emit(
-                        OpKind::Assign {
-                            targets,
-                            op: None,
-                            value,
-                        },
-                        pos,
-                    );
+                    self.b.assign(targets, value, pos);
                 }
                 if let Some(body) = n.child_by_field_name("body") {
                     self.stmt(body);
@@ -277,14 +270,7 @@ impl<'s> Lower<'s> {
         }
         let v = self.expr(value);
         let pos = self.b.pos(d);
-        self.b.emit(
-            OpKind::Assign {
-                targets,
-                op: None,
-                value: v,
-            },
-            pos,
-        );
+        self.b.assign(targets, v, pos);
     }
 
     fn pattern_names(&self, n: Node<'_>) -> Vec<String> {
@@ -364,14 +350,7 @@ impl<'s> Lower<'s> {
         if !params.is_empty() {
             let pos = self.b.pos(n);
             let value = Expr::Path(receiver.receiver_words());
-            self.b.emit(
-                OpKind::Assign {
-                    targets: params,
-                    op: None,
-                    value,
-                },
-                pos,
-            );
+            self.b.assign(params, value, pos);
         }
         self.body(n);
     }

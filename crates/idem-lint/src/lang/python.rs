@@ -127,14 +127,7 @@ impl<'s> Lower<'s> {
                     if let Some(left) = n.child_by_field_name("left") {
                         let targets = self.targets(left);
                         let pos = self.b.pos(left);
-                        self.b.emit(
-                            OpKind::Assign {
-                                targets,
-                                op: None,
-                                value,
-                            },
-                            pos,
-                        );
+                        self.b.assign(targets, value, pos);
                     }
                 }
                 if let Some(c) = n.child_by_field_name("condition") {
@@ -198,14 +191,7 @@ impl<'s> Lower<'s> {
                         if let Some(alias) = alias {
                             let targets = self.targets(alias);
                             let pos = self.b.pos(alias);
-                            self.b.emit(
-                                OpKind::Assign {
-                                    targets,
-                                    op: None,
-                                    value: v,
-                                },
-                                pos,
-                            );
+                            self.b.assign(targets, v, pos);
                         }
                     }
                 }
@@ -502,14 +488,7 @@ impl<'s> Lower<'s> {
                     .map(|l| vec![self.b.text(l).to_string()])
                     .unwrap_or_default();
                 let pos = self.b.pos(n);
-                self.b.emit(
-                    OpKind::Assign {
-                        targets,
-                        op: None,
-                        value: value.clone(),
-                    },
-                    pos,
-                );
+                self.b.assign(targets, value.clone(), pos);
                 value
             }
             "true" | "false" | "none" => Expr::Path(vec![self.b.text(n).to_string()]),

@@ -303,14 +303,7 @@ impl Lower<'_> {
                 target.push(prop);
                 let value = arithmetic(self.expr(*arg), &target);
                 let pos = self.b.pos(n);
-                self.b.emit(
-                    OpKind::Assign {
-                        targets: vec![target.join(".")],
-                        op: None,
-                        value,
-                    },
-                    pos,
-                );
+                self.b.assign(vec![target.join(".")], value, pos);
                 return empty();
             }
         }
@@ -439,14 +432,7 @@ impl Lower<'_> {
         if !params.is_empty() && r == LambdaRole::Inline {
             let value = crate::lang::jvm::lambda::receiver_value(call);
             let pos = self.b.pos(n);
-            self.b.emit(
-                OpKind::Assign {
-                    targets: params,
-                    op: None,
-                    value,
-                },
-                pos,
-            );
+            self.b.assign(params, value, pos);
         }
         match r {
             LambdaRole::Transaction => {

@@ -151,14 +151,7 @@ impl<'s> Lower<'s> {
                     .map_or_else(empty, |v| self.expr(v));
                 let target = self.field_text(n, "name");
                 let pos = self.b.pos(n);
-                self.b.emit(
-                    OpKind::Assign {
-                        targets: vec![target],
-                        op: None,
-                        value,
-                    },
-                    pos,
-                );
+                self.b.assign(vec![target], value, pos);
                 if let Some(body) = n.child_by_field_name("body") {
                     self.stmt(body);
                 }
@@ -213,14 +206,7 @@ impl<'s> Lower<'s> {
                 },
             };
             let pos = self.b.pos(d);
-            self.b.emit(
-                OpKind::Assign {
-                    targets: vec![name],
-                    op: None,
-                    value,
-                },
-                pos,
-            );
+            self.b.assign(vec![name], value, pos);
         }
     }
 
@@ -232,14 +218,7 @@ impl<'s> Lower<'s> {
                 let name = self.field_text(r, "name");
                 if !name.is_empty() {
                     let pos = self.b.pos(r);
-                    self.b.emit(
-                        OpKind::Assign {
-                            targets: vec![name],
-                            op: None,
-                            value,
-                        },
-                        pos,
-                    );
+                    self.b.assign(vec![name], value, pos);
                 }
             }
         }

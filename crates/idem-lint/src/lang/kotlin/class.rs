@@ -35,17 +35,11 @@ impl Lower<'_> {
                     .map(|t| simple_type(&self.text(t)))
                     .unwrap_or_default();
                 let pos = self.b.pos(p);
-                self.b.emit(
-                    OpKind::Assign {
-                        targets: vec![pname.clone()],
-                        op: None,
-                        value: Expr::Object {
-                            type_name: Some(ty),
-                            fields: Vec::new(),
-                        },
-                    },
-                    pos,
-                );
+                let value = Expr::Object {
+                    type_name: Some(ty),
+                    fields: Vec::new(),
+                };
+                self.b.assign(vec![pname.clone()], value, pos);
                 fields.push((pname, anns));
             }
         }

@@ -454,14 +454,7 @@ impl Lower<'_> {
         if r == LambdaRole::Inline {
             let value = receiver_value(call);
             let pos = self.b.pos(l);
-            self.b.emit(
-                OpKind::Assign {
-                    targets: params,
-                    op: None,
-                    value,
-                },
-                pos,
-            );
+            self.b.assign(params, value, pos);
         }
         match r {
             LambdaRole::Transaction => {

@@ -16,7 +16,7 @@ use tree_sitter::Node;
 
 use super::builder::Builder;
 use super::{Language, extension};
-use crate::ir::{Expr, Module, OpKind};
+use crate::ir::{Expr, Module};
 
 /// Kotlin.
 #[derive(Debug)]
@@ -112,14 +112,7 @@ impl<'s> Lower<'s> {
                 });
                 let value = iterable.map_or_else(empty, |c| self.expr(*c));
                 let pos = self.b.pos(n);
-                self.b.emit(
-                    OpKind::Assign {
-                        targets: vec![target],
-                        op: None,
-                        value,
-                    },
-                    pos,
-                );
+                self.b.assign(vec![target], value, pos);
                 if let Some(body) = parts.iter().rev().find(|c| c.kind() != "label")
                     && Some(body) != iterable
                 {
@@ -188,14 +181,7 @@ impl<'s> Lower<'s> {
             }
         };
         let pos = self.b.pos(n);
-        self.b.emit(
-            OpKind::Assign {
-                targets,
-                op: None,
-                value,
-            },
-            pos,
-        );
+        self.b.assign(targets, value, pos);
     }
 
     fn if_expr(&mut self, n: Node<'_>) {

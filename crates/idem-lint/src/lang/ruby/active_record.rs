@@ -116,14 +116,7 @@ impl<'s> Lower<'s> {
             _ => call.kwargs.clone(),
         };
         for (k, v) in fields {
-            self.b.emit(
-                OpKind::Assign {
-                    targets: vec![format!("{root}.{k}")],
-                    op: None,
-                    value: v,
-                },
-                call.pos,
-            );
+            self.b.assign(vec![format!("{root}.{k}")], v, call.pos);
         }
     }
 }

@@ -320,14 +320,7 @@ impl<'s> Lower<'s> {
                 } else {
                     Expr::Call(Box::new(call.clone()))
                 };
-                self.b.emit(
-                    OpKind::Assign {
-                        targets,
-                        op: None,
-                        value,
-                    },
-                    pos,
-                );
+                self.b.assign(targets, value, pos);
             }
         }
         if let Some(body) = block.child_by_field_name("body") {

@@ -232,14 +232,7 @@ impl<'s> Lower<'s> {
                 let value = self.expr(body);
                 if key {
                     let pos = self.b.pos(body);
-                    self.b.emit(
-                        OpKind::Assign {
-                            targets: vec![format!("self.{name}")],
-                            op: None,
-                            value,
-                        },
-                        pos,
-                    );
+                    self.b.assign(vec![format!("self.{name}")], value, pos);
                 }
             }
         }
@@ -269,14 +262,7 @@ impl<'s> Lower<'s> {
         }
         let value = self.expr(*last);
         let pos = self.b.pos(*last);
-        self.b.emit(
-            OpKind::Assign {
-                targets: vec![format!("self.{name}")],
-                op: None,
-                value,
-            },
-            pos,
-        );
+        self.b.assign(vec![format!("self.{name}")], value, pos);
     }
 }
 

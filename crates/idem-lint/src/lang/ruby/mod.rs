@@ -172,14 +172,7 @@ impl<'s> Lower<'s> {
                     let targets = self.targets(p);
                     self.bind(&targets);
                     let pos = self.b.pos(p);
-                    self.b.emit(
-                        OpKind::Assign {
-                            targets,
-                            op: None,
-                            value,
-                        },
-                        pos,
-                    );
+                    self.b.assign(targets, value, pos);
                 }
                 if let Some(body) = n.child_by_field_name("body") {
                     self.stmt(body);
@@ -233,14 +226,8 @@ impl<'s> Lower<'s> {
                     let targets = self.targets(v);
                     self.bind(&targets);
                     let pos = self.b.pos(v);
-                    self.b.emit(
-                        OpKind::Assign {
-                            targets,
-                            op: None,
-                            value: Expr::Path(vec!["error".into()]),
-                        },
-                        pos,
-                    );
+                    self.b
+                        .assign(targets, Expr::Path(vec!["error".into()]), pos);
                 }
                 if let Some(body) = c.child_by_field_name("body") {
                     self.stmt(body);

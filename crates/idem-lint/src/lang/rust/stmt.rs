@@ -462,14 +462,7 @@ impl Lower<'_> {
         if targets.is_empty() {
             return;
         }
-        self.b.emit(
-            OpKind::Assign {
-                targets,
-                op: None,
-                value,
-            },
-            pos,
-        );
+        self.b.assign(targets, value, pos);
     }
 
     /// The variables a pattern binds, in order (`(a, Some(b))` binds `a`, `b`; paths such as
