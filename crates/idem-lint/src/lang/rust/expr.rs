@@ -357,6 +357,21 @@ impl Lower<'_> {
     }
 
     /// The arguments of a link, closures lowered as the call says (see [`closure_arg`]).
+    /// A link's arguments lowered (their calls emitted) into a call of no callee at the link:
+    /// for macros and commands read from their arguments, not from what they call.
+    pub(super) fn args_call(&mut self, link: &Link<'_>) -> Call {
+        let mut call = Call {
+            callee: Vec::new(),
+            receiver: None,
+            args: Vec::new(),
+            kwargs: Vec::new(),
+            is_new: false,
+            pos: self.b.pos(link.node),
+        };
+        self.link_args(link, &mut call);
+        call
+    }
+
     pub(super) fn link_args(&mut self, link: &Link<'_>, call: &mut Call) {
         let Some(args) = link.args else { return };
         if args.kind() == "token_tree" {

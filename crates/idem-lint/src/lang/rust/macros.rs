@@ -17,15 +17,7 @@ impl Lower<'_> {
         if !matches!(name, "format" | "format_args") {
             return None;
         }
-        let mut call = Call {
-            callee: Vec::new(),
-            receiver: None,
-            args: Vec::new(),
-            kwargs: Vec::new(),
-            is_new: false,
-            pos: self.b.pos(link.node),
-        };
-        self.link_args(link, &mut call);
+        let call = self.args_call(link);
         let mut args = call.args.into_iter();
         let Some(Expr::Str(fmt)) = args.next() else {
             return Some(Expr::Other(args.collect()));
@@ -65,15 +57,7 @@ impl Lower<'_> {
         let name = first.method.map(|m| self.b.text(m)).unwrap_or("");
         vocab::macro_kind(name)?;
         for link in links {
-            let mut scratch = Call {
-                callee: Vec::new(),
-                receiver: None,
-                args: Vec::new(),
-                kwargs: Vec::new(),
-                is_new: false,
-                pos: self.b.pos(link.node),
-            };
-            self.link_args(link, &mut scratch);
+            self.args_call(link);
         }
         Some(Expr::Other(Vec::new()))
     }

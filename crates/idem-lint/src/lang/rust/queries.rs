@@ -264,23 +264,12 @@ pub(super) fn redis_command(lower: &mut Lower<'_>, links: &[Link<'_>]) -> Option
     if root.last().map(String::as_str) != Some("cmd") || !(root.len() == 1 || root[0] == "redis") {
         return None;
     }
-    let mut scratch = Call {
-        callee: Vec::new(),
-        receiver: None,
-        args: Vec::new(),
-        kwargs: Vec::new(),
-        is_new: false,
-        pos: lower.b.pos(first.node),
-    };
-    lower.link_args(first, &mut scratch);
-    let Some(Expr::Str(command)) = scratch.args.first().cloned() else {
+    let Some(Expr::Str(command)) = lower.args_call(first).args.first().cloned() else {
         return None;
     };
     let mut args = Vec::new();
     for link in &links[1..] {
-        let mut c = scratch.clone();
-        c.args.clear();
-        lower.link_args(link, &mut c);
+        let c = lower.args_call(link);
         let m = link.method.map(|m| lower.b.text(m)).unwrap_or("");
         if m == "arg" {
             args.extend(c.args);
