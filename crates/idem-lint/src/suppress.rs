@@ -141,10 +141,10 @@ fn shaped_like_id(word: &str) -> bool {
 
 /// Whether a word starts with a rule's category (`REL_`, `DAT_`, `ARC_`…).
 fn rule_prefix(word: &str) -> bool {
-    let category = |w: &str| w.split('_').next().map(str::to_string);
+    let category = word.split('_').next();
     RuleId::ALL
         .iter()
-        .any(|r| category(r.as_str()) == category(word))
+        .any(|r| r.as_str().split('_').next() == category)
 }
 
 /// Drops the hits an allow with a reason covers (its line or the line after the comment) and
