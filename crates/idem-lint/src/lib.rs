@@ -58,6 +58,7 @@
 //! revision. Each rule's page is `docs/rules/RULE_ID.md` in this crate.
 
 mod analysis;
+mod branches;
 mod calls;
 mod checks;
 mod code_host;

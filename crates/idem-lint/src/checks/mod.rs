@@ -21,6 +21,7 @@ pub(crate) use marker_outside_tx::marker_commits;
 pub(crate) use ttl_marker::applies as ttl_marker_applies;
 
 use crate::analysis::{Act, FnFacts};
+use crate::branches::exclusive;
 use crate::finding::Confidence;
 use crate::handlers::is_entry;
 use crate::ir::{Expr, Function, Module, OpKind, Origin, Pos};
@@ -210,6 +211,7 @@ pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
     let tx = facts.tx[i];
     facts.acts.iter().enumerate().any(|(k, act)| {
         (k < i
+            && !exclusive(facts.func, k, i)
             && (is_marker(act)
                 || is_marker_read(act)
                 || unique_claim(facts, act)
@@ -327,6 +329,9 @@ pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
         let OpKind::Call(read) = &ops[k].kind else {
             return false;
         };
+        if exclusive(facts.func, k, i) {
+            return false;
+        }
         let keyed_read = matches!(
             facts.acts[k],
             Act::OrmRead { .. } | Act::Sql(SqlStmt::Select { filtered: true, .. })
