@@ -318,6 +318,7 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
         let own_row = |e: usize| handled.is_some() && facts.acts[e].target() == handled.as_deref();
         let outside = |e: usize| {
             e != m
+                && !crate::branches::exclusive(facts.func, m, e)
                 && !own_row(e)
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])

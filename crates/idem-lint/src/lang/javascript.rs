@@ -540,6 +540,20 @@ impl<'s> Lower<'s> {
                 Expr::Other(Vec::new())
             }
             "assignment_expression" | "augmented_assignment_expression" => {
+                // `exports.handler = async (event, context) => {…}` (a Lambda's entry),
+                // `module.exports.onMessage = function (…) {…}`: the function is named by the
+                // member it is assigned to, as a declaration would name it.
+                if let (Some(left), Some(right)) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                ) && is_function(right.kind())
+                    && left.kind() == "member_expression"
+                    && let Some(name) = left.child_by_field_name("property")
+                {
+                    let name = self.b.text(name).to_string();
+                    self.function(right, name, None);
+                    return Expr::Other(Vec::new());
+                }
                 let value = n
                     .child_by_field_name("right")
                     .map_or(Expr::Other(Vec::new()), |c| self.expr(c));
