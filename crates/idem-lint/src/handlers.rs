@@ -436,7 +436,8 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
         || (["handle", "process", "on", "apply", "sync"]
             .iter()
             .any(|p| name.starts_with(p))
-            && (f.params.iter().any(|p| param_is_event(p))
+            // `processIncoming(body, signature)`: a service method given the request body.
+            && (f.params.iter().any(|p| param_is_event(p) || norm(p) == "body")
                 || f.param_types.iter().any(|t| {
                     has_any(
                         t,

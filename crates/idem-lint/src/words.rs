@@ -53,7 +53,7 @@ pub(crate) fn is_key_name(name: &str) -> bool {
         ],
     ) || matches!(
         norm(name).as_str(),
-        "idempotency" | "dedup" | "dedupe" | "messageid" | "eventid"
+        "idempotency" | "dedup" | "dedupe" | "messageid" | "eventid" | "webhookid"
     )
 }
 

@@ -78,6 +78,26 @@ fn mints(c: &crate::ir::Call) -> bool {
 }
 
 /// What makes a value volatile, if anything.
+/// A header or context value read by a name that is per attempt (`ctx.GetHeader("x-request-id")`,
+/// `request.headers.get("X-Request-Id")`, gin's `ctx.GetString("request_id")`): its name.
+fn per_attempt_read(c: &crate::ir::Call) -> Option<String> {
+    const GETTERS: &[&str] = &[
+        "get",
+        "getheader",
+        "header",
+        "getstring",
+        "value",
+        "headers",
+    ];
+    if !GETTERS.contains(&norm(&c.method()).as_str()) {
+        return None;
+    }
+    let name = c.args.first()?.string_text()?;
+    let n = norm(&name);
+    (PER_ATTEMPT_EXACT.contains(&n.as_str()) || PER_ATTEMPT.iter().any(|a| n.contains(a)))
+        .then_some(name)
+}
+
 fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, Option<Pos>)> {
     let mut found: Option<(String, bool, Option<Pos>)> = None;
     e.walk(&mut |x| {
@@ -201,7 +221,13 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
                             let s = norm(&s);
                             s.contains("hostname") || s.contains("podname") || s.contains("podid")
                         });
-                    if clock {
+                    if let Some(header) = per_attempt_read(c) {
+                        found = Some((
+                            format!("a per-attempt value ({name}({header:?}))"),
+                            false,
+                            Some(c.pos),
+                        ));
+                    } else if clock {
                         found = Some((format!("the clock ({name}())"), true, Some(c.pos)));
                     } else if random {
                         found = Some((
