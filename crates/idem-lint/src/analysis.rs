@@ -481,8 +481,11 @@ impl<'a> FnFacts<'a> {
             {
                 Some(Act::RedisIncr)
             }
-            "get" | "exists" | "hget" if is_redis => Some(Act::RedisRead { key }),
-            "set" | "hset" | "sadd" | "setex" | "setjson" | "set_ex" if is_redis => {
+            // `GETEX` reads (and may reset the TTL), `GETDEL` reads and forgets.
+            "get" | "exists" | "hget" | "getex" | "getdel" | "mget" | "hgetall" if is_redis => {
+                Some(Act::RedisRead { key })
+            }
+            "set" | "hset" | "sadd" | "setex" | "psetex" | "setjson" | "set_ex" if is_redis => {
                 Some(Act::RedisWrite { key, nx: nx_flag })
             }
             _ => None,

@@ -283,22 +283,47 @@ fn acks_param(f: &Function) -> bool {
     })
 }
 
+/// Whether a string names a signature header (`stripe-signature`, `x-razorpay-signature`,
+/// `X-Hub-Signature-256`, `X-Shopify-Hmac-Sha256`).
+fn signature_header(s: &str) -> bool {
+    let s = s.to_ascii_lowercase();
+    !s.contains(' ') && (s.contains("-signature") || s.contains("-hmac"))
+}
+
 /// A route that verifies a webhook delivery (`stripe.webhooks.constructEvent(…)`,
-/// `Webhook.verify(…)`, `validateWebhookSignature(…)`) receives events.
+/// `Webhook.verify(…)`, `validateWebhookSignature(…)`, an HMAC of its own compared with a
+/// signature header) receives events.
 fn verifies_webhook(f: &Function) -> bool {
-    f.ops.iter().any(|op| match &op.kind {
-        OpKind::Call(c) => {
-            let n = norm(&c.name());
-            n.contains("constructevent")
-                || n.contains("webhook")
-                    && has_any(&n, &["verify", "validate", "construct", "signature"])
-                // A provider SDK's check of a signed callback (`validate_callback`,
-                // `verify_notification`, `check_signature`).
-                || has_any(&n, &["verif", "validat", "check"])
-                    && has_any(&n, &["signature", "callback", "notification"])
+    let mut header = false;
+    for op in &f.ops {
+        let mut look = |e: &Expr| {
+            e.walk(&mut |x| header |= matches!(x, Expr::Str(s) if signature_header(s)));
+        };
+        match &op.kind {
+            OpKind::Call(c) => c.arg_exprs().into_iter().for_each(&mut look),
+            OpKind::Assign { value, .. } => look(value),
+            _ => {}
         }
-        _ => false,
-    })
+    }
+    header
+        || f.ops.iter().any(|op| match &op.kind {
+            OpKind::Call(c) => {
+                let n = norm(&c.name());
+                // `crypto.createHmac(…)`, Go's `hmac.New(…)`, Python's `hmac.new(…)`.
+                n.contains("createhmac") || n.ends_with("hmacnew") || verifier_name(&n)
+            }
+            _ => false,
+        })
+}
+
+/// A verifier known by its name.
+fn verifier_name(n: &str) -> bool {
+    n.contains("constructevent")
+        || n.contains("webhook") && has_any(n, &["verify", "validate", "construct", "signature"])
+        // A provider SDK's check of a signed callback (`validate_callback`,
+        // `verify_notification`, `check_signature`).
+        || has_any(n, &["verif", "validat", "check"])
+            && has_any(n, &["signature", "callback", "notification"])
 }
 
 /// Last words of the event names providers send (`payment.succeeded`,
