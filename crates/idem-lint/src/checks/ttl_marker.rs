@@ -161,6 +161,17 @@ fn unrefereed_effect(facts: &FnFacts<'_>, act: &Act) -> bool {
 
 /// Whether the marker at `c` and the effect at `e` are both Redis's (a `PUBLISH` or `XADD`
 /// after a Redis key check): one system, which a MULTI/EXEC can commit together.
+/// A commit at `e` of a row changed after the check at `c` (`wallet.balance = new;
+/// session.commit()`, SQLAlchemy's and JPA's unit of work): the commit writes it.
+fn saves_changed_row(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
+    matches!(facts.acts[e], Act::Commit)
+        && facts.func.ops[c + 1..e].iter().any(|o| {
+            matches!(&o.kind, OpKind::Assign { targets, .. } if targets.iter().any(|t| {
+                t.contains('.') && !t.starts_with("self.") && !t.starts_with("this.")
+            }))
+        })
+}
+
 fn redis_both(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
     let redis_marker = matches!(
         facts.acts[c],
@@ -200,7 +211,7 @@ fn find(facts: &FnFacts<'_>) -> Option<Found> {
         let effect = (c + 1..n).find(|&e| {
             // A marker-table insert nothing referees (no conflict clause, no unique key)
             // is the effect the cache guards, not a claim.
-            unrefereed_effect(facts, &facts.acts[e])
+            (unrefereed_effect(facts, &facts.acts[e]) || saves_changed_row(facts, c, e))
                 && (!is_marker(&facts.acts[e])
                     || matches!(
                         facts.acts[e],
