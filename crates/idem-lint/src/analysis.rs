@@ -1334,6 +1334,21 @@ impl<'a> FnFacts<'a> {
                 if let Some(t) = inner.args.first().and_then(|a| self.model_of(a)) {
                     return t;
                 }
+                // `supabase.from(PROCESSED_EVENTS_TABLE)`: the constant's text, or its name.
+                if let Some(Expr::Path(p)) = inner.args.first()
+                    && let [name] = p.as_slice()
+                {
+                    if let Some(s) = self.values.get(name).and_then(Expr::string_text) {
+                        return s;
+                    }
+                    let constant = name.len() > 3
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                    if constant {
+                        return name.to_lowercase();
+                    }
+                }
             }
             innermost = inner;
             r = inner.receiver.as_deref();

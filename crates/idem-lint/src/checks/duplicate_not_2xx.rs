@@ -233,7 +233,24 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             && i > 0
             && (is_marker(&facts.acts[i - 1]) || is_marker_read(&facts.acts[i - 1]))
         {
-            claim_vars.extend(targets.iter().map(|t| norm(t)));
+            // A conflict-ignoring claim does not fail on a duplicate: its error is a failure.
+            let ignores_conflicts = matches!(
+                facts.acts[i - 1],
+                Act::OrmCreate { safe: true, .. }
+                    | Act::Sql(SqlStmt::Insert {
+                        conflict_clause: true,
+                        ..
+                    })
+            );
+            claim_vars.extend(
+                (targets.iter())
+                    // (An inlined helper's locals carry a suffix: `error'1`.)
+                    .filter(|t| {
+                        let name = t.split('\'').next().unwrap_or(t);
+                        !(ignores_conflicts && matches!(name, "err" | "error"))
+                    })
+                    .map(|t| norm(t)),
+            );
         }
     }
     for (i, op) in facts.func.ops.iter().enumerate() {
@@ -332,7 +349,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         if !(by_message || by_claim || by_catch || by_claim_catch || dup_branch) {
             continue;
         }
-        if caught_quietly(facts, i) {
+        if caught_quietly(facts, i) || after_claim(facts, i) && !by_claim && !by_claim_catch {
             continue;
         }
         // `except IntegrityError: if <it was this event>: return …; raise`: the duplicate was
@@ -363,4 +380,20 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             },
         });
     }
+}
+
+/// Whether op `i`, in a helper, runs only after the caller claimed the event (a marker written
+/// or read before the call, on a path to it): a redelivery stops at that claim, so the
+/// helper's "already exists" is a conflict of the business (a second instance for one
+/// customer), not a duplicate delivery.
+fn after_claim(facts: &FnFacts<'_>, i: usize) -> bool {
+    let ops = &facts.func.ops;
+    let Some(helper) = ops[i].origin.as_ref().map(|o| &o.helper) else {
+        return false;
+    };
+    (0..i).any(|k| {
+        (is_marker(&facts.acts[k]) || is_marker_read(&facts.acts[k]))
+            && ops[k].origin.as_ref().map(|o| &o.helper) != Some(helper)
+            && !crate::branches::exclusive(facts.func, k, i)
+    })
 }
