@@ -192,6 +192,34 @@ pub(crate) fn status_constant(name: &str) -> Option<u16> {
     })
 }
 
+/// Calls that mint a fresh id (a normalised callee: `uuidv4`, `crypto.randomUUID`, `nanoid`,
+/// `uuid.uuid4`, `uuid.New`): a column filled with one is no key a redelivery would hit.
+pub(crate) fn is_id_minting(n: &str) -> bool {
+    matches!(
+        n,
+        "uuidv4"
+            | "v4"
+            | "uuid"
+            | "uuid4"
+            | "uuiduuid4"
+            | "randomuuid"
+            | "cryptorandomuuid"
+            | "nanoid"
+            | "cuid"
+            | "createid"
+            | "ulid"
+            | "uuidnew"
+            | "uuidnewstring"
+            | "uuidnewv4"
+            | "uuidnewrandom"
+            | "ksuidnew"
+            | "xidnew"
+            | "generateuuid"
+            | "uuidv7"
+            | "uuidnowv7"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,7 +32,11 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         };
         // Exposed's statement builder names the columns; one filled with a minted id is no
         // key a redelivery would hit.
-        let statement = statement_columns(facts, i);
+        let mut statement = statement_columns(facts, i);
+        if let (true, Act::Sql(SqlStmt::Insert { columns: cols, .. })) = (statement.is_empty(), act)
+        {
+            statement = bound_columns(facts, i, cols);
+        }
         let given: Vec<String> = statement
             .iter()
             .filter(|(_, v)| !minted(facts, v))
@@ -135,5 +139,69 @@ fn minted(facts: &FnFacts<'_>, value: &Expr) -> bool {
         Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).unwrap_or(value),
         other => other,
     };
-    matches!(value, Expr::Call(c) if crate::lang::jvm_vocab::is_random(&norm(&c.name())))
+    matches!(value, Expr::Call(c) if {
+        let n = norm(&c.name());
+        crate::lang::jvm_vocab::is_random(&n) || crate::words::is_id_minting(&n)
+    })
+}
+
+/// An SQL insert's columns with the values bound to them, when its placeholders are the
+/// call's parameters in order (`query("INSERT … (id, payload) VALUES ($1, $2)", [jobId, body])`).
+fn bound_columns<'f>(
+    facts: &'f FnFacts<'_>,
+    i: usize,
+    columns: &'f [String],
+) -> Vec<(&'f str, &'f Expr)> {
+    let OpKind::Call(call) = &facts.func.ops[i].kind else {
+        return Vec::new();
+    };
+    let params: Vec<&Expr> = match call.args.get(1) {
+        Some(Expr::List(items)) => items.iter().collect(),
+        _ => call.args.iter().skip(1).collect(),
+    };
+    let Some(sql) = call.args.first().and_then(Expr::string_text) else {
+        return Vec::new();
+    };
+    // Each column's value in `VALUES (…)`: `$n` is parameter n, `?` the next one.
+    let lower = sql.to_ascii_lowercase();
+    let Some(start) = lower
+        .find("values")
+        .and_then(|v| lower[v..].find('(').map(|p| v + p + 1))
+    else {
+        return Vec::new();
+    };
+    let mut values = Vec::new();
+    let (mut depth, mut from) = (0, start);
+    for (k, ch) in sql[start..].char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' if depth == 0 => {
+                values.push(sql[from..start + k].trim());
+                break;
+            }
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                values.push(sql[from..start + k].trim());
+                from = start + k + 1;
+            }
+            _ => {}
+        }
+    }
+    let mut next = 0;
+    let mut out = Vec::new();
+    for (column, value) in columns.iter().zip(values) {
+        let index = if value == "?" {
+            next += 1;
+            Some(next - 1)
+        } else {
+            value
+                .strip_prefix('$')
+                .and_then(|n| n.parse::<usize>().ok())
+                .map(|n| n.saturating_sub(1))
+        };
+        if let Some(param) = index.and_then(|n| params.get(n)) {
+            out.push((column.as_str(), *param));
+        }
+    }
+    out
 }
