@@ -48,8 +48,16 @@ pub(super) fn status_of(call: &Call) -> Option<u16> {
             let kw = ["status_code", "status", "code"]
                 .iter()
                 .find_map(|k| call.option(k).and_then(Expr::status_code));
+            let lower = name.to_ascii_lowercase();
             if name.ends_with("Exception") || name.ends_with("Error") || name.contains("Response") {
                 kw.or(first).or_else(|| django_status(name))
+            } else if ["json", "error", "respond", "reply", "fail"]
+                .iter()
+                .any(|w| lower.contains(w))
+            {
+                // A project's own answer helper: `ErrorJSON(c, 500, "…", err)`,
+                // `respondError(w, http.StatusConflict, …)`.
+                kw.or_else(|| call.args.iter().take(3).find_map(Expr::status_code))
             } else {
                 None
             }
@@ -356,6 +364,17 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         // answered above, the re-raise is for other conflicts.
         let rethrow = matches!(&op.kind, OpKind::Throw(None))
             || matches!(&op.kind, OpKind::Throw(Some(Expr::Path(p))) if p.len() == 1);
+        // `if errors.Is(err, gorm.ErrDuplicatedKey) { … return }` then a 500: the duplicate
+        // was answered in the branch above; the rest are failures.
+        let answered_above = facts.func.ops[..i].iter().enumerate().any(|(j, o)| {
+            matches!(o.kind, OpKind::Return(_))
+                && o.conds.len() > op.conds.len()
+                && o.conds.starts_with(&op.conds)
+                && in_duplicate_branch(facts, j)
+        });
+        if (by_claim || by_catch || by_claim_catch) && !by_message && answered_above {
+            continue;
+        }
         if by_catch
             && !by_message
             && rethrow

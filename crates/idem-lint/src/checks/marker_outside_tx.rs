@@ -98,6 +98,13 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
     if NOT_EFFECTS.iter().any(|n| m == *n) || m.is_empty() || m == "?" {
         return false;
     }
+    // The answer to the sender (`ErrorJSON(c, 500, …)`, `SuccessJSON(c, …)`, `respond(w, …)`)
+    // is no effect.
+    if ["json", "respond", "reply"].iter().any(|w| m.contains(w))
+        || super::duplicate_not_2xx::status_of(call).is_some()
+    {
+        return false;
+    }
     // Helpers that read or compute (`getClickEvent(evt)`, `parsePayload(evt)`) are no effect.
     const READS: &[&str] = &[
         "get",
