@@ -1356,6 +1356,14 @@ impl<'a> FnFacts<'a> {
         if let Some(t) = call.args.first().and_then(|a| self.model_of(a)) {
             return t;
         }
+        // SQLAlchemy's `session.get(Model, id)` and `session.query(Model)`: the model.
+        if matches!(call.method().as_str(), "get" | "get_one" | "query")
+            && let Some(Expr::Path(p)) = call.args.first()
+            && let [model] = p.as_slice()
+            && model.starts_with(|ch: char| ch.is_ascii_uppercase())
+        {
+            return model.clone();
+        }
         if let Some(t) = self.loaded_model(call) {
             return t;
         }
@@ -1507,6 +1515,21 @@ impl<'a> FnFacts<'a> {
             Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
             other => other,
         };
+        // `db.session.get(Model, id) or Model(user_id=…)`: a found-or-built row.
+        if let Expr::Binary { op, left, right } = resolved
+            && matches!(op.as_str(), "or" | "||" | "??")
+        {
+            return self.model_of(left).or_else(|| self.model_of(right));
+        }
+        // SQLAlchemy's `session.get(Model, id)`: the model the look-up is of.
+        if let Expr::Call(c) = resolved
+            && matches!(c.method().as_str(), "get" | "get_one" | "merge")
+            && let Some(Expr::Path(p)) = c.args.first()
+            && let [model] = p.as_slice()
+            && model.starts_with(|ch: char| ch.is_ascii_uppercase())
+        {
+            return Some(model.clone());
+        }
         match resolved {
             Expr::Call(c)
                 if c.callee

@@ -64,7 +64,8 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
         Some(Expr::Path(p)) if p.len() == 1 => p.first(),
         _ => call.callee.first(),
     };
-    if (call.method() == "save" || crate::lang::jvm_vocab::is_save(&call.method()))
+    if (matches!(call.method().as_str(), "save" | "add" | "merge")
+        || crate::lang::jvm_vocab::is_save(&call.method()))
         && let Some(root) = saved
     {
         let target = format!("{root}.{column}");
@@ -172,8 +173,11 @@ fn assigned_before(facts: &FnFacts<'_>, i: usize) -> Vec<String> {
     let OpKind::Call(c) = &facts.func.ops[i].kind else {
         return Vec::new();
     };
-    let [row, _] = c.callee.as_slice() else {
-        return Vec::new();
+    // `row.save!`, or a session's or repository's `add(row)`/`save(row)`.
+    let row = match (c.callee.as_slice(), c.args.first()) {
+        ([row, _], _) => row,
+        (_, Some(Expr::Path(p))) if p.len() == 1 => &p[0],
+        _ => return Vec::new(),
     };
     let prefix = format!("{row}.");
     facts.func.ops[..i]
