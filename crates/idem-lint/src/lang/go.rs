@@ -393,6 +393,21 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// `f().A.B` (selectors over a call): the call, lowered, and the field names.
+    fn through_call(&mut self, n: Node<'_>) -> Option<(Call, Vec<String>)> {
+        let mut fields = Vec::new();
+        let mut at = n;
+        while at.kind() == "selector_expression" {
+            fields.push(self.b.text(at.child_by_field_name("field")?).to_string());
+            at = at.child_by_field_name("operand")?;
+        }
+        if fields.is_empty() || at.kind() != "call_expression" {
+            return None;
+        }
+        fields.reverse();
+        Some((self.call(at), fields))
+    }
+
     fn call(&mut self, n: Node<'_>) -> Call {
         let func = n.child_by_field_name("function");
         let method = func
@@ -409,6 +424,13 @@ impl<'s> Lower<'s> {
                     Some(o) if o.kind() == "call_expression" => {
                         let inner = self.call(o);
                         let mut callee = inner.callee.clone();
+                        callee.push(field);
+                        (callee, Some(Box::new(inner)))
+                    }
+                    Some(o) if let Some((inner, fields)) = self.through_call(o) => {
+                        // `getClient().Messages.Create(…)`: the client's path through the call.
+                        let mut callee = inner.callee.clone();
+                        callee.extend(fields);
                         callee.push(field);
                         (callee, Some(Box::new(inner)))
                     }

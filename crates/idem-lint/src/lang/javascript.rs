@@ -647,6 +647,15 @@ impl<'s> Lower<'s> {
                     let mut callee = inner.callee.clone();
                     callee.push(prop);
                     (callee, Some(Box::new(inner)))
+                } else if obj.kind() == "member_expression"
+                    && obj
+                        .child_by_field_name("object")
+                        .is_some_and(|o| unwrap_await(o).kind() == "call_expression")
+                {
+                    // `getResend().emails.send(…)`: the client's path through the call.
+                    let (mut callee, inner) = self.callee(obj);
+                    callee.push(prop);
+                    (callee, inner)
                 } else {
                     match self.expr(obj) {
                         Expr::Path(mut segs) => {

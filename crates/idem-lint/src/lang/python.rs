@@ -497,6 +497,25 @@ impl<'s> Lower<'s> {
         }
     }
 
+    /// `f().a.b` (attributes over a call): the call, lowered, and the attribute names.
+    fn through_call(&mut self, n: Node<'_>) -> Option<(Call, Vec<String>)> {
+        let mut attrs = Vec::new();
+        let mut at = n;
+        while at.kind() == "attribute" {
+            attrs.push(
+                self.b
+                    .text(at.child_by_field_name("attribute")?)
+                    .to_string(),
+            );
+            at = at.child_by_field_name("object")?;
+        }
+        if attrs.is_empty() || at.kind() != "call" {
+            return None;
+        }
+        attrs.reverse();
+        Some((self.call(at), attrs))
+    }
+
     fn call(&mut self, n: Node<'_>) -> Call {
         let method = n
             .child_by_field_name("function")
@@ -513,6 +532,13 @@ impl<'s> Lower<'s> {
                     Some(o) if o.kind() == "call" => {
                         let inner = self.call(o);
                         let mut callee = inner.callee.clone();
+                        callee.push(attr);
+                        (callee, Some(Box::new(inner)))
+                    }
+                    Some(o) if let Some((inner, attrs)) = self.through_call(o) => {
+                        // `get_client().messages.create(…)`: the client's path through the call.
+                        let mut callee = inner.callee.clone();
+                        callee.extend(attrs);
                         callee.push(attr);
                         (callee, Some(Box::new(inner)))
                     }
