@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::ir::{Call, Expr, Function, Module, Op, OpKind, Origin, Pos};
 use crate::lang::MODULE;
 
+mod dispatch;
 mod rename;
 
 /// How many helper levels below a handler are followed.
@@ -239,7 +240,7 @@ impl<'a> CallIndex<'a> {
 
     /// Copies `src`'s operations into the expansion, inlining the calls that resolve.
     fn copy(&self, ex: &mut Expansion, file: usize, src: &Function, site: &Site, depth: usize) {
-        for op in &src.ops {
+        for (at, op) in src.ops.iter().enumerate() {
             let conds: Vec<usize> = site
                 .conds
                 .iter()
@@ -284,6 +285,17 @@ impl<'a> CallIndex<'a> {
                 if !extends_library(callee) {
                     continue;
                 }
+            } else if let (OpKind::Call(original), OpKind::Call(call)) = (&op.kind, &kind)
+                && depth < MAX_DEPTH
+                && self.dispatch(
+                    ex,
+                    (file, src, at),
+                    (original, call),
+                    (&conds, tx, detached_id(op, site), pos, &origin),
+                    depth,
+                )
+            {
+                continue;
             }
             ex.func.ops.push(Op {
                 kind,
@@ -294,6 +306,62 @@ impl<'a> CallIndex<'a> {
                 detached: detached_id(op, site),
             });
         }
+    }
+
+    /// Follows a call through a dispatch table ([`dispatch`]): each function of the table is
+    /// inlined under a condition of its own (one per table key, excluding each other, as a
+    /// switch on the event type would). `at` is the call's file, function and op; the call as
+    /// written and renamed; `site` its conditions, transaction, detached id, position and
+    /// origin. Whether any was.
+    fn dispatch(
+        &self,
+        ex: &mut Expansion,
+        at: (usize, &Function, usize),
+        (original, call): (&Call, &Call),
+        site: (&[usize], Option<u32>, u32, Pos, &Option<Arc<Origin>>),
+        depth: usize,
+    ) -> bool {
+        let (file, src, index) = at;
+        let (conds, tx, detached, pos, origin) = site;
+        let entries = dispatch::targets(src, index, &self.files[file].module.globals, original);
+        let mut any = false;
+        for (key, entry) in entries {
+            let Some(target) = self.resolve(file, &entry) else {
+                continue;
+            };
+            if ex.stack.contains(&target) || ex.inlined >= MAX_INLINED {
+                continue;
+            }
+            ex.inlined += 1;
+            let table = format!("<dispatch {}:{}>", pos.line, pos.column);
+            ex.func.conds.push(crate::ir::Cond {
+                test: Expr::binary(
+                    "==".into(),
+                    Expr::Path(vec![table]),
+                    Expr::Str(key.unwrap_or_else(|| "<default>".into())),
+                ),
+                negated: false,
+                is_catch: false,
+            });
+            let mut branch = conds.to_vec();
+            branch.push(ex.func.conds.len() - 1);
+            let entry = Call {
+                args: call.args.clone(),
+                kwargs: call.kwargs.clone(),
+                ..entry
+            };
+            let callee = &self.files[target.0].module.functions[target.1];
+            self.inline(
+                ex,
+                &entry,
+                callee,
+                target,
+                (branch, tx, detached, pos, origin),
+                depth,
+            );
+            any = true;
+        }
+        any
     }
 
     /// Inlines one call: the parameters assigned from the arguments, then the body.

@@ -451,6 +451,21 @@ impl<'s> Lower<'s> {
                 }
                 (vec!["<iife>".to_string()], None)
             }
+            // `handlers[evt.Type](evt)`: a look-up in a dispatch table, called.
+            Some(f)
+                if f.kind() == "index_expression"
+                    && f.child_by_field_name("operand")
+                        .is_some_and(|o| o.kind() == "identifier") =>
+            {
+                if let Some(index) = f.child_by_field_name("index") {
+                    self.expr(index);
+                }
+                let table = f.child_by_field_name("operand").map(|o| self.b.text(o));
+                (
+                    vec![table.unwrap_or_default().to_string(), "[]".into()],
+                    None,
+                )
+            }
             Some(f) => match self.expr(f) {
                 Expr::Path(segs) => (segs, None),
                 _ => (vec!["?".to_string()], None),

@@ -672,6 +672,20 @@ impl<'s> Lower<'s> {
                 }
             }
             "identifier" | "super" | "import" => (vec![self.b.text(n).to_string()], None),
+            // `handlers[event.type](event)`: a look-up in a dispatch table, called.
+            "subscript_expression"
+                if n.child_by_field_name("object")
+                    .is_some_and(|o| o.kind() == "identifier") =>
+            {
+                if let Some(index) = n.child_by_field_name("index") {
+                    self.expr(index);
+                }
+                let table = n.child_by_field_name("object").map(|o| self.b.text(o));
+                (
+                    vec![table.unwrap_or_default().to_string(), "[]".into()],
+                    None,
+                )
+            }
             _ => match self.expr(n) {
                 Expr::Path(segs) => (segs, None),
                 _ => (vec!["?".to_string()], None),

@@ -557,6 +557,21 @@ impl<'s> Lower<'s> {
                     None => (vec![attr], None),
                 }
             }
+            // `HANDLERS[event["type"]](event)`: a look-up in a dispatch table, called.
+            Some(f)
+                if f.kind() == "subscript"
+                    && f.child_by_field_name("value")
+                        .is_some_and(|v| v.kind() == "identifier") =>
+            {
+                if let Some(index) = f.child_by_field_name("subscript") {
+                    self.expr(index);
+                }
+                let table = f.child_by_field_name("value").map(|v| self.b.text(v));
+                (
+                    vec![table.unwrap_or_default().to_string(), "[]".into()],
+                    None,
+                )
+            }
             Some(f) => match self.expr(f) {
                 Expr::Path(segs) => (segs, None),
                 _ => (vec!["?".to_string()], None),
