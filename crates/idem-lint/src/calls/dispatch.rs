@@ -10,6 +10,10 @@ use crate::ir::{Call, Expr, Function, OpKind};
 /// The most functions one table adds (a bound on the work per call).
 const MAX_ENTRIES: usize = 12;
 
+/// How far back a table or its look-up is searched for in the calling function: they sit
+/// just above the call, and a bound keeps a file of 100,000 calls linear.
+const LOOK_BACK: usize = 64;
+
 /// For a call at op `at` of `src` whose callee is a table look-up, the calls it may make: one
 /// per function in the table (and the look-up's default), each with the call's arguments and
 /// the table key it is filed under (`None` for the default).
@@ -20,7 +24,7 @@ pub(super) fn targets(
     call: &Call,
 ) -> Vec<(Option<String>, Call)> {
     let value_of = |name: &str| -> Option<&Expr> {
-        (src.ops[..at].iter().rev())
+        (src.ops[at.saturating_sub(LOOK_BACK)..at].iter().rev())
             .find_map(|op| match &op.kind {
                 OpKind::Assign { targets, value, .. }
                     if targets.len() == 1 && targets[0] == name =>

@@ -240,6 +240,14 @@ impl<'a> CallIndex<'a> {
 
     /// Copies `src`'s operations into the expansion, inlining the calls that resolve.
     fn copy(&self, ex: &mut Expansion, file: usize, src: &Function, site: &Site, depth: usize) {
+        // Locals a called value may be held in (`event_handler = event_map.get(…)`): only a
+        // call of one of them, or of a table look-up, can go through a dispatch table.
+        let locals: std::collections::HashSet<&str> = (src.ops.iter())
+            .filter_map(|op| match &op.kind {
+                OpKind::Assign { targets, .. } if targets.len() == 1 => Some(targets[0].as_str()),
+                _ => None,
+            })
+            .collect();
         for (at, op) in src.ops.iter().enumerate() {
             let conds: Vec<usize> = site
                 .conds
@@ -287,6 +295,11 @@ impl<'a> CallIndex<'a> {
                 }
             } else if let (OpKind::Call(original), OpKind::Call(call)) = (&op.kind, &kind)
                 && depth < MAX_DEPTH
+                && match original.callee.as_slice() {
+                    [local] => locals.contains(local.as_str()),
+                    [_, index] => index == "[]",
+                    _ => false,
+                }
                 && self.dispatch(
                     ex,
                     (file, src, at),

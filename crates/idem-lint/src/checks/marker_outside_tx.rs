@@ -325,11 +325,11 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
         let own_row = |e: usize| handled.is_some() && facts.acts[e].target() == handled.as_deref();
         let outside = |e: usize| {
             e != m
-                && !crate::branches::exclusive(facts.func, m, e)
                 && !own_row(e)
                 && is_effect(facts, e)
                 && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
                 && !own_claim(e)
+                && !crate::branches::exclusive(facts.func, m, e)
         };
         // A marker by use claims what follows it; what came before built the claim.
         let apart = (m + 1..facts.acts.len()).find(|&e| outside(e)).or_else(|| {

@@ -211,11 +211,11 @@ pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
     let tx = facts.tx[i];
     facts.acts.iter().enumerate().any(|(k, act)| {
         (k < i
-            && !exclusive(facts.func, k, i)
             && (is_marker(act)
                 || is_marker_read(act)
                 || unique_claim(facts, act)
-                || decided_claim(facts, k, i)))
+                || decided_claim(facts, k, i))
+            && !exclusive(facts.func, k, i))
             || (tx.is_some() && facts.tx[k] == tx && is_marker(act))
     }) || in_duplicate_branch(facts, i)
         || facts.func.ops[i].conds.iter().any(|&c| {
@@ -329,14 +329,11 @@ pub(crate) fn checked_first(facts: &FnFacts<'_>, i: usize) -> bool {
         let OpKind::Call(read) = &ops[k].kind else {
             return false;
         };
-        if exclusive(facts.func, k, i) {
-            return false;
-        }
         let keyed_read = matches!(
             facts.acts[k],
             Act::OrmRead { .. } | Act::Sql(SqlStmt::Select { filtered: true, .. })
         ) && read.arg_exprs().iter().any(|e| facts.mentions_tainted(e));
-        if !keyed_read {
+        if !keyed_read || exclusive(facts.func, k, i) {
             return false;
         }
         decided_by(facts, k, i)
