@@ -1353,7 +1353,9 @@ impl<'a> FnFacts<'a> {
             innermost = inner;
             r = inner.receiver.as_deref();
         }
-        if let Some(t) = call.args.first().and_then(|a| self.model_of(a)) {
+        // The row given (after a Go `ctx`: `repo.Create(ctx, &WebhookEvent{…})`).
+        if let Some(t) = (call.args.iter().find(|a| !is_context(a))).and_then(|a| self.model_of(a))
+        {
             return t;
         }
         // SQLAlchemy's `session.get(Model, id)` and `session.query(Model)`: the model.
@@ -1778,7 +1780,10 @@ fn provider_client(call: &Call) -> bool {
 /// A Go context argument (`ctx`, `r.Context()`, `context.Background()`).
 fn is_context(e: &Expr) -> bool {
     match e {
-        Expr::Path(p) => p.len() == 1 && matches!(p[0].as_str(), "ctx" | "context" | "c"),
+        // (A helper's parameter, inlined, carries a suffix: `ctx'3`.)
+        Expr::Path(p) => {
+            p.len() == 1 && matches!(p[0].split('\'').next(), Some("ctx" | "context" | "c"))
+        }
         Expr::Call(c) => matches!(c.method().as_str(), "context" | "background" | "todo"),
         _ => false,
     }

@@ -224,7 +224,8 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     }
     // Variables holding the result of a dedup claim or look-up, and the claims and look-ups
     // a condition makes itself (`if (processedEvents.existsById(id))`).
-    let mut claim_vars: Vec<String> = Vec::new();
+    // Each with the op that assigned it.
+    let mut claim_vars: Vec<(String, usize)> = Vec::new();
     let claim_calls: Vec<crate::ir::Pos> = facts
         .func
         .ops
@@ -257,10 +258,20 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                         let name = t.split('\'').next().unwrap_or(t);
                         !(ignores_conflicts && matches!(name, "err" | "error"))
                     })
-                    .map(|t| norm(t)),
+                    .map(|t| (norm(t), i)),
             );
         }
     }
+    // A claim's result still held at op `i`: `err` assigned by the claim and not by a later
+    // call (`if err := s.parse(p); err != nil` after the claim is another failure).
+    let holds_claim = |word: &str, i: usize| {
+        let word = norm(word);
+        let last = (0..i).rev().find(|&k| {
+            matches!(&facts.func.ops[k].kind, OpKind::Assign { targets, .. }
+                if targets.iter().any(|t| norm(t) == word))
+        });
+        last.is_some_and(|k| claim_vars.iter().any(|(v, at)| *v == word && *at == k))
+    };
     for (i, op) in facts.func.ops.iter().enumerate() {
         let (what, message_words) = match &op.kind {
             OpKind::Call(call) => {
@@ -324,13 +335,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     makes_claim |= claim_calls.contains(&call.pos);
                 }
             });
-            !cond.is_catch
-                && (makes_claim
-                    || cond
-                        .test
-                        .words()
-                        .iter()
-                        .any(|w| claim_vars.contains(&norm(w))))
+            !cond.is_catch && (makes_claim || cond.test.words().iter().any(|w| holds_claim(w, i)))
         });
         let by_catch = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
