@@ -967,6 +967,7 @@ impl<'a> FnFacts<'a> {
             "findbypk",
             "findoneby",
             "exists",
+            "exist",
             "first",
             "count",
             "one_or_none",

@@ -172,6 +172,27 @@ fn extends_library(callee: &Function) -> bool {
     })
 }
 
+/// Whether a method is a generic repository's (`BaseRepository.exist(db, **kw)` over
+/// `self.model`): what it reads or writes is named by the repository it is called on
+/// (`self.payment_repository.exist(…)`), which the call says and the body does not, so the
+/// call is read as that repository's ORM call instead of being inlined.
+fn generic_repository(callee: &Function) -> bool {
+    let generic = |e: &Expr| {
+        let mut yes = false;
+        e.walk(&mut |x| {
+            yes |= matches!(x, Expr::Path(p) if p.len() == 2
+                && matches!(p[0].as_str(), "self" | "this" | "cls")
+                && matches!(p[1].as_str(), "model" | "_model" | "model_class" | "entity"));
+        });
+        yes
+    };
+    callee.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => c.arg_exprs().into_iter().any(generic),
+        OpKind::Assign { value, .. } => generic(value),
+        _ => false,
+    })
+}
+
 /// The state of one expansion.
 struct Expansion {
     func: Function,
@@ -278,6 +299,7 @@ impl<'a> CallIndex<'a> {
                 && ex.inlined < MAX_INLINED
                 && let Some(target) = self.resolve(file, original)
                 && !ex.stack.contains(&target)
+                && !generic_repository(&self.files[target.0].module.functions[target.1])
             {
                 ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
