@@ -35,7 +35,7 @@ fn names_verifier(name: &str) -> bool {
     let n = norm(name);
     // Providers' SDKs name theirs for the callback or notification they check
     // (`plisio_client.validate_callback`, `verify_notification`).
-    has_any(&n, &["verif", "validat", "check"])
+    has_any(&n, &["verif", "valid", "check"])
         && has_any(
             &n,
             &[
@@ -132,6 +132,20 @@ fn one_payload<'c>(facts: &FnFacts<'_>, call: &'c Call, helper: Option<&str>) ->
     if m == "update"
         && chain.iter().any(|c| c == "createhash")
         && (names_verifier(&facts.func.name) || helper.is_some_and(names_signer))
+    {
+        return call.args.first();
+    }
+    // Python's `hashlib.sha256(dumps(data).encode())`, Go's `sha256.Sum256(b)` and
+    // `md5.Sum(b)`, in a function that verifies a signature.
+    let plain_hash = matches!(chain.first().map(String::as_str), Some("hashlib"))
+        && matches!(m.as_str(), "sha256" | "sha1" | "sha512" | "md5" | "sha384")
+        || matches!(
+            chain.first().map(String::as_str),
+            Some("sha256" | "sha1" | "sha512" | "md5")
+        ) && matches!(m.as_str(), "sum256" | "sum" | "sum512");
+    if plain_hash
+        && (names_verifier(&facts.func.name)
+            || helper.is_some_and(|h| names_verifier(h) || names_signer(h)))
     {
         return call.args.first();
     }
