@@ -102,8 +102,11 @@ fn memory_helper(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<String> {
         call.method().as_str(),
         "get" | "contains" | "contains_key" | "has" | "includes"
     );
-    (looks_up && call.callee.first().is_some_and(|r| r == "self"))
-        .then(|| format!("in-memory map behind {helper}()"))
+    // `self.seen.contains(&id)`, or a module's own map (`const seen = new Map()` …
+    // `seen.has(key)`): no database, Redis or ORM call.
+    let in_memory = call.callee.first().is_some_and(|r| r == "self")
+        || call.callee.len() == 2 && matches!(facts.acts[i], Act::Other);
+    (looks_up && in_memory).then(|| format!("in-memory map behind {helper}()"))
 }
 
 /// Whether op `i` is written in a helper named for its dedup: its key is then a marker
