@@ -134,6 +134,24 @@ pub(crate) fn is_event_time_column(name: &str) -> bool {
 
 /// Words that say a condition or a message is about a duplicate delivery.
 pub(crate) fn is_duplicate_word(word: &str) -> bool {
+    // A message that says it was done before: "already credited", "was already paid".
+    let lower = word.to_lowercase();
+    let mut tokens = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty());
+    while let Some(t) = tokens.next() {
+        if t == "already"
+            && tokens.next().is_some_and(|next| {
+                next.ends_with("ed")
+                    || matches!(
+                        next,
+                        "exists" | "exist" | "done" | "paid" | "sent" | "seen" | "taken"
+                    )
+            })
+        {
+            return true;
+        }
+    }
     let n = norm(word);
     [
         "duplicate",
