@@ -147,7 +147,10 @@ impl<'a> FnFacts<'a> {
             func,
             acts: Vec::with_capacity(func.ops.len()),
             tx: Vec::with_capacity(func.ops.len()),
-            tainted: func.params.iter().cloned().collect(),
+            // Flask's `request` is a global, not a parameter: a route's or handler's request.
+            tainted: (func.params.iter().cloned())
+                .chain((func.kind != crate::ir::HandlerKind::Other).then(|| "request".to_string()))
+                .collect(),
             strings: HashMap::new(),
             values: HashMap::new(),
             schema,

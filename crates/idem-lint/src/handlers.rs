@@ -297,7 +297,15 @@ fn verifies_webhook(f: &Function) -> bool {
     let mut header = false;
     for op in &f.ops {
         let mut look = |e: &Expr| {
-            e.walk(&mut |x| header |= matches!(x, Expr::Str(s) if signature_header(s)));
+            // `headers.get("stripe-signature")`, or `req.headers["x-razorpay-signature"]` read
+            // as a member path.
+            e.walk(&mut |x| {
+                header |= match x {
+                    Expr::Str(s) => signature_header(s),
+                    Expr::Path(p) => p.iter().any(|s| signature_header(s)),
+                    _ => false,
+                }
+            });
         };
         match &op.kind {
             OpKind::Call(c) => c.arg_exprs().into_iter().for_each(&mut look),
@@ -305,15 +313,22 @@ fn verifies_webhook(f: &Function) -> bool {
             _ => {}
         }
     }
-    header
-        || f.ops.iter().any(|op| match &op.kind {
-            OpKind::Call(c) => {
-                let n = norm(&c.name());
-                // `crypto.createHmac(…)`, Go's `hmac.New(…)`, Python's `hmac.new(…)`.
-                n.contains("createhmac") || n.ends_with("hmacnew") || verifier_name(&n)
-            }
-            _ => false,
+    let calls = || {
+        f.ops.iter().filter_map(|op| match &op.kind {
+            OpKind::Call(c) => Some(norm(&c.name())),
+            _ => None,
         })
+    };
+    // `crypto.createHmac(…)`, Go's `hmac.New(…)`, Python's `hmac.new(…)`, compared in
+    // constant time with what the request carries (an HMAC alone may mint a token).
+    let hmac = calls().any(|n| n.contains("createhmac") || n.ends_with("hmacnew"));
+    let compared = calls().any(|n| {
+        n.contains("timingsafeequal")
+            || n.contains("comparedigest")
+            || n.ends_with("hmacequal")
+            || n.contains("constanttimecompare")
+    });
+    header || hmac && compared || calls().any(|n| verifier_name(&n))
 }
 
 /// A verifier known by its name.
@@ -554,9 +569,23 @@ pub(crate) fn classify_module(module: &mut Module, path: &Path) {
         .iter()
         .filter(|f| f.kind == HandlerKind::Event)
         .flat_map(|f| {
-            f.ops.iter().filter_map(|op| match &op.kind {
-                OpKind::Call(c) if c.callee.len() <= 2 => c.callee.last().cloned(),
-                _ => None,
+            f.ops.iter().flat_map(|op| match &op.kind {
+                OpKind::Call(c) if c.callee.len() <= 2 => {
+                    c.callee.last().cloned().into_iter().collect()
+                }
+                // The functions of a dispatch table the handler builds (`{ "invoice.paid":
+                // onPaid }`, Go's `map[string]func…{"a": h.onA}`): it calls them.
+                OpKind::Assign {
+                    value: Expr::Object { fields, .. },
+                    ..
+                } => fields
+                    .iter()
+                    .filter_map(|(_, v)| match v {
+                        Expr::Path(p) if p.len() <= 2 => p.last().cloned(),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+                _ => Vec::new(),
             })
         })
         .collect();

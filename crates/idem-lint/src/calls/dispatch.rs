@@ -7,8 +7,9 @@
 
 use crate::ir::{Call, Expr, Function, OpKind};
 
-/// The most functions one table adds (a bound on the work per call).
-const MAX_ENTRIES: usize = 12;
+/// The most functions one table adds (a bound on the work per call; the handler's own bound
+/// of inlined calls, `MAX_INLINED`, applies too).
+const MAX_ENTRIES: usize = 32;
 
 /// How far back a table or its look-up is searched for in the calling function: they sit
 /// just above the call, and a bound keeps a file of 100,000 calls linear.
@@ -66,19 +67,25 @@ pub(super) fn targets(
     let entries = fields.iter().map(|(k, v)| (Some(k.clone()), v));
     (entries.chain(default.map(|d| (None, d))))
         .filter_map(|(key, value)| match value {
-            Expr::Path(p) if !p.is_empty() => Some((
-                key,
-                Call {
-                    callee: p.clone(),
-                    receiver: None,
-                    args: call.args.clone(),
-                    kwargs: call.kwargs.clone(),
-                    is_new: false,
-                    pos: call.pos,
-                },
-            )),
+            // A function written in the table is lowered as one named by its key.
+            Expr::Other(parts) if parts.is_empty() => {
+                key.clone().map(|k| (key, entry(vec![k], call)))
+            }
+            Expr::Path(p) if !p.is_empty() => Some((key, entry(p.clone(), call))),
             _ => None,
         })
         .take(MAX_ENTRIES)
         .collect()
+}
+
+/// A call of `callee` with `call`'s arguments.
+fn entry(callee: Vec<String>, call: &Call) -> Call {
+    Call {
+        callee,
+        receiver: None,
+        args: call.args.clone(),
+        kwargs: call.kwargs.clone(),
+        is_new: false,
+        pos: call.pos,
+    }
 }

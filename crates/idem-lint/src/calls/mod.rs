@@ -110,6 +110,20 @@ const COMMON_METHODS: &[&str] = &[
     "handle",
     "process",
     "emit",
+    // Django querysets and SQLAlchemy queries chain these.
+    "filter",
+    "filter_by",
+    "exclude",
+    "order_by",
+    "values",
+    "annotate",
+    "select_related",
+    "prefetch_related",
+    "get_or_create",
+    "update_or_create",
+    "aggregate",
+    "exists",
+    "count",
 ];
 
 /// One file of the tree as the index sees it.

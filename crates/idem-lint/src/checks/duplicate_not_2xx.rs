@@ -279,7 +279,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 let mut status = None;
                 let mut words = Vec::new();
                 while let Some(c) = chain {
-                    status = status.or_else(|| status_of(c));
+                    status = status
+                        .or_else(|| status_of(c))
+                        .or_else(|| status_given(facts, c));
                     words.extend(c.args.iter().flat_map(Expr::words));
                     chain = c.receiver.as_deref();
                 }
@@ -420,4 +422,29 @@ fn after_claim(facts: &FnFacts<'_>, i: usize) -> bool {
             && ops[k].origin.as_ref().map(|o| &o.helper) != Some(helper)
             && !crate::branches::exclusive(facts.func, k, i)
     })
+}
+
+/// The status of an answer whose code was passed in (`c.JSON(status, …)` inside the project's
+/// own `ErrorJSON(c, 409, …)`, inlined: `status` holds 409).
+fn status_given(facts: &FnFacts<'_>, call: &Call) -> Option<u16> {
+    let given = |e: &Expr| match e {
+        Expr::Path(p) if p.len() == 1 => facts
+            .values
+            .get(&p[0])
+            .filter(|v| v.status_code().is_some())
+            .cloned(),
+        _ => None,
+    };
+    if !call.args.iter().any(|a| given(a).is_some()) {
+        return None;
+    }
+    let resolved = Call {
+        args: call
+            .args
+            .iter()
+            .map(|a| given(a).unwrap_or_else(|| a.clone()))
+            .collect(),
+        ..call.clone()
+    };
+    status_of(&resolved)
 }

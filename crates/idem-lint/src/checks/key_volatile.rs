@@ -389,8 +389,14 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 // A dedup claim (`SET key NX`) whose key is volatile.
                 if let Act::RedisWrite { nx: true, .. } = facts.acts[i] {
                     // A key variable named like one was already checked where it was built.
-                    let named = matches!(call.args.first(), Some(Expr::Path(p)) if p.iter().any(|s| is_key_name(s)));
-                    if let Some(k) = call.args.first().filter(|_| !named)
+                    // Go's clients take the context first: `rdb.SetNX(ctx, key, …)`.
+                    let key = call.args.iter().find(|a| {
+                        !matches!(a, Expr::Path(p) if p.len() == 1
+                            && matches!(p[0].split('\'').next(), Some("ctx" | "c" | "context")))
+                    });
+                    let named =
+                        matches!(key, Some(Expr::Path(p)) if p.iter().any(|s| is_key_name(s)));
+                    if let Some(k) = key.filter(|_| !named)
                         && let Some(found) = volatile(facts, k, 0)
                     {
                         report(op, call.pos, "SET NX key", found);

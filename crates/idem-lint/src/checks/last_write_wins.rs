@@ -118,6 +118,28 @@ fn bound(call: &Call, n: usize) -> Option<&Expr> {
 /// check.
 fn guarded(facts: &FnFacts<'_>, column: &str) -> bool {
     let col = norm(column);
+    // Django's `Model.objects.filter(updated_at__gt=occurred_at).exists()`: the stored order
+    // compared in a look-up.
+    let compares = |c: &Call| {
+        c.kwargs.iter().any(|(k, _)| {
+            k.rsplit_once("__").is_some_and(|(field, lookup)| {
+                (norm(field) == col || is_order_column(field) || is_event_time_column(field))
+                    && matches!(lookup, "gt" | "gte" | "lt" | "lte")
+            })
+        })
+    };
+    // (The call itself, or its result assigned: a call followed into a helper leaves that.)
+    let django_compare = facts.func.ops.iter().any(|op| match &op.kind {
+        OpKind::Call(c) => compares(c),
+        OpKind::Assign {
+            value: Expr::Call(c),
+            ..
+        } => compares(c),
+        _ => false,
+    });
+    if django_compare {
+        return true;
+    }
     facts.func.conds.iter().any(|c| {
         let mut found = false;
         c.test.walk(&mut |e| {
@@ -156,6 +178,29 @@ fn orm_column(facts: &FnFacts<'_>, i: usize, target: &str, sets: &[String]) -> O
                 .find(|s| is_event_time_column(s) && set_from_event(facts, c, s))
         })
         .map(|s| s.to_string())
+}
+
+/// The order or event-time column the update of an ORM upsert (op `i`) sets from the event.
+fn upsert_column(facts: &FnFacts<'_>, i: usize) -> Option<String> {
+    let OpKind::Call(c) = &facts.func.ops[i].kind else {
+        return None;
+    };
+    let update = match c.method().as_str() {
+        "upsert" => c.option("update"),
+        "update_or_create" | "aupdate_or_create" => c.option("defaults"),
+        "findoneandupdate" | "updateone" | "findbyidandupdate" if c.option("upsert").is_some() => {
+            c.args.get(1)
+        }
+        _ => None,
+    }?;
+    let update = update.field("$set").unwrap_or(update);
+    let Expr::Object { fields, .. } = update else {
+        return None;
+    };
+    fields
+        .iter()
+        .find(|(k, v)| (is_order_column(k) || is_event_time_column(k)) && from_delivery(facts, v))
+        .map(|(k, _)| k.clone())
 }
 
 /// Whether create `i` saves a row that a look-up of its model just before may have found (a
@@ -221,6 +266,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 relative: false,
                 target,
             } => orm_column(facts, i, target, sets),
+            // Prisma's `upsert({ where, create, update })`, Django's
+            // `update_or_create(…, defaults={…})`, Mongo's `findOneAndUpdate(f, u, { upsert })`:
+            // a redelivered or late event lands in the update.
+            Act::OrmCreate { .. } if upsert_column(facts, i).is_some() => upsert_column(facts, i),
             // `row = Model.find_or_initialize_by(k)` … `row.save!`: on a redelivery the row
             // exists, and the save overwrites it.
             Act::OrmCreate {

@@ -133,6 +133,8 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
         "serialize",
         "deserialize",
         "decode",
+        // `construct_event_from_request(payload, sig)`: the event, verified.
+        "construct",
     ];
     if READS.iter().any(|r| m.starts_with(r)) {
         return false;

@@ -79,16 +79,26 @@ pub(crate) fn run(
     // A helper that is an event handler only because a handler of this file calls it is
     // judged where that handler inlines it (after its claim, inside its transaction), not
     // again on its own.
-    let inlined: std::collections::HashSet<&str> = expanded
+    // Each by the helper's name and where its operations are written, so a function is
+    // known by its own operations, not by a name another file's helper shares.
+    let inlined: std::collections::HashSet<(&str, (u32, u32))> = expanded
         .iter()
         .zip(&module.functions)
         .filter(|(_, f)| !f.called_by_handler)
         .filter_map(|(e, _)| e.as_ref())
         .flat_map(|e| e.ops.iter().filter_map(|op| op.origin.as_ref()))
-        .map(|o| o.helper.as_str())
+        .map(|o| (o.helper.as_str(), (o.pos.line, o.pos.column)))
         .collect();
+    let inlined_here = |func: &Function| {
+        func.ops
+            .iter()
+            .any(|op| inlined.contains(&(func.name.as_str(), (op.pos.line, op.pos.column))))
+    };
     for (func, expanded) in module.functions.iter().zip(&expanded) {
-        if func.called_by_handler && inlined.contains(func.name.as_str()) {
+        // A function this file's handlers inline is judged there, in their claims and
+        // transactions, whether or not it would pass for a handler on its own (`onPaid(tx,
+        // evt)` called by the webhook, in a dispatch table or a switch).
+        if func.called_by_handler && inlined_here(func) {
             continue;
         }
         let func = expanded.as_ref().unwrap_or(func);
@@ -106,7 +116,7 @@ pub(crate) fn run(
         publish_in_tx::check(&facts, &mut hits);
         ttl_marker::check(&facts, &mut hits);
     }
-    hits.sort_by_key(|h| (h.pos, h.rule));
+    hits.sort_by_key(|h| (h.pos, h.rule, h.origin.as_ref().map(|o| o.pos.line)));
     // One finding per line and check, except that one call into a service may inline several
     // writes in different helpers (`Service.new(event).process!`): each is its own finding.
     hits.dedup_by_key(|h| (h.pos.line, h.rule, h.origin.as_ref().map(|o| o.pos.line)));
@@ -216,7 +226,7 @@ pub(crate) fn guarded(facts: &FnFacts<'_>, i: usize) -> bool {
                 || unique_claim(facts, act)
                 || decided_claim(facts, k, i))
             && !exclusive(facts.func, k, i))
-            || (tx.is_some() && facts.tx[k] == tx && is_marker(act))
+            || (tx.is_some() && facts.tx[k] == tx && is_marker(act) && !exclusive(facts.func, k, i))
     }) || in_duplicate_branch(facts, i)
         || facts.func.ops[i].conds.iter().any(|&c| {
             facts.func.conds[c]

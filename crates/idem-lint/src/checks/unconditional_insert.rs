@@ -139,10 +139,20 @@ fn minted(facts: &FnFacts<'_>, value: &Expr) -> bool {
         Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).unwrap_or(value),
         other => other,
     };
-    matches!(value, Expr::Call(c) if {
-        let n = norm(&c.name());
-        crate::lang::jvm_vocab::is_random(&n) || crate::words::is_id_minting(&n)
-    })
+    match value {
+        // `str(uuid.uuid4())`, `String(randomUUID())`: the id, as text.
+        Expr::Call(c)
+            if matches!(norm(&c.name()).as_str(), "str" | "string" | "tostring")
+                && c.args.len() == 1 =>
+        {
+            minted(facts, &c.args[0])
+        }
+        Expr::Call(c) => {
+            let n = norm(&c.name());
+            crate::lang::jvm_vocab::is_random(&n) || crate::words::is_id_minting(&n)
+        }
+        _ => false,
+    }
 }
 
 /// An SQL insert's columns with the values bound to them, when its placeholders are the
@@ -156,7 +166,8 @@ fn bound_columns<'f>(
         return Vec::new();
     };
     let params: Vec<&Expr> = match call.args.get(1) {
-        Some(Expr::List(items)) => items.iter().collect(),
+        // A list, or Python's tuple.
+        Some(Expr::List(items) | Expr::Other(items)) => items.iter().collect(),
         _ => call.args.iter().skip(1).collect(),
     };
     let Some(sql) = call.args.first().and_then(Expr::string_text) else {
@@ -190,7 +201,8 @@ fn bound_columns<'f>(
     let mut next = 0;
     let mut out = Vec::new();
     for (column, value) in columns.iter().zip(values) {
-        let index = if value == "?" {
+        // `?` and psycopg's `%s` take the next parameter; `$n` parameter n.
+        let index = if value == "?" || value == "%s" {
             next += 1;
             Some(next - 1)
         } else {

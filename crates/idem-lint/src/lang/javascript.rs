@@ -550,7 +550,11 @@ impl<'s> Lower<'s> {
                     && left.kind() == "member_expression"
                     && let Some(name) = left.child_by_field_name("property")
                 {
-                    let name = self.b.text(name).to_string();
+                    // `module.exports = async (event, context) => …` is a Lambda's `handler`.
+                    let name = match self.b.text(name) {
+                        "exports" => "handler".to_string(),
+                        other => other.to_string(),
+                    };
                     self.function(right, name, None);
                     return Expr::Other(Vec::new());
                 }
