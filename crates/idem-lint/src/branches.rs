@@ -88,20 +88,11 @@ fn same_call(x: &Call, y: &Call) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
-    use crate::lang::{Language, for_path};
 
     /// The function `handle` of `source` (a file named `path`) and each op's line.
     fn ops_at(path: &str, source: &str) -> (Function, Vec<u32>) {
-        let lang: &dyn Language = for_path(Path::new(path)).expect("a language reads it");
-        let mut parser = tree_sitter::Parser::new();
-        parser
-            .set_language(&lang.grammar(Path::new(path)))
-            .expect("grammar");
-        let tree = parser.parse(source, None).expect("parses");
-        let module = lang.lower(&tree, source);
+        let module = crate::lang::lower_for_test(path, source);
         let f = module
             .functions
             .into_iter()

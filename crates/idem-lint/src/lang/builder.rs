@@ -349,21 +349,12 @@ pub(super) fn unescape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use crate::ir::{Call, OpKind};
-    use crate::lang::{Language, for_path};
 
     /// The callee segments recorded for every call of a file: a chain of n links kept whole
     /// records n²/2 (each link holds the path to it), one cut at `MAX_CHAIN` at most 64 a link.
     fn recorded_segments(path: &str, source: &str) -> usize {
-        let lang: &dyn Language = for_path(Path::new(path)).expect("a language reads it");
-        let mut parser = tree_sitter::Parser::new();
-        parser
-            .set_language(&lang.grammar(Path::new(path)))
-            .expect("grammar");
-        let tree = parser.parse(source, None).expect("parses");
-        let module = lang.lower(&tree, source);
+        let module = crate::lang::lower_for_test(path, source);
         let calls = module
             .functions
             .iter()

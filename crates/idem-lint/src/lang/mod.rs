@@ -61,6 +61,18 @@ pub(crate) fn for_path(path: &Path) -> Option<&'static dyn Language> {
     all().iter().copied().find(|l| l.handles(path))
 }
 
+/// `source`, read as a file named `path` and lowered (for tests).
+#[cfg(test)]
+pub(crate) fn lower_for_test(path: &str, source: &str) -> Module {
+    let lang = for_path(Path::new(path)).expect("a language reads it");
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&lang.grammar(Path::new(path)))
+        .expect("grammar");
+    let tree = parser.parse(source, None).expect("parses");
+    lang.lower(&tree, source)
+}
+
 fn extension(path: &Path) -> &str {
     path.extension().and_then(|e| e.to_str()).unwrap_or("")
 }
