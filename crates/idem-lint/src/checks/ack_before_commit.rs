@@ -255,6 +255,12 @@ fn answers_ok(op: &Op) -> Option<&'static str> {
             c
         }
         OpKind::Return(Some(Expr::Call(c))) => c,
+        // Flask's `return jsonify(body), 200`.
+        OpKind::Return(Some(Expr::List(items))) => {
+            return (items.last().and_then(Expr::status_code))
+                .is_some_and(ok)
+                .then_some("answers 2xx");
+        }
         _ => return None,
     };
     let mut chain = Some(call);
@@ -267,7 +273,18 @@ fn answers_ok(op: &Op) -> Option<&'static str> {
     // `Response.json(body)` / `NextResponse.json(body)` without a status: 200.
     let responds = call.callee.first().is_some_and(|r| r.ends_with("Response"))
         && matches!(call.method().as_str(), "json" | "text");
-    (responds && matches!(op.kind, OpKind::Return(_))).then_some("answers 2xx")
+    // Fiber's `return c.JSON(body)`, Express's `res.json(body)`, Flask's `jsonify(body)`
+    // returned: 200 unless a status is given.
+    let framework = call.callee.len() == 2
+        && matches!(call.callee[0].as_str(), "c" | "ctx" | "res" | "reply" | "w")
+        && matches!(
+            call.method().as_str(),
+            "json" | "send" | "sendstring" | "jsonp"
+        )
+        && call.args.first().is_none_or(|a| a.status_code().is_none());
+    let flask = call.name() == "jsonify" && matches!(op.kind, OpKind::Return(_));
+    (responds && matches!(op.kind, OpKind::Return(_)) || framework || flask)
+        .then_some("answers 2xx")
 }
 
 /// Whether two operations can both run on one path: one's conditions extend the other's.

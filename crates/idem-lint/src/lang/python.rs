@@ -608,15 +608,18 @@ impl<'s> Lower<'s> {
         call
     }
 
-    /// FastAPI/Starlette `background_tasks.add_task(process, a, b)`: `process(a, b)` runs after
-    /// the response, in work nobody waits for; lowered as that call, detached, so call
-    /// following reads what it does.
+    /// FastAPI/Starlette `background_tasks.add_task(process, a, b)` and a pool's
+    /// `executor.submit(process, a, b)`: `process(a, b)` runs after the response, in work
+    /// nobody waits for; lowered as that call, detached, so call following reads what it does.
     fn background_task(&mut self, call: &Call) {
+        let words = call.receiver_words();
         let background = call.method() == "add_task"
-            && call
-                .receiver_words()
+            && words
                 .iter()
-                .any(|w| w.contains("background") || w.contains("tasks"));
+                .any(|w| w.contains("background") || w.contains("tasks"))
+            // `executor.submit(handle, payload)` (a thread or process pool): the same.
+            || call.method() == "submit"
+                && words.iter().any(|w| w.contains("executor") || w.contains("pool"));
         let Some(Expr::Path(task)) = call.args.first().filter(|_| background) else {
             return;
         };
