@@ -186,6 +186,40 @@ fn extends_library(callee: &Function) -> bool {
     })
 }
 
+/// The SQL statement a function does nothing but return (`() => \`INSERT INTO t …\``), with
+/// its interpolations and `{{name}}` placeholders as `?`; `None` for any other function.
+fn returned_statement(callee: &Function) -> Option<String> {
+    let [op] = callee.ops.as_slice() else {
+        return None;
+    };
+    let text = match &op.kind {
+        OpKind::Return(Some(Expr::Str(s))) => s.clone(),
+        OpKind::Return(Some(Expr::Template(parts))) => parts
+            .iter()
+            .map(|p| match p {
+                Expr::Str(s) => s.clone(),
+                _ => "?".to_string(),
+            })
+            .collect(),
+        _ => return None,
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        out.push('?');
+        rest = rest[start..]
+            .find("}}")
+            .map_or("", |end| &rest[start + end + 2..]);
+    }
+    out.push_str(rest);
+    let verb = out.trim_start().to_ascii_uppercase();
+    ["INSERT", "UPDATE", "DELETE"]
+        .iter()
+        .any(|v| verb.starts_with(v))
+        .then_some(out)
+}
+
 /// Whether a method is a generic repository's (`BaseRepository.exist(db, **kw)` over
 /// `self.model`): what it reads or writes is named by the repository it is called on
 /// (`self.payment_repository.exist(…)`), which the call says and the body does not, so the
@@ -315,8 +349,31 @@ impl<'a> CallIndex<'a> {
                 && !ex.stack.contains(&target)
                 && !generic_repository(&self.files[target.0].module.functions[target.1])
             {
-                ex.inlined += 1;
                 let callee = &self.files[target.0].module.functions[target.1];
+                // A query module's function that only returns its statement (`const putMetric
+                // = () => \`INSERT INTO metrics …\``), called through the client that runs it:
+                // the call runs that statement.
+                if let Some(sql) = returned_statement(callee) {
+                    ex.func.ops.push(Op {
+                        kind: OpKind::Call(Call {
+                            callee: vec!["db".into(), "query".into()],
+                            receiver: None,
+                            args: std::iter::once(Expr::Str(sql))
+                                .chain(call.args.iter().cloned())
+                                .collect(),
+                            kwargs: Vec::new(),
+                            is_new: false,
+                            pos: call.pos,
+                        }),
+                        pos,
+                        conds,
+                        lexical_tx: tx,
+                        origin,
+                        detached: detached_id(op, site),
+                    });
+                    continue;
+                }
+                ex.inlined += 1;
                 let detached = detached_id(op, site);
                 self.inline(
                     ex,

@@ -103,6 +103,15 @@ pub(crate) fn run(
         }
         let func = expanded.as_ref().unwrap_or(func);
         let facts = FnFacts::new(func, &module.globals, schema, implicit_tx);
+        if std::env::var("IDEM_LINT_TRACE").is_ok_and(|n| n == func.name) {
+            eprintln!("== {} kind {:?}", func.name, func.kind);
+            for (k, op) in func.ops.iter().enumerate() {
+                eprintln!(
+                    "{k:3} L{} c{:?} tx{:?} {:?} | {:?}",
+                    op.pos.line, op.conds, facts.tx[k], facts.acts[k], op.kind
+                );
+            }
+        }
         key_volatile::check(&facts, &mut hits);
         check_then_act::check(&facts, &mut hits);
         marker_outside_tx::check(&facts, &mut hits);
