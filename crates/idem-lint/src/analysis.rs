@@ -1768,7 +1768,7 @@ fn provider_client(call: &Call) -> bool {
     let app_namespace = |i: usize| {
         constant(&segs[i])
             // (`Stripe'2`: renamed in an inlined helper that assigned `Stripe.api_key`)
-            && !PROVIDERS.contains(&norm(segs[i].split('\'').next().unwrap_or("")).as_str())
+            && !PROVIDERS.contains(&norm(crate::ir::as_written(&segs[i])).as_str())
             && segs
                 .get(i + 1)
                 .is_some_and(|n| constant(n) && !provider(n))
@@ -1782,11 +1782,10 @@ fn provider_client(call: &Call) -> bool {
 }
 
 /// A Go context argument (`ctx`, `r.Context()`, `context.Background()`).
-fn is_context(e: &Expr) -> bool {
+pub(crate) fn is_context(e: &Expr) -> bool {
     match e {
-        // (A helper's parameter, inlined, carries a suffix: `ctx'3`.)
         Expr::Path(p) => {
-            p.len() == 1 && matches!(p[0].split('\'').next(), Some("ctx" | "context" | "c"))
+            p.len() == 1 && matches!(crate::ir::as_written(&p[0]), "ctx" | "context" | "c")
         }
         Expr::Call(c) => matches!(c.method().as_str(), "context" | "background" | "todo"),
         _ => false,

@@ -231,6 +231,12 @@ pub(crate) struct Module {
     pub(crate) table_aliases: Vec<(String, String)>,
 }
 
+/// A name as written: an inlined helper's local carries a suffix (`ctx'3`, see `calls`),
+/// which this drops.
+pub(crate) fn as_written(name: &str) -> &str {
+    name.split('\'').next().unwrap_or(name)
+}
+
 impl Expr {
     /// Visits this expression and every expression inside it, depth first.
     pub(crate) fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
@@ -332,7 +338,7 @@ impl Call {
     pub(crate) fn name(&self) -> String {
         self.callee
             .iter()
-            .map(|s| s.split('\'').next().unwrap_or(s))
+            .map(|s| as_written(s))
             .collect::<Vec<_>>()
             .join(".")
     }

@@ -253,10 +253,8 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             );
             claim_vars.extend(
                 (targets.iter())
-                    // (An inlined helper's locals carry a suffix: `error'1`.)
                     .filter(|t| {
-                        let name = t.split('\'').next().unwrap_or(t);
-                        !(ignores_conflicts && matches!(name, "err" | "error"))
+                        !(ignores_conflicts && matches!(crate::ir::as_written(t), "err" | "error"))
                     })
                     .map(|t| (norm(t), i)),
             );

@@ -390,10 +390,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 if let Act::RedisWrite { nx: true, .. } = facts.acts[i] {
                     // A key variable named like one was already checked where it was built.
                     // Go's clients take the context first: `rdb.SetNX(ctx, key, …)`.
-                    let key = call.args.iter().find(|a| {
-                        !matches!(a, Expr::Path(p) if p.len() == 1
-                            && matches!(p[0].split('\'').next(), Some("ctx" | "c" | "context")))
-                    });
+                    let key = call.args.iter().find(|a| !crate::analysis::is_context(a));
                     let named =
                         matches!(key, Some(Expr::Path(p)) if p.iter().any(|s| is_key_name(s)));
                     if let Some(k) = key.filter(|_| !named)
