@@ -55,11 +55,15 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
     }
     match &facts.acts[i] {
         Act::RedisRead { key }
-            if marker_key(key) || set_after_read(facts, i, key) || marker_helper(facts, i) =>
+            if marker_key(key)
+                || set_after_read(facts, i, key)
+                || dedup_helper(facts, i).is_some() =>
         {
             Some(format!("Redis/cache key {key}"))
         }
-        Act::RedisWrite { key, nx: true } if marker_key(key) || marker_helper(facts, i) => {
+        Act::RedisWrite { key, nx: true }
+            if marker_key(key) || dedup_helper(facts, i).is_some() =>
+        {
             Some(format!("Redis/cache claim (SET NX) of {key}"))
         }
         Act::Other => {
@@ -74,7 +78,8 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
 
 /// The helper op `i` is written in, when it is named for the dedup it does
 /// (`isProcessed(txId)`, `claimIdempotencyKey(id)`, `dedup.is_duplicate(&key)`,
-/// `recently_seen.was_seen(id)`).
+/// `recently_seen.was_seen(id)`): a key read or claimed in it is a marker, whatever prefix
+/// builds it.
 fn dedup_helper<'f>(facts: &'f FnFacts<'_>, i: usize) -> Option<&'f str> {
     let helper = facts.func.ops[i].origin.as_ref()?.helper.as_str();
     has_any(
@@ -107,12 +112,6 @@ fn memory_helper(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<String> {
     let in_memory = call.callee.first().is_some_and(|r| r == "self")
         || call.callee.len() == 2 && matches!(facts.acts[i], Act::Other);
     (looks_up && in_memory).then(|| format!("in-memory map behind {helper}()"))
-}
-
-/// Whether op `i` is written in a helper named for its dedup: its key is then a marker
-/// whatever prefix builds it.
-fn marker_helper(facts: &FnFacts<'_>, i: usize) -> bool {
-    dedup_helper(facts, i).is_some()
 }
 
 /// A key read and then written by the handler (`get(req.path)` … `set(req.path, …)`): the
@@ -162,8 +161,6 @@ fn unrefereed_effect(facts: &FnFacts<'_>, act: &Act) -> bool {
     }
 }
 
-/// Whether the marker at `c` and the effect at `e` are both Redis's (a `PUBLISH` or `XADD`
-/// after a Redis key check): one system, which a MULTI/EXEC can commit together.
 /// A commit at `e` of a row changed after the check at `c` (`wallet.balance = new;
 /// session.commit()`, SQLAlchemy's and JPA's unit of work): the commit writes it.
 fn saves_changed_row(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
@@ -175,6 +172,8 @@ fn saves_changed_row(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
         })
 }
 
+/// Whether the marker at `c` and the effect at `e` are both Redis's (a `PUBLISH` or `XADD`
+/// after a Redis key check): one system, which a MULTI/EXEC can commit together.
 fn redis_both(facts: &FnFacts<'_>, c: usize, e: usize) -> bool {
     let redis_marker = matches!(
         facts.acts[c],
