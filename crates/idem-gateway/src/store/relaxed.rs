@@ -37,6 +37,8 @@ impl ops::RelaxedOps for sqlx::Sqlite {
             // Dispatch writes one transaction at a time (the writer gate): one connection.
             .max_connections(1)
             .acquire_timeout(pool.options().get_acquire_timeout())
+            // No ping before each checkout, as on the store's pool (idem-sql's SQLite backend).
+            .test_before_acquire(false)
             .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
             .connect_lazy_with(options);
         Some(pool)

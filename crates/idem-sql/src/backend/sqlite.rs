@@ -48,6 +48,9 @@ async fn open_pool(
     SqlitePoolOptions::new()
         .max_connections(pool.max_connections)
         .acquire_timeout(pool.acquire_timeout)
+        // No ping before each checkout: a connection to a file has no peer to lose, and sqlx's
+        // ping is one more round trip to the connection's worker thread per transaction.
+        .test_before_acquire(false)
         .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
         .connect_with(options)
         .await
