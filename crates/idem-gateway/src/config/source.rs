@@ -6,7 +6,6 @@ use std::sync::Arc;
 use http::HeaderName;
 use idem_core::{Name, RetentionPolicy};
 use idem_http::verify::{self, Encoding, Verifier};
-use serde_json_path::JsonPath;
 
 use super::broker;
 use super::error::{ConfigError, name};
@@ -14,6 +13,7 @@ use super::kind::SourceKind;
 use super::model::{Intake, Retention, Source};
 use super::raw::{RawField, RawSource};
 use super::secret::{Secret, SecretLookup, SecretRef};
+use crate::model::body_path::BodyPath;
 use crate::model::fields::{self, EntityType, Field, Fields, TimeUnit, VersionKind};
 
 /// Builds source `raw`, whose events are kept for `retention`.
@@ -290,7 +290,7 @@ fn kind_defaults(kind: SourceKind) -> KindDefaults {
     let header = |name: &'static str| Field::Header(HeaderName::from_static(name));
     let json = |path: &'static str| {
         Field::Json(
-            JsonPath::parse(path).expect("built-in JSON paths parse"),
+            BodyPath::parse(path).expect("built-in JSON paths parse"),
             path.to_owned(),
         )
     };
@@ -374,7 +374,7 @@ fn field(name: &str, raw: RawField) -> Result<Field, ConfigError> {
                 value: header,
                 expected: "an HTTP header name".into(),
             }),
-        (None, Some(path)) => JsonPath::parse(&path)
+        (None, Some(path)) => BodyPath::parse(&path)
             .map(|p| Field::Json(p, path.clone()))
             .map_err(|e| ConfigError::BadValue {
                 field: name.into(),

@@ -4,8 +4,8 @@
 use http::{HeaderMap, HeaderName};
 use idem_core::{Entity, EventId, MAX_ID_BYTES, Name, Version};
 use serde_json::Value;
-use serde_json_path::JsonPath;
 
+use crate::model::body_path::{self, BodyPath};
 use crate::model::forwarded::{ForwardedError, ForwardedHeaders};
 
 // Broker message properties, visible to the fields as headers of these names.
@@ -39,7 +39,7 @@ pub(crate) enum Field {
     /// A request header, read as text.
     Header(HeaderName),
     /// A JSON path into the body, with its text for messages.
-    Json(JsonPath, String),
+    Json(BodyPath, String),
     /// The first of these that is present (Shopify: `X-Shopify-Event-Id`, then
     /// `X-Shopify-Webhook-Id`).
     FirstOf(Vec<Field>),
@@ -299,11 +299,11 @@ impl Field {
         }
     }
 
-    fn reads_body(&self) -> bool {
+    fn body_paths<'a>(&'a self, out: &mut Vec<&'a BodyPath>) {
         match self {
-            Self::Header(_) => false,
-            Self::Json(..) => true,
-            Self::FirstOf(fields) => fields.iter().any(Field::reads_body),
+            Self::Header(_) => {}
+            Self::Json(path, _) => out.push(path),
+            Self::FirstOf(fields) => fields.iter().for_each(|f| f.body_paths(out)),
         }
     }
 
@@ -334,7 +334,7 @@ impl Field {
             },
             Self::Json(path, _) => {
                 let Some(body) = body else { return Ok(None) };
-                match path.query(body).at_most_one() {
+                match path.find(body) {
                     Ok(None | Some(Value::Null)) => Ok(None),
                     // Databases refuse NUL in text (PostgreSQL) and no sender's id holds one.
                     Ok(Some(Value::String(s))) if s.contains('\0') => Err(ExtractError::BadValue {
@@ -428,13 +428,12 @@ impl Fields {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<Extracted, ExtractError> {
-        let json = if self.all().any(Field::reads_body) {
-            Some(
-                serde_json::from_slice::<Value>(body)
-                    .map_err(|e| ExtractError::MalformedJson(e.to_string()))?,
-            )
-        } else {
+        let mut paths = Vec::new();
+        self.all().for_each(|f| f.body_paths(&mut paths));
+        let json = if paths.is_empty() {
             None
+        } else {
+            Some(body_path::parse_for(body, &paths).map_err(ExtractError::MalformedJson)?)
         };
         let json = json.as_ref();
         let id = self
@@ -568,7 +567,7 @@ mod tests {
     use http::HeaderValue;
 
     fn json(path: &str) -> Field {
-        Field::Json(JsonPath::parse(path).unwrap(), path.to_owned())
+        Field::Json(BodyPath::parse(path).unwrap(), path.to_owned())
     }
 
     fn stripe_fields() -> Fields {

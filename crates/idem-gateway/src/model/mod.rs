@@ -3,6 +3,7 @@
 //! It imports nothing else from the crate, so that storage, configuration and behaviour can all
 //! build on it without tying a circle.
 
+pub(crate) mod body_path;
 pub mod counts;
 pub(crate) mod fields;
 pub(crate) mod forwarded;
