@@ -68,11 +68,18 @@ impl HttpPublisher {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(idem_core::tls::default_client_config())
             .timeout(DEFAULT_HTTP_TIMEOUT)
+            // A 3xx is a failed publish (above). Followed, a 301, 302 or 303 turns the POST
+            // into a bodiless GET (RFC 9110 §15.4), and a 200 to that GET would have marked
+            // the row published though the receiver never got the message.
+            .redirect(reqwest::redirect::Policy::none())
             .build()?;
         Ok(Self::with_client(client, base_url))
     }
 
-    /// A publisher using `client` (its timeouts, proxies, TLS settings) to `base_url`.
+    /// A publisher using `client` (its timeouts, proxies, TLS settings) to `base_url`. Build
+    /// `client` with `redirect(reqwest::redirect::Policy::none())`, as [`new`](Self::new)
+    /// does: reqwest's default follows up to 10 redirects, turning a POST answered 301, 302 or
+    /// 303 into a bodiless GET whose 200 would mark the row published.
     pub fn with_client(client: reqwest::Client, base_url: impl Into<String>) -> Self {
         Self {
             client,

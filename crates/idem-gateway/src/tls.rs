@@ -78,9 +78,12 @@ impl TlsSettings {
         })
     }
 
-    /// An HTTP client builder with these settings.
+    /// An HTTP client builder with these settings, following no redirect (see
+    /// [`default_client_builder`]).
     pub(crate) fn client_builder(&self) -> reqwest::ClientBuilder {
-        reqwest::Client::builder().tls_backend_preconfigured(ClientConfig::clone(&self.config))
+        reqwest::Client::builder()
+            .tls_backend_preconfigured(ClientConfig::clone(&self.config))
+            .redirect(reqwest::redirect::Policy::none())
     }
 
     /// `ca_file …, client certificate …` for `idem check-config`; `None` with neither.
@@ -97,9 +100,14 @@ impl TlsSettings {
 }
 
 /// An HTTP client builder for endpoints without TLS settings: the Mozilla roots, no client
-/// certificate.
+/// certificate, and no redirect followed. Every request the gateway sends (deliveries, relay
+/// publishes, alert notifications) takes a 3xx as a failed answer (docs/gateway.md,
+/// Destinations); followed, a 301, 302 or 303 turns the POST into a bodiless GET (RFC 9110
+/// §15.4), and a 200 to that GET would have counted as delivered what nobody received.
 pub(crate) fn default_client_builder() -> reqwest::ClientBuilder {
-    reqwest::Client::builder().tls_backend_preconfigured(default_config())
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(default_config())
+        .redirect(reqwest::redirect::Policy::none())
 }
 
 /// The TLS configuration of [`default_client_builder`], for a client built otherwise (the

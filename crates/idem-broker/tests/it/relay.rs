@@ -657,6 +657,57 @@ async fn failing_destination_backs_off_parks_and_requeue_publishes<DB: AppDb>(st
 
 all_stores!(failing_destination_backs_off_parks_and_requeue_publishes);
 
+/// A 3xx is a failed publish (the doc of `HttpPublisher`), not followed: a 302 whose
+/// `Location` answers 200 would otherwise have turned the POST into a bodiless GET and marked
+/// the row published though the receiver never got the message.
+async fn a_redirect_is_a_failed_publish_not_followed<DB: AppDb>(store: Store<DB>) {
+    let _lock = OUTBOX_LOCK.lock().await;
+    let (store, _clock) = prepared(store).await;
+    let outbox = store.outbox();
+    let followed = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&followed);
+    let app = axum::Router::new()
+        .route(
+            "/mail",
+            axum::routing::post(|| async {
+                (
+                    StatusCode::FOUND,
+                    [(axum::http::header::LOCATION, "/elsewhere")],
+                )
+            }),
+        )
+        .route(
+            "/elsewhere",
+            axum::routing::any(move || async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                StatusCode::OK
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let relay = Relay::new(
+        outbox.clone(),
+        HttpPublisher::new(format!("http://{addr}")).unwrap(),
+    );
+    let mail = enqueue(&outbox, OutboxMessage::new("/mail", "receipt")).await;
+    let report = relay.run_once().await.unwrap();
+    assert_eq!((report.published, report.failed), (0, 1));
+    let row = outbox.get(&mail).await.unwrap().unwrap();
+    assert!(
+        row.last_error.as_deref().unwrap().contains("302"),
+        "{row:?}"
+    );
+    assert_eq!(status(&outbox, &mail).await, Some(OutboxStatus::Pending));
+    assert_eq!(
+        followed.load(Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
+}
+
+all_stores!(a_redirect_is_a_failed_publish_not_followed);
+
 // ---------------------------------------------------------------------------------------------
 // Order per aggregate; a parked row holds back its aggregate only; expired claims come back.
 

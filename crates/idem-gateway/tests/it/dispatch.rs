@@ -294,7 +294,65 @@ async fn retry_4xx_retries_a_400<DB: GatewayDb + AppDb>(store: Store<DB>) {
     );
 }
 
+/// A 3xx is not followed: it is retried like a 5xx, then dead. A 302 whose `Location` answers
+/// 200 would otherwise have turned the POST into a bodiless GET and counted the event as
+/// delivered though the application never received it.
+async fn a_redirect_is_not_followed<DB: GatewayDb + AppDb>(store: Store<DB>) {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let followed = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&followed);
+    let app = axum::Router::new()
+        .route(
+            "/events",
+            axum::routing::post(|| async {
+                (
+                    StatusCode::FOUND,
+                    [(axum::http::header::LOCATION, "/elsewhere")],
+                )
+            }),
+        )
+        .route(
+            "/elsewhere",
+            axum::routing::any(move || async move {
+                counted.fetch_add(1, SeqCst);
+                StatusCode::OK
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let text = config_text(addr, r#"["5ms", "5ms", "5ms"]"#);
+    let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
+    let body = stripe_event("evt_302", "customer.created", "customer", "evt_302", 1);
+    assert_eq!(gw.post_stripe(&body).await.json["status"], "accepted");
+    let stats = gw.settle().await;
+    assert_eq!(stats.destinations["app"].dead, 1);
+    let detail = gw
+        .gateway
+        .show_event("stripe", "evt_302")
+        .await
+        .unwrap()
+        .unwrap();
+    let outcomes: Vec<_> = detail.deliveries[0]
+        .1
+        .iter()
+        .map(|a| (a.status.unwrap_or_default(), a.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (302, "retry"),
+            (302, "retry"),
+            (302, "retry"),
+            (302, "dead")
+        ]
+    );
+    assert_eq!(followed.load(SeqCst), 0, "the redirect was followed");
+    gw.server.shutdown().await.unwrap();
+}
+
 both_stores!(
+    a_redirect_is_not_followed,
     a_400_is_dead_lettered_at_once,
     a_429_is_retried_on_the_schedule,
     retry_4xx_retries_a_400,
