@@ -134,7 +134,7 @@ impl<'de> Visitor<'de> for Kept<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut kept = Map::new();
-        while let Some(name) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(name) = map.next_key_seed(Name)? {
             match self.below(&name) {
                 (_, true) => {
                     kept.insert(name.into_owned(), map.next_value()?);
@@ -176,6 +176,34 @@ impl<'de> Visitor<'de> for Kept<'_> {
     }
     fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
         Ok(Value::Null)
+    }
+}
+
+/// A member's name, borrowed from the body unless it holds an escape (serde's own `Cow`
+/// always copies).
+struct Name;
+
+impl<'de> DeserializeSeed<'de> for Name {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Name {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(name))
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(name.to_owned()))
     }
 }
 
@@ -281,6 +309,7 @@ mod tests {
             r#"{"id":"evt_1","type":"charge.succeeded","created":1700000000,"data":{"object":{"id":"ch_1","object":"charge","amount":100,"meta":{"k":[1,2,{"x":"\u00e9"}]}}}}"#,
             r#"{"data":{"object":5},"id":7}"#,
             r#"{"id":"a","id":"b","data":null}"#,
+            r#"{"\u0069d":"escaped","data":{"obj\u0065ct":{"id":"x","object":"y"}}}"#,
             r#"{"data":{"object":{"id":{"nested":true}}},"type":["x"]}"#,
             r#"[{"id":"evt_1"}]"#,
             r#""evt""#,
