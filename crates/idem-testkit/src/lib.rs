@@ -33,6 +33,7 @@ pub mod outbox;
 mod placeholders;
 pub mod private_mariadb;
 pub mod private_postgres;
+pub mod redirecting;
 pub mod silent_server;
 pub mod stale;
 

@@ -664,31 +664,10 @@ async fn a_redirect_is_a_failed_publish_not_followed<DB: AppDb>(store: Store<DB>
     let _lock = OUTBOX_LOCK.lock().await;
     let (store, _clock) = prepared(store).await;
     let outbox = store.outbox();
-    let followed = Arc::new(AtomicU64::new(0));
-    let counted = Arc::clone(&followed);
-    let app = axum::Router::new()
-        .route(
-            "/mail",
-            axum::routing::post(|| async {
-                (
-                    StatusCode::FOUND,
-                    [(axum::http::header::LOCATION, "/elsewhere")],
-                )
-            }),
-        )
-        .route(
-            "/elsewhere",
-            axum::routing::any(move || async move {
-                counted.fetch_add(1, Ordering::SeqCst);
-                StatusCode::OK
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let destination = idem_testkit::redirecting::Redirecting::start("/mail").await;
     let relay = Relay::new(
         outbox.clone(),
-        HttpPublisher::new(format!("http://{addr}")).unwrap(),
+        HttpPublisher::new(format!("http://{}", destination.addr)).unwrap(),
     );
     let mail = enqueue(&outbox, OutboxMessage::new("/mail", "receipt")).await;
     let report = relay.run_once().await.unwrap();
@@ -699,11 +678,7 @@ async fn a_redirect_is_a_failed_publish_not_followed<DB: AppDb>(store: Store<DB>
         "{row:?}"
     );
     assert_eq!(status(&outbox, &mail).await, Some(OutboxStatus::Pending));
-    assert_eq!(
-        followed.load(Ordering::SeqCst),
-        0,
-        "the redirect was followed"
-    );
+    assert_eq!(destination.followed(), 0, "the redirect was followed");
 }
 
 all_stores!(a_redirect_is_a_failed_publish_not_followed);

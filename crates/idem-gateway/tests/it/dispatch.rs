@@ -298,30 +298,8 @@ async fn retry_4xx_retries_a_400<DB: GatewayDb + AppDb>(store: Store<DB>) {
 /// 200 would otherwise have turned the POST into a bodiless GET and counted the event as
 /// delivered though the application never received it.
 async fn a_redirect_is_not_followed<DB: GatewayDb + AppDb>(store: Store<DB>) {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    let followed = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&followed);
-    let app = axum::Router::new()
-        .route(
-            "/events",
-            axum::routing::post(|| async {
-                (
-                    StatusCode::FOUND,
-                    [(axum::http::header::LOCATION, "/elsewhere")],
-                )
-            }),
-        )
-        .route(
-            "/elsewhere",
-            axum::routing::any(move || async move {
-                counted.fetch_add(1, SeqCst);
-                StatusCode::OK
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let text = config_text(addr, r#"["5ms", "5ms", "5ms"]"#);
+    let destination = idem_testkit::redirecting::Redirecting::start("/events").await;
+    let text = config_text(destination.addr, r#"["5ms", "5ms", "5ms"]"#);
     let gw = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
     let body = stripe_event("evt_302", "customer.created", "customer", "evt_302", 1);
     assert_eq!(gw.post_stripe(&body).await.json["status"], "accepted");
@@ -347,7 +325,7 @@ async fn a_redirect_is_not_followed<DB: GatewayDb + AppDb>(store: Store<DB>) {
             (302, "dead")
         ]
     );
-    assert_eq!(followed.load(SeqCst), 0, "the redirect was followed");
+    assert_eq!(destination.followed(), 0, "the redirect was followed");
     gw.server.shutdown().await.unwrap();
 }
 
