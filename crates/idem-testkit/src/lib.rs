@@ -16,6 +16,7 @@
 //! - [`private_postgres`]: a PostgreSQL server of the test's own, which it stops and starts;
 //! - [`private_mariadb`]: a MariaDB server of the test's own, which it kills and starts again;
 //! - [`silent_server`]: a server that accepts TCP and never answers;
+//! - [`redirecting`]: a server that answers 302 and counts the redirects followed;
 //! - [`http_client`]: an HTTP client with its own rustls configuration (reqwest has no
 //!   crypto provider to fall back on);
 //! - [`all_stores!`]: turns `async fn name<DB: AppDb>(store: Store<DB>)` into three tests,
