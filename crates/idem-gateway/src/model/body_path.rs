@@ -102,6 +102,13 @@ struct Kept<'p> {
 }
 
 impl Kept<'_> {
+    /// A value of which nothing is kept: read and checked as a whole parse would (strings'
+    /// escapes included, which serde's `IgnoredAny` does not check), and dropped.
+    const NOTHING: Kept<'static> = Kept {
+        paths: &[],
+        prefix: &[],
+    };
+
     /// The paths that go on below `prefix` through member `name`, and whether one ends there.
     fn below(&self, name: &str) -> (Option<&[String]>, bool) {
         let depth = self.prefix.len();
@@ -147,7 +154,7 @@ impl<'de> Visitor<'de> for Kept<'_> {
                     kept.insert(name.into_owned(), value);
                 }
                 (None, false) => {
-                    map.next_value::<Skipped>()?;
+                    map.next_value_seed(Kept::NOTHING)?;
                 }
             }
         }
@@ -155,7 +162,7 @@ impl<'de> Visitor<'de> for Kept<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        while seq.next_element::<Skipped>()?.is_some() {}
+        while seq.next_element_seed(Kept::NOTHING)?.is_some() {}
         Ok(Value::Null)
     }
 
@@ -204,55 +211,6 @@ impl<'de> Visitor<'de> for Name {
 
     fn visit_str<E: de::Error>(self, name: &str) -> Result<Self::Value, E> {
         Ok(Cow::Owned(name.to_owned()))
-    }
-}
-
-/// A JSON value read and checked as a whole parse would (strings' escapes included, which
-/// serde's `IgnoredAny` does not check), and dropped.
-struct Skipped;
-
-impl<'de> de::Deserialize<'de> for Skipped {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(SkipVisitor)
-    }
-}
-
-struct SkipVisitor;
-
-impl<'de> Visitor<'de> for SkipVisitor {
-    type Value = Skipped;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skipped, A::Error> {
-        while map.next_entry::<Skipped, Skipped>()?.is_some() {}
-        Ok(Skipped)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skipped, A::Error> {
-        while seq.next_element::<Skipped>()?.is_some() {}
-        Ok(Skipped)
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skipped, E> {
-        Ok(Skipped)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skipped, E> {
-        Ok(Skipped)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skipped, E> {
-        Ok(Skipped)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skipped, E> {
-        Ok(Skipped)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skipped, E> {
-        Ok(Skipped)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Skipped, E> {
-        Ok(Skipped)
     }
 }
 
