@@ -50,7 +50,11 @@ pub(super) fn status_of(call: &Call) -> Option<u16> {
                 .find_map(|k| call.option(k).and_then(Expr::status_code));
             let lower = name.to_ascii_lowercase();
             if name.ends_with("Exception") || name.ends_with("Error") || name.contains("Response") {
-                kw.or(first).or_else(|| django_status(name))
+                // `common.JSONError(w, http.StatusConflict, …)`: a project's answer helper
+                // named for an error carries its status among the first arguments.
+                kw.or(first)
+                    .or_else(|| django_status(name))
+                    .or_else(|| call.args.iter().take(3).find_map(Expr::status_code))
             } else if ["json", "error", "respond", "reply", "fail"]
                 .iter()
                 .any(|w| lower.contains(w))
@@ -219,7 +223,11 @@ fn fails_on_duplicate(act: &Act) -> bool {
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
-    if !is_event(facts.func) {
+    // A route not known as an event receiver is judged only on an answer that says itself
+    // that it refuses a repeated event (`writeError(w, http.StatusConflict, "event already
+    // processed")`): a 409 for a repeated user or order is an API's business.
+    let any_route = !is_event(facts.func);
+    if any_route && facts.func.kind != crate::ir::HandlerKind::Route {
         return;
     }
     // Variables holding the result of a dedup claim or look-up, and the claims and look-ups
@@ -262,10 +270,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     }
     // A claim's result still held at op `i`: `err` assigned by the claim and not by a later
     // call (`if err := s.parse(p); err != nil` after the claim is another failure).
-    let holds_claim = |word: &str, i: usize| {
+    // A helper's `err` is its own variable, not the caller's: a condition reads the
+    // variables of the function it is written in (that of the first op it governs).
+    let scope = |k: usize| facts.func.ops[k].origin.as_ref().map(|o| &o.helper);
+    let cond_scope = |c: usize| {
+        (facts.func.ops.iter())
+            .position(|o| o.conds.contains(&c))
+            .map(scope)
+    };
+    let holds_claim = |word: &str, i: usize, c: usize| {
         let word = norm(word);
         let last = (0..i).rev().find(|&k| {
-            matches!(&facts.func.ops[k].kind, OpKind::Assign { targets, .. }
+            cond_scope(c).is_none_or(|s| s == scope(k))
+                && matches!(&facts.func.ops[k].kind, OpKind::Assign { targets, .. }
                 if targets.iter().any(|t| norm(t) == word))
         });
         last.is_some_and(|k| claim_vars.iter().any(|(v, at)| *v == word && *at == k))
@@ -327,6 +344,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             _ => continue,
         };
         let by_message = message_words.iter().any(|w| is_duplicate_word(w));
+        if any_route && !(by_message && names_delivery(&message_words)) {
+            continue;
+        }
         let by_claim = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
             let mut makes_claim = false;
@@ -335,7 +355,8 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     makes_claim |= claim_calls.contains(&call.pos);
                 }
             });
-            !cond.is_catch && (makes_claim || cond.test.words().iter().any(|w| holds_claim(w, i)))
+            !cond.is_catch
+                && (makes_claim || cond.test.words().iter().any(|w| holds_claim(w, i, c)))
         });
         let by_catch = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
@@ -445,4 +466,18 @@ fn status_given(facts: &FnFacts<'_>, call: &Call) -> Option<u16> {
         ..call.clone()
     };
     status_of(&resolved)
+}
+
+/// Whether an answer's words name a delivery rather than a business object: "event already
+/// processed", "duplicate webhook", "duplicate delivery id".
+fn names_delivery(words: &[String]) -> bool {
+    words.iter().any(|w| {
+        let lower = w.to_lowercase();
+        lower.split(|c: char| !c.is_alphanumeric()).any(|t| {
+            matches!(
+                t,
+                "event" | "webhook" | "delivery" | "notification" | "message" | "replay"
+            )
+        })
+    })
 }

@@ -374,12 +374,23 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             Act::Other => super::call_name(facts, e),
             other => describe(other),
         };
+        // A marker in Redis is in another system than the effect: by the precedence both
+        // pages state, that is REL_TTL_MARKER's finding, whatever the key is named.
         out.push(Hit {
-            rule: RuleId::RelMarkerOutsideTx,
+            rule: if redis {
+                RuleId::RelTtlMarker
+            } else {
+                RuleId::RelMarkerOutsideTx
+            },
             pos: facts.func.ops[m].pos,
             origin: facts.func.ops[m].origin.clone(),
             message: format!(
-                "processed marker ({marker_name}) is committed {where_} the side effect {effect_name} on line {}",
+                "{}processed marker ({marker_name}) is committed {where_} the side effect {effect_name} on line {}",
+                if redis {
+                    "dedup marker in another system than the effect: "
+                } else {
+                    ""
+                },
                 facts.func.ops[e].pos.line
             ),
             confidence: if redis { Confidence::Medium } else { Confidence::High },
