@@ -336,7 +336,73 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
         });
         return true;
     }
-    false
+    handler_ends_before_detached_work(facts, out)
+}
+
+/// A handler that starts its effect in work nobody waits for and then ends without an answer
+/// the linter knows: ending normally is the 2xx of a route (Go's `net/http` writes 200, a
+/// framework's own `return r.SendEnvelope(…)`) and the acknowledgement of a job or consumer
+/// callback (kafkajs, Lambda, Celery). Reported at the handler's last statement.
+fn handler_ends_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool {
+    let ops = &facts.func.ops;
+    let in_catch = |op: &Op| op.conds.iter().any(|&c| facts.func.conds[c].is_catch);
+    let started = (0..ops.len()).find(|&k| {
+        let call_k = match &ops[k].kind {
+            OpKind::Call(c) => Some(c),
+            _ => None,
+        };
+        ops[k].detached != 0
+            && !call_k.is_some_and(synchronous)
+            && is_effect(&facts.acts[k], call_k)
+            && !in_catch(&ops[k])
+    });
+    let Some(k) = started else { return false };
+    // The handler's own last statement, after the work started and not waiting for it.
+    let Some(end) = (k + 1..ops.len())
+        .rev()
+        .find(|&e| ops[e].origin.is_none() && ops[e].detached == 0)
+    else {
+        return false;
+    };
+    if in_catch(&ops[end])
+        || !matches!(ops[end].kind, OpKind::Return(_) | OpKind::Call(_))
+        || matches!(&ops[end].kind, OpKind::Call(c) if awaits(c))
+        || matches!(&ops[end].kind, OpKind::Return(Some(v)) if answers_error(v))
+    {
+        return false;
+    }
+    out.push(Hit {
+        rule: RuleId::RelAckBeforeCommit,
+        pos: ops[end].pos,
+        origin: None,
+        message: format!(
+            "the handler ends (answering 2xx, acknowledging the delivery) while the effect on line {} ({}) runs in work nobody waits for (a goroutine, a deferred callback or an unawaited call): a crash or failure after it loses the event",
+            ops[k].pos.line,
+            super::describe(&facts.acts[k]),
+        ),
+        confidence: Confidence::Medium,
+    });
+    true
+}
+
+/// A wait for started work (`wg.Wait()`, `Promise.all(…)`, `asyncio.gather(…)`).
+fn awaits(call: &Call) -> bool {
+    matches!(
+        call.method().as_str(),
+        "wait" | "all" | "allsettled" | "gather" | "join" | "result"
+    )
+}
+
+/// A returned error or failure status: the sender retries, nothing is acknowledged.
+fn answers_error(value: &Expr) -> bool {
+    let mut bad = false;
+    value.walk(&mut |e| {
+        if let Expr::Call(c) = e {
+            bad |= status_of(c).is_some_and(|s| s >= 400)
+                || matches!(c.name().as_str(), "fmt.Errorf" | "errors.New");
+        }
+    });
+    bad
 }
 
 /// A broker ack or offset commit inside the open transaction that holds the effect: the

@@ -78,7 +78,12 @@ impl<'s> Lower<'s> {
                 for c in named(n) {
                     // A call whose promise nobody awaits (`handle(event);`): its work may
                     // not have finished when the next statement runs.
-                    let unawaited = c.kind() == "call_expression";
+                    // `void svc.trigger(…)` says so in as many words.
+                    let unawaited = c.kind() == "call_expression"
+                        || c.kind() == "unary_expression"
+                            && c.child(0).is_some_and(|o| o.kind() == "void")
+                            && c.named_child(0)
+                                .is_some_and(|a| a.kind() == "call_expression");
                     if unawaited {
                         self.b.push_detached();
                     }
