@@ -574,6 +574,20 @@ impl<'a> FnFacts<'a> {
             | "deliver_later" | "produce_sync" | "produce_async" | "produce_many_sync"
             | "deliver_message" => !recv.is_empty(),
             "delay" | "apply_async" | "send_task" => !recv.is_empty(),
+            // A project's own publishing method: `EventPublisher.publishEvent(…)`,
+            // `kafka_producer.produce_invoice_paid(…)`, `webhookQueue.enqueueWebhook(…)`,
+            // `producer.sendEvent(…)`. `publishPost` on a blog's repository is not one.
+            // Nor is Spring's in-process `ApplicationEventPublisher.publishEvent(…)`, whose
+            // listeners are read apart.
+            _ if m.starts_with("publish") => {
+                broker && !has_any(recv, &["applicationevent"])
+                    || m != "publishevent"
+                        && has_any(m, &["event", "message", "msg", "topic", "notification"])
+            }
+            _ if m.starts_with("produce") || m.starts_with("send") => {
+                broker && !has_any(recv, &["res", "reply", "response", "ws", "socket", "mail"])
+            }
+            _ if m.starts_with("enqueue") => !recv.is_empty(),
             _ => false,
         }
     }
