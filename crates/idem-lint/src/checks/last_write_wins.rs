@@ -193,8 +193,19 @@ fn upsert_column(facts: &FnFacts<'_>, i: usize) -> Option<String> {
         }
         _ => None,
     }?;
-    let update = update.field("$set").unwrap_or(update);
-    let Expr::Object { fields, .. } = update else {
+    // The update held in a local (`const updateData = {…}`, `{ $set: updateData }`).
+    let held = |e: &'_ Expr| -> Option<Expr> {
+        match e {
+            Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).cloned(),
+            other => Some(other.clone()),
+        }
+    };
+    let update = held(update)?;
+    let update = match update.field("$set") {
+        Some(set) => held(set)?,
+        None => update,
+    };
+    let Expr::Object { fields, .. } = &update else {
         return None;
     };
     fields
