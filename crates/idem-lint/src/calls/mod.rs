@@ -331,7 +331,9 @@ impl<'a> CallIndex<'a> {
                     (conds.clone(), tx, detached, pos, &origin),
                     depth,
                 );
-                if !extends_library(callee) {
+                // A project's client wrapper named for a publish (`tasks.enqueue_http(…)`,
+                // `events.publishEvent(…)`) publishes whatever its body's calls are called.
+                if !extends_library(callee) && !names_publish(call) {
                     continue;
                 }
             } else if let (OpKind::Call(original), OpKind::Call(call)) = (&op.kind, &kind)
@@ -609,4 +611,14 @@ impl<'a> CallIndex<'a> {
             }
         }
     }
+}
+
+/// Whether a call is named for sending a message or job: `publish…`, `enqueue…`, `produce…`
+/// on a receiver.
+fn names_publish(call: &Call) -> bool {
+    let m = call.method();
+    call.callee.len() > 1
+        && ["publish", "enqueue", "produce"]
+            .iter()
+            .any(|p| m.starts_with(p))
 }

@@ -55,6 +55,12 @@ pub(super) fn opens_transaction(call: &Call) -> bool {
             | "intx"
             | "runintx"
     ) || (m == "begin" && call.callee.len() > 1)
+        // A project's own wrapper: `adminTransaction(async (tx) => …)`,
+        // `withDbTransaction(cb)`; not a payment's `createTransaction(…)`.
+        || m.ends_with("transaction")
+            && !["create", "insert", "add", "save", "record", "get", "find", "update", "delete", "cancel", "refund", "process", "handle", "verify", "fetch", "list"]
+                .iter()
+                .any(|v| m.starts_with(v))
 }
 
 /// Callee methods whose function argument runs inline, as part of the caller.

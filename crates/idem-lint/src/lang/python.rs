@@ -50,8 +50,10 @@ fn with_opens_transaction(call: &Call) -> bool {
     opens_transaction(call)
         || matches!(
             call.method().as_str(),
-            "atomic" | "begin_nested" | "begin" | "transaction"
+            "atomic" | "begin_nested" | "begin" | "transaction" | "txn" | "tx" | "session_scope"
         )
+        // `with db_txn() as cur:`, `with atomic_transaction():`.
+        || call.method().ends_with("_txn")
 }
 
 impl<'s> Lower<'s> {
