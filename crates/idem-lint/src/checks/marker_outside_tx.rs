@@ -254,7 +254,10 @@ fn marks_handled(facts: &FnFacts<'_>, m: usize) -> Option<String> {
         return None;
     };
     let flag = ["processed", "processed_at", "handled", "handled_at"];
-    if !call.method().starts_with("update") || !flag.iter().any(|f| call.option(f).is_some()) {
+    let method = call.method();
+    if !(method.starts_with("update") || method.ends_with("andupdate"))
+        || !(flag.iter().any(|f| call.option(f).is_some()) || sets_done_status(call))
+    {
         return None;
     }
     let target = match &facts.acts[m] {
@@ -264,7 +267,37 @@ fn marks_handled(facts: &FnFacts<'_>, m: usize) -> Option<String> {
             .or_else(|| (call.callee.len() == 2).then(|| call.callee[0].clone()))
             .unwrap_or_default(),
     };
-    super::is_event_log_table(&target).then_some(target)
+    // A received-webhook row marked done (`prisma.webhook.update({ data: { status:
+    // PROCESSED } })`): a `webhooks` table may also list endpoints, hence the status.
+    let webhook_log =
+        sets_done_status(call) && crate::words::table_key(&target).contains("webhook");
+    (super::is_event_log_table(&target) || webhook_log).then_some(target)
+}
+
+/// Whether an update's data marks its row done: `data: { status: WebhookStatus.PROCESSED }`,
+/// `{ $set: { state: "completed" } }`, `{ processedAt: new Date() }`.
+fn sets_done_status(call: &crate::ir::Call) -> bool {
+    const DONE: &[&str] = &["processed", "handled", "completed", "done", "succeeded"];
+    let mut hit = false;
+    for e in call.arg_exprs() {
+        e.walk(&mut |x| {
+            let Expr::Object { fields, .. } = x else {
+                return;
+            };
+            for (k, v) in fields {
+                let k = crate::words::norm(k);
+                hit |= matches!(
+                    k.as_str(),
+                    "processedat" | "handledat" | "processed" | "handled"
+                ) || matches!(k.as_str(), "status" | "state")
+                    && v.words().iter().any(|w| {
+                        let w = crate::words::norm(w);
+                        DONE.iter().any(|d| w.ends_with(d))
+                    });
+            }
+        });
+    }
+    hit
 }
 
 /// The model a local row was built from (`record = Model.find_or_initialize_by(…)`).
