@@ -1146,11 +1146,13 @@ impl<'a> FnFacts<'a> {
         };
         // So is a lone argument held in a local (ActiveRecord `sub.update!(attrs)`).
         let lone = call.args.first().filter(|_| call.args.len() == 1);
+        // And Mongo's update document (`findOneAndUpdate(filter, updateData, …)`).
         let held: Vec<Expr> = call
             .option("data")
             .or(lone)
             .and_then(local)
             .into_iter()
+            .chain(call.args.get(1).and_then(local))
             .collect();
         let data: Vec<&Expr> = call
             .option("data")

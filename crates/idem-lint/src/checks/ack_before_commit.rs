@@ -364,9 +364,14 @@ fn handler_ends_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) ->
     else {
         return false;
     };
-    if in_catch(&ops[end])
+    let waited = (k + 1..=end).any(|w| {
+        ops[w].origin.is_none()
+            && ops[w].detached == 0
+            && matches!(&ops[w].kind, OpKind::Call(c) if awaits(c))
+    });
+    if waited
+        || in_catch(&ops[end])
         || !matches!(ops[end].kind, OpKind::Return(_) | OpKind::Call(_))
-        || matches!(&ops[end].kind, OpKind::Call(c) if awaits(c))
         || matches!(&ops[end].kind, OpKind::Return(Some(v)) if answers_error(v))
     {
         return false;

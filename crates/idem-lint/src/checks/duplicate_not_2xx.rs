@@ -344,8 +344,17 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             _ => continue,
         };
         let by_message = message_words.iter().any(|w| is_duplicate_word(w));
-        if any_route && !(by_message && names_delivery(&message_words)) {
-            continue;
+        if any_route {
+            // The branch's own words count too (`if errors.Is(err, ErrEventDuplicate)`): an
+            // answer helper followed into its body leaves its message behind.
+            let cond_words: Vec<String> = (op.conds.iter())
+                .filter(|&&c| !facts.func.conds[c].is_catch)
+                .flat_map(|&c| facts.func.conds[c].test.words())
+                .collect();
+            let refused = by_message || in_duplicate_branch(facts, i);
+            if !(refused && (names_delivery(&message_words) || names_delivery(&cond_words))) {
+                continue;
+            }
         }
         let by_claim = op.conds.iter().any(|&c| {
             let cond = &facts.func.conds[c];
@@ -474,10 +483,17 @@ fn names_delivery(words: &[String]) -> bool {
     words.iter().any(|w| {
         let lower = w.to_lowercase();
         lower.split(|c: char| !c.is_alphanumeric()).any(|t| {
-            matches!(
-                t,
-                "event" | "webhook" | "delivery" | "notification" | "message" | "replay"
-            )
+            // A word, or an error named for it (`ErrEventDuplicate`).
+            [
+                "event",
+                "webhook",
+                "delivery",
+                "notification",
+                "message",
+                "replay",
+            ]
+            .iter()
+            .any(|d| t == *d || t.starts_with("err") && t.contains(d))
         })
     })
 }

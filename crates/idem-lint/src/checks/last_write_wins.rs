@@ -54,10 +54,12 @@ fn set_from_event(facts: &FnFacts<'_>, call: &Call, column: &str) -> bool {
     }
     // The data held in a local: Prisma's `data`, or a lone argument (`sub.update!(attrs)`).
     let lone = call.args.first().filter(|_| call.args.len() == 1);
-    let held = match call.option("data").or(lone) {
+    // And Mongo's update document, second (`findOneAndUpdate(filter, updateData, …)`).
+    let local = |e: Option<&Expr>| match e {
         Some(Expr::Path(p)) if p.len() == 1 => facts.values.get(&p[0]),
         _ => None,
     };
+    let held = local(call.option("data").or(lone)).or_else(|| local(call.args.get(1)));
     // `row.current_period_end = event[…]; row.save()`: the field assigned before the save.
     // A repository's `save(row)` (Spring Data) saves the row it is given.
     let saved = match call.args.first() {
