@@ -388,7 +388,8 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         });
         let by_catch = by_catch && !absent_branch;
         let by_claim_catch = claim_failed(facts, i) && !absent_branch;
-        let dup_branch = in_duplicate_branch(facts, i) && !absent_branch;
+        let dup_branch =
+            (in_duplicate_branch(facts, i) || found_by_event_id(facts, i)) && !absent_branch;
         if !(by_message || by_claim || by_catch || by_claim_catch || dup_branch) {
             continue;
         }
@@ -495,5 +496,37 @@ fn names_delivery(words: &[String]) -> bool {
             .iter()
             .any(|d| t == *d || t.starts_with("err") && t.contains(d))
         })
+    })
+}
+
+/// Whether op `i` runs in the branch where a look-up by the event's own id found a row (`if
+/// await repo.exist(db, transaction_id=data.transaction_id): raise HTTPException(400, …)`):
+/// that branch is the redelivery.
+fn found_by_event_id(facts: &FnFacts<'_>, i: usize) -> bool {
+    facts.func.ops[i].conds.iter().any(|&c| {
+        let cond = &facts.func.conds[c];
+        let Expr::Call(call) = &cond.test else {
+            return false;
+        };
+        let m = call.method();
+        let lookup =
+            m.starts_with("exist") || m == "count" || m.starts_with("findby") && m.ends_with("id");
+        let by_id = |e: &Expr| {
+            let mut hit = false;
+            e.walk(&mut |x| {
+                if let Expr::Path(p) = x
+                    && p.len() > 1
+                    && p.last().is_some_and(|l| norm(l).ends_with("id"))
+                {
+                    hit |= facts.mentions_tainted(x);
+                }
+            });
+            hit
+        };
+        !cond.negated
+            && !cond.is_catch
+            && lookup
+            && (call.arg_exprs().into_iter().any(by_id)
+                || call.kwargs.iter().any(|(_, v)| by_id(v)))
     })
 }
