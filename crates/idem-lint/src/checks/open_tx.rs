@@ -80,7 +80,11 @@ pub(crate) fn open_transaction(facts: &FnFacts<'_>) -> Vec<bool> {
                     ..
                 },
                 _,
-            ) if begins_db_transaction(c) => vars.extend(targets.first().cloned()),
+                // `const total = await db.transaction(async (tx) => …)` holds the callback's
+                // result: that transaction has committed (the callback's ops carry it).
+            ) if begins_db_transaction(c) && !takes_callback(c) => {
+                vars.extend(targets.first().cloned())
+            }
             _ => {}
         }
         let lexical = op.lexical_tx.is_some() && !producer_callback(facts, i);
@@ -97,4 +101,12 @@ pub(crate) fn producer_callback(facts: &FnFacts<'_>, i: usize) -> bool {
     let root = call.callee.first().map(String::as_str).unwrap_or("");
     matches!(facts.values.get(root), Some(Expr::Call(made))
         if made.receiver_words().iter().any(|w| has_any(w, PRODUCERS)))
+}
+
+/// Whether a call is given a function (lowered in place, its argument left as an empty
+/// `Other`): a managed transaction's callback.
+fn takes_callback(call: &Call) -> bool {
+    call.args
+        .iter()
+        .any(|a| matches!(a, Expr::Other(parts) if parts.is_empty()))
 }
