@@ -91,6 +91,11 @@ async fn sighup_applies_a_valid_file_and_refuses_an_invalid_one_under_load() {
         senders.spawn(async move {
             for i in 0..EVENTS_PER_ENTITY {
                 let (id, body) = event(e, i, created);
+                // The last two fifths wait for the reload: a fast machine would otherwise send
+                // everything in the time the reload takes, and nothing would test the swap.
+                while i >= EVENTS_PER_ENTITY * 3 / 5 && !reloaded.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
                 // Sent once the reload was logged, so received after the swap.
                 let after = reloaded.load(Ordering::SeqCst);
                 send_until_accepted(&client, &url, &body).await;
