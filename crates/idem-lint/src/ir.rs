@@ -91,6 +91,22 @@ pub(crate) struct Call {
     pub(crate) pos: Pos,
 }
 
+/// Links of a method chain kept with their receivers (`a.b().c()…`). A builder of hundreds of
+/// links (a CLI's `.option(…)` list) would otherwise copy its whole chain into every link:
+/// memory that grows with the cube of its length. No handler shape needs a longer one.
+const MAX_CHAIN: usize = 24;
+
+/// The callee and receiver of a call on the result of `inner`, cut to a bare method on an
+/// unknown receiver past [`MAX_CHAIN`] links.
+pub(crate) fn chained(callee: Vec<String>, inner: Call) -> (Vec<String>, Option<Box<Call>>) {
+    if callee.len() > MAX_CHAIN {
+        let method = callee.last().cloned().unwrap_or_default();
+        (vec!["?".to_string(), method], None)
+    } else {
+        (callee, Some(Box::new(inner)))
+    }
+}
+
 /// What an operation does.
 #[derive(Debug, Clone)]
 pub(crate) enum OpKind {

@@ -425,14 +425,14 @@ impl<'s> Lower<'s> {
                         let inner = self.call(o);
                         let mut callee = inner.callee.clone();
                         callee.push(field);
-                        (callee, Some(Box::new(inner)))
+                        crate::ir::chained(callee, inner)
                     }
                     Some(o) if let Some((inner, fields)) = self.through_call(o) => {
                         // `getClient().Messages.Create(…)`: the client's path through the call.
                         let mut callee = inner.callee.clone();
                         callee.extend(fields);
                         callee.push(field);
-                        (callee, Some(Box::new(inner)))
+                        crate::ir::chained(callee, inner)
                     }
                     Some(o) => match self.expr(o) {
                         Expr::Path(mut segs) => {

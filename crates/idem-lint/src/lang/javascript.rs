@@ -655,7 +655,7 @@ impl<'s> Lower<'s> {
                     let inner = self.call(obj);
                     let mut callee = inner.callee.clone();
                     callee.push(prop);
-                    (callee, Some(Box::new(inner)))
+                    crate::ir::chained(callee, inner)
                 } else if obj.kind() == "member_expression"
                     && obj
                         .child_by_field_name("object")

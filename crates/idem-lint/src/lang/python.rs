@@ -535,14 +535,14 @@ impl<'s> Lower<'s> {
                         let inner = self.call(o);
                         let mut callee = inner.callee.clone();
                         callee.push(attr);
-                        (callee, Some(Box::new(inner)))
+                        crate::ir::chained(callee, inner)
                     }
                     Some(o) if let Some((inner, attrs)) = self.through_call(o) => {
                         // `get_client().messages.create(…)`: the client's path through the call.
                         let mut callee = inner.callee.clone();
                         callee.extend(attrs);
                         callee.push(attr);
-                        (callee, Some(Box::new(inner)))
+                        crate::ir::chained(callee, inner)
                     }
                     Some(o) => match self.expr(o) {
                         Expr::Path(mut segs) => {

@@ -530,3 +530,43 @@ fn deeply_nested_files_do_not_crash() {
     assert_eq!(o.status.code(), Some(1), "{} {}", text(&o), err(&o));
     assert!(text(&o).contains("1 finding in 3 files"), "{}", text(&o));
 }
+
+/// Method chains thousands of links long (a CLI's `.option(…)` list, a promise chain) in
+/// TypeScript, Python and Go are linted like any file: before chains were cut at a few dozen
+/// links, each link copied the whole chain and 1,000 links took 23 GB.
+#[test]
+fn long_method_chains_are_linted_without_blowing_up() {
+    let d = tempfile::tempdir().expect("tmp");
+    write(d.path(), "withdraw.js", RELATIVE);
+    let links = 3_000;
+    write(
+        d.path(),
+        "cli.ts",
+        &format!(
+            "const y = yargs\n{};\n",
+            "  .option(\"a\", {})\n".repeat(links)
+        ),
+    );
+    write(
+        d.path(),
+        "chain.ts",
+        &format!("const y = p\n{};\n", "  .then((x) => x)\n".repeat(links)),
+    );
+    write(
+        d.path(),
+        "chain.py",
+        &format!("y = (a\n{})\n", "    .b()\n".repeat(links)),
+    );
+    write(
+        d.path(),
+        "chain.go",
+        &format!(
+            "package main\n\nfunc f() {{\n\t_ = a.\n{}\t\tb()\n}}\n",
+            "\t\tb().\n".repeat(links)
+        ),
+    );
+    let o = run(d.path(), &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t} {}", err(&o));
+    assert!(t.contains("1 finding in 5 files (0 skipped)"), "{t}");
+}
