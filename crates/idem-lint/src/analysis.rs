@@ -199,8 +199,37 @@ impl<'a> FnFacts<'a> {
             };
             facts.acts.push(act);
         }
+        facts.release_locks();
         facts.assign_transactions(implicit_tx);
         facts
+    }
+
+    /// A `SET NX` whose key the function deletes again (`DEL`, `UNLINK`, in a `finally` or a
+    /// `defer`) is a lock held while the work runs, not a marker of the event. A delete only
+    /// in a `catch` forgets a marker whose work failed, so that the retry runs it.
+    fn release_locks(&mut self) {
+        let conds = &self.func.conds;
+        let released: Vec<String> = (self.func.ops.iter())
+            .filter(|op| !op.conds.iter().any(|&c| conds[c].is_catch))
+            .filter_map(|op| match &op.kind {
+                OpKind::Call(c)
+                    if matches!(c.method().as_str(), "del" | "unlink" | "delete" | "getdel")
+                        && self
+                            .receiver_words(c)
+                            .iter()
+                            .any(|r| has_any(r, REDIS_WORDS)) =>
+                {
+                    Some(self.redis_key(c))
+                }
+                _ => None,
+            })
+            .filter(|k| !k.is_empty())
+            .collect();
+        for act in &mut self.acts {
+            if matches!(act, Act::RedisWrite { key, nx: true } if released.contains(key)) {
+                *act = Act::Other;
+            }
+        }
     }
 
     /// `json.Unmarshal(msg.Value, &ev)`, `c.ShouldBindJSON(&evt)`,
@@ -431,10 +460,10 @@ impl<'a> FnFacts<'a> {
         }
     }
 
-    fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
+    /// The shape of the key a Redis call names (`order:?`), its first non-context argument.
+    fn redis_key(&self, call: &Call) -> String {
         // go-redis takes the context first: `rdb.Get(ctx, key)`.
-        let key = call
-            .args
+        call.args
             .iter()
             .find(|a| !is_context(a))
             .map(|k| match k {
@@ -453,7 +482,21 @@ impl<'a> FnFacts<'a> {
                 ),
                 other => key_shape(other),
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
+        let key = self.redis_key(call);
+        // A rate limiter's or lock's key counts requests or holds a mutex: no marker, no
+        // effect of the event (`INCR ratelimit:<ip>`, `SET throttle:<ip> NX EX 1`).
+        if is_redis
+            && has_any(
+                &norm(&key),
+                &["ratelimit", "throttle", "lock", "mutex", "semaphore"],
+            )
+        {
+            return Some(Act::Other);
+        }
         let nx_flag = jvm_vocab::sets_nx(call)
             || call
                 .args
@@ -581,8 +624,8 @@ impl<'a> FnFacts<'a> {
             // listeners are read apart.
             _ if m.starts_with("publish") => {
                 broker && !has_any(recv, &["applicationevent"])
-                    || m != "publishevent"
-                        && has_any(m, &["event", "message", "msg", "topic", "notification"])
+                    // "event" alone is a calendar's or a CMS's as often (`publish_event_page`).
+                    || has_any(m, &["message", "msg", "topic", "notification"])
             }
             _ if m.starts_with("produce") || m.starts_with("send") => {
                 broker && !has_any(recv, &["res", "reply", "response", "ws", "socket", "mail"])

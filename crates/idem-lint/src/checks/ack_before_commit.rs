@@ -357,28 +357,38 @@ fn handler_ends_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) ->
             && !in_catch(&ops[k])
     });
     let Some(k) = started else { return false };
-    // The handler's own last statement, after the work started and not waiting for it.
-    let Some(end) = (k + 1..ops.len())
+    // The handler's own last statement, after the work started and not waiting for it; or,
+    // when starting the work is the last thing it does (`go process(ev)` closing the
+    // function), the statement that started it.
+    let end = (k + 1..ops.len())
         .rev()
-        .find(|&e| ops[e].origin.is_none() && ops[e].detached == 0)
-    else {
-        return false;
-    };
-    let waited = (k + 1..=end).any(|w| {
-        ops[w].origin.is_none()
-            && ops[w].detached == 0
-            && matches!(&ops[w].kind, OpKind::Call(c) if awaits(c))
-    });
-    if waited
-        || in_catch(&ops[end])
-        || !matches!(ops[end].kind, OpKind::Return(_) | OpKind::Call(_))
-        || matches!(&ops[end].kind, OpKind::Return(Some(v)) if answers_error(v))
+        .find(|&e| ops[e].origin.is_none() && ops[e].detached == 0);
+    // Ending right after starting it counts only for work handed to a function of the tree
+    // (`go process(ev)`, `void apply(ev)`): a bare unawaited client call last (amqplib's
+    // synchronous `channel.publish`) is too often finished by then.
+    // An answer given before the work started is the main check's finding.
+    if end.is_none()
+        && (ops[k].origin.is_none() || ops[..k].iter().any(|o| answers_ok(o).is_some()))
     {
         return false;
     }
+    if let Some(end) = end {
+        let waited = (k + 1..=end).any(|w| {
+            ops[w].origin.is_none()
+                && ops[w].detached == 0
+                && matches!(&ops[w].kind, OpKind::Call(c) if awaits(c))
+        });
+        if waited
+            || in_catch(&ops[end])
+            || !matches!(ops[end].kind, OpKind::Return(_) | OpKind::Call(_))
+            || matches!(&ops[end].kind, OpKind::Return(Some(v)) if answers_error(v))
+        {
+            return false;
+        }
+    }
     out.push(Hit {
         rule: RuleId::RelAckBeforeCommit,
-        pos: ops[end].pos,
+        pos: end.map_or(ops[k].pos, |e| ops[e].pos),
         origin: None,
         message: format!(
             "the handler ends (answering 2xx, acknowledging the delivery) while the effect on line {} ({}) runs in work nobody waits for (a goroutine, a deferred callback or an unawaited call): a crash or failure after it loses the event",

@@ -102,7 +102,8 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             continue;
         }
         let redis = matches!(act, Act::RedisWrite { .. });
-        if redis && ttl_marker {
+        // A Redis check in front of a database claim only saves work: the database decides.
+        if redis && (ttl_marker || super::ttl_marker::database_claim(facts)) {
             continue;
         }
         let read = (0..j).rev().find(|&i| {

@@ -427,7 +427,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             pos: op.pos,
             origin: op.origin.clone(),
             message: format!("a duplicate delivery is {what}: the sender will retry it"),
-            confidence: if by_message || by_catch || by_claim_catch || in_duplicate_branch(facts, i)
+            // A route known only by its refusal's words: medium.
+            confidence: if !any_route
+                && (by_message || by_catch || by_claim_catch || in_duplicate_branch(facts, i))
             {
                 Confidence::High
             } else {
@@ -483,19 +485,34 @@ fn status_given(facts: &FnFacts<'_>, call: &Call) -> Option<u16> {
 fn names_delivery(words: &[String]) -> bool {
     words.iter().any(|w| {
         let lower = w.to_lowercase();
-        lower.split(|c: char| !c.is_alphanumeric()).any(|t| {
-            // A word, or an error named for it (`ErrEventDuplicate`).
-            [
-                "event",
-                "webhook",
-                "delivery",
-                "notification",
-                "message",
-                "replay",
-            ]
+        let tokens: Vec<&str> = lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|t| !t.is_empty())
+            .collect();
+        // A word, or an error named for it (`ErrEventDuplicate`).
+        let has = |d: &str| {
+            tokens
+                .iter()
+                .any(|t| *t == d || t.starts_with("err") && t.contains(d))
+        };
+        // "event" alone is a calendar's or a ticket's as often: it names a delivery only
+        // beside a word of handling ("event already processed", `ErrEventDuplicate`).
+        ["webhook", "delivery", "notification", "message", "replay"]
             .iter()
-            .any(|d| t == *d || t.starts_with("err") && t.contains(d))
-        })
+            .any(|d| has(d))
+            || has("event")
+                && tokens.iter().any(|t| {
+                    [
+                        "processed",
+                        "handled",
+                        "received",
+                        "delivered",
+                        "consumed",
+                        "duplicate",
+                    ]
+                    .iter()
+                    .any(|h| t.contains(h))
+                })
     })
 }
 
