@@ -8,6 +8,30 @@ use async_nats::jetstream;
 /// The local NATS server tests use.
 pub const NATS_URL: &str = "nats://127.0.0.1:4222";
 
+/// Keeps one stream in the account for as long as the server runs. nats-server (2.9) removes
+/// the account's JetStream directory when its last stream is deleted, and a stream created in
+/// that moment fails ("error creating store for stream", 10049): tests that create and delete
+/// their own streams concurrently raced on it. A stream nobody deletes keeps the directory.
+/// Call it before creating a stream.
+///
+/// # Panics
+/// When the stream can be neither created nor found.
+pub async fn keep_account_store(context: &jetstream::Context) {
+    let config = jetstream::stream::Config {
+        name: "IDEM_TESTS_KEEP".to_string(),
+        subjects: vec!["idem-tests-keep.>".to_string()],
+        ..Default::default()
+    };
+    // Creating an existing stream with the same configuration succeeds; a concurrent first
+    // creation may still answer "in use", after which the stream is there.
+    if context.create_stream(config).await.is_err() {
+        context
+            .get_stream("IDEM_TESTS_KEEP")
+            .await
+            .expect("the stream that keeps the account's JetStream store");
+    }
+}
+
 /// A stream taking `{subject}.>`, named uniquely for one test, deleted by [`delete`](Self::delete).
 #[derive(Debug)]
 pub struct TestStream {
@@ -29,6 +53,7 @@ impl TestStream {
             .await
             .expect("NATS with JetStream on 127.0.0.1:4222");
         let context = jetstream::new(client);
+        keep_account_store(&context).await;
         let name = crate::unique("IDEMRELAY");
         let subject = name.to_lowercase();
         context

@@ -31,6 +31,7 @@ impl Fixture {
     async fn new(prefix: &str, ack_wait: Duration) -> Self {
         let client = async_nats::connect(NATS).await.expect("connect to NATS");
         let js = jetstream::new(client);
+        idem_testkit::nats::keep_account_store(&js).await;
         let stream = unique(prefix).to_uppercase();
         let subject = format!("idem.test.{}", stream.to_lowercase());
         js.create_stream(stream::Config {

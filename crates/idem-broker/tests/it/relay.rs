@@ -241,6 +241,7 @@ async fn jetstream() -> jetstream::Context {
 /// A stream of its own taking `{name}.>`, with `window` as its duplicate window (the server's
 /// default, 2 minutes, when `None`).
 async fn new_stream(js: &jetstream::Context, window: Option<Duration>) -> (String, stream::Stream) {
+    idem_testkit::nats::keep_account_store(js).await;
     let name = unique("idem_relay");
     let stream = js
         .create_stream(stream::Config {

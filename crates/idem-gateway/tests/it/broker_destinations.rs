@@ -102,6 +102,7 @@ async fn post_all<DB: GatewayDb>(running: &Running<DB>, events: &[(String, Vec<u
 async fn nats_stream() -> (jetstream::Context, String, String) {
     let client = async_nats::connect(NATS_URL).await.expect("NATS on 4222");
     let context = jetstream::new(client);
+    idem_testkit::nats::keep_account_store(&context).await;
     let name = unique("IDEMDEST");
     let subject = name.to_lowercase();
     context
@@ -279,6 +280,7 @@ async fn a_deleted_stream_makes_dead_letters_that_a_redrive_publishes_after_a_pa
     .await;
     assert_eq!(failed, 9);
 
+    idem_testkit::nats::keep_account_store(&context).await;
     context
         .create_stream(jetstream::stream::Config {
             name: stream.clone(),

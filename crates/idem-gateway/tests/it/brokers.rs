@@ -103,6 +103,7 @@ impl Nats {
     async fn new() -> Self {
         let client = async_nats::connect(NATS_URL).await.expect("NATS on 4222");
         let context = jetstream::new(client);
+        idem_testkit::nats::keep_account_store(&context).await;
         let stream = unique("IDEMGW");
         let subject = stream.to_lowercase();
         context
