@@ -487,16 +487,21 @@ impl<'a> FnFacts<'a> {
 
     fn redis(&self, call: &Call, m: &str, is_redis: bool) -> Option<Act> {
         let key = self.redis_key(call);
+        let act = self.redis_command(call, m, is_redis, &key)?;
         // A rate limiter's or lock's key counts requests or holds a mutex: no marker, no
-        // effect of the event (`INCR ratelimit:<ip>`, `SET throttle:<ip> NX EX 1`).
-        if is_redis
-            && has_any(
-                &norm(&key),
-                &["ratelimit", "throttle", "lock", "mutex", "semaphore"],
-            )
-        {
+        // effect of the event (`INCR ratelimit:<ip>`, `SET lock:<id> NX PX 30000`).
+        if has_any(
+            &key,
+            &["ratelimit", "throttle", "lock", "mutex", "semaphore"],
+        ) {
             return Some(Act::Other);
         }
+        Some(act)
+    }
+
+    /// The Redis command a call makes, on the key `key`.
+    fn redis_command(&self, call: &Call, m: &str, is_redis: bool, key: &str) -> Option<Act> {
+        let key = key.to_string();
         let nx_flag = jvm_vocab::sets_nx(call)
             || call
                 .args

@@ -185,10 +185,8 @@ pub(crate) fn is_marker(act: &Act) -> bool {
         Act::OrmCreate { target, safe, .. } => {
             is_marker_table(target) || *safe && is_event_log_table(target)
         }
-        Act::RedisWrite { key, nx } => {
-            let n = norm(key);
-            !n.contains("lock") && (*nx || is_marker_table(key) || n.contains("seen"))
-        }
+        // Lock keys are no Redis acts at all (`FnFacts::redis`).
+        Act::RedisWrite { key, nx } => *nx || is_marker_table(key) || norm(key).contains("seen"),
         _ => false,
     }
 }
@@ -207,7 +205,7 @@ pub(crate) fn is_marker_read(act: &Act) -> bool {
     match act {
         Act::Sql(SqlStmt::Select { tables, .. }) => tables.iter().any(|t| is_marker_table(t)),
         Act::OrmRead { target } => is_marker_table(target),
-        Act::RedisRead { key } => !norm(key).contains("lock"),
+        Act::RedisRead { .. } => true,
         _ => false,
     }
 }

@@ -41,9 +41,7 @@ struct Found {
 
 fn marker_key(key: &str) -> bool {
     let n = norm(key);
-    !n.contains("lock")
-        && !n.contains("cache")
-        && (is_marker_table(key) || has_any(&n, MARKER_WORDS))
+    !n.contains("cache") && (is_marker_table(key) || has_any(&n, MARKER_WORDS))
 }
 
 /// A cache or in-memory check of a marker at op `i`.
@@ -119,7 +117,6 @@ fn memory_helper(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<String> {
 fn set_after_read(facts: &FnFacts<'_>, i: usize, key: &str) -> bool {
     let n = norm(key);
     !n.is_empty()
-        && !n.contains("lock")
         && !n.contains("cache")
         && facts.acts[i + 1..]
             .iter()
