@@ -213,8 +213,7 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let Some(what) = acknowledgement(call) else {
             continue;
         };
-        let in_catch = op.conds.iter().any(|&c| facts.func.conds[c].is_catch);
-        if in_catch || in_duplicate_branch(facts, a) {
+        if in_catch(facts, op) || in_duplicate_branch(facts, a) {
             continue;
         }
         // An effect after it on every path the acknowledgement is on.
@@ -296,27 +295,17 @@ fn same_path(a: &Op, b: &Op) -> bool {
 /// goroutine, `setImmediate`, an unawaited call): the answer can precede the effect.
 fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool {
     let ops = &facts.func.ops;
-    let in_catch = |op: &Op| op.conds.iter().any(|&c| facts.func.conds[c].is_catch);
     for (a, op) in ops.iter().enumerate() {
-        if in_catch(op) || in_duplicate_branch(facts, a) {
+        if in_catch(facts, op) || in_duplicate_branch(facts, a) {
             continue;
         }
         let Some(what) = answers_ok(op) else {
             continue;
         };
+        // Detached by another statement than the answer's (`db.insert(x).then(() =>
+        // res.json(…))` answers after its own work).
         let started = (0..a).find(|&k| {
-            let call_k = match &ops[k].kind {
-                OpKind::Call(c) => Some(c),
-                _ => None,
-            };
-            // Detached by another statement than the answer's (`db.insert(x).then(() =>
-            // res.json(…))` answers after its own work).
-            ops[k].detached != 0
-                && ops[k].detached != op.detached
-                && !call_k.is_some_and(synchronous)
-                && is_effect(&facts.acts[k], call_k)
-                && same_path(&ops[k], op)
-                && !in_catch(&ops[k])
+            detached_effect(facts, k) && ops[k].detached != op.detached && same_path(&ops[k], op)
         });
         let Some(k) = started else { continue };
         let name = match &op.kind {
@@ -345,18 +334,9 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
 /// callback (kafkajs, Lambda, Celery). Reported at the handler's last statement.
 fn handler_ends_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool {
     let ops = &facts.func.ops;
-    let in_catch = |op: &Op| op.conds.iter().any(|&c| facts.func.conds[c].is_catch);
-    let started = (0..ops.len()).find(|&k| {
-        let call_k = match &ops[k].kind {
-            OpKind::Call(c) => Some(c),
-            _ => None,
-        };
-        ops[k].detached != 0
-            && !call_k.is_some_and(synchronous)
-            && is_effect(&facts.acts[k], call_k)
-            && !in_catch(&ops[k])
-    });
-    let Some(k) = started else { return false };
+    let Some(k) = (0..ops.len()).find(|&k| detached_effect(facts, k)) else {
+        return false;
+    };
     // The handler's own last statement, after the work started and not waiting for it; or,
     // when starting the work is the last thing it does (`go process(ev)` closing the
     // function), the statement that started it.
@@ -379,7 +359,7 @@ fn handler_ends_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) ->
                 && matches!(&ops[w].kind, OpKind::Call(c) if awaits(c))
         });
         if waited
-            || in_catch(&ops[end])
+            || in_catch(facts, &ops[end])
             || !matches!(ops[end].kind, OpKind::Return(_) | OpKind::Call(_))
             || matches!(&ops[end].kind, OpKind::Return(Some(v)) if answers_error(v))
         {
@@ -398,6 +378,25 @@ fn handler_ends_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) ->
         confidence: Confidence::Medium,
     });
     true
+}
+
+/// Whether `op` is in the `catch` of a `try`.
+fn in_catch(facts: &FnFacts<'_>, op: &Op) -> bool {
+    op.conds.iter().any(|&c| facts.func.conds[c].is_catch)
+}
+
+/// Whether op `k` applies the event in work nobody waits for (outside any `catch`; not a
+/// synchronous driver's statement, which has finished when the next one runs).
+fn detached_effect(facts: &FnFacts<'_>, k: usize) -> bool {
+    let op = &facts.func.ops[k];
+    let call = match &op.kind {
+        OpKind::Call(c) => Some(c),
+        _ => None,
+    };
+    op.detached != 0
+        && !call.is_some_and(synchronous)
+        && is_effect(&facts.acts[k], call)
+        && !in_catch(facts, op)
 }
 
 /// A wait for started work (`wg.Wait()`, `Promise.all(…)`, `asyncio.gather(…)`).
