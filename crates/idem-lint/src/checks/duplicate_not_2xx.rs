@@ -273,15 +273,16 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     // A helper's `err` is its own variable, not the caller's: a condition reads the
     // variables of the function it is written in (that of the first op it governs).
     let scope = |k: usize| facts.func.ops[k].origin.as_ref().map(|o| &o.helper);
-    let cond_scope = |c: usize| {
-        (facts.func.ops.iter())
-            .position(|o| o.conds.contains(&c))
-            .map(scope)
-    };
+    let mut cond_scope = vec![None; facts.func.conds.len()];
+    for (k, op) in facts.func.ops.iter().enumerate() {
+        for &c in &op.conds {
+            cond_scope[c].get_or_insert(scope(k));
+        }
+    }
     let holds_claim = |word: &str, i: usize, c: usize| {
         let word = norm(word);
         let last = (0..i).rev().find(|&k| {
-            cond_scope(c).is_none_or(|s| s == scope(k))
+            cond_scope[c].is_none_or(|s| s == scope(k))
                 && matches!(&facts.func.ops[k].kind, OpKind::Assign { targets, .. }
                 if targets.iter().any(|t| norm(t) == word))
         });
