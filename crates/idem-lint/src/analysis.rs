@@ -232,6 +232,16 @@ impl<'a> FnFacts<'a> {
         }
     }
 
+    /// The expression `e` stands for: a local named alone (`updateData`) is the value last
+    /// assigned to it (`None` when nothing in the function assigned it); anything else is
+    /// itself.
+    pub(crate) fn resolved<'e>(&'e self, e: &'e Expr) -> Option<&'e Expr> {
+        match e {
+            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0]),
+            other => Some(other),
+        }
+    }
+
     /// `json.Unmarshal(msg.Value, &ev)`, `c.ShouldBindJSON(&evt)`,
     /// `json.NewDecoder(r.Body).Decode(&evt)`: the variables decoded into hold the event.
     fn taint_decoded(&mut self, call: &Call) {
@@ -1581,10 +1591,7 @@ impl<'a> FnFacts<'a> {
         if is_context(arg) {
             return None;
         }
-        let resolved = match arg {
-            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
-            other => other,
-        };
+        let resolved = self.resolved(arg)?;
         // `db.session.get(Model, id) or Model(user_id=…)`: a found-or-built row.
         if let Expr::Binary { op, left, right } = resolved
             && matches!(op.as_str(), "or" | "||" | "??")
@@ -1628,10 +1635,7 @@ impl<'a> FnFacts<'a> {
             return Some(call.kwargs.iter().map(|(k, _)| k.clone()).collect());
         }
         let data = call.option("data").or_else(|| call.args.first())?;
-        let resolved = match data {
-            Expr::Path(p) if p.len() == 1 => self.values.get(&p[0])?,
-            other => other,
-        };
+        let resolved = self.resolved(data)?;
         match resolved {
             Expr::Object { fields, .. } => Some(self.field_names(fields)),
             Expr::Call(c) if !c.kwargs.is_empty() => {

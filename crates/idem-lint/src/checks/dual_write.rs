@@ -30,10 +30,7 @@ fn ledger_row_before(facts: &FnFacts<'_>, i: usize) -> bool {
             return false;
         };
         call.args.iter().any(|a| {
-            let value = match a {
-                Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).unwrap_or(a),
-                other => other,
-            };
+            let value = facts.resolved(a).unwrap_or(a);
             let mut pending = false;
             value.walk(&mut |e| {
                 if let Expr::Object { fields, .. } = e {

@@ -196,18 +196,12 @@ fn upsert_column(facts: &FnFacts<'_>, i: usize) -> Option<String> {
         _ => None,
     }?;
     // The update held in a local (`const updateData = {…}`, `{ $set: updateData }`).
-    let held = |e: &'_ Expr| -> Option<Expr> {
-        match e {
-            Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).cloned(),
-            other => Some(other.clone()),
-        }
-    };
-    let update = held(update)?;
+    let update = facts.resolved(update)?;
     let update = match update.field("$set") {
-        Some(set) => held(set)?,
+        Some(set) => facts.resolved(set)?,
         None => update,
     };
-    let Expr::Object { fields, .. } = &update else {
+    let Expr::Object { fields, .. } = update else {
         return None;
     };
     fields

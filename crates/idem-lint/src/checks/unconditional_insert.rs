@@ -135,10 +135,7 @@ fn statement_columns<'f>(facts: &'f FnFacts<'_>, i: usize) -> Vec<(&'f str, &'f 
 /// Whether a value is minted per call (`UUID.randomUUID()`, directly or through a local):
 /// a unique key it fills never meets a redelivery's row.
 fn minted(facts: &FnFacts<'_>, value: &Expr) -> bool {
-    let value = match value {
-        Expr::Path(p) if p.len() == 1 => facts.values.get(&p[0]).unwrap_or(value),
-        other => other,
-    };
+    let value = facts.resolved(value).unwrap_or(value);
     match value {
         // `str(uuid.uuid4())`, `String(randomUUID())`: the id, as text.
         Expr::Call(c)
