@@ -511,7 +511,6 @@ impl<'a> FnFacts<'a> {
 
     /// The Redis command a call makes, on the key `key`.
     fn redis_command(&self, call: &Call, m: &str, is_redis: bool, key: &str) -> Option<Act> {
-        let key = key.to_string();
         let nx_flag = jvm_vocab::sets_nx(call)
             || call
                 .args
@@ -525,17 +524,25 @@ impl<'a> FnFacts<'a> {
             });
         if is_redis && let Some(command) = jvm_vocab::redis_command(m) {
             return Some(match command {
-                jvm_vocab::RedisCommand::Claim => Act::RedisWrite { key, nx: true },
-                jvm_vocab::RedisCommand::Read => Act::RedisRead { key },
+                jvm_vocab::RedisCommand::Claim => Act::RedisWrite {
+                    key: key.to_string(),
+                    nx: true,
+                },
+                jvm_vocab::RedisCommand::Read => Act::RedisRead {
+                    key: key.to_string(),
+                },
                 jvm_vocab::RedisCommand::Incr => Act::RedisIncr,
             });
         }
         match m {
             // Rust's redis crate spells them `set_nx`, `hset_nx`, `set_ex`.
-            "setnx" | "hsetnx" | "setifnotexists" | "set_nx" | "hset_nx" => {
-                Some(Act::RedisWrite { key, nx: true })
-            }
-            "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead { key }),
+            "setnx" | "hsetnx" | "setifnotexists" | "set_nx" | "hset_nx" => Some(Act::RedisWrite {
+                key: key.to_string(),
+                nx: true,
+            }),
+            "sismember" | "hexists" | "sismembers" => Some(Act::RedisRead {
+                key: key.to_string(),
+            }),
             "incr" | "incrby" | "decr" | "decrby" | "hincrby" | "zincrby" | "incrbyfloat"
             | "hincrbyfloat"
                 if is_redis || m != "incr" =>
@@ -544,10 +551,15 @@ impl<'a> FnFacts<'a> {
             }
             // `GETEX` reads (and may reset the TTL), `GETDEL` reads and forgets.
             "get" | "exists" | "hget" | "getex" | "getdel" | "mget" | "hgetall" if is_redis => {
-                Some(Act::RedisRead { key })
+                Some(Act::RedisRead {
+                    key: key.to_string(),
+                })
             }
             "set" | "hset" | "sadd" | "setex" | "psetex" | "setjson" | "set_ex" if is_redis => {
-                Some(Act::RedisWrite { key, nx: nx_flag })
+                Some(Act::RedisWrite {
+                    key: key.to_string(),
+                    nx: nx_flag,
+                })
             }
             _ => None,
         }
