@@ -75,11 +75,7 @@ impl Downstream {
                 }
             }),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a local port");
-        let addr = listener.local_addr().expect("a local address");
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let addr = serve_local(app).await;
         Self { addr, received }
     }
 
@@ -103,4 +99,17 @@ impl Downstream {
             .filter(|r| r.header("idempotency-key") == Some(quoted.as_str()))
             .collect()
     }
+}
+
+/// Serves `app` on a free port of 127.0.0.1 in a background task; returns its address.
+///
+/// # Panics
+/// When no local port can be bound.
+pub(crate) async fn serve_local(app: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a local port");
+    let addr = listener.local_addr().expect("a local address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
 }

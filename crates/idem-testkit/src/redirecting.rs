@@ -37,11 +37,7 @@ impl Redirecting {
                     StatusCode::OK
                 }),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a local port");
-        let addr = listener.local_addr().expect("a local address");
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let addr = crate::downstream::serve_local(app).await;
         Self { addr, followed }
     }
 
