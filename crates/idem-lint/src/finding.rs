@@ -49,9 +49,12 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// Where the finding is: its file and line, then the helper's when the write is in one.
+    /// Where the finding is: its file and line, then, when the write is in a helper, the
+    /// calls that lead to it and the helper's line.
     pub fn locations(&self) -> impl Iterator<Item = (&std::path::Path, u32)> {
+        let via = self.helper.iter().flat_map(|h| &h.via);
         std::iter::once((self.path.as_path(), self.line))
+            .chain(via.map(|c| (c.path.as_path(), c.line)))
             .chain(self.helper.as_ref().map(|h| (h.path.as_path(), h.line)))
     }
 }
@@ -62,6 +65,20 @@ pub struct HelperSite {
     /// The helper's name as defined.
     pub name: String,
     /// The helper's file.
+    pub path: PathBuf,
+    /// Line, from 1.
+    pub line: u32,
+    /// Column, from 1, in characters.
+    pub column: u32,
+    /// When the handler reaches the helper through others: each one's call of the next,
+    /// outermost first (the handler's own call is the finding's line).
+    pub via: Vec<CallSite>,
+}
+
+/// A call on the way from a handler to the helper that writes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallSite {
+    /// The calling function's file.
     pub path: PathBuf,
     /// Line, from 1.
     pub line: u32,

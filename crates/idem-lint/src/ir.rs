@@ -153,12 +153,15 @@ pub(crate) struct Op {
 }
 
 /// Where an inlined operation is written: the helper's file, its position there and the
-/// helper's name.
+/// helper's name, and the calls that led there from the handler's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Origin {
     pub(crate) path: std::sync::Arc<std::path::Path>,
     pub(crate) pos: Pos,
     pub(crate) helper: String,
+    /// Each intermediate helper's call of the next (file and position), outermost first: empty
+    /// when the handler calls the helper itself.
+    pub(crate) via: Vec<(std::sync::Arc<std::path::Path>, Pos)>,
 }
 
 /// How a function is reached.

@@ -85,7 +85,7 @@ mod words;
 pub use config::Config;
 pub use diff::ChangedLines;
 pub use error::{LintError, LintErrorKind};
-pub use finding::{Confidence, Finding, HelperSite};
+pub use finding::{CallSite, Confidence, Finding, HelperSite};
 pub use inventory::{
     ConsumerName, Handler, HandlerRole, Inventory, MarkerKind, MarkerVerdict, NameSource,
     RegistryJoin, RegistryRow,

@@ -11,7 +11,7 @@ use crate::checks;
 use crate::config::Config;
 use crate::diff::ChangedLines;
 use crate::error::LintError;
-use crate::finding::{Confidence, Finding, HelperSite};
+use crate::finding::{CallSite, Confidence, Finding, HelperSite};
 use crate::handlers::classify_module;
 use crate::inventory::{self, Inventory};
 use crate::ir::Module;
@@ -142,12 +142,10 @@ impl Linter {
     fn keep(&self, f: &Finding) -> bool {
         self.rules.as_ref().is_none_or(|r| r.contains(&f.rule))
             && self.config.applies(f.rule, &f.path)
-            && self.changed.as_ref().is_none_or(|c| {
-                c.contains(&f.path, f.line)
-                    || f.helper
-                        .as_ref()
-                        .is_some_and(|h| c.contains(&h.path, h.line))
-            })
+            && self
+                .changed
+                .as_ref()
+                .is_none_or(|c| f.locations().any(|(path, line)| c.contains(path, line)))
     }
 
     /// Lints one source text as if it were the file `path` (its extension picks the
@@ -199,6 +197,13 @@ impl Linter {
                     path: o.path.to_path_buf(),
                     line: o.pos.line,
                     column: o.pos.column,
+                    via: (o.via.iter())
+                        .map(|(path, pos)| CallSite {
+                            path: path.to_path_buf(),
+                            line: pos.line,
+                            column: pos.column,
+                        })
+                        .collect(),
                 });
                 let h_message = without_renames(&h.message);
                 let message = match &helper {

@@ -159,6 +159,8 @@ struct Site {
     helper: Option<(usize, String)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
+    /// The calls between the handler's and this helper's (see [`Origin::via`]).
+    via: Vec<(Arc<Path>, Pos)>,
     /// Where every operation copied here is reported, when that is the call's own place (an
     /// entity's mutator: `stock.decrease(n)` is the line that matters, not its one-line body).
     at_call: Option<Option<Arc<Origin>>>,
@@ -248,6 +250,7 @@ impl<'a> CallIndex<'a> {
             pos: None,
             helper: None,
             names: HashMap::new(),
+            via: Vec::new(),
             at_call: None,
             detached: 0,
         };
@@ -284,6 +287,7 @@ impl<'a> CallIndex<'a> {
                     path: self.files[*hf].path.clone(),
                     pos: op.pos,
                     helper: name.clone(),
+                    via: site.via.clone(),
                 })),
                 (None, None, None) => None,
             };
@@ -485,6 +489,17 @@ impl<'a> CallIndex<'a> {
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
             names,
+            // A call made in a helper is a step between the handler and the next helper.
+            via: call_origin
+                .as_ref()
+                .map(|o| {
+                    o.via
+                        .iter()
+                        .cloned()
+                        .chain([(o.path.clone(), o.pos)])
+                        .collect()
+                })
+                .unwrap_or_default(),
             at_call,
             detached,
         };

@@ -22,6 +22,11 @@ pub fn to_json(report: &Report) -> Value {
                 "path": h.path.to_string_lossy(),
                 "line": h.line,
                 "column": h.column,
+                "via": h.via.iter().map(|c| json!({
+                    "path": c.path.to_string_lossy(),
+                    "line": c.line,
+                    "column": c.column,
+                })).collect::<Vec<_>>(),
             })),
         })).collect::<Vec<_>>(),
         "skipped": report.skipped.iter().map(|s| json!({

@@ -73,15 +73,33 @@ pub fn to_sarif(report: &Report) -> Value {
                 "properties": { "confidence": f.confidence.as_str() },
             });
             // A write in a helper: the helper's line is the finding's second location.
+            // Calls between the handler and the helper come before it, outermost first.
             if let Some(h) = &f.helper {
-                result["relatedLocations"] = json!([{
-                    "id": 1,
-                    "message": { "text": format!("the write, in {}()", h.name) },
-                    "physicalLocation": {
-                        "artifactLocation": { "uri": uri(&h.path), "uriBaseId": "%SRCROOT%" },
-                        "region": { "startLine": h.line, "startColumn": h.column },
-                    }
-                }]);
+                let via = h.via.iter().map(|c| {
+                    let what = format!("a call on the way to {}()", h.name);
+                    (what, uri(&c.path), c.line, c.column)
+                });
+                let write = (
+                    format!("the write, in {}()", h.name),
+                    uri(&h.path),
+                    h.line,
+                    h.column,
+                );
+                let related: Vec<Value> = via
+                    .chain([write])
+                    .enumerate()
+                    .map(|(i, (what, uri, line, column))| {
+                        json!({
+                            "id": i + 1,
+                            "message": { "text": what },
+                            "physicalLocation": {
+                                "artifactLocation": { "uri": uri, "uriBaseId": "%SRCROOT%" },
+                                "region": { "startLine": line, "startColumn": column },
+                            }
+                        })
+                    })
+                    .collect();
+                result["relatedLocations"] = json!(related);
             }
             result
         })

@@ -22,6 +22,9 @@ pub fn to_text(report: &Report) -> String {
             f.fix
         );
         if let Some(h) = &f.helper {
+            for c in &h.via {
+                let _ = writeln!(out, "    via: {}:{}:{}", c.path.display(), c.line, c.column);
+            }
             let _ = writeln!(
                 out,
                 "    in: {}:{}:{}: {}()",

@@ -2,6 +2,7 @@
 //! lint` runs it, SARIF 2.1.0 validity, and a doc page per rule.
 
 mod allow;
+mod call_chain;
 mod cli;
 mod docs;
 mod fixtures;
