@@ -319,7 +319,7 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
             message: format!(
                 "{name} {what} while the effect on line {} ({}) runs in work nobody waits for (a goroutine, a deferred callback or an unawaited call): a crash or failure after the answer loses the event",
                 ops[k].pos.line,
-                super::describe(&facts.acts[k]),
+                detached_name(facts, k),
             ),
             confidence: Confidence::High,
         });
@@ -373,7 +373,7 @@ fn handler_ends_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) ->
         message: format!(
             "the handler ends (answering 2xx, acknowledging the delivery) while the effect on line {} ({}) runs in work nobody waits for (a goroutine, a deferred callback or an unawaited call): a crash or failure after it loses the event",
             ops[k].pos.line,
-            super::describe(&facts.acts[k]),
+            detached_name(facts, k),
         ),
         confidence: Confidence::Medium,
     });
@@ -393,10 +393,21 @@ fn detached_effect(facts: &FnFacts<'_>, k: usize) -> bool {
         OpKind::Call(c) => Some(c),
         _ => None,
     };
+    // The whole event handed to a function of the project that runs detached
+    // (`tokio::spawn(process_message(msg))`) applies it there, whatever it does.
     op.detached != 0
         && !call.is_some_and(synchronous)
-        && is_effect(&facts.acts[k], call)
+        && (is_effect(&facts.acts[k], call) || super::marker_outside_tx::is_effect(facts, k))
         && !in_catch(facts, op)
+}
+
+/// What the detached effect `k` is: its statement, or the project function's name when that
+/// is all that is known of it.
+fn detached_name(facts: &FnFacts<'_>, k: usize) -> String {
+    match facts.acts[k] {
+        Act::Other => super::call_name(facts, k),
+        ref act => super::describe(act),
+    }
 }
 
 /// A wait for started work (`wg.Wait()`, `Promise.all(…)`, `asyncio.gather(…)`).

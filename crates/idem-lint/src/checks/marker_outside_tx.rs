@@ -76,8 +76,9 @@ const NOT_EFFECTS: &[&str] = &[
     "withmessage",
 ];
 
-/// Whether op `i` is a side effect of handling the event.
-fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
+/// Whether op `i` is a side effect of handling the event: a write, publish or creating
+/// call, or a function of the project given the event (`apply_event(&event)`).
+pub(super) fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
     let act = &facts.acts[i];
     if is_marker(act) {
         return false;
@@ -135,6 +136,17 @@ fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
         "decode",
         // `construct_event_from_request(payload, sig)`: the event, verified.
         "construct",
+        // `initialize_payment_connector(&connector)`: a client built, nothing sent.
+        "init",
+        // `cache.invalidate_exact(key)`: a cache entry dropped, as often as it runs.
+        "invalidate",
+        "evict",
+        // `sanitize_string(&req.memo)`, `hash_payload(&body)`: a value computed from another.
+        "sanitize",
+        "normalize",
+        "escape",
+        "encode",
+        "hash",
     ];
     if READS.iter().any(|r| m.starts_with(r)) {
         return false;

@@ -32,6 +32,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     Confidence::High,
                 )
             }
+            // `current = am.balance.unwrap(); am.balance = Set(current + amount); am.update(db)`.
+            Act::Sql(SqlStmt::Update { sets, .. })
+                if let Some(col) = sets.iter().find(|s| computed_from_itself(facts, i, s)) =>
+            {
+                (
+                    format!(
+                        "{} sets {} to its loaded value plus or minus an amount",
+                        describe(act),
+                        col.column
+                    ),
+                    Confidence::Medium,
+                )
+            }
             Act::Sql(SqlStmt::Insert { do_update, .. }) if do_update.iter().any(|s| s.relative) => {
                 (
                     format!("{} … DO UPDATE adds to the stored value", describe(act)),
@@ -156,4 +169,48 @@ fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
         });
     }
     tested && !state
+}
+
+/// Whether an UPDATE's bound value for `set` was computed in the handler from the same column
+/// of a loaded row (`current_balance = account.balance.unwrap()`, then `current_balance +
+/// amount`): `col = col + x` written in two steps, as ORMs that set whole values (sea-orm's
+/// `Set(v)`) make it.
+fn computed_from_itself(facts: &FnFacts<'_>, i: usize, set: &crate::sql::SetColumn) -> bool {
+    let OpKind::Call(call) = &facts.func.ops[i].kind else {
+        return false;
+    };
+    let Some(value) = set.param.and_then(|n| call.args.get(n)) else {
+        return false;
+    };
+    let column = crate::words::norm(&set.column);
+    let own = |e: &Expr| {
+        let mut path = Vec::new();
+        match facts.resolved(e).unwrap_or(e) {
+            Expr::Path(p) => path.extend(p.iter()),
+            Expr::Call(c) => path.extend(c.callee.iter()),
+            _ => {}
+        }
+        path.len() > 1 && path.iter().any(|s| crate::words::norm(s) == column)
+    };
+    let mut found = false;
+    let mut seen = 0;
+    let mut stack = vec![value];
+    while let Some(e) = stack.pop() {
+        seen += 1;
+        if seen > 64 {
+            break;
+        }
+        match e {
+            Expr::Binary { op, left, right } if op == "+" || op == "-" => {
+                let text = |e: &Expr| matches!(e, Expr::Str(_) | Expr::Template(_));
+                found |= (own(left) || own(right)) && !text(left) && !text(right);
+            }
+            // `Set(v)` and a lone local's value are followed.
+            Expr::Call(c) if c.callee.len() == 1 => stack.extend(c.args.iter()),
+            Expr::Path(p) if p.len() == 1 => stack.extend(facts.values.get(&p[0])),
+            Expr::Other(parts) => stack.extend(parts.iter()),
+            _ => {}
+        }
+    }
+    found
 }

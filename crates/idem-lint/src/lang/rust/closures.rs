@@ -33,6 +33,9 @@ impl Lower<'_> {
                 self.b.pop_tx();
                 Expr::Other(Vec::new())
             }
+            vocab::ClosureRole::Detached if self.joined_spawn => {
+                self.inline(params, body, call, false)
+            }
             vocab::ClosureRole::Detached => {
                 self.b.push_detached();
                 self.inline(params, body, call, false);

@@ -389,7 +389,16 @@ impl Lower<'_> {
             if a.kind() == "attribute_item" {
                 continue;
             }
+            // `tokio::spawn(process(msg))`: the future the call builds runs detached too.
+            let detached = !self.joined_spawn
+                && matches!(vocab::closure_role(call), vocab::ClosureRole::Detached);
+            if detached {
+                self.b.push_detached();
+            }
             let v = self.expr(a);
+            if detached {
+                self.b.pop_detached();
+            }
             call.args.push(v);
         }
     }

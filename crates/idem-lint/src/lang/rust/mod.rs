@@ -48,6 +48,7 @@ impl Language for Rust {
             impl_type: None,
             imports: Vec::new(),
             chain_pieces: 0,
+            joined_spawn: false,
         };
         lower.items(tree.root_node());
         lower.b.finish()
@@ -84,6 +85,9 @@ struct Lower<'s> {
     imports: Vec<(String, String)>,
     /// How many pieces of an over-long call chain are being lowered (see `expr`).
     chain_pieces: u32,
+    /// Lowering a spawn whose handle is awaited later (`let h = tokio::spawn(…); h.await`):
+    /// its work is waited for, not detached.
+    joined_spawn: bool,
 }
 
 /// The named children of a node without comments.

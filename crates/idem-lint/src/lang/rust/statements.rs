@@ -149,8 +149,13 @@ fn assignment(column: &str, value: &Expr, n: usize) -> String {
         _ => false,
     };
     match value {
+        // Not `label + " (synced)"`: text appended is no amount.
         Expr::Binary { op, left, right }
-            if (op == "+" || op == "-") && (own(left) || own(right)) =>
+            if (op == "+" || op == "-")
+                && (own(left) || own(right))
+                && ![left, right]
+                    .iter()
+                    .any(|e| matches!(e.as_ref(), Expr::Str(_) | Expr::Template(_))) =>
         {
             format!("{column} = {column} {op} ${n}")
         }

@@ -340,7 +340,13 @@ impl Lower<'_> {
             self.b.pop_detached();
             return;
         }
+        // `let handle = tokio::spawn(…); … handle.await`: the spawned work is waited for.
+        let joined = n.child_by_field_name("pattern").is_some_and(|pat| {
+            pat.kind() == "identifier" && self.awaited_later(n, self.b.text(pat))
+        });
+        let outer = std::mem::replace(&mut self.joined_spawn, joined);
         let value = n.child_by_field_name("value").map(|v| self.expr(v));
+        self.joined_spawn = outer;
         let Some(pat) = n.child_by_field_name("pattern") else {
             return;
         };
@@ -375,6 +381,35 @@ impl Lower<'_> {
             self.b.pop_cond();
         }
         self.bind(targets, value, pos);
+    }
+
+    /// Whether a statement after `n` in its block awaits the local `name` (`name.await`, or
+    /// `name` given to a join: `join_all(…)`, `try_join!(…)`).
+    fn awaited_later(&self, n: Node<'_>, name: &str) -> bool {
+        let mut next = n.next_named_sibling();
+        let mut budget = 512usize;
+        while let Some(stmt) = next {
+            let mut stack = vec![stmt];
+            while let Some(x) = stack.pop() {
+                budget = budget.saturating_sub(1);
+                if budget == 0 {
+                    return false;
+                }
+                let named = |k: Node<'_>| k.kind() == "identifier" && self.b.text(k) == name;
+                if x.kind() == "await_expression" && kids(x).first().is_some_and(|k| named(*k)) {
+                    return true;
+                }
+                if matches!(x.kind(), "call_expression" | "macro_invocation")
+                    && self.b.text(x).contains("join")
+                    && self.b.text(x).contains(name)
+                {
+                    return true;
+                }
+                stack.extend(kids(x));
+            }
+            next = stmt.next_named_sibling();
+        }
+        false
     }
 
     /// Whether a statement after `n` in its block hands the local `name` to a spawn
