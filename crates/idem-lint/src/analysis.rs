@@ -882,7 +882,7 @@ impl<'a> FnFacts<'a> {
             && !recv.iter().enumerate().any(|(i, r)| {
                 NOT_ORM.contains(&r.as_str()) && !(i == 0 && r.len() == 1 && recv.len() > 1)
             });
-        if !ormish {
+        if !ormish || self.hasher(call) {
             return Act::Other;
         }
         let model_like = recv.iter().any(|r| {
@@ -1100,6 +1100,31 @@ impl<'a> FnFacts<'a> {
             return Act::OrmRead { target: target() };
         }
         Act::Other
+    }
+
+    /// `mac.update(bytes)` on a MAC or hasher a local holds (`HmacSha256::new_from_slice(key)`,
+    /// `Sha256::new()`, `crypto.createHash(…)`): it feeds bytes in, it writes no row.
+    fn hasher(&self, call: &Call) -> bool {
+        const HASHERS: &[&str] = &[
+            "hmac",
+            "sha1",
+            "sha2",
+            "sha3",
+            "sha256",
+            "sha384",
+            "sha512",
+            "md5",
+            "blake",
+            "hasher",
+            "createhash",
+            "digest",
+        ];
+        call.callee.len() == 2
+            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(c))
+            if c.callee.iter().any(|s| {
+                let s = norm(s);
+                HASHERS.iter().any(|h| s.starts_with(h))
+            }))
     }
 
     /// An update whose data is `data` alone (the `update` branch of an upsert).

@@ -230,9 +230,10 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
                         m.as_str(),
                         "model_dump_json" | "json_dumps" | "to_json"
                     ) || crate::lang::jvm_vocab::reserialises(&m)
-                        || m == "tostring"
+                        // Java's `body.toString()`, Rust's `body.to_string()`.
+                        || norm(&m) == "tostring"
                             && c.callee.len() == 2
-                            && crate::lang::jvm_vocab::parsed_body_param(facts.func, &c.callee[0]);
+                            && parsed_param(facts, &c.callee[0]);
                     let parsed_call = matches!(n.as_str(), "jsonparse" | "jsonloads")
                         || (matches!(m.as_str(), "json" | "get_json")
                             && c.callee.len() >= 2
@@ -295,6 +296,20 @@ fn parsed(facts: &FnFacts<'_>, file: &FileFacts, e: &Expr, depth: u8) -> Option<
         }
     });
     found
+}
+
+/// Whether `name` is a parameter bound from the parsed body (`@RequestBody Map body`, axum's
+/// `Json(v): Json<Value>`), or a helper's parameter given one (`body'1 = v`).
+fn parsed_param(facts: &FnFacts<'_>, name: &str) -> bool {
+    let param = match facts.values.get(name) {
+        Some(Expr::Path(p)) if p.len() == 1 => p[0].as_str(),
+        _ => name,
+    };
+    let func = facts.func;
+    crate::lang::jvm_vocab::parsed_body_param(func, param)
+        || (func.params.iter().position(|p| p == param))
+            .and_then(|i| func.param_types.get(i))
+            .is_some_and(|t| crate::lang::rust_parses_body(t))
 }
 
 /// A call that computes a signature to compare (`generateSignature(text, secret)`,

@@ -68,7 +68,7 @@ fn cache_check(facts: &FnFacts<'_>, i: usize) -> Option<String> {
             let OpKind::Call(call) = &facts.func.ops[i].kind else {
                 return None;
             };
-            memory_check(call)
+            memory_check(call).or_else(|| memory_set_after_check(facts, i, call))
         }
         _ => None,
     }
@@ -129,7 +129,14 @@ fn memory_check(call: &Call) -> Option<String> {
     // Java's `if (!processedIds.add(id)) return;`: `Set.add` answers whether it was absent.
     if !matches!(
         m.as_str(),
-        "has" | "includes" | "contains" | "__contains__" | "add" | "containskey" | "putifabsent"
+        "has"
+            | "includes"
+            | "contains"
+            | "__contains__"
+            | "add"
+            | "containskey"
+            | "contains_key"
+            | "putifabsent"
     ) {
         return None;
     }
@@ -137,6 +144,66 @@ fn memory_check(call: &Call) -> Option<String> {
     let last = recv.last()?;
     (has_any(last, &["seen", "processed", "handled", "dedup"]))
         .then(|| format!("in-memory set {}", recv.join(".")))
+}
+
+/// A membership test in process memory whose key the handler then puts into the same
+/// collection (`cache.contains(&sig)` … `cache.insert(sig)`): the test asks "handled?" and the
+/// insert answers it, whatever the collection is named (as a Redis key read, then set).
+fn memory_set_after_check(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<String> {
+    if !matches!(
+        call.method().as_str(),
+        "has" | "includes" | "contains" | "contains_key" | "containskey" | "get"
+    ) || call.callee.len() < 2
+    {
+        return None;
+    }
+    let recv = &call.callee[..call.callee.len() - 1];
+    // A rate limiter's or debouncer's map (`last_reply.insert(chat, Instant::now())` in
+    // `is_throttled`): when, not whether, the key was seen.
+    const PACING: &[&str] = &["throttl", "ratelimit", "limiter", "cooldown", "debounce"];
+    let helper = facts.func.ops[i].origin.as_ref().map(|o| norm(&o.helper));
+    if helper.is_some_and(|h| has_any(&h, PACING)) || recv.iter().any(|r| has_any(&norm(r), PACING))
+    {
+        return None;
+    }
+    let key = key_of(call.args.first()?);
+    if key.is_empty() {
+        return None;
+    }
+    let remembered = facts.func.ops[i + 1..]
+        .iter()
+        .zip(&facts.acts[i + 1..])
+        .any(|(op, act)| {
+            matches!(act, Act::Other)
+                && matches!(&op.kind, OpKind::Call(c)
+                if c.callee.len() == call.callee.len()
+                    && c.callee[..c.callee.len() - 1] == *recv
+                    && matches!(c.method().as_str(), "insert" | "add" | "put" | "set" | "push")
+                    && c.args.first().is_some_and(|a| key_of(a) == key)
+                    && !c.args.iter().skip(1).flat_map(Expr::words).any(|w| {
+                        let w = norm(&w);
+                        w == "now" || w == "instant"
+                    }))
+        });
+    remembered.then(|| format!("in-memory set {}", recv.join(".")))
+}
+
+/// The words of a key as it is named, copies and conversions aside (`event.id.clone()` is
+/// `event.id`).
+fn key_of(e: &Expr) -> Vec<String> {
+    match e {
+        Expr::Call(c)
+            if c.args.is_empty()
+                && c.callee.len() > 1
+                && matches!(
+                    c.method().as_str(),
+                    "clone" | "to_string" | "to_owned" | "into" | "as_str" | "as_ref"
+                ) =>
+        {
+            c.callee[..c.callee.len() - 1].to_vec()
+        }
+        other => other.words(),
+    }
 }
 
 /// A write or outside call the database does not referee.

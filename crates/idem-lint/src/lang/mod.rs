@@ -15,6 +15,7 @@ mod ruby;
 mod rust;
 
 pub(crate) use jvm::vocab as jvm_vocab;
+pub(crate) use rust::parses_body as rust_parses_body;
 
 use std::path::Path;
 

@@ -404,7 +404,9 @@ impl Lower<'_> {
     }
 
     /// `"Invoice already exists".to_string()` (`to_owned`, `into`, `String::from` is a path
-    /// call): the string itself, so an error built from it says what its message says.
+    /// call): the string itself, so an error built from it says what its message says. So is
+    /// a tuple answer converted (`(StatusCode::CONFLICT, "duplicate").into_response()`): the
+    /// tuple, whose status and message the checks read.
     fn converted_literal(&mut self, links: &[Link<'_>]) -> Option<Expr> {
         let first = links.first()?;
         let value = first.callee.child_by_field_name("value")?;
@@ -412,11 +414,14 @@ impl Lower<'_> {
             l.args.is_none_or(|a| kids(a).is_empty())
                 && matches!(
                     l.method.map(|m| self.b.text(m)),
-                    Some("to_string" | "to_owned" | "into" | "as_str")
+                    Some("to_string" | "to_owned" | "into" | "as_str" | "into_response")
                 )
         });
         (first.callee.kind() == "field_expression"
-            && matches!(value.kind(), "string_literal" | "raw_string_literal")
+            && matches!(
+                value.kind(),
+                "string_literal" | "raw_string_literal" | "tuple_expression"
+            )
             && converts)
             .then(|| self.expr(value))
     }

@@ -16,6 +16,8 @@ mod stmt;
 mod tokens;
 mod vocab;
 
+pub(crate) use vocab::parses_body;
+
 use std::path::Path;
 
 use tree_sitter::Node;

@@ -609,7 +609,7 @@ fn builds_unconnected(call: &Call) -> bool {
 }
 
 /// Whether a parameter's type is a body an extractor parsed: axum/actix `Json<…>`, `Form<…>`.
-pub(super) fn parses_body(ty: &str) -> bool {
+pub(crate) fn parses_body(ty: &str) -> bool {
     let t = ty.trim_start_matches('&');
     ["Json<", "web::Json<", "Form<", "web::Form<", "axum::Json<"]
         .iter()
