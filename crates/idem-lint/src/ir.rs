@@ -202,6 +202,9 @@ pub(crate) struct Function {
     /// already open where it is called (Spring's `@Transactional` with the default
     /// propagation, `REQUIRED`), rather than committing on its own.
     pub(crate) joins_caller_tx: Option<u32>,
+    /// The trait whose `impl` block holds the method (Rust's `impl Notifier for Mailer`), so a
+    /// call through a trait object (`notifier: &dyn Notifier`) finds it.
+    pub(crate) owner: Option<String>,
 }
 
 impl Function {
@@ -219,6 +222,7 @@ impl Function {
             registered_at: None,
             called_by_handler: false,
             joins_caller_tx: None,
+            owner: None,
         }
     }
 }

@@ -553,6 +553,20 @@ impl<'a> CallIndex<'a> {
         if let Some(found) = self.by_constant_path(call, cands) {
             return Some(found);
         }
+        // `Notifier.send(…)` (a call through a `dyn Notifier`, see the Rust lowering): the
+        // method of the tree's `impl Notifier for …`.
+        if let [owner, _] = call.callee.as_slice() {
+            let impls: Vec<(usize, usize)> = (cands.iter().copied())
+                .filter(|&(f, i)| {
+                    self.files[f].module.functions[i].owner.as_deref() == Some(owner.as_str())
+                })
+                .collect();
+            let near = (impls.iter().copied().find(|(f, _)| *f == file))
+                .or_else(|| impls.iter().copied().find(|(f, _)| dir(*f) == here));
+            if let Some(found) = near.or_else(|| impls.first().copied()) {
+                return Some(found);
+            }
+        }
         let mut root = call.callee[0].to_lowercase();
         let mut len = call.callee.len();
         // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an

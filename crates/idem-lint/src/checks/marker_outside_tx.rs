@@ -169,6 +169,8 @@ pub(super) fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
                     "app",
                     "repository",
                     "repo",
+                    // A call through a trait object (`ProcessEventInterface.run(&ctx, event)`).
+                    "interface",
                 ],
             )
         });

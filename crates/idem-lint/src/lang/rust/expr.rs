@@ -506,7 +506,16 @@ impl Lower<'_> {
                         path.push(method.to_string());
                         path
                     }
-                    None => self.root_callee(link),
+                    None => {
+                        let mut path = self.root_callee(link);
+                        // `notifier.send(…)` on a `&dyn Notifier`: the trait's method.
+                        if path.len() == 2
+                            && let Some(t) = self.trait_of(&path[0])
+                        {
+                            path[0] = t;
+                        }
+                        path
+                    }
                 },
                 Some(p) => {
                     let mut c = p.callee.clone();

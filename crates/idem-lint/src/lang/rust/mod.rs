@@ -48,6 +48,7 @@ impl Language for Rust {
             b: Builder::new(source),
             frames: Vec::new(),
             impl_type: None,
+            impl_trait: None,
             imports: Vec::new(),
             chain_pieces: 0,
             joined_spawn: false,
@@ -75,6 +76,9 @@ struct FnFrame {
     /// Parameters holding a body an extractor parsed (`Json(payload): Json<Value>`): their
     /// `to_string()` re-serialises it.
     parsed_bodies: Vec<String>,
+    /// Parameters and locals declared as a trait object or `impl Trait` (`notifier: &dyn
+    /// Notifier`, `Arc<dyn Repo>`), with the trait: their method calls are the trait's.
+    traits: Vec<(String, String)>,
 }
 
 struct Lower<'s> {
@@ -82,6 +86,8 @@ struct Lower<'s> {
     frames: Vec<FnFrame>,
     /// The type of the `impl` block being lowered (`Self::f` resolves to its methods).
     impl_type: Option<String>,
+    /// The trait the `impl` block being lowered implements (`impl Notifier for Mailer`).
+    impl_trait: Option<String>,
     /// Names brought in by `use` declarations and their full paths (`Message` →
     /// `async_nats::jetstream::Message`), so a parameter's type says which crate it is from.
     imports: Vec<(String, String)>,

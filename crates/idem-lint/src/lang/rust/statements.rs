@@ -503,6 +503,17 @@ impl Lower<'_> {
             .map(|(_, e)| e)
     }
 
+    /// The trait a parameter or local is declared as (`notifier: &dyn Notifier`).
+    pub(super) fn trait_of(&self, var: &str) -> Option<String> {
+        let frame = self.frames.last()?;
+        frame
+            .traits
+            .iter()
+            .rev()
+            .find(|(n, _)| n == var)
+            .map(|(_, t)| t.clone())
+    }
+
     /// The ActiveModel literal (`x::ActiveModel { … }`) a local holds.
     pub(super) fn active_model(&self, var: &str) -> Option<Expr> {
         let e = self.struct_of(var)?;

@@ -21,13 +21,18 @@ impl Lower<'_> {
                 }
                 "impl_item" => {
                     let saved = self.impl_type.take();
+                    let saved_trait = self.impl_trait.take();
                     self.impl_type = c
                         .child_by_field_name("type")
                         .map(|t| self.b.text(t).to_string());
+                    self.impl_trait = c
+                        .child_by_field_name("trait")
+                        .map(|t| vocab::type_base(self.b.text(t)));
                     if let Some(body) = c.child_by_field_name("body") {
                         self.items(body);
                     }
                     self.impl_type = saved;
+                    self.impl_trait = saved_trait;
                     attrs.clear();
                 }
                 "mod_item" | "trait_item" => {
@@ -78,6 +83,7 @@ impl Lower<'_> {
             .unwrap_or_default();
         let mut f = Function::new(name);
         f.pos = self.b.pos(n);
+        f.owner = self.impl_trait.clone();
         for a in attrs {
             f.registrations.extend(vocab::attribute_registration(a));
         }
@@ -155,10 +161,14 @@ impl Lower<'_> {
             .filter(|(_, t)| vocab::redis_type(&self.qualified(t)))
             .map(|(p, _)| p.clone())
             .collect();
+        let traits = (f.params.iter().zip(&f.param_types))
+            .filter_map(|(p, t)| Some((p.clone(), vocab::trait_object(t)?)))
+            .collect();
         self.b.begin_function(f);
         self.frames.push(FnFrame {
             parsed_bodies,
             redis_vars,
+            traits,
             ..FnFrame::default()
         });
         if let Some(body) = body {
@@ -369,6 +379,12 @@ impl Lower<'_> {
                 || matches!(&value, Expr::Call(c) if c.callee.first().is_some_and(|r| r == "redis"));
             if redis && let Some(f) = self.frames.last_mut() {
                 f.redis_vars.push(name.clone());
+            }
+            let written = n.child_by_field_name("type").map(|t| self.b.text(t));
+            if let Some(t) = written.and_then(vocab::trait_object)
+                && let Some(f) = self.frames.last_mut()
+            {
+                f.traits.push((name.clone(), t));
             }
             self.remember_struct(name, &value, annotated);
         }

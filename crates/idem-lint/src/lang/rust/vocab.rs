@@ -713,3 +713,29 @@ pub(super) fn idem_pure(call: &Call) -> bool {
         "effect_key" | "effects_scope_name" | "consumer"
     ) && has_any(&call.receiver_words().join("."), &["idem", "runner"])
 }
+
+/// A type's base name: its last path segment without generic arguments
+/// (`crate::notify::Notifier<T>` is `Notifier`).
+pub(super) fn type_base(ty: &str) -> String {
+    let t = ty.split('<').next().unwrap_or(ty);
+    t.rsplit("::").next().unwrap_or(t).trim().to_string()
+}
+
+/// The trait of a trait object or `impl Trait` type (`&dyn Notifier`, `Arc<dyn Repo + Send>`,
+/// `Box<dyn Store>`, `impl Notifier`), if the type is one.
+pub(super) fn trait_object(ty: &str) -> Option<String> {
+    let at = ty.find("dyn ").map(|i| i + 4).or_else(|| {
+        ty.trim_start_matches(['&', ' '])
+            .starts_with("impl ")
+            .then(|| ty.find("impl ").map(|i| i + 5))
+            .flatten()
+    })?;
+    let name: String = ty[at..]
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+        .collect();
+    let base = type_base(&name);
+    base.starts_with(|c: char| c.is_ascii_uppercase())
+        .then_some(base)
+}
