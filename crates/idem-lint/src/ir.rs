@@ -252,6 +252,9 @@ pub(crate) struct Module {
     /// Rails single-table inheritance `ProviderMerchant < Merchant`): model, then where its
     /// keys are declared.
     pub(crate) table_aliases: Vec<(String, String)>,
+    /// Struct fields declared as a trait object (Rust's `store: Arc<dyn EventStore>`): the
+    /// field and its trait, so `state.store.save(…)` finds the trait's implementation.
+    pub(crate) trait_fields: Vec<(String, String)>,
 }
 
 /// A name as written: an inlined helper's local carries a suffix (`ctx'3`, see `calls`),

@@ -141,6 +141,8 @@ struct File<'a> {
 pub(crate) struct CallIndex<'a> {
     files: Vec<File<'a>>,
     by_name: HashMap<&'a str, Vec<(usize, usize)>>,
+    /// Struct fields of the tree declared as trait objects, and their traits.
+    trait_fields: HashMap<&'a str, &'a str>,
 }
 
 /// Where the operations being copied are called from.
@@ -204,8 +206,14 @@ impl<'a> CallIndex<'a> {
         let mut index = CallIndex {
             files: Vec::new(),
             by_name: HashMap::new(),
+            trait_fields: HashMap::new(),
         };
         for (fi, (path, module)) in files.into_iter().enumerate() {
+            for (field, trait_name) in &module.trait_fields {
+                index
+                    .trait_fields
+                    .insert(field.as_str(), trait_name.as_str());
+            }
             for (gi, f) in module.functions.iter().enumerate() {
                 if !f.name.is_empty() && f.name != MODULE {
                     index
@@ -555,11 +563,18 @@ impl<'a> CallIndex<'a> {
         }
         // `Notifier.send(…)` (a call through a `dyn Notifier`, see the Rust lowering): the
         // method of the tree's `impl Notifier for …`.
-        if let [owner, _] = call.callee.as_slice() {
+        // `state.store.save(…)` on a field declared `store: Arc<dyn EventStore>`.
+        let field_trait = match call.callee.as_slice() {
+            [.., field, _] if call.callee.len() > 2 => self.trait_fields.get(field.as_str()),
+            _ => None,
+        };
+        let owner = match call.callee.as_slice() {
+            [owner, _] => Some(owner.as_str()),
+            _ => field_trait.copied(),
+        };
+        if let Some(owner) = owner {
             let impls: Vec<(usize, usize)> = (cands.iter().copied())
-                .filter(|&(f, i)| {
-                    self.files[f].module.functions[i].owner.as_deref() == Some(owner.as_str())
-                })
+                .filter(|&(f, i)| self.files[f].module.functions[i].owner.as_deref() == Some(owner))
                 .collect();
             let near = (impls.iter().copied().find(|(f, _)| *f == file))
                 .or_else(|| impls.iter().copied().find(|(f, _)| dir(*f) == here));

@@ -43,6 +43,7 @@ impl Lower<'_> {
                 }
                 "struct_item" => {
                     self.entity_keys(c, &attrs);
+                    self.trait_fields(c);
                     attrs.clear();
                 }
                 "macro_invocation" => {
@@ -217,10 +218,27 @@ impl Lower<'_> {
     }
 
     fn items_one(&mut self, n: Node<'_>) {
-        if let Some(body) = n.child_by_field_name("body")
-            && n.kind() != "struct_item"
-        {
+        if n.kind() == "struct_item" {
+            self.trait_fields(n);
+        } else if let Some(body) = n.child_by_field_name("body") {
             self.items(body);
+        }
+    }
+
+    /// A struct's fields declared as trait objects (`store: Arc<dyn EventStore>`).
+    fn trait_fields(&mut self, n: Node<'_>) {
+        let Some(body) = n.child_by_field_name("body") else {
+            return;
+        };
+        for field in kids(body) {
+            if field.kind() != "field_declaration" {
+                continue;
+            }
+            let name = field.child_by_field_name("name").map(|x| self.b.text(x));
+            let ty = field.child_by_field_name("type").map(|x| self.b.text(x));
+            if let (Some(name), Some(t)) = (name, ty.and_then(vocab::trait_object)) {
+                self.b.module.trait_fields.push((name.to_string(), t));
+            }
         }
     }
 
