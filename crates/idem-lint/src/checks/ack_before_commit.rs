@@ -295,6 +295,9 @@ fn same_path(a: &Op, b: &Op) -> bool {
 /// goroutine, `setImmediate`, an unawaited call): the answer can precede the effect.
 fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool {
     let ops = &facts.func.ops;
+    // Each detached work is reported at the first answer after it; a handler with two paths
+    // that each spawn and answer has two findings.
+    let mut reported: Vec<u32> = Vec::new();
     for (a, op) in ops.iter().enumerate() {
         if in_catch(facts, op) || in_duplicate_branch(facts, a) {
             continue;
@@ -304,10 +307,14 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
         };
         // Detached by another statement than the answer's (`db.insert(x).then(() =>
         // res.json(…))` answers after its own work).
-        let started = (0..a).find(|&k| {
+        let started = (0..a).rev().find(|&k| {
             detached_effect(facts, k) && ops[k].detached != op.detached && same_path(&ops[k], op)
         });
         let Some(k) = started else { continue };
+        if reported.contains(&ops[k].detached) {
+            continue;
+        }
+        reported.push(ops[k].detached);
         let name = match &op.kind {
             OpKind::Call(c) => format!("{}()", c.name()),
             _ => "the returned response".to_string(),
@@ -323,9 +330,8 @@ fn answers_before_detached_work(facts: &FnFacts<'_>, out: &mut Vec<Hit>) -> bool
             ),
             confidence: Confidence::High,
         });
-        return true;
     }
-    handler_ends_before_detached_work(facts, out)
+    !reported.is_empty() || handler_ends_before_detached_work(facts, out)
 }
 
 /// A handler that starts its effect in work nobody waits for and then ends without an answer

@@ -107,8 +107,8 @@ pub(crate) fn run(
             eprintln!("== {} kind {:?}", func.name, func.kind);
             for (k, op) in func.ops.iter().enumerate() {
                 eprintln!(
-                    "{k:3} L{} c{:?} tx{:?} {:?} | {:?}",
-                    op.pos.line, op.conds, facts.tx[k], facts.acts[k], op.kind
+                    "{k:3} L{} c{:?} tx{:?} d{} {:?} | {:?}",
+                    op.pos.line, op.conds, facts.tx[k], op.detached, facts.acts[k], op.kind
                 );
             }
         }
