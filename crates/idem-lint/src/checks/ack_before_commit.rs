@@ -108,6 +108,12 @@ fn auto_ack(call: &Call) -> Option<&'static str> {
         return Some(what);
     }
     let m = call.method();
+    // amqprs: `BasicConsumeArguments::new(queue, tag).manual_ack(false)` acks on delivery.
+    if m == "manual_ack"
+        && matches!(call.args.first(), Some(Expr::Path(p)) if p.len() == 1 && p[0] == "false")
+    {
+        return Some("acknowledges on receipt (manual_ack(false))");
+    }
     if m == "consume"
         && call.callee.len() > 1
         && call.args.len() >= 7
