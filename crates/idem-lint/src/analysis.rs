@@ -753,6 +753,7 @@ impl<'a> FnFacts<'a> {
                         .callee
                         .iter()
                         .any(|s| matches!(s.as_str(), "body" | "json" | "form" | "multipart"))
+                    || built_with_creating_method(call)
             }
             // A payment provider's client or a service wrapping it creating something:
             // `stripe.charges.create`, `h.stripeService.CreatePaymentIntent(…)`.
@@ -1997,4 +1998,23 @@ pub(crate) fn expr_compares_order(e: &Expr) -> bool {
 /// The table key of a target, for comparing two acts.
 pub(crate) fn same_target(a: &str, b: &str) -> bool {
     !a.is_empty() && table_key(a) == table_key(b)
+}
+
+/// A request built by a call given a creating HTTP method and then sent (a project's
+/// `make_http_request(Method::POST, &url)?.json(&data).send()`, reqwest's
+/// `client.request(Method::PUT, url)`).
+fn built_with_creating_method(call: &Call) -> bool {
+    let mut link = call.receiver.as_deref();
+    while let Some(c) = link {
+        let creating = c.args.iter().any(|a| {
+            matches!(a, Expr::Path(p) if p.len() >= 2
+                && p[p.len() - 2] == "Method"
+                && matches!(p[p.len() - 1].as_str(), "POST" | "PUT" | "PATCH" | "DELETE"))
+        });
+        if creating {
+            return true;
+        }
+        link = c.receiver.as_deref();
+    }
+    false
 }
