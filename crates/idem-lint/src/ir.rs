@@ -203,7 +203,8 @@ pub(crate) struct Function {
     /// propagation, `REQUIRED`), rather than committing on its own.
     pub(crate) joins_caller_tx: Option<u32>,
     /// The trait whose `impl` block holds the method (Rust's `impl Notifier for Mailer`), so a
-    /// call through a trait object (`notifier: &dyn Notifier`) finds it.
+    /// call through a trait object (`notifier: &dyn Notifier`) finds it; the type for an
+    /// inherent `impl Mailer` (`Mailer::new(…)`, `NewInvoice { … }.save(…)`).
     pub(crate) owner: Option<String>,
 }
 

@@ -457,6 +457,23 @@ impl<'a> CallIndex<'a> {
             rename::entity_fields(callee, root, &mut names);
             at_call = Some(call_origin.clone());
         }
+        // `NewInvoice { … }.save(conn)`: the method's `self` is the literal.
+        if let Some((_, object)) = call.kwargs.iter().find(|(k, _)| k == "self") {
+            let target = format!("self'{}", ex.inlined);
+            names.insert("self".to_string(), target.clone());
+            ex.func.ops.push(Op {
+                kind: OpKind::Assign {
+                    targets: vec![target],
+                    op: None,
+                    value: object.clone(),
+                },
+                pos,
+                conds: conds.clone(),
+                lexical_tx: tx,
+                origin: None,
+                detached,
+            });
+        }
         for (i, param) in callee.params.iter().enumerate() {
             let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
             let value = call

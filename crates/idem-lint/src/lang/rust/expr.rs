@@ -341,6 +341,18 @@ impl Lower<'_> {
                         segs.push(field);
                         segs
                     }
+                    // `NewInvoice { … }.save(&mut conn)`: the type's method.
+                    Some(Expr::Object {
+                        type_name: Some(t),
+                        fields,
+                    }) => {
+                        let callee = vec![vocab::type_base(&t), field];
+                        self.literal_receiver = Some(Expr::Object {
+                            type_name: Some(t),
+                            fields,
+                        });
+                        callee
+                    }
                     _ => vec!["?".into(), field],
                 }
             }
@@ -536,6 +548,9 @@ impl Lower<'_> {
                 pos,
             };
             self.link_args(link, &mut call);
+            if let Some(object) = self.literal_receiver.take() {
+                call.kwargs.push(("self".into(), object));
+            }
             vocab::normalise_call(&mut call);
             self.reserialised_body(&mut call);
             if let Some(object) = vocab::key_object(&call) {

@@ -84,7 +84,9 @@ impl Lower<'_> {
             .unwrap_or_default();
         let mut f = Function::new(name);
         f.pos = self.b.pos(n);
-        f.owner = self.impl_trait.clone();
+        // The trait of `impl Notifier for Mailer`, else the type of `impl Mailer`.
+        f.owner =
+            (self.impl_trait.clone()).or_else(|| self.impl_type.as_deref().map(vocab::type_base));
         for a in attrs {
             f.registrations.extend(vocab::attribute_registration(a));
         }
