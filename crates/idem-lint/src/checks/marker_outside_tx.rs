@@ -8,6 +8,7 @@ use crate::finding::Confidence;
 use crate::handlers::is_event;
 use crate::ir::{Expr, OpKind};
 use crate::rule::RuleId;
+use crate::sql::SqlStmt;
 use crate::words::{has_any, is_duplicate_word};
 
 /// Calls that are not side effects: logging, parsing, responses, validation.
@@ -264,6 +265,19 @@ fn claim_by_lookup(facts: &FnFacts<'_>, m: usize) -> bool {
 /// `find_or_initialize_by` (a new row until saved), which the analysis reads as no ORM row.
 /// Returns the row's model (or name), whose own save is no effect.
 fn marks_handled(facts: &FnFacts<'_>, m: usize) -> Option<String> {
+    // `UPDATE webhook_in_event SET processed_at = $1 WHERE id = $2` (SQL, or diesel's update
+    // read as its SQL).
+    if let Act::Sql(SqlStmt::Update { table, sets, .. }) = &facts.acts[m]
+        && sets.iter().any(|s| {
+            matches!(
+                crate::words::norm(&s.column).as_str(),
+                "processedat" | "handledat" | "processed" | "handled"
+            )
+        })
+        && (super::is_event_log_table(table) || crate::words::table_key(table).contains("webhook"))
+    {
+        return Some(table.clone());
+    }
     let OpKind::Call(call) = &facts.func.ops[m].kind else {
         return None;
     };
