@@ -461,6 +461,27 @@ fn reads_idempotency_key(f: &Function) -> bool {
     })
 }
 
+/// A function that asks whether what it was given was handled already
+/// (`processed_repo.is_processed(&signature)`, `events.alreadyHandled(id)`): it expects
+/// redeliveries, so it is handling deliveries (a Solana indexer, a poller, a job).
+fn asks_if_handled(f: &Function) -> bool {
+    const ASKS: &[&str] = &[
+        "isprocessed",
+        "alreadyprocessed",
+        "wasprocessed",
+        "hasbeenprocessed",
+        "ishandled",
+        "alreadyhandled",
+        "isduplicate",
+    ];
+    f.ops.iter().any(|op| {
+        matches!(&op.kind, OpKind::Call(c) if c.callee.len() > 1 && {
+            let m = norm(&c.method());
+            ASKS.iter().any(|a| m.starts_with(a))
+        })
+    })
+}
+
 fn classify(f: &Function, path: &Path) -> HandlerKind {
     let name = norm(&f.name);
     let path_text = path.to_string_lossy().to_lowercase();
@@ -487,6 +508,7 @@ fn classify(f: &Function, path: &Path) -> HandlerKind {
         || name == "consumeclaim"
         || acks_param(f)
         || dispatches_on_event_name(f)
+        || asks_if_handled(f)
     {
         return HandlerKind::Event;
     }

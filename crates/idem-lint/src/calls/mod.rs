@@ -276,6 +276,7 @@ impl<'a> CallIndex<'a> {
                 _ => None,
             })
             .collect();
+        let types = constructed_types(src);
         for (at, op) in src.ops.iter().enumerate() {
             let conds: Vec<usize> = site
                 .conds
@@ -305,7 +306,9 @@ impl<'a> CallIndex<'a> {
             if let (OpKind::Call(original), OpKind::Call(call)) = (&op.kind, &kind)
                 && depth < MAX_DEPTH
                 && ex.inlined < MAX_INLINED
-                && let Some(target) = self.resolve(file, original)
+                && let Some(target) = self
+                    .resolve_typed(file, original, &types)
+                    .or_else(|| self.resolve(file, original))
                 && !ex.stack.contains(&target)
                 && !generic_repository(&self.files[target.0].module.functions[target.1])
             {
@@ -561,6 +564,30 @@ impl<'a> CallIndex<'a> {
     }
 
     /// The function a call reaches, if the tree defines it.
+    /// A method called on a local of a known type (see [`constructed_types`]): the method of
+    /// that type's `impl` (Rust: the owner of a method, see `Function::owner`).
+    fn resolve_typed(
+        &self,
+        file: usize,
+        call: &Call,
+        types: &HashMap<&str, String>,
+    ) -> Option<(usize, usize)> {
+        let [local, method] = call.callee.as_slice() else {
+            return None;
+        };
+        if call.receiver.is_some() || call.is_new {
+            return None;
+        }
+        let ty = types.get(local.as_str())?;
+        let cands = self.by_name.get(method.as_str())?;
+        let owned = |&&(f, i): &&(usize, usize)| {
+            self.files[f].module.functions[i].owner.as_deref() == Some(ty.as_str())
+        };
+        (cands.iter().filter(owned).find(|(f, _)| *f == file))
+            .or_else(|| cands.iter().find(owned))
+            .copied()
+    }
+
     fn resolve(&self, file: usize, call: &Call) -> Option<(usize, usize)> {
         if call.receiver.is_some() || call.is_new {
             return None;
@@ -608,8 +635,15 @@ impl<'a> CallIndex<'a> {
             root = call.callee[1].to_lowercase();
             len -= 1;
         }
+        // A bare call is a free function's, not a method's of the same name (Rust's
+        // `fn is_processed(pool, sig)` beside `impl Repo { fn is_processed(&self, sig) }`).
+        let free = || {
+            (cands.iter().copied())
+                .filter(|&(f, i)| self.files[f].module.functions[i].owner.is_none())
+                .find(|(f, _)| *f == file || dir(*f) == here)
+        };
         match len {
-            1 => same_file().or_else(same_dir).or_else(unique),
+            1 => free().or_else(same_file).or_else(same_dir).or_else(unique),
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
             _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
             len => {
@@ -672,6 +706,40 @@ impl<'a> CallIndex<'a> {
             }
         }
     }
+}
+
+/// The type each local of `src` was built as (`repo = ProcessedEventsRepo::new(pool)`,
+/// `row = NewInvoice { … }`): its methods are that type's.
+fn constructed_types(src: &Function) -> HashMap<&str, String> {
+    const CONSTRUCTORS: &[&str] = &["new", "default", "builder", "connect", "init", "create"];
+    let mut types = HashMap::new();
+    for op in &src.ops {
+        let OpKind::Assign { targets, value, .. } = &op.kind else {
+            continue;
+        };
+        let [target] = targets.as_slice() else {
+            continue;
+        };
+        let ty = match value {
+            Expr::Call(c) => match c.callee.as_slice() {
+                [ty, ctor]
+                    if ty.starts_with(|ch: char| ch.is_ascii_uppercase())
+                        && CONSTRUCTORS.contains(&ctor.as_str()) =>
+                {
+                    Some(ty.clone())
+                }
+                _ => None,
+            },
+            Expr::Object {
+                type_name: Some(t), ..
+            } => Some(t.rsplit("::").next().unwrap_or(t).to_string()),
+            _ => None,
+        };
+        if let Some(ty) = ty {
+            types.insert(target.as_str(), ty);
+        }
+    }
+    types
 }
 
 /// Whether a call is named for sending a message or job: `publish…`, `enqueue…`, `produce…`
