@@ -49,10 +49,13 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// Where the finding is: its file and line, then the helper's when the write is in one.
+    /// Where the finding is: its file and line, then, when the write is in a helper, each
+    /// call on the way to it and the helper's line.
     pub fn locations(&self) -> impl Iterator<Item = (&std::path::Path, u32)> {
-        std::iter::once((self.path.as_path(), self.line))
-            .chain(self.helper.as_ref().map(|h| (h.path.as_path(), h.line)))
+        std::iter::once((self.path.as_path(), self.line)).chain(self.helper.iter().flat_map(|h| {
+            (h.via.iter().map(|(path, line)| (path.as_path(), *line)))
+                .chain(std::iter::once((h.path.as_path(), h.line)))
+        }))
     }
 }
 
@@ -67,4 +70,8 @@ pub struct HelperSite {
     pub line: u32,
     /// Column, from 1, in characters.
     pub column: u32,
+    /// The calls between the handler and the helper, outermost first (file and line of
+    /// each intermediate helper's call to the next): where the sequence is written when a
+    /// listener delegates to a service that delegates to a store.
+    pub via: Vec<(PathBuf, u32)>,
 }

@@ -159,6 +159,10 @@ pub(crate) struct Origin {
     pub(crate) path: std::sync::Arc<std::path::Path>,
     pub(crate) pos: Pos,
     pub(crate) helper: String,
+    /// The calls between the handler and the helper, outermost first: each intermediate
+    /// helper's file and the position of its call to the next (`listener → service.process
+    /// → store.save`: the line in `process` that calls `save`).
+    pub(crate) via: Vec<(std::sync::Arc<std::path::Path>, Pos)>,
 }
 
 /// How a function is reached.

@@ -142,12 +142,10 @@ impl Linter {
     fn keep(&self, f: &Finding) -> bool {
         self.rules.as_ref().is_none_or(|r| r.contains(&f.rule))
             && self.config.applies(f.rule, &f.path)
-            && self.changed.as_ref().is_none_or(|c| {
-                c.contains(&f.path, f.line)
-                    || f.helper
-                        .as_ref()
-                        .is_some_and(|h| c.contains(&h.path, h.line))
-            })
+            && self
+                .changed
+                .as_ref()
+                .is_none_or(|c| f.locations().any(|(path, line)| c.contains(path, line)))
     }
 
     /// Lints one source text as if it were the file `path` (its extension picks the
@@ -199,6 +197,9 @@ impl Linter {
                     path: o.path.to_path_buf(),
                     line: o.pos.line,
                     column: o.pos.column,
+                    via: (o.via.iter())
+                        .map(|(path, pos)| (path.to_path_buf(), pos.line))
+                        .collect(),
                 });
                 let h_message = without_renames(&h.message);
                 let message = match &helper {

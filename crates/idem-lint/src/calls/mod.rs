@@ -157,6 +157,8 @@ struct Site {
     pos: Option<Pos>,
     /// The helper's file and name; `None` for the handler's own operations.
     helper: Option<(usize, String)>,
+    /// The calls in helpers that led here (see [`Origin::via`]).
+    via: Vec<(Arc<Path>, Pos)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
     /// Where every operation copied here is reported, when that is the call's own place (an
@@ -186,6 +188,16 @@ fn extends_library(callee: &Function) -> bool {
         matches!(&op.kind, OpKind::Call(c)
             if c.callee.first().is_some_and(|r| r == "super")
                 && c.callee.last() == Some(&callee.name))
+    })
+}
+
+/// The call path to a helper called at `call_origin`: the calling helper's own path and then
+/// the call itself, or nothing when the handler makes the call.
+fn via_call(call_origin: &Option<Arc<Origin>>) -> Vec<(Arc<Path>, Pos)> {
+    call_origin.as_ref().map_or_else(Vec::new, |o| {
+        let mut via = o.via.clone();
+        via.push((o.path.clone(), o.pos));
+        via
     })
 }
 
@@ -247,6 +259,7 @@ impl<'a> CallIndex<'a> {
             tx_offset: 0,
             pos: None,
             helper: None,
+            via: Vec::new(),
             names: HashMap::new(),
             at_call: None,
             detached: 0,
@@ -284,6 +297,7 @@ impl<'a> CallIndex<'a> {
                     path: self.files[*hf].path.clone(),
                     pos: op.pos,
                     helper: name.clone(),
+                    via: site.via.clone(),
                 })),
                 (None, None, None) => None,
             };
@@ -484,6 +498,7 @@ impl<'a> CallIndex<'a> {
             tx_offset: TX_BASE.wrapping_add(ex.inlined.wrapping_mul(TX_BLOCK)),
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
+            via: via_call(call_origin),
             names,
             at_call,
             detached,

@@ -22,6 +22,10 @@ pub fn to_json(report: &Report) -> Value {
                 "path": h.path.to_string_lossy(),
                 "line": h.line,
                 "column": h.column,
+                "via": h.via.iter().map(|(path, line)| json!({
+                    "path": path.to_string_lossy(),
+                    "line": line,
+                })).collect::<Vec<_>>(),
             })),
         })).collect::<Vec<_>>(),
         "skipped": report.skipped.iter().map(|s| json!({
