@@ -143,7 +143,15 @@ fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
         .iter()
         .chain(ops[..i].iter().flat_map(|o| &o.conds))
     {
-        facts.func.conds[*c].test.walk(&mut |e| {
+        let test = &facts.func.conds[*c].test;
+        let amounts = compared_amounts(test);
+        test.walk(&mut |e| {
+            // `amount > wallet.getBalance()`: whether the row can bear the change, not
+            // whether this event was applied.
+            if amounts.iter().any(|a| std::ptr::eq(*a, e)) {
+                tested = true;
+                return;
+            }
             let (root, rest) = match e {
                 Expr::Path(p) => (p.first(), p.get(1)),
                 Expr::Call(c) => (c.callee.first(), c.callee.get(1)),
@@ -156,4 +164,19 @@ fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
         });
     }
     tested && !state
+}
+
+/// The operands of the ordering comparisons in `test` (`amount > wallet.balance`): a row's
+/// value compared with an amount is a limit (enough balance, enough stock), never a record
+/// that the event was handled.
+fn compared_amounts(test: &Expr) -> Vec<&Expr> {
+    let mut out = Vec::new();
+    test.walk(&mut |e| {
+        if let Expr::Binary { op, left, right } = e
+            && matches!(op.as_str(), "<" | ">" | "<=" | ">=")
+        {
+            out.extend([left.as_ref(), right.as_ref()]);
+        }
+    });
+    out
 }
