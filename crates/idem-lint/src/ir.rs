@@ -249,6 +249,10 @@ pub(crate) struct Module {
     /// Rails single-table inheritance `ProviderMerchant < Merchant`): model, then where its
     /// keys are declared.
     pub(crate) table_aliases: Vec<(String, String)>,
+    /// The simple names of the types this file's classes implement or extend (Java
+    /// `implements`/`extends`, Kotlin's supertypes): a field typed by one of them may hold
+    /// this file's class.
+    pub(crate) supertypes: Vec<String>,
 }
 
 /// A name as written: an inlined helper's local carries a suffix (`ctx'3`, see `calls`),

@@ -599,6 +599,12 @@ impl<'a> CallIndex<'a> {
                     });
                     same(stem) || same(parent) || typed
                 });
+                // Or, named otherwise, the one class of the tree that implements the type
+                // (`dedupe: EventDeduplicationPort` held by a `RedisEventDedupAdapter`).
+                let named_module = named_module.or_else(|| {
+                    let t = root_type.as_deref()?;
+                    self.only_implementation(cands, t)
+                });
                 if len == 2 && named_module.is_some() {
                     return named_module;
                 }
@@ -625,6 +631,19 @@ impl<'a> CallIndex<'a> {
                     .or_else(unique)
             }
         }
+    }
+}
+
+impl CallIndex<'_> {
+    /// The one candidate whose file declares a class implementing `ty` (normalised), when
+    /// exactly one file does: with two implementations the field could hold either.
+    fn only_implementation(&self, cands: &[(usize, usize)], ty: &str) -> Option<(usize, usize)> {
+        let implements = |f: usize| {
+            (self.files[f].module.supertypes.iter()).any(|s| crate::words::norm(s) == ty)
+        };
+        let mut found = cands.iter().copied().filter(|(f, _)| implements(*f));
+        let first = found.next()?;
+        found.all(|(f, _)| f == first.0).then_some(first)
     }
 }
 
