@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::ir::{Call, Expr, Function, Module, Op, OpKind, Origin, Pos};
 use crate::lang::MODULE;
 
+mod callback;
 mod dispatch;
 mod read_as_call;
 mod rename;
@@ -337,6 +338,12 @@ impl<'a> CallIndex<'a> {
                 }
                 ex.inlined += 1;
                 let detached = detached_id(op, site);
+                // The handler's own lambda given to the helper runs where the helper runs it.
+                let args_from = match depth {
+                    0 => callback::args_start(&ex.func.ops, original.pos),
+                    _ => ex.func.ops.len(),
+                };
+                let callee_from = ex.func.ops.len();
                 self.inline(
                     ex,
                     call,
@@ -345,6 +352,7 @@ impl<'a> CallIndex<'a> {
                     (conds.clone(), tx, detached, pos, &origin),
                     depth,
                 );
+                callback::run_where_invoked(&mut ex.func.ops, call, callee, args_from, callee_from);
                 // A project's client wrapper named for a publish (`tasks.enqueue_http(…)`,
                 // `events.publishEvent(…)`) publishes whatever its body's calls are called.
                 if !extends_library(callee) && !names_publish(call) {
