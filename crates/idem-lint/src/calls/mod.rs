@@ -19,6 +19,7 @@ use crate::lang::MODULE;
 
 mod callback;
 mod dispatch;
+mod fields;
 mod read_as_call;
 mod rename;
 
@@ -499,6 +500,24 @@ impl<'a> CallIndex<'a> {
                 });
             }
         }
+        // The helper's fields keep their types when it is of another file.
+        if ex.stack.first().is_some_and(|(f, _)| *f != target.0) {
+            let handler = ex.stack.first().map(|(f, _)| self.files[*f].module);
+            for (name, value) in fields::carried(handler, self.files[target.0].module, callee) {
+                ex.func.ops.push(Op {
+                    kind: OpKind::Assign {
+                        targets: vec![name],
+                        op: None,
+                        value,
+                    },
+                    pos,
+                    conds: conds.clone(),
+                    lexical_tx: tx,
+                    origin: None,
+                    detached,
+                });
+            }
+        }
         let site = Site {
             conds,
             cond_offset: ex.func.conds.len(),
@@ -559,6 +578,9 @@ impl<'a> CallIndex<'a> {
             _ => None,
         };
         if let Some(found) = self.by_constant_path(call, cands) {
+            return Some(found);
+        }
+        if let Some(found) = self.base_class_method(file, call, cands) {
             return Some(found);
         }
         let mut root = call.callee[0].to_lowercase();
@@ -643,6 +665,29 @@ impl<'a> CallIndex<'a> {
 }
 
 impl CallIndex<'_> {
+    /// `super.consumeEvent(…)` in a class that extends a class of the tree
+    /// (`CommunityConsumer : AbstractEventConsumer()`): the method in the file named for the
+    /// base class (Java and Kotlin keep a class in its own file).
+    fn base_class_method(
+        &self,
+        file: usize,
+        call: &Call,
+        cands: &[(usize, usize)],
+    ) -> Option<(usize, usize)> {
+        let [root, _] = call.callee.as_slice() else {
+            return None;
+        };
+        if root != "super" {
+            return None;
+        }
+        let bases = &self.files[file].module.supertypes;
+        cands.iter().copied().find(|(f, _)| {
+            *f != file
+                && (self.files[*f].path.file_stem().and_then(|s| s.to_str()))
+                    .is_some_and(|stem| bases.iter().any(|b| b == stem))
+        })
+    }
+
     /// The one candidate whose file declares a class implementing `ty` (normalised), when
     /// exactly one file does: with two implementations the field could hold either.
     fn only_implementation(&self, cands: &[(usize, usize)], ty: &str) -> Option<(usize, usize)> {
