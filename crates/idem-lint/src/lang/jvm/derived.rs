@@ -62,6 +62,11 @@ pub(crate) fn filter_columns(call: &Call) -> Vec<String> {
         return Vec::new();
     };
     let criteria = &rest[by + 2..];
+    // `findById`, `existsById`: CrudRepository's own methods, by the entity's `@Id` (however
+    // its field is named), not a property called `id`.
+    if criteria == "Id" {
+        return Vec::new();
+    }
     let criteria = upper_word_at(criteria, "OrderBy").map_or(criteria, |o| &criteria[..o]);
     split_words(criteria, &["And", "Or"])
         .into_iter()
@@ -147,5 +152,6 @@ mod tests {
         assert_eq!(cols(&["userDao", "countByEmailIgnoreCase"]), ["email"]);
         assert!(cols(&["Payment", "findByIdAndUpdate"]).is_empty());
         assert!(cols(&["paymentRepository", "save"]).is_empty());
+        assert!(cols(&["processedEventRepository", "existsById"]).is_empty());
     }
 }
