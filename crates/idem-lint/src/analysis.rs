@@ -1633,6 +1633,11 @@ impl<'a> FnFacts<'a> {
         {
             return Some(model.clone());
         }
+        if let Expr::Call(c) = resolved
+            && let Some(model) = jvm_vocab::builder_model(c)
+        {
+            return Some(model);
+        }
         match resolved {
             Expr::Call(c)
                 if c.callee
