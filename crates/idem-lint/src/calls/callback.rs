@@ -61,7 +61,7 @@ pub(super) fn run_where_invoked(
     ops.splice(at..at, moved);
 }
 
-/// Whether `op` runs one of the lambda parameters (renamed when inlined: `handler'3.run()`).
+/// Whether `op` runs one of the lambda parameters (`handler'3.run()`, Kotlin's `block()`).
 fn invokes(op: &Op, lambdas: &[&str]) -> bool {
     let OpKind::Call(c) = &op.kind else {
         return false;
@@ -74,5 +74,6 @@ fn invokes(op: &Op, lambdas: &[&str]) -> bool {
         2 => INVOKE.contains(&c.method().as_str()),
         _ => false,
     };
-    runs && c.receiver.is_none() && root.contains('\'') && lambdas.contains(&as_written(root))
+    // (A bare `block()` keeps its name: a call's callee is not renamed as a local is.)
+    runs && c.receiver.is_none() && lambdas.contains(&as_written(root))
 }
