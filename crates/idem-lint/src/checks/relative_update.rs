@@ -64,27 +64,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                         Confidence::Medium,
                     )
                 }
-                // `product.stock = product.stock - qty`, then a save.
+                // `product.stock = product.stock - qty` (or through a local: `int n =
+                // product.getStock() - qty; product.setStock(n)`), then a save.
                 OpKind::Assign {
                     targets,
                     op: None,
-                    value:
-                        Expr::Binary {
-                            op: bin,
-                            left,
-                            right: _,
-                        },
-                } if (bin == "+" || bin == "-")
-                    && targets.iter().any(|t| {
-                        t.contains('.')
-                            && !t.starts_with("self.")
-                            && !t.starts_with("this.")
-                            && matches!(left.as_ref(), Expr::Path(p) if p.join(".") == *t)
-                    })
-                    && facts.acts[i + 1..]
-                        .iter()
-                        .any(|a| a.is_db_write() || matches!(a, Act::Commit)) =>
+                    value,
+                } if facts.acts[i + 1..]
+                    .iter()
+                    .any(|a| a.is_db_write() || matches!(a, Act::Commit)) =>
                 {
+                    let Some(bin) = row_plus_minus(facts, targets, value) else {
+                        continue;
+                    };
                     (
                         format!(
                             "`{t} = {t} {bin} …` on a loaded row, then saved",
@@ -179,4 +171,23 @@ fn compared_amounts(test: &Expr) -> Vec<&Expr> {
         }
     });
     out
+}
+
+/// The operator of `row.field = row.field ± x`, the sum written out or held in a local
+/// first (`val total = row.field + x; row.field = total`).
+fn row_plus_minus<'e>(
+    facts: &'e FnFacts<'_>,
+    targets: &[String],
+    value: &'e Expr,
+) -> Option<&'e str> {
+    let Some(Expr::Binary { op, left, .. }) = facts.resolved(value) else {
+        return None;
+    };
+    let own = targets.iter().any(|t| {
+        t.contains('.')
+            && !t.starts_with("self.")
+            && !t.starts_with("this.")
+            && matches!(left.as_ref(), Expr::Path(p) if p.join(".") == *t)
+    });
+    (own && (op == "+" || op == "-")).then_some(op.as_str())
 }
