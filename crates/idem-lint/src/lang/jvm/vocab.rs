@@ -468,6 +468,10 @@ pub(crate) fn hmac_payload<'c>(
             let n = norm(&c.name());
             n.contains("macgetinstance") || n.contains("hmacutils")
         }
+        // A field of commons-codec's type (`private final HmacUtils hmacUtils;`, a bean).
+        Some(Expr::Object {
+            type_name: Some(t), ..
+        }) => matches!(norm(t).as_str(), "hmacutils" | "mac"),
         _ => false,
     };
     match m.as_str() {
