@@ -112,6 +112,9 @@ pub(crate) struct FnFacts<'a> {
     pub(crate) strings: HashMap<String, Expr>,
     /// Values assigned to each local (the last assignment before use wins).
     pub(crate) values: HashMap<String, Expr>,
+    /// What each inlined helper returns, by the helper's name (the last return wins): a key
+    /// built in a helper (`dedupKey(id)` returning `"dedup:event:$id"`).
+    pub(crate) returns: HashMap<String, Expr>,
     pub(crate) schema: &'a Schema,
 }
 
@@ -153,6 +156,7 @@ impl<'a> FnFacts<'a> {
                 .collect(),
             strings: HashMap::new(),
             values: HashMap::new(),
+            returns: HashMap::new(),
             schema,
         };
         // Parameters shadow the file's globals of the same name.
@@ -192,6 +196,12 @@ impl<'a> FnFacts<'a> {
                             facts.strings.insert(t.clone(), value.clone());
                         }
                         facts.values.insert(t.clone(), value.clone());
+                    }
+                    Act::Other
+                }
+                OpKind::Return(Some(value)) => {
+                    if let Some(o) = &op.origin {
+                        facts.returns.insert(o.helper.clone(), value.clone());
                     }
                     Act::Other
                 }
@@ -490,6 +500,10 @@ impl<'a> FnFacts<'a> {
                         }
                     },
                 ),
+                // `redis.hasKey(dedupKey(eventId))`: the key the helper returns.
+                Expr::Call(c) if c.receiver.is_none() => (c.callee.last())
+                    .and_then(|h| self.returns.get(h))
+                    .map_or_else(|| key_shape(k), key_shape),
                 other => key_shape(other),
             })
             .unwrap_or_default()
@@ -1644,6 +1658,11 @@ impl<'a> FnFacts<'a> {
             && model.starts_with(|ch: char| ch.is_ascii_uppercase())
         {
             return Some(model.clone());
+        }
+        if let Expr::Call(c) = resolved
+            && let Some(model) = jvm_vocab::builder_model(c)
+        {
+            return Some(model);
         }
         match resolved {
             Expr::Call(c)

@@ -256,6 +256,10 @@ pub(crate) struct Module {
     /// Struct fields declared as a trait object (Rust's `store: Arc<dyn EventStore>`): the
     /// field and its trait, so `state.store.save(…)` finds the trait's implementation.
     pub(crate) trait_fields: Vec<(String, String)>,
+    /// The simple names of the types this file's classes implement or extend (Java
+    /// `implements`/`extends`, Kotlin's supertypes): a field typed by one of them may hold
+    /// this file's class.
+    pub(crate) supertypes: Vec<String>,
 }
 
 /// A name as written: an inlined helper's local carries a suffix (`ctx'3`, see `calls`),

@@ -471,15 +471,17 @@ fn load_jvm_config(path: &Path, bytes: &[u8]) -> Loaded {
         };
         let module = crate::spring_config::module(path, &text);
         // Reported as Java's: the settings configure the JVM service beside them.
-        return match lang::for_path(Path::new("Application.java")) {
-            Some(lang) if !module.functions.is_empty() => Loaded::Source(Box::new(Parsed {
+        if let Some(lang) = lang::for_path(Path::new("Application.java"))
+            && !module.functions.is_empty()
+        {
+            return Loaded::Source(Box::new(Parsed {
                 path: path.to_path_buf(),
                 lang,
                 module,
                 allows: Vec::new(),
-            })),
-            _ => Loaded::Nothing,
-        };
+            }));
+        }
+        // No consumer setting: a config folder's file may still be a changelog.
     }
     // A changelog's keys are ASCII whatever encoding it declares: decode what is not UTF-8
     // lossily rather than lose its unique keys.

@@ -18,7 +18,14 @@ use crate::words::norm;
 pub(crate) fn is_config(path: &Path) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-    (name.starts_with("application") || name.starts_with("bootstrap"))
+    // Or a Spring Cloud Config repository's `{application}-{profile}.yml`, kept in a
+    // folder named for the config server (`config-repo/`, `mmj-config/`).
+    let config_repo = (path
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|d| d.to_str()))
+    .is_some_and(|d| d.to_lowercase().contains("config"));
+    (name.starts_with("application") || name.starts_with("bootstrap") || config_repo)
         && matches!(ext, "yml" | "yaml" | "properties")
 }
 

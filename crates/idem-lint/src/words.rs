@@ -14,6 +14,12 @@ pub(crate) fn norm(name: &str) -> String {
 /// plural `s` dropped (`processed_events` and `ProcessedEvent` are one name).
 pub(crate) fn table_key(name: &str) -> String {
     let last = name.rsplit('.').next().unwrap_or(name);
+    // A class named for being the table's entity (`TransactionEntity`, `PaymentJpaEntity`,
+    // JPA's and TypeORM's convention) is the table its repository (`transactionDao`) reads.
+    let last = ["JpaEntity", "Entity"]
+        .iter()
+        .find_map(|s| last.strip_suffix(s).filter(|rest| rest.len() > 1))
+        .unwrap_or(last);
     let mut n = norm(last.trim_matches(|c| c == '"' || c == '`' || c == '[' || c == ']'));
     if n.ends_with("ies") && n.len() > 4 {
         n.truncate(n.len() - 3);

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use crate::ir::{Call, Expr, Function, Module, Op, OpKind, Origin, Pos};
 use crate::lang::MODULE;
 
+mod callback;
 mod dispatch;
+mod fields;
 mod read_as_call;
 mod rename;
 
@@ -159,10 +161,10 @@ struct Site {
     pos: Option<Pos>,
     /// The helper's file and name; `None` for the handler's own operations.
     helper: Option<(usize, String)>,
+    /// The calls in helpers that led here (see [`Origin::via`]).
+    via: Vec<(Arc<Path>, Pos)>,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
-    /// The calls between the handler's and this helper's (see [`Origin::via`]).
-    via: Vec<(Arc<Path>, Pos)>,
     /// Where every operation copied here is reported, when that is the call's own place (an
     /// entity's mutator: `stock.decrease(n)` is the line that matters, not its one-line body).
     at_call: Option<Option<Arc<Origin>>>,
@@ -190,6 +192,16 @@ fn extends_library(callee: &Function) -> bool {
         matches!(&op.kind, OpKind::Call(c)
             if c.callee.first().is_some_and(|r| r == "super")
                 && c.callee.last() == Some(&callee.name))
+    })
+}
+
+/// The call path to a helper called at `call_origin`: the calling helper's own path and then
+/// the call itself, or nothing when the handler makes the call.
+fn via_call(call_origin: &Option<Arc<Origin>>) -> Vec<(Arc<Path>, Pos)> {
+    call_origin.as_ref().map_or_else(Vec::new, |o| {
+        let mut via = o.via.clone();
+        via.push((o.path.clone(), o.pos));
+        via
     })
 }
 
@@ -257,8 +269,8 @@ impl<'a> CallIndex<'a> {
             tx_offset: 0,
             pos: None,
             helper: None,
-            names: HashMap::new(),
             via: Vec::new(),
+            names: HashMap::new(),
             at_call: None,
             detached: 0,
         };
@@ -338,6 +350,12 @@ impl<'a> CallIndex<'a> {
                 }
                 ex.inlined += 1;
                 let detached = detached_id(op, site);
+                // The handler's own lambda given to the helper runs where the helper runs it.
+                let args_from = match depth {
+                    0 => callback::args_start(&ex.func.ops, original.pos),
+                    _ => ex.func.ops.len(),
+                };
+                let callee_from = ex.func.ops.len();
                 self.inline(
                     ex,
                     call,
@@ -346,6 +364,7 @@ impl<'a> CallIndex<'a> {
                     (conds.clone(), tx, detached, pos, &origin),
                     depth,
                 );
+                callback::run_where_invoked(&mut ex.func.ops, call, callee, args_from, callee_from);
                 // A project's client wrapper named for a publish (`tasks.enqueue_http(…)`,
                 // `events.publishEvent(…)`) publishes whatever its body's calls are called.
                 if !extends_library(callee) && !names_publish(call) {
@@ -509,6 +528,24 @@ impl<'a> CallIndex<'a> {
                 });
             }
         }
+        // The helper's fields keep their types when it is of another file.
+        if ex.stack.first().is_some_and(|(f, _)| *f != target.0) {
+            let handler = ex.stack.first().map(|(f, _)| self.files[*f].module);
+            for (name, value) in fields::carried(handler, self.files[target.0].module, callee) {
+                ex.func.ops.push(Op {
+                    kind: OpKind::Assign {
+                        targets: vec![name],
+                        op: None,
+                        value,
+                    },
+                    pos,
+                    conds: conds.clone(),
+                    lexical_tx: tx,
+                    origin: None,
+                    detached,
+                });
+            }
+        }
         let site = Site {
             conds,
             cond_offset: ex.func.conds.len(),
@@ -516,18 +553,8 @@ impl<'a> CallIndex<'a> {
             tx_offset: TX_BASE.wrapping_add(ex.inlined.wrapping_mul(TX_BLOCK)),
             pos: Some(pos),
             helper: Some((target.0, callee.name.clone())),
+            via: via_call(call_origin),
             names,
-            // A call made in a helper is a step between the handler and the next helper.
-            via: call_origin
-                .as_ref()
-                .map(|o| {
-                    o.via
-                        .iter()
-                        .cloned()
-                        .chain([(o.path.clone(), o.pos)])
-                        .collect()
-                })
-                .unwrap_or_default(),
             at_call,
             detached,
         };
@@ -626,6 +653,9 @@ impl<'a> CallIndex<'a> {
                 return Some(found);
             }
         }
+        if let Some(found) = self.base_class_method(file, call, cands) {
+            return Some(found);
+        }
         let mut root = call.callee[0].to_lowercase();
         let mut len = call.callee.len();
         // `this.stripeService.createEvent(…)`: a service held in a field is named by it, as an
@@ -678,6 +708,12 @@ impl<'a> CallIndex<'a> {
                         s == *t || s.strip_suffix("impl") == Some(t.as_str())
                     });
                     same(stem) || same(parent) || typed
+                });
+                // Or, named otherwise, the one class of the tree that implements the type
+                // (`dedupe: EventDeduplicationPort` held by a `RedisEventDedupAdapter`).
+                let named_module = named_module.or_else(|| {
+                    let t = root_type.as_deref()?;
+                    self.only_implementation(cands, t)
                 });
                 if len == 2 && named_module.is_some() {
                     return named_module;
@@ -740,6 +776,42 @@ fn constructed_types(src: &Function) -> HashMap<&str, String> {
         }
     }
     types
+}
+
+impl CallIndex<'_> {
+    /// `super.consumeEvent(…)` in a class that extends a class of the tree
+    /// (`CommunityConsumer : AbstractEventConsumer()`): the method in the file named for the
+    /// base class (Java and Kotlin keep a class in its own file).
+    fn base_class_method(
+        &self,
+        file: usize,
+        call: &Call,
+        cands: &[(usize, usize)],
+    ) -> Option<(usize, usize)> {
+        let [root, _] = call.callee.as_slice() else {
+            return None;
+        };
+        if root != "super" {
+            return None;
+        }
+        let bases = &self.files[file].module.supertypes;
+        cands.iter().copied().find(|(f, _)| {
+            *f != file
+                && (self.files[*f].path.file_stem().and_then(|s| s.to_str()))
+                    .is_some_and(|stem| bases.iter().any(|b| b == stem))
+        })
+    }
+
+    /// The one candidate whose file declares a class implementing `ty` (normalised), when
+    /// exactly one file does: with two implementations the field could hold either.
+    fn only_implementation(&self, cands: &[(usize, usize)], ty: &str) -> Option<(usize, usize)> {
+        let implements = |f: usize| {
+            (self.files[f].module.supertypes.iter()).any(|s| crate::words::norm(s) == ty)
+        };
+        let mut found = cands.iter().copied().filter(|(f, _)| implements(*f));
+        let first = found.next()?;
+        found.all(|(f, _)| f == first.0).then_some(first)
+    }
 }
 
 /// Whether a call is named for sending a message or job: `publish…`, `enqueue…`, `produce…`

@@ -82,6 +82,8 @@ fn lookup_columns(facts: &FnFacts<'_>, i: usize) -> Vec<String> {
         }
         // `user.charges.exists?(…)` filters by `charges.user_id` too.
         out.extend(facts.association_owner(call));
+        // Spring Data's `existsByOrderId(…)` filters by `orderId`.
+        out.extend(crate::lang::jvm_derived::filter_columns(call));
         c = call.receiver.as_deref();
     }
     out

@@ -193,6 +193,13 @@ pub(super) fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
         })
 }
 
+/// A publish or an outside call: no database transaction covers it, even one open around
+/// it, so a marker that rolls back leaves it made (the page's "record it in an effect
+/// ledger").
+fn leaves_the_database(act: &Act) -> bool {
+    matches!(act, Act::Publish | Act::HttpCreate)
+}
+
 /// An insert used as the claim by how its failure is read: a unique violation after it is
 /// answered "duplicate" (`catch (e) { if (e.code === 11000) return { isDuplicate: true } }`).
 fn claim_by_violation(facts: &FnFacts<'_>, m: usize) -> bool {
@@ -390,7 +397,10 @@ pub(crate) fn marker_commits(facts: &FnFacts<'_>) -> Vec<MarkerCommit> {
             e != m
                 && !own_row(e)
                 && is_effect(facts, e)
-                && (redis || facts.tx[m].is_none() || facts.tx[e] != facts.tx[m])
+                && (redis
+                    || facts.tx[m].is_none()
+                    || facts.tx[e] != facts.tx[m]
+                    || leaves_the_database(&facts.acts[e]))
                 && !own_claim(e)
                 && !crate::branches::exclusive(facts.func, m, e)
         };

@@ -77,27 +77,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                         Confidence::Medium,
                     )
                 }
-                // `product.stock = product.stock - qty`, then a save.
+                // `product.stock = product.stock - qty` (or through a local: `int n =
+                // product.getStock() - qty; product.setStock(n)`), then a save.
                 OpKind::Assign {
                     targets,
                     op: None,
-                    value:
-                        Expr::Binary {
-                            op: bin,
-                            left,
-                            right: _,
-                        },
-                } if (bin == "+" || bin == "-")
-                    && targets.iter().any(|t| {
-                        t.contains('.')
-                            && !t.starts_with("self.")
-                            && !t.starts_with("this.")
-                            && matches!(left.as_ref(), Expr::Path(p) if p.join(".") == *t)
-                    })
-                    && facts.acts[i + 1..]
-                        .iter()
-                        .any(|a| a.is_db_write() || matches!(a, Act::Commit)) =>
+                    value,
+                } if facts.acts[i + 1..]
+                    .iter()
+                    .any(|a| a.is_db_write() || matches!(a, Act::Commit)) =>
                 {
+                    let Some(bin) = row_plus_minus(facts, targets, value) else {
+                        continue;
+                    };
                     (
                         format!(
                             "`{t} = {t} {bin} …` on a loaded row, then saved",
@@ -156,7 +148,15 @@ fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
         .iter()
         .chain(ops[..i].iter().flat_map(|o| &o.conds))
     {
-        facts.func.conds[*c].test.walk(&mut |e| {
+        let test = &facts.func.conds[*c].test;
+        let amounts = compared_amounts(test);
+        test.walk(&mut |e| {
+            // `amount > wallet.getBalance()`: whether the row can bear the change, not
+            // whether this event was applied.
+            if amounts.iter().any(|a| std::ptr::eq(*a, e)) {
+                tested = true;
+                return;
+            }
             let (root, rest) = match e {
                 Expr::Path(p) => (p.first(), p.get(1)),
                 Expr::Call(c) => (c.callee.first(), c.callee.get(1)),
@@ -213,4 +213,38 @@ fn computed_from_itself(facts: &FnFacts<'_>, i: usize, set: &crate::sql::SetColu
         }
     }
     found
+}
+
+/// The operands of the ordering comparisons in `test` (`amount > wallet.balance`): a row's
+/// value compared with an amount is a limit (enough balance, enough stock), never a record
+/// that the event was handled.
+fn compared_amounts(test: &Expr) -> Vec<&Expr> {
+    let mut out = Vec::new();
+    test.walk(&mut |e| {
+        if let Expr::Binary { op, left, right } = e
+            && matches!(op.as_str(), "<" | ">" | "<=" | ">=")
+        {
+            out.extend([left.as_ref(), right.as_ref()]);
+        }
+    });
+    out
+}
+
+/// The operator of `row.field = row.field ± x`, the sum written out or held in a local
+/// first (`val total = row.field + x; row.field = total`).
+fn row_plus_minus<'e>(
+    facts: &'e FnFacts<'_>,
+    targets: &[String],
+    value: &'e Expr,
+) -> Option<&'e str> {
+    let Some(Expr::Binary { op, left, .. }) = facts.resolved(value) else {
+        return None;
+    };
+    let own = targets.iter().any(|t| {
+        t.contains('.')
+            && !t.starts_with("self.")
+            && !t.starts_with("this.")
+            && matches!(left.as_ref(), Expr::Path(p) if p.join(".") == *t)
+    });
+    (own && (op == "+" || op == "-")).then_some(op.as_str())
 }

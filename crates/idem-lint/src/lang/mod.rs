@@ -14,6 +14,7 @@ mod python;
 mod ruby;
 mod rust;
 
+pub(crate) use jvm::derived as jvm_derived;
 pub(crate) use jvm::vocab as jvm_vocab;
 pub(crate) use rust::parses_body as rust_parses_body;
 

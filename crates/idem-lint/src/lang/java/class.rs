@@ -10,6 +10,7 @@ use crate::ir::Function;
 use crate::lang::jvm::annotation::{Annotation, method_role};
 use crate::lang::jvm::entity::{Field, unique_keys, version_columns};
 use crate::lang::jvm::proxy::{TxMethod, self_invocations};
+use crate::lang::jvm::supertypes::types_under;
 
 impl Lower<'_> {
     /// A class, interface, enum or record: its methods, nested classes, fields (for JPA
@@ -26,6 +27,7 @@ impl Lower<'_> {
             }
         }
         let interface = n.kind() == "interface_declaration";
+        self.supertypes(n);
         let mut members = Vec::new();
         if let Some(body) = n.child_by_field_name("body") {
             for m in kids(body) {
@@ -67,6 +69,28 @@ impl Lower<'_> {
         self.b.module.version_columns.extend(versions);
         let end = self.b.module.functions.len();
         self_invocations(&mut self.b.module, start..end, &tx_methods);
+    }
+
+    /// Records the types the class extends and implements (`extends Base implements Port`,
+    /// an interface's `extends`).
+    fn supertypes(&mut self, n: Node<'_>) {
+        let mut found = Vec::new();
+        let mut cursor = n.walk();
+        for c in n.named_children(&mut cursor) {
+            if matches!(
+                c.kind(),
+                "superclass" | "super_interfaces" | "extends_interfaces"
+            ) {
+                let text = |t: Node<'_>| self.text(t);
+                types_under(
+                    c,
+                    &["type_identifier", "scoped_type_identifier", "generic_type"],
+                    &text,
+                    &mut found,
+                );
+            }
+        }
+        self.b.module.supertypes.extend(found);
     }
 
     /// The methods of an anonymous class body (`new TransactionCallback<>() { … }`).

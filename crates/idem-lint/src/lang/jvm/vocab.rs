@@ -44,6 +44,19 @@ pub(crate) fn built_by_builder(c: &Call) -> bool {
     c.method() == "build" && c.callee.iter().any(|s| s == "builder")
 }
 
+/// The class a Lombok builder builds (`ProcessedEvent.builder().eventId(id).build()` →
+/// `ProcessedEvent`), when the chain starts at it.
+pub(crate) fn builder_model(c: &Call) -> Option<String> {
+    if !built_by_builder(c) {
+        return None;
+    }
+    let at = c.callee.iter().position(|s| s == "builder")?;
+    let model = c.callee.get(at.checked_sub(1)?)?;
+    model
+        .starts_with(|ch: char| ch.is_ascii_uppercase())
+        .then(|| model.clone())
+}
+
 /// Spring's messaging templates' sends (`rabbitTemplate.convertAndSend`,
 /// `jmsTemplate.convertAndSend`, `kafkaTemplate.sendDefault`).
 pub(crate) fn is_publish(method: &str, recv: &str) -> bool {
@@ -455,6 +468,10 @@ pub(crate) fn hmac_payload<'c>(
             let n = norm(&c.name());
             n.contains("macgetinstance") || n.contains("hmacutils")
         }
+        // A field of commons-codec's type (`private final HmacUtils hmacUtils;`, a bean).
+        Some(Expr::Object {
+            type_name: Some(t), ..
+        }) => matches!(norm(t).as_str(), "hmacutils" | "mac"),
         _ => false,
     };
     match m.as_str() {

@@ -10,6 +10,7 @@ use crate::ir::{Expr, Function, OpKind};
 use crate::lang::jvm::annotation::{Annotation, method_role};
 use crate::lang::jvm::entity::{Field, unique_keys, version_columns};
 use crate::lang::jvm::proxy::{TxMethod, self_invocations};
+use crate::lang::jvm::supertypes::types_under;
 
 impl Lower<'_> {
     /// A class, interface or object: its constructor properties (field types for receivers,
@@ -21,6 +22,7 @@ impl Lower<'_> {
             let mut cursor = n.walk();
             n.children(&mut cursor).any(|c| c.kind() == "interface")
         };
+        self.supertypes(n);
         let start = self.b.module.functions.len();
         let mut fields: Vec<Field> = Vec::new();
         let mut tx_methods: HashMap<String, TxMethod> = HashMap::new();
@@ -72,6 +74,18 @@ impl Lower<'_> {
         self.b.module.version_columns.extend(versions);
         let end = self.b.module.functions.len();
         self_invocations(&mut self.b.module, start..end, &tx_methods);
+    }
+
+    /// Records the class's supertypes (`class Adapter(…) : Port, Base()`).
+    fn supertypes(&mut self, n: Node<'_>) {
+        let mut found = Vec::new();
+        for c in kids(n) {
+            if c.kind().starts_with("delegation_specifier") {
+                let text = |t: Node<'_>| self.text(t);
+                types_under(c, &["user_type"], &text, &mut found);
+            }
+        }
+        self.b.module.supertypes.extend(found);
     }
 
     pub(super) fn anonymous_class(&mut self, body: Node<'_>) {
