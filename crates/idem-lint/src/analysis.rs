@@ -882,7 +882,9 @@ impl<'a> FnFacts<'a> {
             && !recv.iter().enumerate().any(|(i, r)| {
                 NOT_ORM.contains(&r.as_str()) && !(i == 0 && r.len() == 1 && recv.len() > 1)
             });
-        if !ormish {
+        // A row a model's class method loaded is the ORM's whatever its local is called
+        // (`object = model_class.find(id)`, JavaScript's `Object` aside).
+        if !ormish && self.loaded_model(call).is_none() {
             return Act::Other;
         }
         let model_like = recv.iter().any(|r| {
@@ -1332,6 +1334,9 @@ impl<'a> FnFacts<'a> {
         };
         // `Pay::Subscription.find_by(…)`: the last constant of the path is the model.
         let n = made.callee.len().saturating_sub(1);
+        if !made.is_new && n > 0 && self.names_class(&made.callee[0]) {
+            return Some(made.callee[0].clone());
+        }
         if made.is_new || n == 0 || !constant(&made.callee[0]) {
             return None;
         }
@@ -1355,6 +1360,7 @@ impl<'a> FnFacts<'a> {
         match self.values.get(&key) {
             Some(Expr::Call(made)) if !made.is_new && made.callee.len() >= 2 => {
                 constant(&made.callee[0])
+                    || self.names_class(&made.callee[0])
                     || depth < 4
                         && self.loaded_row(&made.callee[..made.callee.len() - 1], depth + 1)
             }
@@ -1372,6 +1378,13 @@ impl<'a> FnFacts<'a> {
             _ => return None,
         };
         self.row_model(&owner, 0)
+    }
+
+    /// Whether a local holds a class chosen at run time: Rails' `model =
+    /// payload["resource_type"].classify.constantize`, whose `model.find(id)` loads a row.
+    fn names_class(&self, local: &str) -> bool {
+        matches!(self.values.get(local), Some(Expr::Call(c))
+            if matches!(c.method().as_str(), "constantize" | "safe_constantize"))
     }
 
     /// The model a row held at `path` was loaded by (`User.lock.find(id)`: `User`), through

@@ -550,7 +550,7 @@ impl<'a> CallIndex<'a> {
         match len {
             1 => same_file().or_else(same_dir).or_else(unique),
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
-            _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
+            _ if LIBRARY_ROOTS.contains(&root.as_str()) && !local_object(call, via_field) => None,
             len => {
                 // A field declared with its type (`private final OrderService service;`,
                 // Kotlin's `private val service: OrderService`) names the type's file, or its
@@ -611,6 +611,13 @@ impl<'a> CallIndex<'a> {
             }
         }
     }
+}
+
+/// `object.raise_event_for_update(…)`: a local named `object` (Ruby's usual name for a record
+/// of a class chosen at run time) is the tree's object; only `Object.keys(…)`, written
+/// capitalised, is JavaScript's global.
+fn local_object(call: &Call, via_field: bool) -> bool {
+    !via_field && call.callee[0] == "object"
 }
 
 /// Whether a call is named for sending a message or job: `publish…`, `enqueue…`, `produce…`
