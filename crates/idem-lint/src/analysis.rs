@@ -766,20 +766,41 @@ impl<'a> FnFacts<'a> {
             {
                 true
             }
-            "create" => has_any(
-                recv,
-                &[
-                    "messages",
-                    "charges",
-                    "paymentintents",
-                    "refunds",
-                    "transfers",
-                    "payouts",
-                    "invoices",
-                ],
-            ),
+            // `user.user_transfers.create!(…)`, `conversation.messages.create!(…)`: an
+            // association of a row loaded from a model is the database's, whatever it is named.
+            "create" if self.loaded_row(&call.callee[..call.callee.len() - 1], 0) => false,
+            "create" => {
+                has_any(
+                    recv,
+                    &[
+                        "messages",
+                        "charges",
+                        "paymentintents",
+                        "refunds",
+                        "transfers",
+                        "payouts",
+                        "invoices",
+                    ],
+                ) || self.sdk_object_create(call)
+            }
             _ => false,
         }
+    }
+
+    /// `transfer = PagarMe::Transfer.new(attrs); transfer.create`: an object of a namespaced
+    /// class built and then told to `create` itself, as the SDKs of payment providers do
+    /// (ActiveRecord's rows `save`; they have no instance `create`).
+    fn sdk_object_create(&self, call: &Call) -> bool {
+        let [row, _] = call.callee.as_slice() else {
+            return false;
+        };
+        let constant = |s: &str| s.starts_with(|c: char| c.is_ascii_uppercase());
+        call.args.is_empty()
+            && call.kwargs.is_empty()
+            && matches!(self.values.get(row), Some(Expr::Call(made))
+                if made.is_new
+                    && made.callee.len() >= 2
+                    && made.callee.iter().all(|s| constant(crate::ir::as_written(s))))
     }
 
     /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
