@@ -174,6 +174,11 @@ impl<'s> Lower<'s> {
         if let Some(done) = self.active_record(&raw, &mut call, block) {
             return Some(done);
         }
+        // `results = Model.transaction do … end` holds the block's value once the transaction
+        // has committed, not a transaction left open: marked as a call given its callback.
+        if block.is_some() && vocab::opens_transaction(&method) {
+            call.args.push(Expr::Other(Vec::new()));
+        }
         self.b.emit(OpKind::Call(call.clone()), pos);
         if call.is_new {
             self.constructor(&call);
