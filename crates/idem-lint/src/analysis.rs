@@ -1892,7 +1892,28 @@ fn provider_client(call: &Call) -> bool {
         && segs
             .iter()
             .enumerate()
-            .any(|(i, s)| provider(s) && !app_namespace(i))
+            .any(|(i, s)| provider(s) && !app_namespace(i) && !app_model(s))
+}
+
+/// `SendgridEvent.create!(…)`, `StripeCharge.find_by(…)`: a class named for the provider and
+/// something more is the application's model of what the provider sent; the SDK's classes sit
+/// in the provider's namespace (`Stripe::Charge`) or are its client (`StripeClient`).
+fn app_model(segment: &str) -> bool {
+    let name = crate::ir::as_written(segment);
+    let n = norm(name);
+    let Some(rest) = PROVIDERS
+        .iter()
+        .find_map(|p| n.strip_prefix(p))
+        .filter(|r| !r.is_empty())
+    else {
+        return false;
+    };
+    name.starts_with(|c: char| c.is_ascii_uppercase())
+        && ![
+            "client", "service", "api", "gateway", "sdk", "adapter", "manager",
+        ]
+        .iter()
+        .any(|w| rest.ends_with(w))
 }
 
 /// A Go context argument (`ctx`, `r.Context()`, `context.Background()`).

@@ -62,8 +62,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     }) else {
         return;
     };
-    // A publish inside the open transaction is ARC_PUBLISH_IN_TX's finding.
-    let in_tx = super::publish_in_tx::publishes_in_tx(facts);
+    // A publish inside the open transaction is ARC_PUBLISH_IN_TX's finding; a job enqueued
+    // as a row of that transaction commits with it.
+    let mut in_tx = super::publish_in_tx::publishes_in_tx(facts);
+    in_tx.extend(super::publish_in_tx::enqueued_with_tx(facts));
     for (i, act) in facts.acts.iter().enumerate() {
         if !matches!(act, Act::Publish | Act::HttpCreate)
             || in_tx.contains(&i)

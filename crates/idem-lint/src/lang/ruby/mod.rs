@@ -8,6 +8,7 @@ mod active_record;
 mod calls;
 mod classes;
 mod exprs;
+mod job_queue;
 mod partial;
 mod schema;
 mod vocab;
@@ -52,6 +53,7 @@ impl Language for Ruby {
         module
             .unique_keys
             .extend(schema::unique_keys(tree.root_node(), source));
+        module.jobs_in_database = job_queue::jobs_in_database(tree.root_node(), source);
         module
     }
 }
