@@ -663,6 +663,11 @@ impl<'a> FnFacts<'a> {
     }
 
     fn is_http_create(&self, call: &Call, m: &str, recv: &str) -> bool {
+        // Building an object sends nothing (`SendNotifyEmail.new(email)`, `new
+        // SendEmailCommand(…)`): its method or a client's `send` does.
+        if call.is_new {
+            return false;
+        }
         let creating = |e: Option<&Expr>| {
             e.and_then(|v| match v {
                 Expr::Str(s) => Some(s.to_ascii_uppercase()),

@@ -294,7 +294,7 @@ impl<'a> CallIndex<'a> {
                 && depth < MAX_DEPTH
                 && ex.inlined < MAX_INLINED
                 && let Some(target) = self.resolve(file, original)
-                && !ex.stack.contains(&target)
+                && let Some(target) = self.not_on_stack(target, original, &ex.stack)
                 && !generic_repository(&self.files[target.0].module.functions[target.1])
             {
                 let callee = &self.files[target.0].module.functions[target.1];
@@ -518,6 +518,26 @@ impl<'a> CallIndex<'a> {
                 .and_then(|s| s.to_str());
             norm(stem) == class && folder.is_some_and(|d| norm(d) == namespace)
         })
+    }
+
+    /// `target`, or when it is already being inlined another function of its file by the same
+    /// name: Ruby's `def self.call(*args) = new(*args).call` reaches the instance's `call`, a
+    /// Java overload calls its sibling.
+    fn not_on_stack(
+        &self,
+        target: (usize, usize),
+        call: &Call,
+        stack: &[(usize, usize)],
+    ) -> Option<(usize, usize)> {
+        if !stack.contains(&target) {
+            return Some(target);
+        }
+        let name = call.callee.last()?;
+        self.by_name
+            .get(name.as_str())?
+            .iter()
+            .copied()
+            .find(|c| c.0 == target.0 && !stack.contains(c))
     }
 
     /// The function a call reaches, if the tree defines it.

@@ -162,6 +162,20 @@ impl<'s> Lower<'s> {
             self.visibility(&raw);
         }
         self.own_row(&raw, receiver_node.is_none(), &mut callee);
+        // `def self.call(*args) = new(*args).call`: a bare `new` in a class builds that class.
+        if method == "new"
+            && callee.is_empty()
+            && let Some(class) = self.classes.last()
+        {
+            callee.push(
+                class
+                    .name
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or(&class.name)
+                    .to_string(),
+            );
+        }
         // `Order.new(attrs)` builds an Order, as `new Order(attrs)` does.
         if method == "new" && !callee.is_empty() {
             call.is_new = true;
