@@ -11,10 +11,11 @@ use crate::ir::{Call, Expr, OpKind};
 
 impl<'s> Lower<'s> {
     /// In a model, a bare `update!(…)` or `with_lock` is the model's own row: the model's name
-    /// is put before the method.
+    /// is put before the method. So is a bare `increment :failure_count` (the attribute
+    /// raised in memory, for the `save!` that follows).
     pub(super) fn own_row(&self, raw: &str, bare: bool, callee: &mut Vec<String>) {
         if bare
-            && vocab::persists_self(raw)
+            && (vocab::persists_self(raw) || matches!(raw, "increment" | "decrement"))
             && let Some(class) = self.classes.last().filter(|c| c.kind == ClassKind::Model)
         {
             callee.push(
