@@ -295,7 +295,15 @@ impl<'s> Lower<'s> {
     fn block(&mut self, block: Node<'_>, call: &Call) {
         let m = call.callee.last().map(String::as_str).unwrap_or("");
         if vocab::opens_transaction(m) {
+            let outermost = self.b.open_tx().is_none();
             self.b.push_tx();
+            // ActiveRecord's `transaction do … end` inside one already open (the caller's)
+            // joins it unless given `requires_new: true`: the method's outermost block commits
+            // with its caller's transaction.
+            if outermost && call.option("requires_new").is_none() {
+                let tx = self.b.open_tx();
+                self.b.set_joins_caller_tx(tx);
+            }
             self.inline_block(block, call);
             self.b.pop_tx();
         } else if vocab::runs_after_commit(m) {
