@@ -520,6 +520,31 @@ impl<'a> CallIndex<'a> {
         })
     }
 
+    /// `Account.find(id).credit!(amount)`, `Order.find_by!(ref: r).mark_paid!`: a method of
+    /// the row a model's finder returned, defined in the file named for the model
+    /// (`account.rb`), as Rails lays models out.
+    fn on_found_row(&self, call: &Call) -> Option<(usize, usize)> {
+        let finder = call.receiver.as_deref()?;
+        let model = finder.callee.first()?;
+        let finds = matches!(
+            finder.method().as_str(),
+            "find" | "find_by" | "lock" | "first" | "last" | "take"
+        );
+        if !finds || !model.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return None;
+        }
+        let name = call.callee.last()?;
+        let model = crate::words::norm(model);
+        self.by_name
+            .get(name.as_str())?
+            .iter()
+            .copied()
+            .find(|(f, _)| {
+                let stem = self.files[*f].path.file_stem().and_then(|s| s.to_str());
+                stem.is_some_and(|s| crate::words::norm(s) == model)
+            })
+    }
+
     /// `target`, or when it is already being inlined another function of its file by the same
     /// name: Ruby's `def self.call(*args) = new(*args).call` reaches the instance's `call`, a
     /// Java overload calls its sibling.
@@ -542,7 +567,10 @@ impl<'a> CallIndex<'a> {
 
     /// The function a call reaches, if the tree defines it.
     fn resolve(&self, file: usize, call: &Call) -> Option<(usize, usize)> {
-        if call.receiver.is_some() || call.is_new {
+        if call.receiver.is_some() {
+            return self.on_found_row(call);
+        }
+        if call.is_new {
             return None;
         }
         let name = call.callee.last()?;
