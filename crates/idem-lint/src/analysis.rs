@@ -1358,6 +1358,15 @@ impl<'a> FnFacts<'a> {
             s.chars().next().is_some_and(char::is_uppercase)
                 && !s.chars().all(|c| c.is_uppercase() || c == '_')
         };
+        // `purchase = Purchase.find_or_initialize_by(k)` (lowered as a look-up, then a row
+        // built), then `purchase.update(attrs)`: ActiveRecord writes the row, found or new.
+        if made.is_new
+            && matches!(call.method().as_str(), "update" | "update_attributes")
+            && let [model] = made.callee.as_slice()
+            && constant(model)
+        {
+            return Some(model.clone());
+        }
         // `Pay::Subscription.find_by(…)`: the last constant of the path is the model.
         let n = made.callee.len().saturating_sub(1);
         if !made.is_new && n > 0 && self.names_class(&made.callee[0]) {
