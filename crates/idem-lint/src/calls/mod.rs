@@ -340,7 +340,9 @@ impl<'a> CallIndex<'a> {
                 && depth < MAX_DEPTH
                 && match original.callee.as_slice() {
                     [local] => locals.contains(local.as_str()),
-                    [_, index] => index == "[]",
+                    // `handlers[type](…)`, or Ruby's `handler.new(…).handle` on a local
+                    // holding a table's class.
+                    [local, index] => index == "[]" || locals.contains(local.as_str()),
                     _ => false,
                 }
                 && self.dispatch(

@@ -18,6 +18,16 @@ impl<'s> Lower<'s> {
         if let Some(e) = self.presence(n) {
             return e;
         }
+        // `HANDLERS = { "charge.refunded" => ChargeRefunded }.freeze`: `freeze` returns its
+        // receiver, the table itself.
+        if let Some(r) = n.child_by_field_name("receiver")
+            && n.child_by_field_name("method")
+                .is_some_and(|m| self.b.text(m) == "freeze")
+            && n.child_by_field_name("arguments").is_none()
+            && matches!(r.kind(), "hash" | "array" | "string")
+        {
+            return self.expr(r);
+        }
         // `charge = event.data.object`: a value read through attributes, not an effect.
         if let Some(path) = self.attribute_path(n)
             && path.len() > 1
