@@ -5,6 +5,7 @@
 //! one. `db/schema.rb` and migrations declare unique indexes (see [`schema`]).
 
 mod active_record;
+mod callbacks;
 mod calls;
 mod classes;
 mod exprs;
@@ -82,7 +83,7 @@ pub(super) struct ClassCtx {
     /// `attr_reader`/`attr_accessor` names: a bare `event` in a method reads `self.event`.
     pub(super) attrs: Vec<String>,
     /// A controller's `before_action :load_event` callbacks: each action runs them first.
-    pub(super) before: Vec<(String, Pos)>,
+    before: Vec<callbacks::BeforeAction>,
 }
 
 /// A call with no arguments.
