@@ -677,6 +677,11 @@ impl<'a> FnFacts<'a> {
     }
 
     fn is_http_create(&self, call: &Call, m: &str, recv: &str) -> bool {
+        // Building an object sends nothing (`SendNotifyEmail.new(email)`, `new
+        // SendEmailCommand(…)`): its method or a client's `send` does.
+        if call.is_new {
+            return false;
+        }
         let creating = |e: Option<&Expr>| {
             e.and_then(|v| match v {
                 Expr::Str(s) => Some(s.to_ascii_uppercase()),
@@ -781,20 +786,41 @@ impl<'a> FnFacts<'a> {
             {
                 true
             }
-            "create" => has_any(
-                recv,
-                &[
-                    "messages",
-                    "charges",
-                    "paymentintents",
-                    "refunds",
-                    "transfers",
-                    "payouts",
-                    "invoices",
-                ],
-            ),
+            // `user.user_transfers.create!(…)`, `conversation.messages.create!(…)`: an
+            // association of a row loaded from a model is the database's, whatever it is named.
+            "create" if self.loaded_row(&call.callee[..call.callee.len() - 1], 0) => false,
+            "create" => {
+                has_any(
+                    recv,
+                    &[
+                        "messages",
+                        "charges",
+                        "paymentintents",
+                        "refunds",
+                        "transfers",
+                        "payouts",
+                        "invoices",
+                    ],
+                ) || self.sdk_object_create(call)
+            }
             _ => false,
         }
+    }
+
+    /// `transfer = PagarMe::Transfer.new(attrs); transfer.create`: an object of a namespaced
+    /// class built and then told to `create` itself, as the SDKs of payment providers do
+    /// (ActiveRecord's rows `save`; they have no instance `create`).
+    fn sdk_object_create(&self, call: &Call) -> bool {
+        let [row, _] = call.callee.as_slice() else {
+            return false;
+        };
+        let constant = |s: &str| s.starts_with(|c: char| c.is_ascii_uppercase());
+        call.args.is_empty()
+            && call.kwargs.is_empty()
+            && matches!(self.values.get(row), Some(Expr::Call(made))
+                if made.is_new
+                    && made.callee.len() >= 2
+                    && made.callee.iter().all(|s| constant(crate::ir::as_written(s))))
     }
 
     /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
@@ -897,7 +923,9 @@ impl<'a> FnFacts<'a> {
             && !recv.iter().enumerate().any(|(i, r)| {
                 NOT_ORM.contains(&r.as_str()) && !(i == 0 && r.len() == 1 && recv.len() > 1)
             });
-        if !ormish || self.hasher(call) {
+        // A row a model's class method loaded is the ORM's whatever its local is called
+        // (`object = model_class.find(id)`, JavaScript's `Object` aside).
+        if !ormish && self.loaded_model(call).is_none() || self.hasher(call) {
             return Act::Other;
         }
         let model_like = recv.iter().any(|r| {
@@ -1370,8 +1398,20 @@ impl<'a> FnFacts<'a> {
             s.chars().next().is_some_and(char::is_uppercase)
                 && !s.chars().all(|c| c.is_uppercase() || c == '_')
         };
+        // `purchase = Purchase.find_or_initialize_by(k)` (lowered as a look-up, then a row
+        // built), then `purchase.update(attrs)`: ActiveRecord writes the row, found or new.
+        if made.is_new
+            && matches!(call.method().as_str(), "update" | "update_attributes")
+            && let [model] = made.callee.as_slice()
+            && constant(model)
+        {
+            return Some(model.clone());
+        }
         // `Pay::Subscription.find_by(…)`: the last constant of the path is the model.
         let n = made.callee.len().saturating_sub(1);
+        if !made.is_new && n > 0 && self.names_class(&made.callee[0]) {
+            return Some(made.callee[0].clone());
+        }
         if made.is_new || n == 0 || !constant(&made.callee[0]) {
             return None;
         }
@@ -1395,6 +1435,7 @@ impl<'a> FnFacts<'a> {
         match self.values.get(&key) {
             Some(Expr::Call(made)) if !made.is_new && made.callee.len() >= 2 => {
                 constant(&made.callee[0])
+                    || self.names_class(&made.callee[0])
                     || depth < 4
                         && self.loaded_row(&made.callee[..made.callee.len() - 1], depth + 1)
             }
@@ -1412,6 +1453,13 @@ impl<'a> FnFacts<'a> {
             _ => return None,
         };
         self.row_model(&owner, 0)
+    }
+
+    /// Whether a local holds a class chosen at run time: Rails' `model =
+    /// payload["resource_type"].classify.constantize`, whose `model.find(id)` loads a row.
+    fn names_class(&self, local: &str) -> bool {
+        matches!(self.values.get(local), Some(Expr::Call(c))
+            if matches!(c.method().as_str(), "constantize" | "safe_constantize"))
     }
 
     /// The model a row held at `path` was loaded by (`User.lock.find(id)`: `User`), through
@@ -1903,7 +1951,28 @@ fn provider_client(call: &Call) -> bool {
         && segs
             .iter()
             .enumerate()
-            .any(|(i, s)| provider(s) && !app_namespace(i))
+            .any(|(i, s)| provider(s) && !app_namespace(i) && !app_model(s))
+}
+
+/// `SendgridEvent.create!(…)`, `StripeCharge.find_by(…)`: a class named for the provider and
+/// something more is the application's model of what the provider sent; the SDK's classes sit
+/// in the provider's namespace (`Stripe::Charge`) or are its client (`StripeClient`).
+fn app_model(segment: &str) -> bool {
+    let name = crate::ir::as_written(segment);
+    let n = norm(name);
+    let Some(rest) = PROVIDERS
+        .iter()
+        .find_map(|p| n.strip_prefix(p))
+        .filter(|r| !r.is_empty())
+    else {
+        return false;
+    };
+    name.starts_with(|c: char| c.is_ascii_uppercase())
+        && ![
+            "client", "service", "api", "gateway", "sdk", "adapter", "manager",
+        ]
+        .iter()
+        .any(|w| rest.ends_with(w))
 }
 
 /// A Go context argument (`ctx`, `r.Context()`, `context.Background()`).

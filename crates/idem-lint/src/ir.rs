@@ -260,6 +260,10 @@ pub(crate) struct Module {
     /// `implements`/`extends`, Kotlin's supertypes): a field typed by one of them may hold
     /// this file's class.
     pub(crate) supertypes: Vec<String>,
+    /// The file sets a background-job backend that stores jobs in the application's own
+    /// database (Rails `config.active_job.queue_adapter = :good_job`): an enqueue is a row
+    /// of its transaction.
+    pub(crate) jobs_in_database: bool,
 }
 
 /// A name as written: an inlined helper's local carries a suffix (`ctx'3`, see `calls`),

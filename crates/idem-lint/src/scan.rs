@@ -158,6 +158,7 @@ impl Linter {
                 let mut schema = Schema::default();
                 parsed.module.unique_keys.iter().for_each(|k| schema.add(k));
                 schema.alias_all(&parsed.module.table_aliases);
+                schema.add_jobs_in_database(parsed.module.jobs_in_database);
                 for (table, column) in &parsed.module.version_columns {
                     schema.add_version(table, column);
                 }
@@ -352,6 +353,7 @@ impl Linter {
                 Loaded::Source(p) => {
                     p.module.unique_keys.iter().for_each(|k| tree.schema.add(k));
                     tree.schema.alias_all(&p.module.table_aliases);
+                    tree.schema.add_jobs_in_database(p.module.jobs_in_database);
                     for (table, column) in &p.module.version_columns {
                         tree.schema.add_version(table, column);
                     }

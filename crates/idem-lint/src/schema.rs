@@ -18,6 +18,9 @@ pub(crate) struct Schema {
     aliases: HashMap<String, String>,
     /// Version columns an ORM compares on every update (JPA `@Version`), by table key.
     versions: HashMap<String, Vec<String>>,
+    /// Background jobs are rows of this database (GoodJob, Delayed::Job, Que): enqueuing one
+    /// commits or rolls back with the transaction around it.
+    jobs_in_database: bool,
 }
 
 impl Schema {
@@ -37,6 +40,16 @@ impl Schema {
             .entry(table_key(table))
             .or_default()
             .push(norm(column));
+    }
+
+    /// Records that a file of the tree stores background jobs in the database.
+    pub(crate) fn add_jobs_in_database(&mut self, yes: bool) {
+        self.jobs_in_database |= yes;
+    }
+
+    /// Whether the tree's background jobs are rows of its database.
+    pub(crate) fn jobs_in_database(&self) -> bool {
+        self.jobs_in_database
     }
 
     /// Whether updates of `table` compare `column` with the stored value.

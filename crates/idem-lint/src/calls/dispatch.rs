@@ -42,8 +42,21 @@ pub(super) fn targets(
                     .map(|(_, v)| v)
             })
     };
+    // `handler = HANDLERS[event.type]; handler.new(event).handle`: a table of classes, each
+    // entry's method of that name (Ruby lowers the chain as a call of `handler.handle`).
+    let mut method: Option<&String> = None;
     // The table's name, and the look-up's default.
     let (table, default) = match call.callee.as_slice() {
+        [local, m] if m != "[]" => match value_of(local) {
+            Some(Expr::Other(parts)) => match parts.first() {
+                Some(Expr::Path(p)) if p.len() == 1 && parts.len() == 2 => {
+                    method = Some(m);
+                    (p[0].as_str(), None)
+                }
+                _ => return Vec::new(),
+            },
+            _ => return Vec::new(),
+        },
         // `handlers[event.type](event)`, lowered as a call of `handlers.[]`.
         [table, index] if index == "[]" => (table.as_str(), None),
         [local] => match value_of(local) {
@@ -71,7 +84,10 @@ pub(super) fn targets(
             Expr::Other(parts) if parts.is_empty() => {
                 key.clone().map(|k| (key, entry(vec![k], call)))
             }
-            Expr::Path(p) if !p.is_empty() => Some((key, entry(p.clone(), call))),
+            Expr::Path(p) if !p.is_empty() => {
+                let path = p.iter().chain(method).cloned().collect();
+                Some((key, entry(path, call)))
+            }
             _ => None,
         })
         .take(MAX_ENTRIES)

@@ -321,7 +321,7 @@ impl<'a> CallIndex<'a> {
                 && let Some(target) = self
                     .resolve_typed(file, original, &types)
                     .or_else(|| self.resolve(file, original))
-                && !ex.stack.contains(&target)
+                && let Some(target) = self.not_on_stack(target, original, &ex.stack)
                 && !generic_repository(&self.files[target.0].module.functions[target.1])
             {
                 let callee = &self.files[target.0].module.functions[target.1];
@@ -374,7 +374,9 @@ impl<'a> CallIndex<'a> {
                 && depth < MAX_DEPTH
                 && match original.callee.as_slice() {
                     [local] => locals.contains(local.as_str()),
-                    [_, index] => index == "[]",
+                    // `handlers[type](…)`, or Ruby's `handler.new(…).handle` on a local
+                    // holding a table's class.
+                    [local, index] => index == "[]" || locals.contains(local.as_str()),
                     _ => false,
                 }
                 && self.dispatch(
@@ -590,7 +592,51 @@ impl<'a> CallIndex<'a> {
         })
     }
 
-    /// The function a call reaches, if the tree defines it.
+    /// `Account.find(id).credit!(amount)`, `Order.find_by!(ref: r).mark_paid!`: a method of
+    /// the row a model's finder returned, defined in the file named for the model
+    /// (`account.rb`), as Rails lays models out.
+    fn on_found_row(&self, call: &Call) -> Option<(usize, usize)> {
+        let finder = call.receiver.as_deref()?;
+        let model = finder.callee.first()?;
+        let finds = matches!(
+            finder.method().as_str(),
+            "find" | "find_by" | "lock" | "first" | "last" | "take"
+        );
+        if !finds || !model.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return None;
+        }
+        let name = call.callee.last()?;
+        let model = crate::words::norm(model);
+        self.by_name
+            .get(name.as_str())?
+            .iter()
+            .copied()
+            .find(|(f, _)| {
+                let stem = self.files[*f].path.file_stem().and_then(|s| s.to_str());
+                stem.is_some_and(|s| crate::words::norm(s) == model)
+            })
+    }
+
+    /// `target`, or when it is already being inlined another function of its file by the same
+    /// name: Ruby's `def self.call(*args) = new(*args).call` reaches the instance's `call`, a
+    /// Java overload calls its sibling.
+    fn not_on_stack(
+        &self,
+        target: (usize, usize),
+        call: &Call,
+        stack: &[(usize, usize)],
+    ) -> Option<(usize, usize)> {
+        if !stack.contains(&target) {
+            return Some(target);
+        }
+        let name = call.callee.last()?;
+        self.by_name
+            .get(name.as_str())?
+            .iter()
+            .copied()
+            .find(|c| c.0 == target.0 && !stack.contains(c))
+    }
+
     /// A method called on a local of a known type (see [`constructed_types`]): the method of
     /// that type's `impl` (Rust: the owner of a method, see `Function::owner`).
     fn resolve_typed(
@@ -615,8 +661,12 @@ impl<'a> CallIndex<'a> {
             .copied()
     }
 
+    /// The function a call reaches, if the tree defines it.
     fn resolve(&self, file: usize, call: &Call) -> Option<(usize, usize)> {
-        if call.receiver.is_some() || call.is_new {
+        if call.receiver.is_some() {
+            return self.on_found_row(call);
+        }
+        if call.is_new {
             return None;
         }
         let name = call.callee.last()?;
@@ -675,7 +725,7 @@ impl<'a> CallIndex<'a> {
         match len {
             1 => free().or_else(same_file).or_else(same_dir).or_else(unique),
             _ if matches!(root.as_str(), "self" | "this" | "cls") => same_file().or_else(same_dir),
-            _ if LIBRARY_ROOTS.contains(&root.as_str()) => None,
+            _ if LIBRARY_ROOTS.contains(&root.as_str()) && !local_object(call, via_field) => None,
             len => {
                 // A field declared with its type (`private final OrderService service;`,
                 // Kotlin's `private val service: OrderService`) names the type's file, or its
@@ -812,6 +862,13 @@ impl CallIndex<'_> {
         let first = found.next()?;
         found.all(|(f, _)| f == first.0).then_some(first)
     }
+}
+
+/// `object.raise_event_for_update(…)`: a local named `object` (Ruby's usual name for a record
+/// of a class chosen at run time) is the tree's object; only `Object.keys(…)`, written
+/// capitalised, is JavaScript's global.
+fn local_object(call: &Call, via_field: bool) -> bool {
+    !via_field && call.callee[0] == "object"
 }
 
 /// Whether a call is named for sending a message or job: `publish…`, `enqueue…`, `produce…`

@@ -46,6 +46,21 @@ fn ledger_row_before(facts: &FnFacts<'_>, i: usize) -> bool {
     })
 }
 
+/// Whether op `i`'s block returns (or raises) after it and before op `k`: `k` is not on
+/// `i`'s path (`if rate_limited { reschedule; return }` then the write).
+fn returns_between(facts: &FnFacts<'_>, i: usize, k: usize) -> bool {
+    let ops = &facts.func.ops;
+    // A return leaves the function it is written in: the handler, or one inlined call of a
+    // helper (its ops carry the call's position).
+    let scope = |j: usize| ops[j].origin.as_ref().map(|o| (&o.helper, ops[j].pos));
+    k > i
+        && (i + 1..k).any(|j| {
+            matches!(ops[j].kind, OpKind::Return(_) | OpKind::Throw(_))
+                && ops[j].conds == ops[i].conds
+                && scope(j) == scope(i)
+        })
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if !is_entry(facts.func) {
         return;
@@ -57,13 +72,17 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     if outbox {
         return;
     }
-    let Some(w) = facts.acts.iter().enumerate().position(|(k, a)| {
-        a.is_db_write() || matches!(a, Act::Commit) && !super::open_tx::producer_callback(facts, k)
-    }) else {
+    let writes = |k: usize| {
+        facts.acts[k].is_db_write()
+            || matches!(facts.acts[k], Act::Commit) && !super::open_tx::producer_callback(facts, k)
+    };
+    let Some(w) = (0..facts.acts.len()).find(|&k| writes(k)) else {
         return;
     };
-    // A publish inside the open transaction is ARC_PUBLISH_IN_TX's finding.
-    let in_tx = super::publish_in_tx::publishes_in_tx(facts);
+    // A publish inside the open transaction is ARC_PUBLISH_IN_TX's finding; a job enqueued
+    // as a row of that transaction commits with it.
+    let mut in_tx = super::publish_in_tx::publishes_in_tx(facts);
+    in_tx.extend(super::publish_in_tx::enqueued_with_tx(facts));
     for (i, act) in facts.acts.iter().enumerate() {
         if !matches!(act, Act::Publish | Act::HttpCreate)
             || in_tx.contains(&i)
@@ -71,6 +90,15 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         {
             continue;
         }
+        // A publish on a path that writes nothing (`if rate_limited { reschedule; return }`
+        // before the write) leaves no write to disagree with.
+        let Some(w) = (w..facts.acts.len()).find(|&k| {
+            writes(k)
+                && !crate::branches::exclusive(facts.func, k, i)
+                && !returns_between(facts, i, k)
+        }) else {
+            continue;
+        };
         out.push(Hit {
             rule: RuleId::ArcDualWrite,
             pos: facts.func.ops[i].pos,

@@ -298,7 +298,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                     status = status
                         .or_else(|| status_of(c))
                         .or_else(|| status_given(facts, c));
-                    words.extend(c.args.iter().flat_map(Expr::words));
+                    // Ruby and Python give the message by keyword (`render json: { error: … },
+                    // status: :conflict`).
+                    let kw = c.kwargs.iter().map(|(_, v)| v);
+                    words.extend(c.args.iter().chain(kw).flat_map(Expr::words));
                     chain = c.receiver.as_deref();
                 }
                 match status {
@@ -498,9 +501,15 @@ fn names_delivery(words: &[String]) -> bool {
         };
         // "event" alone is a calendar's or a ticket's as often: it names a delivery only
         // beside a word of handling ("event already processed", `ErrEventDuplicate`).
-        ["webhook", "delivery", "notification", "message", "replay"]
-            .iter()
-            .any(|d| has(d))
+        // "Content change already received": what is received twice was delivered, whatever
+        // it is called (a user or an order is created, not received).
+        let received_again = tokens
+            .windows(2)
+            .any(|w| w[0] == "already" && matches!(w[1], "received" | "delivered"));
+        received_again
+            || ["webhook", "delivery", "notification", "message", "replay"]
+                .iter()
+                .any(|d| has(d))
             || has("event")
                 && tokens.iter().any(|t| {
                     [

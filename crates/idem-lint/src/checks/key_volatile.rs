@@ -273,6 +273,23 @@ fn volatile(facts: &FnFacts<'_>, e: &Expr, depth: u8) -> Option<(String, bool, O
     found
 }
 
+/// `request.headers["Idempotency-Key"] || SecureRandom.uuid`: a value read from the
+/// idempotency header is the request's key, whatever the variable holding it is called.
+fn reads_idempotency_header(value: &Expr) -> bool {
+    // A header's name (`Idempotency-Key`, Rack's `HTTP_IDEMPOTENCY_KEY`), not a setter
+    // (`setIdempotencyKey(k)`) that only passes a key on.
+    let header = |s: &str| {
+        crate::words::norm(s).contains("idempotency") && (s.contains('-') || s.starts_with("HTTP_"))
+    };
+    let mut found = false;
+    value.walk(&mut |e| match e {
+        Expr::Path(p) => found |= p.iter().any(|s| header(s)),
+        Expr::Str(s) => found |= header(s),
+        _ => {}
+    });
+    found
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     // A key minted in a handler: helpers and scripts are left alone.
     if !is_event(facts.func) && !is_entry(facts.func) {
@@ -305,10 +322,10 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     for (i, op) in facts.func.ops.iter().enumerate() {
         match &op.kind {
             OpKind::Assign { targets, value, .. } => {
-                if let Some(t) = targets
-                    .iter()
-                    .find(|t| is_key_name(t.rsplit('.').next().unwrap_or(t)))
-                    && let Some(found) = volatile(facts, value, 0)
+                if let Some(t) = targets.iter().find(|t| {
+                    is_key_name(t.rsplit('.').next().unwrap_or(t))
+                        || reads_idempotency_header(value)
+                }) && let Some(found) = volatile(facts, value, 0)
                 {
                     report(op, op.pos, t, found);
                 } else if matches!(value, Expr::Object { .. } | Expr::List(_)) {

@@ -11,6 +11,9 @@ use crate::rule::RuleId;
 use crate::sql::SqlStmt;
 use crate::words::{has_any, is_duplicate_word};
 
+/// Logging calls: what a rescue says in them is how it reads the error.
+const LOGS: &[&str] = &["log", "info", "debug", "warn", "warning", "error"];
+
 /// Calls that are not side effects: logging, parsing, responses, validation.
 const NOT_EFFECTS: &[&str] = &[
     "log",
@@ -231,6 +234,17 @@ fn claim_by_violation(facts: &FnFacts<'_>, m: usize) -> bool {
                     .cloned()
                     .chain(value.words())
                     .any(|w| is_duplicate_word(&w)),
+                // A rescue that only logs the violation as a duplicate (`rescue
+                // RecordNotUnique => e; logger.warn("duplicated event …")`) ends the
+                // redelivery quietly: the insert was the claim.
+                OpKind::Call(c) => {
+                    let m = c.method();
+                    LOGS.contains(&m.as_str())
+                        && c.args
+                            .iter()
+                            .flat_map(Expr::words)
+                            .any(|w| is_duplicate_word(&w))
+                }
                 _ => false,
             }
     })
@@ -245,9 +259,9 @@ fn claim_by_lookup(facts: &FnFacts<'_>, m: usize) -> bool {
         Act::Sql(crate::sql::SqlStmt::Insert { table, .. }) => table,
         _ => return false,
     };
-    // Only a table of received events: a find-or-create of a customer or conversation
-    // records no delivery.
-    if !super::is_event_log_table(target) {
+    // Only a table of received events, or one whose unique key is the event's id: a
+    // find-or-create of a customer or conversation records no delivery.
+    if !super::is_event_log_table(target) && !keyed_by_event_id(facts, m) {
         return false;
     }
     let same = |t: &str| crate::words::table_key(t) == crate::words::table_key(target);
@@ -263,6 +277,27 @@ fn claim_by_lookup(facts: &FnFacts<'_>, m: usize) -> bool {
         };
         read && matches!(&facts.func.ops[k].kind, OpKind::Call(c) if c.arg_exprs().iter().any(|e| facts.mentions_tainted(e)))
             && super::decided_by(facts, k, m)
+    })
+}
+
+/// Whether the insert at `m` fills a declared unique key on a column named for the delivery's
+/// own id (`event_id`, `stripe_event_id`, `message_id`): whatever the table is called, a
+/// second copy of the event fails there, so the row records the delivery.
+fn keyed_by_event_id(facts: &FnFacts<'_>, m: usize) -> bool {
+    let Act::OrmCreate {
+        target,
+        columns: Some(columns),
+        ..
+    } = &facts.acts[m]
+    else {
+        return false;
+    };
+    columns.iter().any(|c| {
+        let c = crate::words::norm(c);
+        ["eventid", "messageid", "deliveryid"]
+            .iter()
+            .any(|id| c.ends_with(id))
+            && facts.schema.covers(target, Some(std::slice::from_ref(&c)))
     })
 }
 

@@ -11,6 +11,23 @@ use crate::rule::RuleId;
 
 /// The ops that send something out while a database transaction is open.
 pub(crate) fn publishes_in_tx(facts: &FnFacts<'_>) -> Vec<usize> {
+    sent_in_tx(facts)
+        .into_iter()
+        .filter(|&i| !enqueues_in_database(facts, i))
+        .collect()
+}
+
+/// The ops, in an open transaction, that enqueue a job as a row of that transaction (see
+/// [`enqueues_in_database`]): they commit or roll back with it, as an outbox row does.
+pub(crate) fn enqueued_with_tx(facts: &FnFacts<'_>) -> Vec<usize> {
+    sent_in_tx(facts)
+        .into_iter()
+        .filter(|&i| enqueues_in_database(facts, i))
+        .collect()
+}
+
+/// Every publish or creating call made while a database transaction is open.
+fn sent_in_tx(facts: &FnFacts<'_>) -> Vec<usize> {
     if !facts
         .acts
         .iter()
@@ -26,6 +43,14 @@ pub(crate) fn publishes_in_tx(facts: &FnFacts<'_>) -> Vec<usize> {
         .filter(|(i, a)| matches!(a, Act::Publish | Act::HttpCreate) && open[*i])
         .map(|(i, _)| i)
         .collect()
+}
+
+/// `SendEmailJob.perform_later(…)`, `Mailer.receipt(o).deliver_later`: ActiveJob's enqueue,
+/// a row of the database itself when the tree's adapter keeps jobs there (GoodJob).
+fn enqueues_in_database(facts: &FnFacts<'_>, i: usize) -> bool {
+    facts.schema.jobs_in_database()
+        && matches!(&facts.func.ops[i].kind, crate::ir::OpKind::Call(c)
+            if matches!(c.method().as_str(), "perform_later" | "deliver_later"))
 }
 
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {

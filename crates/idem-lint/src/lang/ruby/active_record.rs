@@ -11,10 +11,13 @@ use crate::ir::{Call, Expr, OpKind};
 
 impl<'s> Lower<'s> {
     /// In a model, a bare `update!(…)` or `with_lock` is the model's own row: the model's name
-    /// is put before the method.
+    /// is put before the method. So is a bare `increment :failure_count` (the attribute
+    /// raised in memory, for the `save!` that follows).
     pub(super) fn own_row(&self, raw: &str, bare: bool, callee: &mut Vec<String>) {
         if bare
-            && vocab::persists_self(raw)
+            && (vocab::persists_self(raw)
+                || matches!(raw, "increment" | "decrement")
+                || queries_model(raw))
             && let Some(class) = self.classes.last().filter(|c| c.kind == ClassKind::Model)
         {
             callee.push(
@@ -119,6 +122,31 @@ impl<'s> Lower<'s> {
             self.b.assign(vec![format!("{root}.{k}")], v, call.pos);
         }
     }
+}
+
+/// ActiveRecord's class-level queries and creates, written bare in a model's class methods
+/// (`class << self; def sync!(obj) = find_by(stripe_id: obj.id) || create!(…)`): the model's.
+fn queries_model(method: &str) -> bool {
+    vocab::finds_or_creates(method)
+        || matches!(
+            method,
+            "find"
+                | "find_by"
+                | "find_by!"
+                | "where"
+                | "exists?"
+                | "create"
+                | "create!"
+                | "insert_all"
+                | "upsert"
+                | "upsert_all"
+                | "find_or_initialize_by"
+                | "update_all"
+                | "update_counters"
+                | "increment_counter"
+                | "decrement_counter"
+                | "lock"
+        )
 }
 
 /// `Account.where(id: x).update_all("balance = balance + ?", amount)`: the UPDATE statement

@@ -18,6 +18,16 @@ impl<'s> Lower<'s> {
         if let Some(e) = self.presence(n) {
             return e;
         }
+        // `HANDLERS = { "charge.refunded" => ChargeRefunded }.freeze`: `freeze` returns its
+        // receiver, the table itself.
+        if let Some(r) = n.child_by_field_name("receiver")
+            && n.child_by_field_name("method")
+                .is_some_and(|m| self.b.text(m) == "freeze")
+            && n.child_by_field_name("arguments").is_none()
+            && matches!(r.kind(), "hash" | "array" | "string")
+        {
+            return self.expr(r);
+        }
         // `charge = event.data.object`: a value read through attributes, not an effect.
         if let Some(path) = self.attribute_path(n)
             && path.len() > 1
@@ -162,6 +172,20 @@ impl<'s> Lower<'s> {
             self.visibility(&raw);
         }
         self.own_row(&raw, receiver_node.is_none(), &mut callee);
+        // `def self.call(*args) = new(*args).call`: a bare `new` in a class builds that class.
+        if method == "new"
+            && callee.is_empty()
+            && let Some(class) = self.classes.last()
+        {
+            callee.push(
+                class
+                    .name
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or(&class.name)
+                    .to_string(),
+            );
+        }
         // `Order.new(attrs)` builds an Order, as `new Order(attrs)` does.
         if method == "new" && !callee.is_empty() {
             call.is_new = true;
@@ -173,6 +197,11 @@ impl<'s> Lower<'s> {
         let block = n.child_by_field_name("block");
         if let Some(done) = self.active_record(&raw, &mut call, block) {
             return Some(done);
+        }
+        // `results = Model.transaction do … end` holds the block's value once the transaction
+        // has committed, not a transaction left open: marked as a call given its callback.
+        if block.is_some() && vocab::opens_transaction(&method) {
+            call.args.push(Expr::Other(Vec::new()));
         }
         self.b.emit(OpKind::Call(call.clone()), pos);
         if call.is_new {
@@ -276,7 +305,15 @@ impl<'s> Lower<'s> {
     fn block(&mut self, block: Node<'_>, call: &Call) {
         let m = call.callee.last().map(String::as_str).unwrap_or("");
         if vocab::opens_transaction(m) {
+            let outermost = self.b.open_tx().is_none();
             self.b.push_tx();
+            // ActiveRecord's `transaction do … end` inside one already open (the caller's)
+            // joins it unless given `requires_new: true`: the method's outermost block commits
+            // with its caller's transaction.
+            if outermost && call.option("requires_new").is_none() {
+                let tx = self.b.open_tx();
+                self.b.set_joins_caller_tx(tx);
+            }
             self.inline_block(block, call);
             self.b.pop_tx();
         } else if vocab::runs_after_commit(m) {

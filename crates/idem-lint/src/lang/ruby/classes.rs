@@ -58,9 +58,7 @@ impl<'s> Lower<'s> {
                 .into_iter()
                 .map(|(name, _)| name)
                 .collect(),
-            before: body
-                .map(|b| self.names_given(b, &["before_action", "prepend_before_action"]))
-                .unwrap_or_default(),
+            before: body.map(|b| self.before_actions(b)).unwrap_or_default(),
         });
         if let Some(body) = body {
             self.body(body);
@@ -208,18 +206,20 @@ impl<'s> Lower<'s> {
             .child_by_field_name("parameters")
             .is_none_or(|p| named(p).is_empty());
         let before = match &ctx {
-            Some(c) if c.kind == ClassKind::Controller && !c.private && !singleton => {
-                c.before.clone()
-            }
+            Some(c) if c.kind == ClassKind::Controller && !c.private && !singleton => (c.before)
+                .iter()
+                .filter(|b| b.runs_before(&name))
+                .cloned()
+                .collect(),
             _ => Vec::new(),
         };
         self.locals.push(f.params.iter().cloned().collect());
         self.b.begin_function(f);
         // The action's `before_action` callbacks run first, on the same controller; what they
         // do is reported once, at the `before_action` line.
-        for (callback, pos) in before {
-            let call = super::plain(vec![callback], pos);
-            self.b.emit(OpKind::Call(call), pos);
+        for callback in before {
+            let call = super::plain(vec![callback.name], callback.pos);
+            self.b.emit(OpKind::Call(call), callback.pos);
         }
         if let Some(body) = n.child_by_field_name("body") {
             let key = params_empty && is_key_name(&name);

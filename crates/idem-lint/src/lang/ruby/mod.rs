@@ -5,9 +5,11 @@
 //! one. `db/schema.rb` and migrations declare unique indexes (see [`schema`]).
 
 mod active_record;
+mod callbacks;
 mod calls;
 mod classes;
 mod exprs;
+mod job_queue;
 mod partial;
 mod schema;
 mod vocab;
@@ -52,6 +54,7 @@ impl Language for Ruby {
         module
             .unique_keys
             .extend(schema::unique_keys(tree.root_node(), source));
+        module.jobs_in_database = job_queue::jobs_in_database(tree.root_node(), source);
         module
     }
 }
@@ -80,7 +83,7 @@ pub(super) struct ClassCtx {
     /// `attr_reader`/`attr_accessor` names: a bare `event` in a method reads `self.event`.
     pub(super) attrs: Vec<String>,
     /// A controller's `before_action :load_event` callbacks: each action runs them first.
-    pub(super) before: Vec<(String, Pos)>,
+    before: Vec<callbacks::BeforeAction>,
 }
 
 /// A call with no arguments.
