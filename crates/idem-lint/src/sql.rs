@@ -52,6 +52,8 @@ pub(crate) enum SqlStmt {
         locked: bool,
         /// Has a WHERE (a look-up, not a scan).
         filtered: bool,
+        /// The columns its WHERE names (a look-up's key).
+        where_columns: Vec<String>,
     },
     Delete {
         table: String,
@@ -237,11 +239,12 @@ fn describe(stmt: &Statement) -> Option<SqlStmt> {
             }
         }
         Statement::Query(q) => {
-            let (tables, filtered) = query_tables(q);
+            let (tables, filtered, where_columns) = query_tables(q);
             SqlStmt::Select {
                 tables,
                 locked: !q.locks.is_empty(),
                 filtered,
+                where_columns,
             }
         }
         Statement::Delete(del) => {
@@ -266,10 +269,10 @@ fn describe(stmt: &Statement) -> Option<SqlStmt> {
 }
 
 /// The tables a query reads (its own FROM, or that of an `EXISTS (…)` or scalar subquery
-/// it selects) and whether it filters them with a WHERE.
-fn query_tables(q: &sqlparser::ast::Query) -> (Vec<String>, bool) {
+/// it selects), whether it filters them with a WHERE, and the columns that WHERE names.
+fn query_tables(q: &sqlparser::ast::Query) -> (Vec<String>, bool, Vec<String>) {
     let SetExpr::Select(sel) = q.body.as_ref() else {
-        return (Vec::new(), false);
+        return (Vec::new(), false, Vec::new());
     };
     let tables: Vec<String> = sel
         .from
@@ -280,7 +283,11 @@ fn query_tables(q: &sqlparser::ast::Query) -> (Vec<String>, bool) {
         })
         .collect();
     if !tables.is_empty() {
-        return (tables, sel.selection.is_some());
+        let mut columns = Vec::new();
+        if let Some(w) = &sel.selection {
+            collect_columns(w, &mut columns);
+        }
+        return (tables, sel.selection.is_some(), columns);
     }
     for item in &sel.projection {
         let expr = match item {
@@ -295,7 +302,7 @@ fn query_tables(q: &sqlparser::ast::Query) -> (Vec<String>, bool) {
             _ => {}
         }
     }
-    (Vec::new(), false)
+    (Vec::new(), false, Vec::new())
 }
 
 fn set_columns(a: &sqlparser::ast::Assignment) -> Vec<SetColumn> {

@@ -51,9 +51,13 @@ fn plain_insert(act: &Act) -> Option<(&str, Option<&[String]>)> {
     }
 }
 
-/// The columns a look-up filters by: Prisma/Sequelize `where: { … }`, Mongo's first object,
+/// The columns a look-up filters by: SQL's WHERE, Prisma/Sequelize `where: { … }`, Mongo's first object,
 /// Django and SQLAlchemy keywords (`filter(event_id=…)`, `filter_by(…)`), along the chain.
 fn lookup_columns(facts: &FnFacts<'_>, i: usize) -> Vec<String> {
+    // SQL: the columns its WHERE names.
+    if let Act::Sql(SqlStmt::Select { where_columns, .. }) = &facts.acts[i] {
+        return where_columns.clone();
+    }
     let OpKind::Call(call) = &facts.func.ops[i].kind else {
         return Vec::new();
     };
