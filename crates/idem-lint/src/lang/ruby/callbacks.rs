@@ -5,29 +5,8 @@
 use tree_sitter::Node;
 
 use super::Lower;
-use crate::ir::Pos;
+use super::before_action::BeforeAction;
 use crate::lang::builder::named;
-
-/// One `before_action` callback.
-#[derive(Debug, Clone)]
-pub(super) struct BeforeAction {
-    pub(super) name: String,
-    pub(super) pos: Pos,
-    /// `only:`: the actions it runs for (`None`: every action).
-    only: Option<Vec<String>>,
-    /// `except:`: the actions it skips.
-    except: Vec<String>,
-}
-
-impl BeforeAction {
-    /// Whether the callback runs before `action`.
-    pub(super) fn runs_before(&self, action: &str) -> bool {
-        self.only
-            .as_ref()
-            .is_none_or(|only| only.iter().any(|a| a == action))
-            && !self.except.iter().any(|a| a == action)
-    }
-}
 
 impl<'s> Lower<'s> {
     /// The `before_action` (and `prepend_before_action`) callbacks of a class body.

@@ -5,6 +5,7 @@
 //! one. `db/schema.rb` and migrations declare unique indexes (see [`schema`]).
 
 mod active_record;
+mod before_action;
 mod callbacks;
 mod calls;
 mod classes;
@@ -83,7 +84,7 @@ pub(super) struct ClassCtx {
     /// `attr_reader`/`attr_accessor` names: a bare `event` in a method reads `self.event`.
     pub(super) attrs: Vec<String>,
     /// A controller's `before_action :load_event` callbacks: each action runs them first.
-    before: Vec<callbacks::BeforeAction>,
+    before: Vec<before_action::BeforeAction>,
 }
 
 /// A call with no arguments.
