@@ -419,9 +419,9 @@ impl Lower<'_> {
         self.bind(targets, value, pos);
     }
 
-    /// Whether a statement after `n` in its block awaits the local `name` (`name.await`, or
-    /// `name` given to a join: `join_all(…)`, `try_join!(…)`).
-    fn awaited_later(&self, n: Node<'_>, name: &str) -> bool {
+    /// Whether a node of a statement after `n` in its block satisfies `found` (at most 512
+    /// nodes looked at, so a long function costs no more than that).
+    fn later_node(&self, n: Node<'_>, found: impl Fn(Node<'_>) -> bool) -> bool {
         let mut next = n.next_named_sibling();
         let mut budget = 512usize;
         while let Some(stmt) = next {
@@ -431,14 +431,7 @@ impl Lower<'_> {
                 if budget == 0 {
                     return false;
                 }
-                let named = |k: Node<'_>| k.kind() == "identifier" && self.b.text(k) == name;
-                if x.kind() == "await_expression" && kids(x).first().is_some_and(|k| named(*k)) {
-                    return true;
-                }
-                if matches!(x.kind(), "call_expression" | "macro_invocation")
-                    && self.b.text(x).contains("join")
-                    && self.b.text(x).contains(name)
-                {
+                if found(x) {
                     return true;
                 }
                 stack.extend(kids(x));
@@ -448,36 +441,35 @@ impl Lower<'_> {
         false
     }
 
+    /// Whether a statement after `n` in its block awaits the local `name` (`name.await`, or
+    /// `name` given to a join: `join_all(…)`, `try_join!(…)`).
+    fn awaited_later(&self, n: Node<'_>, name: &str) -> bool {
+        let named = |k: Node<'_>| k.kind() == "identifier" && self.b.text(k) == name;
+        self.later_node(n, |x| {
+            x.kind() == "await_expression" && kids(x).first().is_some_and(|k| named(*k))
+                || matches!(x.kind(), "call_expression" | "macro_invocation")
+                    && self.b.text(x).contains("join")
+                    && self.b.text(x).contains(name)
+        })
+    }
+
     /// Whether a statement after `n` in its block hands the local `name` to a spawn
     /// (`tokio::spawn(name)`, `actix_web::rt::spawn(name)`).
     fn spawned_later(&self, n: Node<'_>, name: &str) -> bool {
-        let mut next = n.next_named_sibling();
-        let mut budget = 512usize;
-        while let Some(stmt) = next {
-            let mut stack = vec![stmt];
-            while let Some(x) = stack.pop() {
-                budget = budget.saturating_sub(1);
-                if budget == 0 {
-                    return false;
-                }
-                if x.kind() == "call_expression"
-                    && let Some(f) = x.child_by_field_name("function")
-                    && matches!(
+        self.later_node(n, |x| {
+            x.kind() == "call_expression"
+                && x.child_by_field_name("function").is_some_and(|f| {
+                    matches!(
                         self.b.text(f).rsplit("::").next(),
                         Some("spawn" | "spawn_local")
                     )
-                    && let Some(args) = x.child_by_field_name("arguments")
-                    && kids(args)
+                })
+                && x.child_by_field_name("arguments").is_some_and(|args| {
+                    kids(args)
                         .iter()
                         .any(|a| a.kind() == "identifier" && self.b.text(*a) == name)
-                {
-                    return true;
-                }
-                stack.extend(kids(x));
-            }
-            next = stmt.next_named_sibling();
-        }
-        false
+                })
+        })
     }
 
     /// Records a local holding a struct literal, or an ActiveModel by its annotation (`let mut
