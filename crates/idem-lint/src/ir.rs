@@ -161,8 +161,14 @@ pub(crate) struct Origin {
     pub(crate) helper: String,
     /// Each intermediate helper's call of the next (file and position), outermost first: empty
     /// when the handler calls the helper itself.
-    pub(crate) via: Vec<(std::sync::Arc<std::path::Path>, Pos)>,
+    /// Shared by every operation copied from one call (cloned per operation, it held most of
+    /// a large tree's memory).
+    pub(crate) via: Via,
 }
+
+/// The calls on the way to a helper, outermost first: each calling helper's file and the
+/// position of its call (see [`Origin::via`]).
+pub(crate) type Via = std::sync::Arc<[(std::sync::Arc<std::path::Path>, Pos)]>;
 
 /// How a function is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -143,8 +143,9 @@ struct File<'a> {
 pub(crate) struct CallIndex<'a> {
     files: Vec<File<'a>>,
     by_name: HashMap<&'a str, Vec<(usize, usize)>>,
-    /// Struct fields of the tree declared as trait objects, and their traits.
-    trait_fields: HashMap<&'a str, &'a str>,
+    /// Struct fields of the tree declared as trait objects, and their traits (`None`: two
+    /// structs declare the field with different traits, so its name says nothing).
+    trait_fields: HashMap<&'a str, Option<&'a str>>,
 }
 
 /// Where the operations being copied are called from.
@@ -162,7 +163,7 @@ struct Site {
     /// The helper's file and name; `None` for the handler's own operations.
     helper: Option<(usize, String)>,
     /// The calls in helpers that led here (see [`Origin::via`]).
-    via: Vec<(Arc<Path>, Pos)>,
+    via: crate::ir::Via,
     /// The helper's locals renamed for this call (empty for the handler's own operations).
     names: HashMap<String, String>,
     /// Where every operation copied here is reported, when that is the call's own place (an
@@ -197,12 +198,15 @@ fn extends_library(callee: &Function) -> bool {
 
 /// The call path to a helper called at `call_origin`: the calling helper's own path and then
 /// the call itself, or nothing when the handler makes the call.
-fn via_call(call_origin: &Option<Arc<Origin>>) -> Vec<(Arc<Path>, Pos)> {
-    call_origin.as_ref().map_or_else(Vec::new, |o| {
-        let mut via = o.via.clone();
-        via.push((o.path.clone(), o.pos));
-        via
-    })
+fn via_call(call_origin: &Option<Arc<Origin>>) -> crate::ir::Via {
+    call_origin.as_ref().map_or_else(
+        || Arc::from(Vec::new()),
+        |o| {
+            (o.via.iter().cloned())
+                .chain([(o.path.clone(), o.pos)])
+                .collect()
+        },
+    )
 }
 
 /// The state of one expansion.
@@ -222,9 +226,13 @@ impl<'a> CallIndex<'a> {
         };
         for (fi, (path, module)) in files.into_iter().enumerate() {
             for (field, trait_name) in &module.trait_fields {
-                index
+                let entry = index
                     .trait_fields
-                    .insert(field.as_str(), trait_name.as_str());
+                    .entry(field.as_str())
+                    .or_insert(Some(trait_name.as_str()));
+                if *entry != Some(trait_name.as_str()) {
+                    *entry = None;
+                }
             }
             for (gi, f) in module.functions.iter().enumerate() {
                 if !f.name.is_empty() && f.name != MODULE {
@@ -269,7 +277,7 @@ impl<'a> CallIndex<'a> {
             tx_offset: 0,
             pos: None,
             helper: None,
-            via: Vec::new(),
+            via: Arc::from(Vec::new()),
             names: HashMap::new(),
             at_call: None,
             detached: 0,
@@ -288,8 +296,18 @@ impl<'a> CallIndex<'a> {
                 _ => None,
             })
             .collect();
-        let types = constructed_types(src);
+        // The type each local holds at this point, and `self`'s (the method's own type).
+        let mut types: HashMap<&str, String> = HashMap::new();
+        if let Some(owner) = &src.owner {
+            types.insert("self", owner.clone());
+        }
         for (at, op) in src.ops.iter().enumerate() {
+            if let Some((local, ty)) = assigned_type(op) {
+                match ty {
+                    Some(ty) => types.insert(local, ty),
+                    None => types.remove(local),
+                };
+            }
             let conds: Vec<usize> = site
                 .conds
                 .iter()
@@ -691,16 +709,18 @@ impl<'a> CallIndex<'a> {
         };
         let owner = match call.callee.as_slice() {
             [owner, _] => Some(owner.as_str()),
-            _ => field_trait.copied(),
+            _ => field_trait.copied().flatten(),
         };
         if let Some(owner) = owner {
             let impls: Vec<(usize, usize)> = (cands.iter().copied())
                 .filter(|&(f, i)| self.files[f].module.functions[i].owner.as_deref() == Some(owner))
                 .collect();
-            let near = (impls.iter().copied().find(|(f, _)| *f == file))
-                .or_else(|| impls.iter().copied().find(|(f, _)| dir(*f) == here));
-            if let Some(found) = near.or_else(|| impls.first().copied()) {
-                return Some(found);
+            // Two implementations (a Postgres store and an in-memory one): the object could
+            // be either, so the call is not followed, whatever the files are called.
+            match impls.as_slice() {
+                [one] => return Some(*one),
+                [_, _, ..] => return None,
+                [] => {}
             }
         }
         if let Some(found) = self.base_class_method(file, call, cands) {
@@ -794,38 +814,33 @@ impl<'a> CallIndex<'a> {
     }
 }
 
-/// The type each local of `src` was built as (`repo = ProcessedEventsRepo::new(pool)`,
-/// `row = NewInvoice { … }`): its methods are that type's.
-fn constructed_types(src: &Function) -> HashMap<&str, String> {
+/// The local an operation assigns and the type it is built as, if it is built by a
+/// constructor (`repo = ProcessedEventsRepo::new(pool)`, `row = NewInvoice { … }`; `None`: any
+/// other value, which forgets the local's type).
+fn assigned_type(op: &Op) -> Option<(&str, Option<String>)> {
     const CONSTRUCTORS: &[&str] = &["new", "default", "builder", "connect", "init", "create"];
-    let mut types = HashMap::new();
-    for op in &src.ops {
-        let OpKind::Assign { targets, value, .. } = &op.kind else {
-            continue;
-        };
-        let [target] = targets.as_slice() else {
-            continue;
-        };
-        let ty = match value {
-            Expr::Call(c) => match c.callee.as_slice() {
-                [ty, ctor]
-                    if ty.starts_with(|ch: char| ch.is_ascii_uppercase())
-                        && CONSTRUCTORS.contains(&ctor.as_str()) =>
-                {
-                    Some(ty.clone())
-                }
-                _ => None,
-            },
-            Expr::Object {
-                type_name: Some(t), ..
-            } => Some(t.rsplit("::").next().unwrap_or(t).to_string()),
+    let OpKind::Assign { targets, value, .. } = &op.kind else {
+        return None;
+    };
+    let [target] = targets.as_slice() else {
+        return None;
+    };
+    let ty = match value {
+        Expr::Call(c) => match c.callee.as_slice() {
+            [ty, ctor]
+                if ty.starts_with(|ch: char| ch.is_ascii_uppercase())
+                    && CONSTRUCTORS.contains(&ctor.as_str()) =>
+            {
+                Some(ty.clone())
+            }
             _ => None,
-        };
-        if let Some(ty) = ty {
-            types.insert(target.as_str(), ty);
-        }
-    }
-    types
+        },
+        Expr::Object {
+            type_name: Some(t), ..
+        } => Some(t.rsplit("::").next().unwrap_or(t).to_string()),
+        _ => None,
+    };
+    Some((target.as_str(), ty))
 }
 
 impl CallIndex<'_> {

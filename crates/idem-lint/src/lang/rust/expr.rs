@@ -386,6 +386,19 @@ impl Lower<'_> {
 
     pub(super) fn link_args(&mut self, link: &Link<'_>, call: &mut Call) {
         let Some(args) = link.args else { return };
+        // `tokio::spawn(f).await`, `handles.push(tokio::spawn(f))` (joined later): a spawn
+        // whose handle is used is waited for, not detached.
+        let outer = self.joined_spawn;
+        if matches!(vocab::closure_role(call), vocab::ClosureRole::Detached)
+            && handle_used(link.node)
+        {
+            self.joined_spawn = true;
+        }
+        self.lower_link_args(args, call);
+        self.joined_spawn = outer;
+    }
+
+    fn lower_link_args(&mut self, args: Node<'_>, call: &mut Call) {
         if args.kind() == "token_tree" {
             let (a, kw) = tokens::macro_args(self, args);
             call.args.extend(a);
@@ -588,4 +601,15 @@ fn number(t: &str) -> f64 {
         .filter(|c| *c != '_')
         .collect();
     digits.parse().unwrap_or(f64::NAN)
+}
+
+/// Whether the value of the call `node` is used where it is made (awaited, handed to another
+/// call, put in a collection), rather than dropped by its statement.
+fn handle_used(node: Node<'_>) -> bool {
+    node.parent().is_some_and(|p| {
+        matches!(
+            p.kind(),
+            "await_expression" | "arguments" | "array_expression" | "tuple_expression"
+        )
+    })
 }
