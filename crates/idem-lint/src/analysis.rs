@@ -514,10 +514,7 @@ impl<'a> FnFacts<'a> {
         let act = self.redis_command(call, m, is_redis, &key)?;
         // A rate limiter's or lock's key counts requests or holds a mutex: no marker, no
         // effect of the event (`INCR ratelimit:<ip>`, `SET lock:<id> NX PX 30000`).
-        if has_any(
-            &key,
-            &["ratelimit", "throttle", "lock", "mutex", "semaphore"],
-        ) {
+        if crate::words::paces_or_locks(&key) {
             return Some(Act::Other);
         }
         Some(act)

@@ -36,6 +36,25 @@ pub(crate) fn has_any(name: &str, parts: &[&str]) -> bool {
     parts.iter().any(|p| n.contains(p))
 }
 
+/// Whether a key or collection is named for pacing or mutual exclusion (`ratelimit:<ip>`,
+/// `lock:<id>`, a `ChatLimiter`'s map, `is_throttled`): it counts requests or holds a mutex,
+/// so it is no processed marker.
+pub(crate) fn paces_or_locks(name: &str) -> bool {
+    has_any(
+        name,
+        &[
+            "ratelimit",
+            "throttl",
+            "limiter",
+            "cooldown",
+            "debounce",
+            "lock",
+            "mutex",
+            "semaphore",
+        ],
+    )
+}
+
 /// Names of dedup and idempotency keys (and of headers carrying them: `Idempotency-Key`,
 /// `Nats-Msg-Id`, SQS `MessageDeduplicationId`).
 pub(crate) fn is_key_name(name: &str) -> bool {

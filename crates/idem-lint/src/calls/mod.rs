@@ -487,6 +487,22 @@ impl<'a> CallIndex<'a> {
         depth: usize,
     ) {
         let (conds, tx, detached, pos, call_origin) = at;
+        // A value the helper's body starts with (a parameter, its `self`, a carried field),
+        // assigned at the call.
+        let bind = |ex: &mut Expansion, target: String, value: Expr| {
+            ex.func.ops.push(Op {
+                kind: OpKind::Assign {
+                    targets: vec![target],
+                    op: None,
+                    value,
+                },
+                pos,
+                conds: conds.clone(),
+                lexical_tx: tx,
+                origin: None,
+                detached,
+            });
+        };
         let mut names = rename::locals(callee, ex.inlined);
         let mut at_call = None;
         // A JPA entity's (or document's) method called on a loaded row (`stock.decrease(n)`)
@@ -503,18 +519,7 @@ impl<'a> CallIndex<'a> {
         if let Some((_, object)) = call.kwargs.iter().find(|(k, _)| k == "self") {
             let target = format!("self'{}", ex.inlined);
             names.insert("self".to_string(), target.clone());
-            ex.func.ops.push(Op {
-                kind: OpKind::Assign {
-                    targets: vec![target],
-                    op: None,
-                    value: object.clone(),
-                },
-                pos,
-                conds: conds.clone(),
-                lexical_tx: tx,
-                origin: None,
-                detached,
-            });
+            bind(ex, target, object.clone());
         }
         for (i, param) in callee.params.iter().enumerate() {
             let (position, field) = callee.param_slots.get(i).copied().unwrap_or((i, false));
@@ -534,36 +539,14 @@ impl<'a> CallIndex<'a> {
                 });
             if let Some(value) = value {
                 let target = names.get(param).cloned().unwrap_or_else(|| param.clone());
-                ex.func.ops.push(Op {
-                    kind: OpKind::Assign {
-                        targets: vec![target],
-                        op: None,
-                        value,
-                    },
-                    pos,
-                    conds: conds.clone(),
-                    lexical_tx: tx,
-                    origin: None,
-                    detached,
-                });
+                bind(ex, target, value);
             }
         }
         // The helper's fields keep their types when it is of another file.
         if ex.stack.first().is_some_and(|(f, _)| *f != target.0) {
             let handler = ex.stack.first().map(|(f, _)| self.files[*f].module);
             for (name, value) in fields::carried(handler, self.files[target.0].module, callee) {
-                ex.func.ops.push(Op {
-                    kind: OpKind::Assign {
-                        targets: vec![name],
-                        op: None,
-                        value,
-                    },
-                    pos,
-                    conds: conds.clone(),
-                    lexical_tx: tx,
-                    origin: None,
-                    detached,
-                });
+                bind(ex, name, value);
             }
         }
         let site = Site {

@@ -12,7 +12,7 @@ use crate::handlers::is_event;
 use crate::ir::{Call, Expr, OpKind};
 use crate::rule::RuleId;
 use crate::sql::SqlStmt;
-use crate::words::{has_any, is_marker_table, norm};
+use crate::words::{has_any, is_marker_table, norm, paces_or_locks};
 
 /// Words of a key or collection that hold "this event was handled".
 const MARKER_WORDS: &[&str] = &[
@@ -158,12 +158,10 @@ fn memory_set_after_check(facts: &FnFacts<'_>, i: usize, call: &Call) -> Option<
         return None;
     }
     let recv = &call.callee[..call.callee.len() - 1];
-    // A rate limiter's or debouncer's map (`last_reply.insert(chat, Instant::now())` in
+    // A rate limiter's or lock's map (`last_reply.insert(chat, Instant::now())` in
     // `is_throttled`): when, not whether, the key was seen.
-    const PACING: &[&str] = &["throttl", "ratelimit", "limiter", "cooldown", "debounce"];
-    let helper = facts.func.ops[i].origin.as_ref().map(|o| norm(&o.helper));
-    if helper.is_some_and(|h| has_any(&h, PACING)) || recv.iter().any(|r| has_any(&norm(r), PACING))
-    {
+    let helper = facts.func.ops[i].origin.as_ref().map(|o| o.helper.as_str());
+    if helper.is_some_and(paces_or_locks) || recv.iter().any(|r| paces_or_locks(r)) {
         return None;
     }
     let key = key_of(call.args.first()?);
