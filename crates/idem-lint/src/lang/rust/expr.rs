@@ -294,7 +294,13 @@ impl Lower<'_> {
     /// The callee path of a chain's first link (`self.pool.begin` → `["self", "pool",
     /// "begin"]`; a field of a non-path value as `?`).
     pub(super) fn root_callee(&mut self, link: &Link<'_>) -> Vec<String> {
-        let mut callee = self.written_callee(link);
+        self.root_callee_and_literal(link).0
+    }
+
+    /// [`root_callee`](Self::root_callee), and the struct literal the method is called on
+    /// (`NewInvoice { … }.save(conn)`), which the call takes as its `self`.
+    fn root_callee_and_literal(&mut self, link: &Link<'_>) -> (Vec<String>, Option<Expr>) {
+        let (mut callee, literal) = self.written_callee(link);
         // A Redis client or connection by its type (`con: redis::aio::ConnectionManager`), and
         // async-stripe's objects imported by name (`PaymentIntent::create(&client, …)`): the
         // crate in front says what the call reaches.
@@ -313,12 +319,12 @@ impl Lower<'_> {
                 callee.insert(0, "stripe".into());
             }
         }
-        callee
+        (callee, literal)
     }
 
-    fn written_callee(&mut self, link: &Link<'_>) -> Vec<String> {
+    fn written_callee(&mut self, link: &Link<'_>) -> (Vec<String>, Option<Expr>) {
         let c = link.callee;
-        match c.kind() {
+        let path = match c.kind() {
             "macro_invocation" => c
                 .child_by_field_name("macro")
                 .map(|m| self.path(m))
@@ -331,7 +337,7 @@ impl Lower<'_> {
                 // A chain longer than `MAX_LINKS` continues in the value: lowered in pieces,
                 // at most `MAX_CHAIN_PIECES` deep (each piece holds a frame of the stack).
                 if self.chain_pieces >= MAX_CHAIN_PIECES {
-                    return vec!["?".into(), field];
+                    return (vec!["?".into(), field], None);
                 }
                 self.chain_pieces += 1;
                 let value = c.child_by_field_name("value").map(|v| self.expr(v));
@@ -341,17 +347,17 @@ impl Lower<'_> {
                         segs.push(field);
                         segs
                     }
-                    // `NewInvoice { … }.save(&mut conn)`: the type's method.
+                    // `NewInvoice { … }.save(&mut conn)`: the type's method, on the literal.
                     Some(Expr::Object {
                         type_name: Some(t),
                         fields,
                     }) => {
                         let callee = vec![vocab::type_base(&t), field];
-                        self.literal_receiver = Some(Expr::Object {
+                        let literal = Expr::Object {
                             type_name: Some(t),
                             fields,
-                        });
-                        callee
+                        };
+                        return (callee, Some(literal));
                     }
                     _ => vec!["?".into(), field],
                 }
@@ -365,7 +371,8 @@ impl Lower<'_> {
                 self.expr(c);
                 vec!["?".into()]
             }
-        }
+        };
+        (path, None)
     }
 
     /// The arguments of a link, closures lowered as the call says (see [`closure_arg`]).
@@ -387,18 +394,18 @@ impl Lower<'_> {
     pub(super) fn link_args(&mut self, link: &Link<'_>, call: &mut Call) {
         let Some(args) = link.args else { return };
         // `tokio::spawn(f).await`, `handles.push(tokio::spawn(f))` (joined later): a spawn
-        // whose handle is used is waited for, not detached.
+        // whose handle is used is waited for, not detached. Its closures read `joined_spawn`
+        // (see `closure_arg`); a future it is given is detached here.
+        let spawn = matches!(vocab::closure_role(call), vocab::ClosureRole::Detached);
         let outer = self.joined_spawn;
-        if matches!(vocab::closure_role(call), vocab::ClosureRole::Detached)
-            && handle_used(link.node)
-        {
-            self.joined_spawn = true;
-        }
-        self.lower_link_args(args, call);
+        self.joined_spawn |= spawn && handle_used(link.node);
+        let detach_futures = spawn && !self.joined_spawn;
+        self.lower_link_args(args, call, detach_futures);
         self.joined_spawn = outer;
     }
 
-    fn lower_link_args(&mut self, args: Node<'_>, call: &mut Call) {
+    /// The arguments of a link; with `detach_futures`, each runs detached (a spawn's future).
+    fn lower_link_args(&mut self, args: Node<'_>, call: &mut Call, detach_futures: bool) {
         if args.kind() == "token_tree" {
             let (a, kw) = tokens::macro_args(self, args);
             call.args.extend(a);
@@ -415,13 +422,11 @@ impl Lower<'_> {
                 continue;
             }
             // `tokio::spawn(process(msg))`: the future the call builds runs detached too.
-            let detached = !self.joined_spawn
-                && matches!(vocab::closure_role(call), vocab::ClosureRole::Detached);
-            if detached {
+            if detach_futures {
                 self.b.push_detached();
             }
             let v = self.expr(a);
-            if detached {
+            if detach_futures {
                 self.b.pop_detached();
             }
             call.args.push(v);
@@ -525,6 +530,7 @@ impl Lower<'_> {
                 continue;
             }
             let pos = call_pos(&self.b, link.node, link.method);
+            let mut literal = None;
             let callee = match &prev {
                 None => match cloned.take() {
                     Some(mut path) => {
@@ -532,7 +538,8 @@ impl Lower<'_> {
                         path
                     }
                     None => {
-                        let mut path = self.root_callee(link);
+                        let (mut path, on_literal) = self.root_callee_and_literal(link);
+                        literal = on_literal;
                         // `notifier.send(…)` on a `&dyn Notifier`: the trait's method.
                         if path.len() == 2
                             && let Some(t) = self.trait_of(&path[0])
@@ -561,7 +568,7 @@ impl Lower<'_> {
                 pos,
             };
             self.link_args(link, &mut call);
-            if let Some(object) = self.literal_receiver.take() {
+            if let Some(object) = literal {
                 call.kwargs.push(("self".into(), object));
             }
             vocab::normalise_call(&mut call);

@@ -52,7 +52,6 @@ impl Language for Rust {
             imports: Vec::new(),
             chain_pieces: 0,
             joined_spawn: false,
-            literal_receiver: None,
         };
         lower.items(tree.root_node());
         lower.b.finish()
@@ -97,9 +96,6 @@ struct Lower<'s> {
     /// Lowering a spawn whose handle is awaited later (`let h = tokio::spawn(…); h.await`):
     /// its work is waited for, not detached.
     joined_spawn: bool,
-    /// The struct literal a method is being called on (`NewInvoice { … }.save(…)`), handed to
-    /// the call as its `self` (see `calls`).
-    literal_receiver: Option<crate::ir::Expr>,
 }
 
 /// The named children of a node without comments.

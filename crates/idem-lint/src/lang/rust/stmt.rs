@@ -370,10 +370,15 @@ impl Lower<'_> {
             self.b.pop_detached();
             return;
         }
-        // `let handle = tokio::spawn(…); … handle.await`: the spawned work is waited for.
-        let joined = n.child_by_field_name("pattern").is_some_and(|pat| {
-            pat.kind() == "identifier" && self.awaited_later(n, self.b.text(pat))
-        });
+        // `let handle = tokio::spawn(…); … handle.await`: the spawned work is waited for. (The
+        // later statements are walked only for a spawn, not for every `let`.)
+        let spawns = n
+            .child_by_field_name("value")
+            .is_some_and(|v| self.b.text(v).contains("spawn"));
+        let joined = spawns
+            && n.child_by_field_name("pattern").is_some_and(|pat| {
+                pat.kind() == "identifier" && self.awaited_later(n, self.b.text(pat))
+            });
         let outer = std::mem::replace(&mut self.joined_spawn, joined);
         let value = n.child_by_field_name("value").map(|v| self.expr(v));
         self.joined_spawn = outer;
