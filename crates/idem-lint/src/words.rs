@@ -148,10 +148,11 @@ pub(crate) fn is_event_time_column(name: &str) -> bool {
     let at = name.ends_with("At") || name.ends_with("_at");
     (at && !matches!(n.as_str(), "createdat" | "deletedat" | "lastloginat"))
         || n.starts_with("date") && n.len() > 4
-        || matches!(
-            n.as_str(),
-            "startdate" | "enddate" | "expirydate" | "renewaldate"
-        )
+        || ["startdate", "enddate", "expirydate", "renewaldate"]
+            .iter()
+            .any(|d| n.ends_with(d))
+        // `active_until`, `paid_until`, `valid_until`: the end of a paid period.
+        || n.ends_with("until") && n.len() > 5
         // Stripe's `cancel_at_period_end` is a flag, not a time.
         || n.contains("periodend") && !n.starts_with("cancelatperiodend")
         || n.contains("periodstart")

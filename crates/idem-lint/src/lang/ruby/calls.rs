@@ -155,6 +155,8 @@ impl<'s> Lower<'s> {
         let method =
             if vocab::asks_existence(&raw) && receiver_node.is_some_and(|r| r.kind() == "call") {
                 "exists".to_string()
+            } else if vocab::mail_delivered_now(&raw, &callee) {
+                "deliver_now".to_string()
             } else {
                 vocab::canonical(&raw, on_cache)
             };

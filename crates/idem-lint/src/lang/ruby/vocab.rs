@@ -260,6 +260,12 @@ pub(super) fn asks_existence(method: &str) -> bool {
     )
 }
 
+/// `UserMailer.welcome(user).deliver`: ActionMailer's `deliver` of Rails before 4.2, the mail
+/// sent now as `deliver_now` sends it.
+pub(super) fn mail_delivered_now(method: &str, receiver: &[String]) -> bool {
+    matches!(method, "deliver" | "deliver!") && receiver.iter().any(|s| s.ends_with("Mailer"))
+}
+
 /// Methods renamed for the analysis: ActiveRecord counters (`update_counters`,
 /// `increment_counter`) are increments, `insert_all` skips duplicates (`ON CONFLICT DO
 /// NOTHING`), and a cache's `read`/`write`/`exist?` are a key-value store's get/set/exists.
