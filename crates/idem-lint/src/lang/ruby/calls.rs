@@ -165,6 +165,12 @@ impl<'s> Lower<'s> {
         if let Some(args) = n.child_by_field_name("arguments") {
             self.args(args, &mut call);
         }
+        let method = if vocab::producer_class_called(&raw, &callee, call.option("topic").is_some())
+        {
+            "produce_sync".to_string()
+        } else {
+            method
+        };
         if receiver_node.is_none() && matches!(raw.as_str(), "raise" | "fail") {
             let value = call.args.first().cloned();
             self.b.emit(OpKind::Throw(value), pos);

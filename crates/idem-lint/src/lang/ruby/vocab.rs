@@ -266,6 +266,16 @@ pub(super) fn mail_delivered_now(method: &str, receiver: &[String]) -> bool {
     matches!(method, "deliver" | "deliver!") && receiver.iter().any(|s| s.ends_with("Mailer"))
 }
 
+/// `WaterDrop::SyncProducer.call(payload, topic: "tasks")` (WaterDrop before 2.0, also its
+/// `AsyncProducer` and `BatchSyncProducer`): a producer class called with a topic sends to it.
+pub(super) fn producer_class_called(method: &str, receiver: &[String], topic: bool) -> bool {
+    method == "call"
+        && topic
+        && receiver
+            .last()
+            .is_some_and(|s| s.ends_with("Producer") && s.starts_with(char::is_uppercase))
+}
+
 /// Methods renamed for the analysis: ActiveRecord counters (`update_counters`,
 /// `increment_counter`) are increments, `insert_all` skips duplicates (`ON CONFLICT DO
 /// NOTHING`), and a cache's `read`/`write`/`exist?` are a key-value store's get/set/exists.
