@@ -1384,11 +1384,25 @@ impl<'a> FnFacts<'a> {
 
     /// The model of a row held in a local loaded by a model's class method
     /// (`wallet = Wallet.find(id)` makes `wallet.increment!(…)` a write of Wallet).
+    /// The value a local holds; for `payment = find_payment(id)`, what the helper returned
+    /// (`Payment.find_by(…)`), so that the local is the row its finder loaded.
+    fn held(&self, local: &str) -> Option<&Expr> {
+        let value = self.values.get(local)?;
+        match value {
+            Expr::Call(helper)
+                if helper.callee.len() == 1 && helper.receiver.is_none() && !helper.is_new =>
+            {
+                self.returns.get(&helper.callee[0]).or(Some(value))
+            }
+            other => Some(other),
+        }
+    }
+
     fn loaded_model(&self, call: &Call) -> Option<String> {
         if call.callee.len() != 2 {
             return None;
         }
-        let Expr::Call(made) = self.values.get(&call.callee[0])? else {
+        let Expr::Call(made) = self.held(&call.callee[0])? else {
             return None;
         };
         let constant = |s: &String| {
@@ -1429,7 +1443,7 @@ impl<'a> FnFacts<'a> {
             s.chars().next().is_some_and(char::is_uppercase)
                 && !s.chars().all(|c| c.is_uppercase() || c == '_')
         };
-        match self.values.get(&key) {
+        match self.held(&key) {
             Some(Expr::Call(made)) if !made.is_new && made.callee.len() >= 2 => {
                 constant(&made.callee[0])
                     || self.names_class(&made.callee[0])
@@ -1471,7 +1485,7 @@ impl<'a> FnFacts<'a> {
             s.chars().next().is_some_and(char::is_uppercase)
                 && !s.chars().all(|c| c.is_uppercase() || c == '_')
         };
-        match self.values.get(&key)? {
+        match self.held(&key)? {
             Expr::Call(made) if !made.is_new && made.callee.len() >= 2 => {
                 let n = made.callee.len() - 1;
                 if !constant(&made.callee[0]) {

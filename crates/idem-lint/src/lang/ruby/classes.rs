@@ -226,7 +226,7 @@ impl<'s> Lower<'s> {
             if body.kind() == "body_statement" && key {
                 self.key_reader(body, &name);
             } else if body.kind() == "body_statement" {
-                self.body(body);
+                self.body_returning(body);
             } else {
                 // `def total = items.sum(&:price)`.
                 let value = self.expr(body);
@@ -242,6 +242,33 @@ impl<'s> Lower<'s> {
 }
 
 impl<'s> Lower<'s> {
+    /// A method's body whose last statement is a call: Ruby returns its value
+    /// (`def find_payment(id) = Payment.find_by(ref: id)` written out), lowered as a return of
+    /// it so that a caller's `payment = find_payment(id)` holds the row the finder loaded.
+    fn body_returning(&mut self, body: Node<'_>) {
+        let children: Vec<Node<'_>> = named(body)
+            .into_iter()
+            .filter(|c| c.kind() != "comment")
+            .collect();
+        match children.split_last() {
+            Some((last, rest))
+                if last.kind() == "call"
+                    && !rest
+                        .iter()
+                        .any(|c| matches!(c.kind(), "rescue" | "ensure" | "else")) =>
+            {
+                for c in rest {
+                    self.stmt(*c);
+                }
+                // Called for what it does as much as for its value (`grant.apply`): a call.
+                let value = self.call_stmt(*last);
+                let pos = self.b.pos(*last);
+                self.b.emit(OpKind::Return(Some(value)), pos);
+            }
+            _ => self.body(body),
+        }
+    }
+
     /// `def idempotency_key = request.headers["Idempotency-Key"] || SecureRandom.uuid`: a
     /// reader named as a dedup or idempotency key is that key, so its value (the body's last
     /// expression) is assigned to `self.<name>` where the checks read keys.
