@@ -79,6 +79,8 @@ pub(crate) fn is_key_name(name: &str) -> bool {
     ) || matches!(
         norm(name).as_str(),
         "idempotency" | "dedup" | "dedupe" | "messageid" | "eventid" | "webhookid"
+            // A webhook inbox's provider id (`WebhookEvent.find_by(source:, external_id:)`).
+            | "externalid"
     )
 }
 
