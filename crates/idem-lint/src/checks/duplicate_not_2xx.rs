@@ -356,7 +356,13 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 .flat_map(|&c| facts.func.conds[c].test.words())
                 .collect();
             let refused = by_message || in_duplicate_branch(facts, i);
-            if !(refused && (names_delivery(&message_words) || names_delivery(&cond_words))) {
+            // The answer's own field named `message` (`render json: { message: "App with
+            // that name already exists" }`) names no delivery: its text may.
+            let said: Vec<String> = (message_words.iter())
+                .filter(|w| !matches!(w.as_str(), "message" | "msg"))
+                .cloned()
+                .collect();
+            if !(refused && (names_delivery(&said) || names_delivery(&cond_words))) {
                 continue;
             }
         }
