@@ -418,7 +418,19 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 && o.conds.starts_with(&op.conds)
                 && in_duplicate_branch(facts, j)
         });
-        if (by_claim || by_catch || by_claim_catch) && !by_message && answered_above {
+        // `if event.persisted? && event.processed? then return 200`, later `if event.save …
+        // else 422`: the duplicate was answered by the look-up before the claim; the claim's
+        // failure is a validation error or a rare concurrent copy.
+        let answered_before = facts.func.ops[..i].iter().enumerate().any(|(j, o)| {
+            matches!(o.kind, OpKind::Return(_))
+                && !o.conds.is_empty()
+                && o.conds.iter().all(|c| !op.conds.contains(c))
+                && in_duplicate_branch(facts, j)
+        });
+        if (by_claim || by_catch || by_claim_catch)
+            && !by_message
+            && (answered_above || answered_before && !dup_branch)
+        {
             continue;
         }
         if by_catch
