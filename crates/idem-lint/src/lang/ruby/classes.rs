@@ -5,7 +5,7 @@ use tree_sitter::Node;
 
 use super::vocab::{JOB_ANCESTORS, JOB_ENTRIES, WEBHOOK_WORDS};
 use super::{ClassCtx, ClassKind, Lower};
-use crate::ir::{Function, OpKind, Pos};
+use crate::ir::{Expr, Function, OpKind, Pos};
 use crate::lang::builder::named;
 use crate::words::{has_any, is_key_name};
 
@@ -264,6 +264,21 @@ impl<'s> Lower<'s> {
                 let value = self.call_stmt(*last);
                 let pos = self.b.pos(*last);
                 self.b.emit(OpKind::Return(Some(value)), pos);
+            }
+            // `@redis_key ||= "lock:#{id}"`: a memoised reader returns what it keeps.
+            Some((last, rest))
+                if last.kind() == "operator_assignment"
+                    && !rest
+                        .iter()
+                        .any(|c| matches!(c.kind(), "rescue" | "ensure" | "else")) =>
+            {
+                self.body(body);
+                let kept = last.child_by_field_name("left").map(|l| self.targets(l));
+                if let Some([target]) = kept.as_deref() {
+                    let pos = self.b.pos(*last);
+                    let path = target.split('.').map(str::to_string).collect();
+                    self.b.emit(OpKind::Return(Some(Expr::Path(path))), pos);
+                }
             }
             _ => self.body(body),
         }
