@@ -764,11 +764,12 @@ impl<'a> FnFacts<'a> {
                     &[
                         "mail", "sgmail", "resend", "postmark", "sms", "emails", "twilio",
                     ],
-                ) || call.callee.iter().any(|s| s == "request")
-                    && call
-                        .callee
-                        .iter()
-                        .any(|s| matches!(s.as_str(), "body" | "json" | "form" | "multipart"))
+                ) || self.mail_transport(call)
+                    || call.callee.iter().any(|s| s == "request")
+                        && call
+                            .callee
+                            .iter()
+                            .any(|s| matches!(s.as_str(), "body" | "json" | "form" | "multipart"))
                     || built_with_creating_method(call)
             }
             // A payment provider's client or a service wrapping it creating something:
@@ -822,6 +823,14 @@ impl<'a> FnFacts<'a> {
 
     /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
     /// makes `charge.refund` a call to Stripe).
+    /// `transport.send(message)` on a local built as a mail transport (lettre's
+    /// `AsyncSmtpTransport::starttls_relay(host)?…build()`, a `Mailer`): the mail goes out.
+    fn mail_transport(&self, call: &Call) -> bool {
+        call.callee.len() == 2
+            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(made))
+                if made.callee.iter().any(|s| has_any(s, &["smtp", "mailer"])))
+    }
+
     fn provider_object(&self, call: &Call) -> bool {
         call.callee.len() == 2
             && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(made)) if provider_client(made))

@@ -332,6 +332,15 @@ fn placeholder(value: &SqlExpr) -> Option<usize> {
             _ => None,
         },
         SqlExpr::Nested(inner) | SqlExpr::Cast { expr: inner, .. } => placeholder(inner),
+        // `COALESCE($4, col)`, as `is_input` reads it.
+        SqlExpr::Function(f)
+            if matches!(
+                f.name.to_string().to_ascii_lowercase().as_str(),
+                "coalesce" | "ifnull" | "nvl"
+            ) =>
+        {
+            first_arg(f).and_then(placeholder)
+        }
         _ => None,
     }
 }
@@ -343,9 +352,27 @@ fn is_input(value: &SqlExpr) -> bool {
         SqlExpr::CompoundIdentifier(parts) => parts
             .first()
             .is_some_and(|p| p.value.eq_ignore_ascii_case("excluded")),
-        SqlExpr::Function(f) => f.name.to_string().eq_ignore_ascii_case("values"),
+        SqlExpr::Function(f) => {
+            let name = f.name.to_string().to_ascii_lowercase();
+            // `COALESCE($4, col)`: the input whenever it is given, the old value only in
+            // its absence.
+            name == "values"
+                || matches!(name.as_str(), "coalesce" | "ifnull" | "nvl")
+                    && first_arg(f).is_some_and(is_input)
+        }
         SqlExpr::Nested(inner) | SqlExpr::Cast { expr: inner, .. } => is_input(inner),
         _ => false,
+    }
+}
+
+/// A function call's first positional argument.
+fn first_arg(f: &sqlparser::ast::Function) -> Option<&SqlExpr> {
+    let sqlparser::ast::FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.first()? {
+        sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(e)) => Some(e),
+        _ => None,
     }
 }
 

@@ -156,11 +156,37 @@ fn is_effect(act: &Act, call: Option<&Call>) -> bool {
     }
 }
 
+/// Whether the consumer's configuration also turns off `enable.auto.offset.store`: auto-commit
+/// then commits only the offsets the handler stores itself (`store_offset_from_message` after
+/// its commit), so the timer never covers an unfinished message (librdkafka's CONFIGURATION.md).
+fn stores_offsets_by_hand(facts: &FnFacts<'_>) -> bool {
+    let off = |k: &str, v: &Expr| {
+        crate::words::norm(k) == "enableautooffsetstore"
+            && match v {
+                Expr::Str(s) => s.eq_ignore_ascii_case("false"),
+                Expr::Path(p) => p.len() == 1 && p[0].eq_ignore_ascii_case("false"),
+                _ => false,
+            }
+    };
+    let object = |e: &Expr| matches!(e, Expr::Object { fields, .. } if fields.iter().any(|(k, v)| off(k, v)));
+    facts.func.ops.iter().any(|op| match &op.kind {
+        // rdkafka's `.set("enable.auto.offset.store", "false")`, one op per link of the chain.
+        OpKind::Call(c) => {
+            matches!(c.args.as_slice(), [Expr::Str(k), v] if c.method() == "set" && off(k, v))
+                || c.args.iter().any(object)
+        }
+        OpKind::Assign { value, .. } => object(value),
+        _ => false,
+    })
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     let ops = &facts.func.ops;
+    let by_hand = stores_offsets_by_hand(facts);
     for op in ops {
         if let OpKind::Assign { value, .. } = &op.kind
             && sets_auto_commit(value)
+            && !by_hand
         {
             out.push(Hit {
                 rule: RuleId::RelAckBeforeCommit,
@@ -186,7 +212,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
         let OpKind::Call(call) = &op.kind else {
             continue;
         };
-        if let Some(what) = auto_ack(call) {
+        if let Some(what) = auto_ack(call)
+            && !(by_hand && what.contains("enable_auto_commit"))
+        {
             out.push(Hit {
                 rule: RuleId::RelAckBeforeCommit,
                 pos: op.pos,

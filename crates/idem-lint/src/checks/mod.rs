@@ -111,6 +111,9 @@ pub(crate) fn run(
                     op.pos.line, op.conds, facts.tx[k], op.detached, facts.acts[k], op.kind
                 );
             }
+            for (c, cond) in func.conds.iter().enumerate() {
+                eprintln!("cond {c}: {:?}", cond.test);
+            }
         }
         key_volatile::check(&facts, &mut hits);
         check_then_act::check(&facts, &mut hits);

@@ -99,8 +99,10 @@ pub(crate) fn producer_callback(facts: &FnFacts<'_>, i: usize) -> bool {
         return false;
     };
     let root = call.callee.first().map(String::as_str).unwrap_or("");
+    // `producer.clone()` is the producer itself, no transaction of its own.
     matches!(facts.values.get(root), Some(Expr::Call(made))
-        if made.receiver_words().iter().any(|w| has_any(w, PRODUCERS)))
+        if made.receiver_words().iter().any(|w| has_any(w, PRODUCERS))
+            && has_any(&made.method(), &["transaction", "begin"]))
 }
 
 /// Whether a call is given a function (lowered in place, its argument left as an empty

@@ -120,25 +120,35 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
 /// again, so that is no check that the event was applied (`return if transaction.success?`
 /// is one).
 fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
-    const EXISTS: &[&str] = &["blank", "nil", "present", "empty", "none", "exists", "any"];
+    // Rust's too: `rows.next()` on a cursor, `row.is_some()`.
+    const EXISTS: &[&str] = &[
+        "blank", "nil", "present", "empty", "none", "exists", "any", "next", "first", "issome",
+        "isnone", "isempty",
+    ];
     let ops = &facts.func.ops;
     let rows: Vec<&String> = ops[..i]
         .iter()
         .enumerate()
-        .filter(|(k, _)| matches!(facts.acts[*k], Act::OrmRead { .. }))
+        .filter(|(k, _)| {
+            matches!(
+                facts.acts[*k],
+                Act::OrmRead { .. } | Act::Sql(SqlStmt::Select { .. })
+            )
+        })
         .filter_map(|(k, _)| match &ops[k].kind {
-            OpKind::Call(read) => Some(read.pos),
+            OpKind::Call(read) => Some((k, read.pos)),
             _ => None,
         })
-        .flat_map(|at| {
-            ops[..i].iter().filter_map(move |o| match &o.kind {
+        .flat_map(|(k, at)| {
+            let direct = ops[..i].iter().filter_map(move |o| match &o.kind {
                 OpKind::Assign {
                     targets,
                     value: Expr::Call(c),
                     ..
                 } if c.pos == at => targets.first(),
                 _ => None,
-            })
+            });
+            direct.chain(returned_row(ops, k, at, i))
         })
         .collect();
     let mut tested = false;
@@ -164,11 +174,34 @@ fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
             };
             if root.is_some_and(|r| rows.contains(&r)) {
                 tested = true;
-                state |= rest.is_some_and(|w| !EXISTS.contains(&crate::words::norm(w).as_str()));
+                // `order.id` handed to the next look-up names the row, it tests nothing.
+                state |= rest.is_some_and(|w| {
+                    let names_row = w == "id" || w.ends_with("_id") || w.ends_with("Id");
+                    !names_row && !EXISTS.contains(&crate::words::norm(w).as_str())
+                });
             }
         });
     }
     tested && !state
+}
+
+/// The local a look-up's row lands in when a helper inlined at its call returns it
+/// (`Order::find_by_id(&pool, id)` returning `fetch_optional(…)`): the first assignment of a
+/// call's value after the helper's `return` of look-up `k` (at `at`), before op `i`.
+fn returned_row(ops: &[crate::ir::Op], k: usize, at: crate::ir::Pos, i: usize) -> Option<&String> {
+    let back = ops[k + 1..i]
+        .iter()
+        .position(|o| matches!(&o.kind, OpKind::Return(Some(Expr::Call(c))) if c.pos == at))?
+        + k
+        + 1;
+    ops[back + 1..i].iter().find_map(|o| match &o.kind {
+        OpKind::Assign {
+            targets,
+            value: Expr::Call(_),
+            ..
+        } => targets.first(),
+        _ => None,
+    })
 }
 
 /// Whether an UPDATE's bound value for `set` was computed in the handler from the same column

@@ -199,6 +199,14 @@ pub(super) fn closure_role(call: &Call) -> ClosureRole {
     {
         return ClosureRole::Transaction { idem: false };
     }
+    // A project's own wrapper that opens one around its closure: `transactional(conn, |db|
+    // …)`, `transaction_with_mutex(&global, key, |tx| …)`.
+    if m == "transactional"
+        || m.starts_with("transaction_with")
+        || m.starts_with("with_transaction")
+    {
+        return ClosureRole::Transaction { idem: false };
+    }
     if matches!(m.as_str(), "spawn" | "spawn_local" | "spawn_blocking")
         || call.callee.iter().any(|s| s == "spawn")
     {
