@@ -419,8 +419,57 @@ impl Lower<'_> {
                 call.args.push(empty());
                 continue;
             }
+            if a.kind() == "method_reference" {
+                self.referenced_call(call, a);
+            }
             let v = self.expr(a);
             call.args.push(v);
+        }
+    }
+
+    /// A method reference on a field or local given to a call that runs it
+    /// (`flux.flatMap(orderRepository::save)`, `events.forEach(handler::apply)`): the call
+    /// of that method on the receiver's element, where the call's role puts a lambda's body.
+    fn referenced_call(&mut self, call: &Call, a: Node<'_>) {
+        let role = role(call);
+        if role == LambdaRole::Registered {
+            return;
+        }
+        let text = self.text(a);
+        let Some((object, method)) = text.split_once("::") else {
+            return;
+        };
+        let (object, method) = (object.trim(), method.trim());
+        let field = object.chars().next().is_some_and(char::is_lowercase)
+            && object.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !matches!(object, "this" | "super");
+        if !field || method == "new" {
+            return;
+        }
+        let pos = self.b.pos(a);
+        let referenced = Call {
+            callee: vec![object.to_string(), method.to_string()],
+            receiver: None,
+            args: vec![crate::lang::jvm::lambda::receiver_value(call)],
+            kwargs: Vec::new(),
+            is_new: false,
+            pos,
+        };
+        let detached = role == LambdaRole::Detached
+            && a.parent().and_then(|p| p.parent()).map(|p| p.id()) != self.awaited;
+        let tx = role == LambdaRole::Transaction;
+        if detached {
+            self.b.push_detached();
+        }
+        if tx {
+            self.b.push_tx();
+        }
+        self.b.emit(OpKind::Call(referenced), pos);
+        if tx {
+            self.b.pop_tx();
+        }
+        if detached {
+            self.b.pop_detached();
         }
     }
 
