@@ -64,6 +64,17 @@ impl Lower<'_> {
                 .into_iter()
                 .next()
                 .map_or_else(empty, |c| self.expr(c)),
+            // `data instanceof Invoice invoice`: the pattern's name holds the tested value.
+            "instanceof_expression" => {
+                let left = n
+                    .child_by_field_name("left")
+                    .map_or_else(empty, |c| self.expr(c));
+                if let Some(name) = n.child_by_field_name("name") {
+                    let pos = self.b.pos(n);
+                    self.b.assign(vec![self.text(name)], left.clone(), pos);
+                }
+                Expr::Other(vec![left])
+            }
             "cast_expression" => n
                 .child_by_field_name("value")
                 .map_or_else(empty, |v| self.expr(v)),
