@@ -442,29 +442,11 @@ impl Lower<'_> {
     /// (`flux.flatMap(orderRepository::save)`, `events.forEach(handler::apply)`): the call
     /// of that method on the receiver's element, where the call's role puts a lambda's body.
     fn referenced_call(&mut self, call: &Call, a: Node<'_>) {
-        let role = role(call);
-        if role == LambdaRole::Registered {
-            return;
-        }
-        let text = self.text(a);
-        let Some((object, method)) = text.split_once("::") else {
-            return;
-        };
-        let (object, method) = (object.trim(), method.trim());
-        let field = object.chars().next().is_some_and(char::is_lowercase)
-            && object.chars().all(|c| c.is_alphanumeric() || c == '_')
-            && !matches!(object, "this" | "super");
-        if !field || method == "new" {
-            return;
-        }
         let pos = self.b.pos(a);
-        let referenced = Call {
-            callee: vec![object.to_string(), method.to_string()],
-            receiver: None,
-            args: vec![crate::lang::jvm::lambda::receiver_value(call)],
-            kwargs: Vec::new(),
-            is_new: false,
-            pos,
+        let text = self.text(a);
+        let Some((referenced, role)) = crate::lang::jvm::lambda::referenced_call(call, &text, pos)
+        else {
+            return;
         };
         let detached = role == LambdaRole::Detached
             && a.parent().and_then(|p| p.parent()).map(|p| p.id()) != self.awaited;
