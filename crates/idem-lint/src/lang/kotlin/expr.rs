@@ -343,7 +343,18 @@ impl Lower<'_> {
                         (vec!["?".to_string(), name], None)
                     }
                     [object, _] if object.kind() == "call_expression" => {
+                        // Reactor's `…subscribe()` (no callback given): the whole pipeline
+                        // runs later, nobody waits for it, as in Java.
+                        let fire_and_forget = name == "subscribe"
+                            && parts.len() == 2
+                            && kids(parts[1]).iter().all(|k| kids(*k).is_empty());
+                        if fire_and_forget {
+                            self.b.push_detached();
+                        }
                         let inner = self.call_expr(*object);
+                        if fire_and_forget {
+                            self.b.pop_detached();
+                        }
                         self.b.leave_chain();
                         match inner {
                             Expr::Call(inner) => {
