@@ -766,7 +766,7 @@ impl<'a> CallIndex<'a> {
                 // (`dedupe: EventDeduplicationPort` held by a `RedisEventDedupAdapter`).
                 let named_module = named_module.or_else(|| {
                     let t = root_type.as_deref()?;
-                    self.only_implementation(cands, t)
+                    self.only_implementation(file, cands, t)
                 });
                 if len == 2 && named_module.is_some() {
                     return named_module;
@@ -852,14 +852,39 @@ impl CallIndex<'_> {
 
     /// The one candidate whose file declares a class implementing `ty` (normalised), when
     /// exactly one file does: with two implementations the field could hold either.
-    fn only_implementation(&self, cands: &[(usize, usize)], ty: &str) -> Option<(usize, usize)> {
+    /// Services of one repository built apart (`user-service/src/…`, `auth-service/src/…`)
+    /// each implementing their own copy of the type: the caller's own build's is the one.
+    fn only_implementation(
+        &self,
+        file: usize,
+        cands: &[(usize, usize)],
+        ty: &str,
+    ) -> Option<(usize, usize)> {
         let implements = |f: usize| {
             (self.files[f].module.supertypes.iter()).any(|s| crate::words::norm(s) == ty)
         };
-        let mut found = cands.iter().copied().filter(|(f, _)| implements(*f));
-        let first = found.next()?;
-        found.all(|(f, _)| f == first.0).then_some(first)
+        let one = |found: Vec<(usize, usize)>| {
+            let first = *found.first()?;
+            found.iter().all(|(f, _)| *f == first.0).then_some(first)
+        };
+        let found: Vec<(usize, usize)> = cands
+            .iter()
+            .copied()
+            .filter(|(f, _)| implements(*f))
+            .collect();
+        let here = source_root(&self.files[file].path);
+        let same_build: Vec<(usize, usize)> = (found.iter().copied())
+            .filter(|(f, _)| here.is_some() && source_root(&self.files[*f].path) == here)
+            .collect();
+        one(found).or_else(|| one(same_build))
     }
+}
+
+/// The folder holding a file's `src` folder (a build module of its own), if it has one.
+fn source_root(path: &Path) -> Option<&Path> {
+    path.ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "src"))
+        .and_then(Path::parent)
 }
 
 /// `object.raise_event_for_update(…)`: a local named `object` (Ruby's usual name for a record

@@ -358,11 +358,15 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
                 }
                 // `headers.set("Idempotency-Key", v)`, `req.Header.Set("Idempotency-Key", v)`
                 // Rust's `HeaderMap::insert`/`append` too.
+                // Java's `headers.put(SqsMessageHeaders.SQS_DEDUPLICATION_ID_HEADER, v)`: a
+                // header map's entry named by a constant.
                 if matches!(
                     call.method().as_str(),
-                    "set" | "add" | "setheader" | "header" | "insert" | "append"
+                    "set" | "add" | "setheader" | "header" | "insert" | "append" | "put"
                 ) && call.args.len() >= 2
-                    && let Some(name) = call.args[0].string_text()
+                    && let Some(name) = call.args[0]
+                        .string_text()
+                        .or_else(|| header_constant(&call.args[0]))
                 {
                     keyed.push((name, &call.args[1]));
                 }
@@ -420,6 +424,18 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             _ => {}
         }
     }
+}
+
+/// A header's name given as a constant (`SqsMessageHeaders.SQS_DEDUPLICATION_ID_HEADER`):
+/// its last segment, upper case.
+fn header_constant(e: &Expr) -> Option<String> {
+    let Expr::Path(p) = e else { return None };
+    let last = p.last()?;
+    (last.len() > 2
+        && last
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+    .then(|| last.clone())
 }
 
 /// Whether the insert's chain names the column its conflict is on, and it is not the id

@@ -188,7 +188,27 @@ pub(super) fn is_effect(facts: &FnFacts<'_>, i: usize) -> bool {
             .values
             .get(&call.callee[0])
             .is_some_and(|v| facts.mentions_tainted(v));
+    // `handlers.get(record.topic()).handle(record)`: a handler looked up for the message
+    // told to apply it.
+    let looked_up = matches!(
+        m.as_str(),
+        "process" | "handle" | "apply" | "dispatch" | "consume" | "onmessage"
+    ) && call.receiver.as_deref().is_some_and(|r| {
+        let mut named = false;
+        Expr::Call(Box::new(r.clone())).walk(&mut |e| {
+            let segs = match e {
+                Expr::Path(p) => p,
+                Expr::Call(c) => &c.callee,
+                _ => return,
+            };
+            named |= segs
+                .iter()
+                .any(|s| has_any(s, &["handler", "processor", "listener"]));
+        });
+        named
+    });
     applies
+        || looked_up && call.args.iter().any(|a| facts.mentions_tainted(a))
         || local
             && call.args.iter().any(|a| {
             facts.mentions_tainted(a)

@@ -102,7 +102,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             },
             _ => continue,
         };
-        if guarded(facts, i) || checked_first(facts, i) && !only_found(facts, i) {
+        if guarded(facts, i)
+            || checked_first(facts, i) && (!only_found(facts, i) || ledger_checked(facts, i))
+        {
             continue;
         }
         out.push(Hit {
@@ -113,6 +115,21 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
             confidence,
         });
     }
+}
+
+/// Whether a look-up that decided op `i` reads a table the function inserts into after it
+/// (`findByRequestId(…)` of the history row it then saves): the event's own ledger entry,
+/// whose existence is the check.
+fn ledger_checked(facts: &FnFacts<'_>, i: usize) -> bool {
+    (0..i).any(|k| {
+        let Act::OrmRead { target } = &facts.acts[k] else {
+            return false;
+        };
+        let table = crate::words::table_key(target);
+        facts.acts[i + 1..].iter().any(
+            |a| matches!(a, Act::OrmCreate { target: t, .. } if crate::words::table_key(t) == table),
+        ) && super::decided_by(facts, k, i)
+    })
 }
 
 /// Whether every look-up that decided op `i` was only asked whether its row exists

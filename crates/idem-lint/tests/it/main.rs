@@ -7,6 +7,7 @@ mod cli;
 mod docs;
 mod fixtures;
 mod inventory;
+mod jvm_builds;
 mod jvm_input;
 mod sarif;
 mod score;

@@ -64,6 +64,17 @@ impl Lower<'_> {
                 .into_iter()
                 .next()
                 .map_or_else(empty, |c| self.expr(c)),
+            // `data instanceof Invoice invoice`: the pattern's name holds the tested value.
+            "instanceof_expression" => {
+                let left = n
+                    .child_by_field_name("left")
+                    .map_or_else(empty, |c| self.expr(c));
+                if let Some(name) = n.child_by_field_name("name") {
+                    let pos = self.b.pos(n);
+                    self.b.assign(vec![self.text(name)], left.clone(), pos);
+                }
+                Expr::Other(vec![left])
+            }
             "cast_expression" => n
                 .child_by_field_name("value")
                 .map_or_else(empty, |v| self.expr(v)),
@@ -419,8 +430,39 @@ impl Lower<'_> {
                 call.args.push(empty());
                 continue;
             }
+            if a.kind() == "method_reference" {
+                self.referenced_call(call, a);
+            }
             let v = self.expr(a);
             call.args.push(v);
+        }
+    }
+
+    /// A method reference on a field or local given to a call that runs it
+    /// (`flux.flatMap(orderRepository::save)`, `events.forEach(handler::apply)`): the call
+    /// of that method on the receiver's element, where the call's role puts a lambda's body.
+    fn referenced_call(&mut self, call: &Call, a: Node<'_>) {
+        let pos = self.b.pos(a);
+        let text = self.text(a);
+        let Some((referenced, role)) = crate::lang::jvm::lambda::referenced_call(call, &text, pos)
+        else {
+            return;
+        };
+        let detached = role == LambdaRole::Detached
+            && a.parent().and_then(|p| p.parent()).map(|p| p.id()) != self.awaited;
+        let tx = role == LambdaRole::Transaction;
+        if detached {
+            self.b.push_detached();
+        }
+        if tx {
+            self.b.push_tx();
+        }
+        self.b.emit(OpKind::Call(referenced), pos);
+        if tx {
+            self.b.pop_tx();
+        }
+        if detached {
+            self.b.pop_detached();
         }
     }
 

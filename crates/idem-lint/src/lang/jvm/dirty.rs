@@ -50,11 +50,103 @@ fn changes(method: &str) -> bool {
     !READS.iter().any(|r| method.starts_with(r)) && method != "hashcode"
 }
 
+/// Calls that take the entity out of an `Optional` or a nullable look-up, changing nothing.
+const UNWRAPS: &[&str] = &[
+    "orelsethrow",
+    "orelse",
+    "orelseget",
+    "orelsenull",
+    "getornull",
+    "ifpresent",
+    "ifpresentorelse",
+    "map",
+    "filter",
+    "let",
+    "also",
+    "apply",
+    "run",
+    "takeif",
+    "takeunless",
+    "flatmap",
+    "stream",
+    "foreach",
+];
+
+/// Methods of what a look-up returns that are no entity's: a reactive or collection
+/// result's (`repo.findById(id).block()`, `repo.findAll().size()`).
+const PIPELINE: &[&str] = &[
+    "block",
+    "subscribe",
+    "size",
+    "count",
+    "then",
+    "switch",
+    "default",
+    "collect",
+    "iterator",
+    "first",
+    "last",
+    "single",
+    "await",
+    "sum",
+    "join",
+    "doon",
+    "onerror",
+    "zip",
+    "log",
+    "cache",
+    "sort",
+    "limit",
+    "skip",
+    "take",
+    "blockoptional",
+];
+
+/// Whether the look-up returns many rows (`findAll`, `findAllByStatus`, `getAll`).
+fn found_many(call: &Call) -> bool {
+    let mut c = call;
+    while let Some(inner) = c.receiver.as_deref() {
+        c = inner;
+    }
+    let m = c.method();
+    m.starts_with("findall")
+        || m.starts_with("getall")
+        || m.ends_with("list")
+        || m.ends_with("s") && !m.ends_with("status") && !m.ends_with("address")
+}
+
+/// Whether the call is a repository look-up, possibly taken out of its `Optional`
+/// (`repo.findById(id).orElseThrow()`), so that a method called on it is the entity's.
+fn unwrapped_load(call: &Call) -> bool {
+    let mut c = call;
+    while let Some(inner) = c.receiver.as_deref() {
+        if !UNWRAPS.contains(&c.method().as_str()) && c.method() != "get" {
+            return false;
+        }
+        c = inner;
+    }
+    true
+}
+
 /// Adds the commit's write of each entity the function loaded and changed without saving.
 pub(crate) fn flush_at_commit(f: &mut Function, tx: u32) {
     // Local → (repository callee, index of its last change).
     let mut loaded: HashMap<String, (Vec<String>, Option<usize>)> = HashMap::new();
+    // `repo.findById(id).orElseThrow().approve()`, Kotlin `repo.findByIdOrNull(id)?.approve()`:
+    // the entity changed where it is loaded, never named.
+    let mut chained: Vec<(usize, Vec<String>, Expr)> = Vec::new();
     for (i, op) in f.ops.iter().enumerate() {
+        if let OpKind::Call(c) = &op.kind
+            && let Some(found) = c.receiver.as_deref()
+            && changes(&c.method())
+            && !UNWRAPS.contains(&c.method().as_str())
+            && !PIPELINE.iter().any(|p| c.method().starts_with(p))
+            && unwrapped_load(found)
+            && !found_many(found)
+            && let Some(repo) = loaded_through(&Expr::Call(Box::new(found.clone())))
+        {
+            chained.push((i, repo, Expr::Call(Box::new(found.clone()))));
+        }
         match &op.kind {
             OpKind::Assign { targets, value, .. } => {
                 for t in targets {
@@ -125,6 +217,29 @@ pub(crate) fn flush_at_commit(f: &mut Function, tx: u32) {
             ))
         })
         .collect();
+    for (at, mut callee, entity) in chained {
+        let op = &f.ops[at];
+        callee.push("save".to_string());
+        let call = Call {
+            callee,
+            receiver: None,
+            args: vec![entity],
+            kwargs: Vec::new(),
+            is_new: false,
+            pos: op.pos,
+        };
+        writes.push((
+            at,
+            Op {
+                kind: OpKind::Call(call),
+                pos: op.pos,
+                conds: op.conds.clone(),
+                lexical_tx: Some(tx),
+                origin: None,
+                detached: op.detached,
+            },
+        ));
+    }
     // Inserted right after each entity's last change, latest first so indices hold.
     writes.sort_by_key(|w| std::cmp::Reverse(w.0));
     for (at, op) in writes {

@@ -4,7 +4,7 @@
 //! thread (`CompletableFuture.runAsync`, `executor.submit`, Kotlin `launch`), or keep it as a
 //! callback registered for events (`consumer.subscribe`, `setMessageListener`).
 
-use crate::ir::{Call, Expr};
+use crate::ir::{Call, Expr, Pos};
 use crate::lang::builder::opens_transaction;
 use crate::words::has_any;
 
@@ -146,6 +146,31 @@ pub(crate) fn receiver_value(call: &Call) -> Expr {
         Some(inner) => Expr::Call(inner.clone()),
         None => Expr::Path(call.callee[..call.callee.len().saturating_sub(1)].to_vec()),
     }
+}
+
+/// A method reference on a field or local (`orderRepository::save`, Kotlin's
+/// `repository::save`) given to `call`: the call of that method on the receiver's element,
+/// and where it runs — none for a reference registered as a callback, on `this` or a type,
+/// or to a constructor.
+pub(crate) fn referenced_call(call: &Call, text: &str, pos: Pos) -> Option<(Call, LambdaRole)> {
+    let role = role(call);
+    let (object, method) = text.split_once("::")?;
+    let (object, method) = (object.trim(), method.trim());
+    let field = object.chars().next().is_some_and(char::is_lowercase)
+        && object.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !matches!(object, "this" | "super");
+    if role == LambdaRole::Registered || !field || method == "new" || method.is_empty() {
+        return None;
+    }
+    let referenced = Call {
+        callee: vec![object.to_string(), method.to_string()],
+        receiver: None,
+        args: vec![receiver_value(call)],
+        kwargs: Vec::new(),
+        is_new: false,
+        pos,
+    };
+    Some((referenced, role))
 }
 
 /// Whether the lambda at argument `index` runs only when the call's `Optional` (or nullable)

@@ -52,6 +52,22 @@ pub(crate) fn open(
     for a in annotations.iter().filter(|a| a.name.ends_with("Listener")) {
         emit(b, vec![a.name.clone()], Vec::new(), a.args.clone(), a.pos);
     }
+    // Spring's cache abstraction: `@Cacheable` answers from the cache when the key is in it,
+    // `@CachePut` stores the key (a Redis or in-memory marker, not the database's).
+    for a in annotations {
+        let command = match a.name.as_str() {
+            "Cacheable" => "get",
+            "CachePut" => "set",
+            _ => continue,
+        };
+        let name = |k: &str| a.args.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let key = name("key")
+            .or_else(|| name("value"))
+            .or_else(|| name("cacheNames"))
+            .unwrap_or_else(|| Expr::Str(String::new()));
+        let callee = vec!["cache".to_string(), command.to_string()];
+        emit(b, callee, vec![key], Vec::new(), a.pos);
+    }
     if let Some((q, pos)) = query {
         emit(b, vec!["query".to_string()], vec![q], Vec::new(), pos);
     }

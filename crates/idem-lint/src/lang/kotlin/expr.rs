@@ -343,7 +343,18 @@ impl Lower<'_> {
                         (vec!["?".to_string(), name], None)
                     }
                     [object, _] if object.kind() == "call_expression" => {
+                        // Reactor's `…subscribe()` (no callback given): the whole pipeline
+                        // runs later, nobody waits for it, as in Java.
+                        let fire_and_forget = name == "subscribe"
+                            && parts.len() == 2
+                            && kids(parts[1]).iter().all(|k| kids(*k).is_empty());
+                        if fire_and_forget {
+                            self.b.push_detached();
+                        }
                         let inner = self.call_expr(*object);
+                        if fire_and_forget {
+                            self.b.pop_detached();
+                        }
                         self.b.leave_chain();
                         match inner {
                             Expr::Call(inner) => {
@@ -406,6 +417,17 @@ impl Lower<'_> {
                             lambdas += 1;
                             continue;
                         }
+                        if let Some(r) = kids(arg)
+                            .into_iter()
+                            .last()
+                            // `repository::save` parses as a navigation with `::`.
+                            .filter(|e| {
+                                matches!(e.kind(), "callable_reference" | "navigation_expression")
+                                    && self.b.text(*e).contains("::")
+                            })
+                        {
+                            self.referenced_call(&call, r);
+                        }
                         match self.value_argument(arg) {
                             (Some(k), v) => call.kwargs.push((k, v)),
                             (None, v) => call.args.push(v),
@@ -430,6 +452,28 @@ impl Lower<'_> {
         crate::lang::jvm::bean::name_builder_value(&mut call);
         self.b.emit(OpKind::Call(call.clone()), pos);
         Expr::Call(Box::new(call))
+    }
+
+    /// A callable reference given to `call` (`flux.flatMap(repository::save)`): that method
+    /// called on the element, where a lambda's body would run.
+    fn referenced_call(&mut self, call: &Call, r: Node<'_>) {
+        let pos = self.b.pos(r);
+        let text = self.b.text(r).to_string();
+        let Some((referenced, role)) = crate::lang::jvm::lambda::referenced_call(call, &text, pos)
+        else {
+            return;
+        };
+        match role {
+            LambdaRole::Detached => self.b.push_detached(),
+            LambdaRole::Transaction => self.b.push_tx(),
+            _ => {}
+        }
+        self.b.emit(OpKind::Call(referenced), pos);
+        match role {
+            LambdaRole::Detached => self.b.pop_detached(),
+            LambdaRole::Transaction => self.b.pop_tx(),
+            _ => {}
+        }
     }
 
     /// A lambda given to `call`, run where [`role`] says.
