@@ -129,6 +129,28 @@ fn unwrapped_load(call: &Call) -> bool {
 }
 
 /// Adds the commit's write of each entity the function loaded and changed without saving.
+/// The `repo.save(entity)` that JPA's flush at commit amounts to, placed at `op` (the entity's
+/// last change), in transaction `tx`.
+fn save_op(op: &Op, mut repo: Vec<String>, entity: Expr, tx: u32) -> Op {
+    repo.push("save".to_string());
+    let call = Call {
+        callee: repo,
+        receiver: None,
+        args: vec![entity],
+        kwargs: Vec::new(),
+        is_new: false,
+        pos: op.pos,
+    };
+    Op {
+        kind: OpKind::Call(call),
+        pos: op.pos,
+        conds: op.conds.clone(),
+        lexical_tx: Some(tx),
+        origin: None,
+        detached: op.detached,
+    }
+}
+
 pub(crate) fn flush_at_commit(f: &mut Function, tx: u32) {
     // Local → (repository callee, index of its last change).
     let mut loaded: HashMap<String, (Vec<String>, Option<usize>)> = HashMap::new();
@@ -193,52 +215,11 @@ pub(crate) fn flush_at_commit(f: &mut Function, tx: u32) {
         .into_iter()
         .filter_map(|(local, (repo, changed))| {
             let at = changed?;
-            let op = &f.ops[at];
-            let mut callee = repo;
-            callee.push("save".to_string());
-            let call = Call {
-                callee,
-                receiver: None,
-                args: vec![Expr::Path(vec![local])],
-                kwargs: Vec::new(),
-                is_new: false,
-                pos: op.pos,
-            };
-            Some((
-                at,
-                Op {
-                    kind: OpKind::Call(call),
-                    pos: op.pos,
-                    conds: op.conds.clone(),
-                    lexical_tx: Some(tx),
-                    origin: None,
-                    detached: op.detached,
-                },
-            ))
+            Some((at, save_op(&f.ops[at], repo, Expr::Path(vec![local]), tx)))
         })
         .collect();
-    for (at, mut callee, entity) in chained {
-        let op = &f.ops[at];
-        callee.push("save".to_string());
-        let call = Call {
-            callee,
-            receiver: None,
-            args: vec![entity],
-            kwargs: Vec::new(),
-            is_new: false,
-            pos: op.pos,
-        };
-        writes.push((
-            at,
-            Op {
-                kind: OpKind::Call(call),
-                pos: op.pos,
-                conds: op.conds.clone(),
-                lexical_tx: Some(tx),
-                origin: None,
-                detached: op.detached,
-            },
-        ));
+    for (at, repo, entity) in chained {
+        writes.push((at, save_op(&f.ops[at], repo, entity, tx)));
     }
     // Inserted right after each entity's last change, latest first so indices hold.
     writes.sort_by_key(|w| std::cmp::Reverse(w.0));
