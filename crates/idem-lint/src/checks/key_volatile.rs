@@ -290,6 +290,24 @@ fn reads_idempotency_header(value: &Expr) -> bool {
     found
 }
 
+/// Whether the value is minted only while the key is still missing (`update!(external_id:
+/// SecureRandom.uuid) if account.external_id.blank?`): once stored, every later delivery
+/// finds it and mints nothing, so the key is the row's, not the attempt's.
+fn minted_once(facts: &FnFacts<'_>, op: &Op, key: &str) -> bool {
+    // Either polarity: the front ends lower `blank?` as a presence test (`exists`).
+    const MISSING: &[&str] = &[
+        "blank", "nil", "empty", "none", "isnone", "null", "isnull", "exists", "present",
+    ];
+    let key = crate::words::norm(key.rsplit('.').next().unwrap_or(key));
+    op.conds.iter().any(|&c| {
+        let words = facts.func.conds[c].test.words();
+        words.iter().any(|w| crate::words::norm(w) == key)
+            && words
+                .iter()
+                .any(|w| MISSING.contains(&crate::words::norm(w).as_str()))
+    })
+}
+
 pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     // A key minted in a handler: helpers and scripts are left alone.
     if !is_event(facts.func) && !is_entry(facts.func) {
@@ -297,6 +315,9 @@ pub(super) fn check(facts: &FnFacts<'_>, out: &mut Vec<Hit>) {
     }
     let mut report =
         |op: &Op, pos: Pos, key: &str, (what, strong, at): (String, bool, Option<Pos>)| {
+            if minted_once(facts, op, key) {
+                return;
+            }
             // Point at the volatile call when it is on the statement's line or below (in the
             // handler: an inlined helper's positions are the helper's).
             let pos = if op.origin.is_some() {

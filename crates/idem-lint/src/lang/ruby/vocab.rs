@@ -268,9 +268,12 @@ pub(super) fn mail_delivered_now(method: &str, receiver: &[String]) -> bool {
 
 /// `WaterDrop::SyncProducer.call(payload, topic: "tasks")` (WaterDrop before 2.0, also its
 /// `AsyncProducer` and `BatchSyncProducer`): a producer class called with a topic sends to it.
+/// The class must be WaterDrop's (`WaterDrop::SyncProducer`): a project's own
+/// `Crm::SyncProducer.call(contact, topic: :contact)` may build a payload and send nothing.
 pub(super) fn producer_class_called(method: &str, receiver: &[String], topic: bool) -> bool {
     method == "call"
         && topic
+        && receiver.iter().any(|s| s == "WaterDrop")
         && receiver
             .last()
             .is_some_and(|s| s.ends_with("Producer") && s.starts_with(char::is_uppercase))

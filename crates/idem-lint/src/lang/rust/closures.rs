@@ -23,7 +23,16 @@ impl Lower<'_> {
         } else {
             None
         };
-        match vocab::closure_role(call) {
+        let mut role = vocab::closure_role(call);
+        if matches!(role, vocab::ClosureRole::Inline)
+            && vocab::wrapper_transaction(call)
+            && self
+                .first_param(params)
+                .is_some_and(|p| vocab::closure_takes_store(&p))
+        {
+            role = vocab::ClosureRole::Transaction { idem: false };
+        }
+        match role {
             vocab::ClosureRole::Transaction { idem } => {
                 self.b.push_tx();
                 if idem {
@@ -49,6 +58,17 @@ impl Lower<'_> {
             }
             vocab::ClosureRole::Inline => self.inline(params, body, call, true),
         }
+    }
+
+    /// The name bound by a closure's first parameter (`|mut tx|`: `tx`).
+    fn first_param(&self, params: Option<Node<'_>>) -> Option<String> {
+        let p = kids(params?).into_iter().next()?;
+        let pat = if p.kind() == "parameter" {
+            p.child_by_field_name("pattern")?
+        } else {
+            p
+        };
+        self.bindings(pat).into_iter().next()
     }
 
     /// A closure's body lowered as part of the caller; its parameters take the receiver's

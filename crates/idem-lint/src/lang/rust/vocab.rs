@@ -181,6 +181,33 @@ pub(super) enum ClosureRole {
     Inline,
 }
 
+/// A project's own wrapper that may open a transaction around its closure:
+/// `transactional(conn, |db| …)`, `transaction_with_mutex(&global, key, |tx| …)`. The name alone
+/// is no proof (a tracing span's `transaction_with_name("order-paid", || …)` opens none): the
+/// closure must also be handed a transaction or a connection (`closure_takes_store`).
+pub(super) fn wrapper_transaction(call: &Call) -> bool {
+    let m = call.method();
+    m == "transactional" || m.starts_with("transaction_with") || m.starts_with("with_transaction")
+}
+
+/// Whether a closure's first parameter is named for a transaction or a connection (`|tx|`,
+/// `|mut tx|`, `|db_connection|`, `|conn|`).
+pub(super) fn closure_takes_store(first_param: &str) -> bool {
+    let n = crate::words::norm(first_param);
+    [
+        "tx",
+        "txn",
+        "transaction",
+        "db",
+        "conn",
+        "connection",
+        "session",
+        "executor",
+    ]
+    .iter()
+    .any(|w| n == *w || n.starts_with(w) || n.ends_with(w))
+}
+
 /// How the call runs its closure argument.
 pub(super) fn closure_role(call: &Call) -> ClosureRole {
     let m = call.method();
@@ -196,14 +223,6 @@ pub(super) fn closure_role(call: &Call) -> ClosureRole {
             | "with_transaction"
             | "in_transaction"
     ) && call.callee.len() > 1
-    {
-        return ClosureRole::Transaction { idem: false };
-    }
-    // A project's own wrapper that opens one around its closure: `transactional(conn, |db|
-    // …)`, `transaction_with_mutex(&global, key, |tx| …)`.
-    if m == "transactional"
-        || m.starts_with("transaction_with")
-        || m.starts_with("with_transaction")
     {
         return ClosureRole::Transaction { idem: false };
     }
