@@ -821,19 +821,25 @@ impl<'a> FnFacts<'a> {
                     && made.callee.iter().all(|s| constant(crate::ir::as_written(s))))
     }
 
-    /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
-    /// makes `charge.refund` a call to Stripe).
+    /// Whether `call` is a method of a local (`local.method(…)`) whose value was made by a
+    /// call `made` answers true for.
+    fn on_local_made_by(&self, call: &Call, made: impl Fn(&Call) -> bool) -> bool {
+        call.callee.len() == 2
+            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(c)) if made(c))
+    }
+
     /// `transport.send(message)` on a local built as a mail transport (lettre's
     /// `AsyncSmtpTransport::starttls_relay(host)?…build()`, a `Mailer`): the mail goes out.
     fn mail_transport(&self, call: &Call) -> bool {
-        call.callee.len() == 2
-            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(made))
-                if made.callee.iter().any(|s| has_any(s, &["smtp", "mailer"])))
+        self.on_local_made_by(call, |made| {
+            made.callee.iter().any(|s| has_any(s, &["smtp", "mailer"]))
+        })
     }
 
+    /// A method of an object a provider's SDK returned (`charge = Stripe::Charge.retrieve(id)`
+    /// makes `charge.refund` a call to Stripe).
     fn provider_object(&self, call: &Call) -> bool {
-        call.callee.len() == 2
-            && matches!(self.values.get(&call.callee[0]), Some(Expr::Call(made)) if provider_client(made))
+        self.on_local_made_by(call, provider_client)
     }
 
     fn orm(&self, call: &Call, m: &str, recv: &[String]) -> Act {

@@ -332,15 +332,7 @@ fn placeholder(value: &SqlExpr) -> Option<usize> {
             _ => None,
         },
         SqlExpr::Nested(inner) | SqlExpr::Cast { expr: inner, .. } => placeholder(inner),
-        // `COALESCE($4, col)`, as `is_input` reads it.
-        SqlExpr::Function(f)
-            if matches!(
-                f.name.to_string().to_ascii_lowercase().as_str(),
-                "coalesce" | "ifnull" | "nvl"
-            ) =>
-        {
-            first_arg(f).and_then(placeholder)
-        }
+        SqlExpr::Function(f) => coalesced(f).and_then(placeholder),
         _ => None,
     }
 }
@@ -353,20 +345,20 @@ fn is_input(value: &SqlExpr) -> bool {
             .first()
             .is_some_and(|p| p.value.eq_ignore_ascii_case("excluded")),
         SqlExpr::Function(f) => {
-            let name = f.name.to_string().to_ascii_lowercase();
-            // `COALESCE($4, col)`: the input whenever it is given, the old value only in
-            // its absence.
-            name == "values"
-                || matches!(name.as_str(), "coalesce" | "ifnull" | "nvl")
-                    && first_arg(f).is_some_and(is_input)
+            f.name.to_string().eq_ignore_ascii_case("values") || coalesced(f).is_some_and(is_input)
         }
         SqlExpr::Nested(inner) | SqlExpr::Cast { expr: inner, .. } => is_input(inner),
         _ => false,
     }
 }
 
-/// A function call's first positional argument.
-fn first_arg(f: &sqlparser::ast::Function) -> Option<&SqlExpr> {
+/// The value `COALESCE(x, col)` (or `IFNULL`, `NVL`) writes whenever `x` is given: `x`, so
+/// `COALESCE($4, col)` writes the input, and the old value only in its absence.
+fn coalesced(f: &sqlparser::ast::Function) -> Option<&SqlExpr> {
+    let name = f.name.to_string().to_ascii_lowercase();
+    if !matches!(name.as_str(), "coalesce" | "ifnull" | "nvl") {
+        return None;
+    }
     let sqlparser::ast::FunctionArguments::List(list) = &f.args else {
         return None;
     };

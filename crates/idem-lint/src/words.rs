@@ -36,6 +36,29 @@ pub(crate) fn has_any(name: &str, parts: &[&str]) -> bool {
     parts.iter().any(|p| n.contains(p))
 }
 
+/// Whether a word of a condition asks only whether a value or row is there, in either
+/// polarity (`blank?`, `nil?`, `present?`, `exists`, `is_none()`, `rows.next()` on a
+/// cursor): not what it holds. The front ends lower Ruby's `blank?` as a presence test.
+pub(crate) fn tests_presence(word: &str) -> bool {
+    matches!(
+        norm(word).as_str(),
+        "blank"
+            | "nil"
+            | "present"
+            | "empty"
+            | "isempty"
+            | "none"
+            | "isnone"
+            | "issome"
+            | "null"
+            | "isnull"
+            | "exists"
+            | "any"
+            | "next"
+            | "first"
+    )
+}
+
 /// Whether a key or collection is named for pacing or mutual exclusion (`ratelimit:<ip>`,
 /// `lock:<id>`, a `ChatLimiter`'s map, `is_throttled`): it counts requests or holds a mutex,
 /// so it is no processed marker.

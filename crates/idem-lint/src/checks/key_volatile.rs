@@ -294,17 +294,11 @@ fn reads_idempotency_header(value: &Expr) -> bool {
 /// SecureRandom.uuid) if account.external_id.blank?`): once stored, every later delivery
 /// finds it and mints nothing, so the key is the row's, not the attempt's.
 fn minted_once(facts: &FnFacts<'_>, op: &Op, key: &str) -> bool {
-    // Either polarity: the front ends lower `blank?` as a presence test (`exists`).
-    const MISSING: &[&str] = &[
-        "blank", "nil", "empty", "none", "isnone", "null", "isnull", "exists", "present",
-    ];
     let key = crate::words::norm(key.rsplit('.').next().unwrap_or(key));
     op.conds.iter().any(|&c| {
         let words = facts.func.conds[c].test.words();
         words.iter().any(|w| crate::words::norm(w) == key)
-            && words
-                .iter()
-                .any(|w| MISSING.contains(&crate::words::norm(w).as_str()))
+            && words.iter().any(|w| crate::words::tests_presence(w))
     })
 }
 

@@ -137,11 +137,6 @@ fn ledger_checked(facts: &FnFacts<'_>, i: usize) -> bool {
 /// again, so that is no check that the event was applied (`return if transaction.success?`
 /// is one).
 fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
-    // Rust's too: `rows.next()` on a cursor, `row.is_some()`.
-    const EXISTS: &[&str] = &[
-        "blank", "nil", "present", "empty", "none", "exists", "any", "next", "first", "issome",
-        "isnone", "isempty",
-    ];
     let ops = &facts.func.ops;
     let rows: Vec<&String> = ops[..i]
         .iter()
@@ -194,7 +189,7 @@ fn only_found(facts: &FnFacts<'_>, i: usize) -> bool {
                 // `order.id` handed to the next look-up names the row, it tests nothing.
                 state |= rest.is_some_and(|w| {
                     let names_row = w == "id" || w.ends_with("_id") || w.ends_with("Id");
-                    !names_row && !EXISTS.contains(&crate::words::norm(w).as_str())
+                    !names_row && !crate::words::tests_presence(w)
                 });
             }
         });
