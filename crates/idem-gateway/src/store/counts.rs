@@ -53,7 +53,7 @@ macro_rules! count_ops {
                 counts: &Counts,
             ) -> Result<(), sqlx::Error> {
                 let rows: Vec<_> = counts.added.iter().collect();
-                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                for chunk in <$db as crate::store::ops::Ops>::batches(&rows, ROWS_PER_STATEMENT) {
                     let mut query = sqlx::QueryBuilder::<Self>::new(ADD_COUNTS);
                     query.push_values(chunk, |mut values, ((minute, scope, name, metric), n)| {
                         values
@@ -65,11 +65,7 @@ macro_rules! count_ops {
                             .push_bind(**n);
                     });
                     query.push(ADD_COUNTS_END);
-                    query
-                        .build()
-                        .persistent(<$db as crate::store::ops::Ops>::KEEP_BATCH_STATEMENTS)
-                        .execute(&mut *conn)
-                        .await?;
+                    query.build().execute(&mut *conn).await?;
                 }
                 Ok(())
             }

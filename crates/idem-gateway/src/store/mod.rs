@@ -5,6 +5,7 @@
 
 #[cfg(test)]
 mod batch_tests;
+mod batches;
 mod console;
 mod consumer_counts;
 mod counts;
@@ -75,13 +76,21 @@ pub(crate) mod ops {
         /// flushes the WAL of concurrent commits together, so several batches share one sync;
         /// SQLite has one writer, and its next batch is gathered while the previous one syncs.
         const CONCURRENT_COMMITS: usize;
-        /// Whether statements built for a batch (a row or an id per element, so their text
-        /// changes with its length) stay prepared in sqlx's per-connection cache. SQLite: no,
-        /// each is prepared for its one execution, because the cache (100 a connection) filled
+        /// Whether a statement built for a batch (a row or an id per element, so its text
+        /// changes with its length) is kept prepared in sqlx's per-connection cache whatever its
+        /// length. PostgreSQL and MySQL: yes, the server holds the plans and a statement
+        /// prepared per execution cost its CPU. SQLite: no, the cache (100 a connection) filled
         /// with large programs rarely run again and held much of the gateway's memory
-        /// (docs/gateway.md, "Where the peak is: the allocations"); PostgreSQL and MySQL: yes,
-        /// the server holds the plans and a statement prepared per execution cost its CPU.
+        /// (docs/gateway.md, "Where the peak is: the allocations"): its hot batches are cut into
+        /// a few fixed lengths kept prepared ([`Ops::batches`]), its rare ones prepared for
+        /// their one execution.
         const KEEP_BATCH_STATEMENTS: bool;
+        /// `items` cut into the chunks a batch statement carries, in order: up to `most` rows
+        /// each where every length is kept prepared, else the fixed lengths of
+        /// [`batches::SQLITE_LENGTHS`]; statements built over these chunks are kept prepared.
+        fn batches<T>(items: &[T], most: usize) -> impl Iterator<Item = &[T]> {
+            batches::chunks(items, most, Self::KEEP_BATCH_STATEMENTS)
+        }
         fn migrate_gateway(
             pool: &Pool<Self>,
         ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
@@ -296,7 +305,7 @@ macro_rules! gateway_ops {
                 rows: &[NewEvent<'_>],
             ) -> Result<Vec<Option<i64>>, sqlx::Error> {
                 let mut ids = std::collections::HashMap::with_capacity(rows.len());
-                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                for chunk in Self::batches(rows, ROWS_PER_INSERT) {
                     let mut query = sqlx::QueryBuilder::<Self>::new(sql::INSERT_EVENTS);
                     query.push_values(chunk, |mut values, row| {
                         values
@@ -316,11 +325,8 @@ macro_rules! gateway_ops {
                             .push_bind(row.filtered_routes);
                     });
                     query.push(sql::INSERT_EVENTS_END);
-                    let inserted: Vec<(i64, String)> = query
-                        .build_query_as()
-                        .persistent(Self::KEEP_BATCH_STATEMENTS)
-                        .fetch_all(&mut *conn)
-                        .await?;
+                    let inserted: Vec<(i64, String)> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
                     ids.extend(inserted.into_iter().map(|(id, key)| (key, id)));
                 }
                 Ok(rows
@@ -334,7 +340,7 @@ macro_rules! gateway_ops {
                 rows: &[NewDelivery<'_>],
             ) -> Result<Vec<i64>, sqlx::Error> {
                 let mut ids = std::collections::HashMap::with_capacity(rows.len());
-                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                for chunk in Self::batches(rows, ROWS_PER_INSERT) {
                     let mut query = sqlx::QueryBuilder::<Self>::new(sql::INSERT_DELIVERIES);
                     query.push_values(chunk, |mut values, row| {
                         let (state, attempts, next_attempt_at, token) = match row.claimed_until {
@@ -359,11 +365,8 @@ macro_rules! gateway_ops {
                             .push_bind(token);
                     });
                     query.push(sql::INSERT_DELIVERIES_END);
-                    let inserted: Vec<(i64, i64, String)> = query
-                        .build_query_as()
-                        .persistent(Self::KEEP_BATCH_STATEMENTS)
-                        .fetch_all(&mut *conn)
-                        .await?;
+                    let inserted: Vec<(i64, i64, String)> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
                     ids.extend(
                         inserted
                             .into_iter()
@@ -389,7 +392,7 @@ macro_rules! gateway_ops {
                 keys: &[(&str, &str, &str)],
             ) -> Result<Vec<(String, String, String)>, sqlx::Error> {
                 let mut open = Vec::new();
-                for chunk in keys.chunks(ROWS_PER_INSERT) {
+                for chunk in Self::batches(keys, ROWS_PER_INSERT) {
                     let mut query = sqlx::QueryBuilder::<Self>::new(sql::OPEN_ENTITIES);
                     query.push_values(chunk, |mut values, (destination, route, entity)| {
                         values
@@ -398,11 +401,8 @@ macro_rules! gateway_ops {
                             .push_bind(*entity);
                     });
                     query.push(sql::OPEN_ENTITIES_END);
-                    let found: Vec<(String, String, String)> = query
-                        .build_query_as()
-                        .persistent(Self::KEEP_BATCH_STATEMENTS)
-                        .fetch_all(&mut *conn)
-                        .await?;
+                    let found: Vec<(String, String, String)> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
                     open.extend(found);
                 }
                 Ok(open)
@@ -430,19 +430,22 @@ macro_rules! gateway_ops {
                 if keys.is_empty() {
                     return Ok(Vec::new());
                 }
-                let mut query = sqlx::QueryBuilder::<Self>::new(sql::DUE_SUCCESSORS);
-                query.push_values(keys, |mut values, (route, entity)| {
-                    values.push_bind(*route).push_bind(*entity);
-                });
-                query
-                    .push(sql::DUE_SUCCESSORS_DUE)
-                    .push_bind(now)
-                    .push(sql::DUE_SUCCESSORS_END);
-                query
-                    .build_query_as()
-                    .persistent(Self::KEEP_BATCH_STATEMENTS)
-                    .fetch_all(&mut *conn)
-                    .await
+                let mut due = Vec::new();
+                for chunk in Self::batches(keys, ROWS_PER_INSERT) {
+                    let mut query = sqlx::QueryBuilder::<Self>::new(sql::DUE_SUCCESSORS);
+                    query.push_values(chunk, |mut values, (route, entity)| {
+                        values.push_bind(*route).push_bind(*entity);
+                    });
+                    query
+                        .push(sql::DUE_SUCCESSORS_DUE)
+                        .push_bind(now)
+                        .push(sql::DUE_SUCCESSORS_END);
+                    let found: Vec<DueDelivery> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    due.extend(found);
+                }
+                due.sort_unstable_by_key(|delivery| delivery.id);
+                Ok(due)
             }
 
             async fn next_due(
@@ -499,24 +502,25 @@ macro_rules! gateway_ops {
                     return Ok(Vec::new());
                 }
                 Self::lock_in_order(conn, ids).await?;
-                let mut query = sqlx::QueryBuilder::<Self>::new(sql::START_ATTEMPTS);
-                query
-                    .push_bind(until)
-                    .push(", attempts = attempts + 1, updated_at = ");
-                query
-                    .push_bind(now)
-                    .push(" WHERE state IN ('pending', 'in_flight') AND next_attempt_at <= ");
-                query.push_bind(now).push(" AND id IN (");
-                let mut list = query.separated(", ");
-                for id in ids {
-                    list.push_bind(*id);
+                let mut claimed = Vec::with_capacity(ids.len());
+                for chunk in Self::batches(ids, ROWS_PER_INSERT) {
+                    let mut query = sqlx::QueryBuilder::<Self>::new(sql::START_ATTEMPTS);
+                    query
+                        .push_bind(until)
+                        .push(", attempts = attempts + 1, updated_at = ");
+                    query
+                        .push_bind(now)
+                        .push(" WHERE state IN ('pending', 'in_flight') AND next_attempt_at <= ");
+                    query.push_bind(now).push(" AND id IN (");
+                    let mut list = query.separated(", ");
+                    for id in chunk {
+                        list.push_bind(*id);
+                    }
+                    query.push(") RETURNING id, attempts");
+                    let taken: Vec<(i64, i64)> =
+                        query.build_query_as().fetch_all(&mut *conn).await?;
+                    claimed.extend(taken);
                 }
-                query.push(") RETURNING id, attempts");
-                let mut claimed: Vec<(i64, i64)> = query
-                    .build_query_as()
-                    .persistent(Self::KEEP_BATCH_STATEMENTS)
-                    .fetch_all(&mut *conn)
-                    .await?;
                 claimed.sort_unstable();
                 Ok(claimed)
             }
@@ -530,45 +534,44 @@ macro_rules! gateway_ops {
                 }
                 let ids: Vec<i64> = rows.iter().map(|row| row.delivery).collect();
                 Self::lock_in_order(conn, &ids).await?;
-                let mut query = sqlx::QueryBuilder::<Self>::new(sql::FINISH_ATTEMPTS);
-                query.push_values(rows, |mut values, row| {
-                    values
-                        .push_bind(row.delivery)
-                        .push_bind(row.state)
-                        .push_bind(row.failures)
-                        .push_bind(row.next_attempt_at)
-                        .push_bind(row.now)
-                        .push_bind(row.token);
-                });
-                query.push(sql::FINISH_ATTEMPTS_WHERE);
-                let mut written: Vec<i64> = query
-                    .build_query_scalar()
-                    .persistent(Self::KEEP_BATCH_STATEMENTS)
-                    .fetch_all(&mut *conn)
-                    .await?;
+                let mut written = Vec::with_capacity(rows.len());
+                for chunk in Self::batches(rows, ROWS_PER_INSERT) {
+                    let mut query = sqlx::QueryBuilder::<Self>::new(sql::FINISH_ATTEMPTS);
+                    query.push_values(chunk, |mut values, row| {
+                        values
+                            .push_bind(row.delivery)
+                            .push_bind(row.state)
+                            .push_bind(row.failures)
+                            .push_bind(row.next_attempt_at)
+                            .push_bind(row.now)
+                            .push_bind(row.token);
+                    });
+                    query.push(sql::FINISH_ATTEMPTS_WHERE);
+                    let ended: Vec<i64> = query.build_query_scalar().fetch_all(&mut *conn).await?;
+                    written.extend(ended);
+                }
                 if written.is_empty() {
                     return Ok(written);
                 }
                 written.sort_unstable();
-                let mut insert = sqlx::QueryBuilder::<Self>::new(sql::INSERT_ATTEMPTS);
-                let kept = rows
+                let kept: Vec<&&Finished> = rows
                     .iter()
-                    .filter(|row| written.binary_search(&row.delivery).is_ok());
-                insert.push_values(kept, |mut values, row| {
-                    values
-                        .push_bind(row.delivery)
-                        .push_bind(row.attempt)
-                        .push_bind(row.started_at)
-                        .push_bind(row.duration_ms)
-                        .push_bind(row.status)
-                        .push_bind(row.outcome)
-                        .push_bind(row.excerpt.as_str());
-                });
-                insert
-                    .build()
-                    .persistent(Self::KEEP_BATCH_STATEMENTS)
-                    .execute(&mut *conn)
-                    .await?;
+                    .filter(|row| written.binary_search(&row.delivery).is_ok())
+                    .collect();
+                for chunk in Self::batches(&kept, ROWS_PER_INSERT) {
+                    let mut insert = sqlx::QueryBuilder::<Self>::new(sql::INSERT_ATTEMPTS);
+                    insert.push_values(chunk, |mut values, row| {
+                        values
+                            .push_bind(row.delivery)
+                            .push_bind(row.attempt)
+                            .push_bind(row.started_at)
+                            .push_bind(row.duration_ms)
+                            .push_bind(row.status)
+                            .push_bind(row.outcome)
+                            .push_bind(row.excerpt.as_str());
+                    });
+                    insert.build().execute(&mut *conn).await?;
+                }
                 Ok(written)
             }
 
