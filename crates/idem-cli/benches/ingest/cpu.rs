@@ -8,19 +8,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The CPU time process `pid` has used so far (0 when it cannot be read).
-pub(crate) fn of_process(pid: u32) -> Duration {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| ticks(&stat))
-        .map_or(Duration::ZERO, |t| Duration::from_millis(t * 10))
-}
-
-/// This process's CPU time so far: the load generator and the application (the baselines'
-/// servers too, idle while the gateway runs).
-pub(crate) fn own() -> Duration {
-    of_process(std::process::id())
-}
+use crate::proc_cpu::{of_process, own, ticks};
 
 /// The CPU time of each `postgres` process so far, by process id: the server's own processes and
 /// the backends connected to `database` (none of the backends when `None`: a SQLite run).
@@ -55,16 +43,6 @@ fn counted(pid: u32, database: Option<&str>) -> bool {
         .collect();
     let backend = words.len() >= 3 && words[2].contains('(');
     !backend || database.is_some_and(|db| words[1] == db)
-}
-
-/// utime + stime of a `/proc/{pid}/stat` line: fields 14 and 15, after the command name in
-/// parentheses.
-fn ticks(stat: &str) -> Option<u64> {
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let user: u64 = fields.get(11)?.parse().ok()?;
-    let system: u64 = fields.get(12)?.parse().ok()?;
-    Some(user + system)
 }
 
 /// The CPU time of this process's threads named `name` (a server's, see

@@ -56,6 +56,8 @@ mod gateway;
 mod load;
 mod own_runtime;
 mod perf;
+#[path = "../common/proc_cpu.rs"]
+mod proc_cpu;
 mod report;
 
 use std::collections::HashSet;

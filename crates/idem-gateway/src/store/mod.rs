@@ -36,8 +36,9 @@ pub(crate) use rows::{
 /// `_sqlx_migrations`, so each set of migrations is checked against its own history.
 pub(crate) const MIGRATIONS_TABLE: &str = "idem_gateway_migrations";
 
-/// The most rows one multi-row `INSERT` carries: at 15 parameters a row at most, well within SQLite's
-/// 32,766 and PostgreSQL's 65,535 bound parameters per statement.
+/// The most rows (or ids) one batch statement carries (a multi-row `INSERT`, a `VALUES` list, an
+/// `IN` list; SQLite's are shorter still, see [`ops::Ops::batches`]): at 15 parameters a row at
+/// most, well within SQLite's 32,766 and PostgreSQL's 65,535 bound parameters per statement.
 pub(crate) const ROWS_PER_INSERT: usize = 1_000;
 
 /// Which database a URL names: idem-sql's, the one every opener of the workspace reads.

@@ -1,5 +1,5 @@
 //! What a round trip to sqlx's SQLite worker thread costs, against the statements it carries:
-//! `cargo bench -p idem-gateway --bench sqlite_round_trips [-- TRANSACTIONS]`.
+//! `cargo bench -p idem-cli --bench sqlite_round_trips [-- TRANSACTIONS]`.
 //!
 //! sqlx runs each SQLite connection on a thread of its own and sends it every statement (and
 //! `BEGIN` and `COMMIT`) over a channel, so each statement is a round trip between threads
@@ -13,8 +13,12 @@
 //! - **one round trip**: the whole transaction as one text with its values written in (a
 //!   lower bound only: it has no binds and no statement cache).
 //!
-//! Prints CPU time (user and system, the worker thread's included, from `/proc/self/stat`) and
-//! wall time per transaction, each against the first, and the CPU of one round trip. Linux only.
+//! Prints CPU time (user and system, the worker thread's included, from `/proc`:
+//! [`proc_cpu::own`]) and wall time per transaction, each against the first, and the CPU of one
+//! round trip. Linux only.
+
+#[path = "common/proc_cpu.rs"]
+mod proc_cpu;
 
 use std::time::Instant;
 
@@ -24,29 +28,20 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor, SqliteConnection
 const STATEMENTS: i64 = 8;
 const INSERT: &str = "INSERT OR REPLACE INTO t VALUES (?, ?)";
 
-/// CPU seconds (user + system) this process used so far, all threads.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat (Linux only)");
-    // Fields after the command name, which ends with the last ')': utime and stime are the
-    // 12th and 13th, in clock ticks (100 a second on Linux).
-    let fields: Vec<&str> = stat[stat.rfind(')').expect("stat") + 2..]
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| fields[i].parse::<f64>().expect("stat ticks");
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// Runs `transactions` transactions with `one` and returns (CPU µs, wall µs) per transaction.
 async fn measure<F>(conn: &mut SqliteConnection, transactions: i64, one: F) -> (f64, f64)
 where
     F: AsyncFn(&mut SqliteConnection, i64),
 {
-    let (cpu, wall) = (cpu_seconds(), Instant::now());
+    let (cpu, wall) = (proc_cpu::own(), Instant::now());
     for i in 0..transactions {
         one(conn, i).await;
     }
     let per = |seconds: f64| seconds / transactions as f64 * 1e6;
-    (per(cpu_seconds() - cpu), per(wall.elapsed().as_secs_f64()))
+    (
+        per((proc_cpu::own() - cpu).as_secs_f64()),
+        per(wall.elapsed().as_secs_f64()),
+    )
 }
 
 fn key(i: i64, j: i64) -> i64 {
