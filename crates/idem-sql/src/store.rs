@@ -145,12 +145,30 @@ impl<DB: Backend> Store<DB> {
     /// TRANSACTION` on MySQL (one round trip; the session's own default is left as it is)
     /// (docs/design.md C1). Dropping it without commit rolls back.
     ///
+    /// Safe to give up on (a timeout, a dropped future): the begin itself runs to its end on a
+    /// task of its own, and a transaction begun for nobody is rolled back there. sqlx counts a
+    /// transaction only once BEGIN's answer is read; given up between sending BEGIN and reading
+    /// the answer, the connection went back to the pool inside a transaction nobody would end
+    /// (a later statement outside a transaction on it was never committed, and on MySQL every
+    /// later begin on it failed: "Transaction characteristics can't be changed while a
+    /// transaction is in progress").
+    ///
     /// # Errors
     /// [`Error::Database`]: [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) when SQLite
     /// stayed busy past the busy timeout, [`ErrorKind::Unavailable`](crate::ErrorKind::Unavailable)
-    /// when no connection could be had.
+    /// when no connection could be had or the runtime is shutting down.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
     pub async fn begin(&self) -> Result<Transaction<'static, DB>, Error> {
-        Ok(self.pool.begin_with(DB::BEGIN).await?)
+        let pool = self.pool.clone();
+        let begun = tokio::spawn(async move { pool.begin_with(DB::BEGIN).await });
+        match begun.await {
+            Ok(tx) => Ok(tx?),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: only when the runtime shuts down.
+            Err(_) => Err(sqlx::Error::PoolClosed.into()),
+        }
     }
 
     /// The pool, for the application's own queries.

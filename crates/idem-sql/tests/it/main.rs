@@ -3,6 +3,7 @@
 
 mod api;
 mod byte_keys;
+mod cancelled_begin;
 mod claims;
 mod consumer_counts;
 mod consumer_names;
