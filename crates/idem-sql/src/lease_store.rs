@@ -4,6 +4,7 @@ use idem_core::{Acquire, FencingToken, LeaseKey, Timestamp, Ttl};
 use sqlx::Transaction;
 
 use crate::backend::Backend;
+use crate::cut_short::ClosedIfCutShort;
 use crate::metric_definitions::LEASE_TAKEOVERS_TOTAL;
 use crate::{Error, Store};
 
@@ -72,8 +73,10 @@ impl<DB: Backend> LeaseStore<DB> {
         fingerprint: &[u8],
         ttl: Ttl,
     ) -> Result<Acquire, Error> {
-        let mut conn = self.store.pool().acquire().await?;
-        self.acquire_on(&mut conn, key, fingerprint, ttl).await
+        let mut conn = ClosedIfCutShort::acquire(self.store.pool()).await?;
+        let acquired = self.acquire_on(&mut conn, key, fingerprint, ttl).await;
+        conn.finished();
+        acquired
     }
 
     /// As [`acquire_with_fingerprint`](Self::acquire_with_fingerprint), inside the caller's

@@ -65,6 +65,7 @@ mod boxed_handler;
 mod consumer_reset;
 // The consumer registry and its counts (issue 34)
 mod consumers;
+mod cut_short;
 mod database;
 mod dead_letters;
 mod effects;

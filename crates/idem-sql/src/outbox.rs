@@ -34,6 +34,7 @@ use sqlx::Transaction;
 
 use crate::backend::Backend;
 use crate::backend::outbox_ops::{NewOutboxRow, RawOutboxRow};
+use crate::cut_short::ClosedIfCutShort;
 use crate::error::in_transaction;
 use crate::{Error, Store};
 
@@ -567,9 +568,10 @@ impl<DB: Backend> Outbox<DB> {
         let token: i64 = rand::random();
         let now = self.store.now().as_millis();
         let ttl = i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX / 4);
-        let mut conn = self.store.pool().acquire().await?;
-        let raw = DB::outbox_claim(&mut conn, now, ttl, i64::from(limit), token).await?;
-        drop(conn);
+        let mut conn = ClosedIfCutShort::acquire(self.store.pool()).await?;
+        let raw = DB::outbox_claim(&mut conn, now, ttl, i64::from(limit), token).await;
+        conn.finished();
+        let raw = raw?;
         // The relay's last seen, at most every flush interval, in a transaction of its own.
         (self.store.tally()).seen(&self.relay, crate::ConsumerKind::Relay, now);
         crate::consumers::flush_if_due(&self.store).await;
@@ -622,7 +624,7 @@ impl<DB: Backend> Outbox<DB> {
             return Ok(OutboxFailure::NotHeld);
         };
         let at = self.due_after(row, at_least);
-        let mut conn = self.store.pool().acquire().await?;
+        let mut conn = ClosedIfCutShort::acquire(self.store.pool()).await?;
         let result = DB::outbox_fail(
             &mut conn,
             row.message_id.as_str(),
@@ -631,8 +633,9 @@ impl<DB: Backend> Outbox<DB> {
             at.as_millis(),
             reason,
         )
-        .await?;
-        failure(result, at)
+        .await;
+        conn.finished();
+        failure(result?, at)
     }
 
     /// When a row that failed an attempt now is due again: after the policy's backoff for the

@@ -4,7 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use idem_core::{Clock, SystemClock, Timestamp};
-use sqlx::{Pool, Transaction};
+use sqlx::{Pool, SqlSafeStr, Transaction};
+use tracing::Instrument;
 
 use crate::backend::Backend;
 use crate::consumers::tally::Tally;
@@ -145,13 +146,16 @@ impl<DB: Backend> Store<DB> {
     /// TRANSACTION` on MySQL (one round trip; the session's own default is left as it is)
     /// (docs/design.md C1). Dropping it without commit rolls back.
     ///
-    /// Safe to give up on (a timeout, a dropped future): the begin itself runs to its end on a
-    /// task of its own, and a transaction begun for nobody is rolled back there. sqlx counts a
-    /// transaction only once BEGIN's answer is read; given up between sending BEGIN and reading
-    /// the answer, the connection went back to the pool inside a transaction nobody would end
-    /// (a later statement outside a transaction on it was never committed, and on MySQL every
-    /// later begin on it failed: "Transaction characteristics can't be changed while a
-    /// transaction is in progress").
+    /// Safe to give up on (a timeout, a dropped future): taking a connection is given up
+    /// as sqlx does, but once one is taken the begin runs to its end on a task of its own, and a
+    /// transaction begun for nobody is rolled back there. On PostgreSQL and MySQL sqlx counts a
+    /// transaction only once `BEGIN`'s answer is read (SQLite's worker thread counts it when it
+    /// runs `BEGIN`); given up between sending `BEGIN` and reading the answer, the connection
+    /// went back to the pool inside a transaction nobody would end: a statement run on it outside
+    /// a transaction was not committed (on PostgreSQL until a later transaction on that
+    /// connection committed; lost if the connection closed first), and on MySQL every later begin
+    /// of idem's on it failed ("Transaction characteristics can't be changed while a transaction
+    /// is in progress").
     ///
     /// # Errors
     /// [`Error::Database`]: [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) when SQLite
@@ -161,9 +165,11 @@ impl<DB: Backend> Store<DB> {
     /// # Panics
     /// Outside a Tokio runtime.
     pub async fn begin(&self) -> Result<Transaction<'static, DB>, Error> {
-        let pool = self.pool.clone();
-        let begun = tokio::spawn(async move { pool.begin_with(DB::BEGIN).await });
-        match begun.await {
+        let conn = self.pool.acquire().await?;
+        // `Transaction::begin` is what `Pool::begin_with` runs once it has a connection
+        // (hidden in sqlx's docs, public): here it runs with one taken already.
+        let begin = Transaction::begin(conn, Some(DB::BEGIN.into_sql_str()));
+        match tokio::spawn(begin.in_current_span()).await {
             Ok(tx) => Ok(tx?),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             // Cancelled: only when the runtime shuts down.

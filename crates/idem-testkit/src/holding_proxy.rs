@@ -47,20 +47,16 @@ impl HoldingProxy {
     /// # Panics
     /// When `url` names no host or port, or its host does not resolve.
     pub async fn in_front_of(url: &str) -> (Self, String) {
-        let (scheme, rest) = url.split_once("://").expect("a scheme://");
-        let authority = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
-        let host = authority
-            .find(['/', '?'])
-            .map_or(authority, |at| &authority[..at]);
-        let host = if host.contains(':') {
-            host.to_owned()
-        } else {
+        let (scheme, _, host, _) = parts(url);
+        let host = if host.ends_with(']') || !host.contains(':') {
             let port = if scheme.starts_with("postgres") {
                 5432
             } else {
                 3306
             };
             format!("{host}:{port}")
+        } else {
+            host.to_owned()
         };
         let upstream = tokio::net::lookup_host(&host)
             .await
@@ -87,16 +83,20 @@ impl HoldingProxy {
     /// # Panics
     /// When `url` has no `scheme://` or no host.
     pub fn url_through(&self, url: &str) -> String {
-        let (scheme, rest) = url.split_once("://").expect("a scheme://");
-        let (user, host_and_path) = match rest.rsplit_once('@') {
-            Some((user, after)) => (format!("{user}@"), after),
-            None => (String::new(), rest),
-        };
-        let path = host_and_path
-            .find(['/', '?'])
-            .map_or("", |at| &host_and_path[at..]);
+        let (scheme, user, _, path) = parts(url);
         format!("{scheme}://{user}{}{path}", self.addr)
     }
+}
+
+/// `scheme://user@host:port/path?query` as (scheme, `user@` or "", host and port, the rest from
+/// the first `/` or `?` after the host): the user ends at the authority's last `@`.
+fn parts(url: &str) -> (&str, &str, &str, &str) {
+    let (scheme, rest) = url.split_once("://").expect("a scheme://");
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let at = authority.rfind('@').map_or(0, |at| at + 1);
+    let (user, host) = authority.split_at(at);
+    (scheme, user, host, path)
 }
 
 /// Copies client to server freely, and server to client while not held.
@@ -141,6 +141,10 @@ mod tests {
         assert_eq!(
             proxy.url_through("mysql://127.0.0.1:3306"),
             format!("mysql://{at}")
+        );
+        assert_eq!(
+            proxy.url_through("postgres://u@[::1]:5432/db?application_name=a@b"),
+            format!("postgres://u@{at}/db?application_name=a@b")
         );
     }
 }

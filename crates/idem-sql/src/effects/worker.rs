@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use super::EffectStatus;
 use crate::backend::Backend;
 use crate::backend::effect_ops::{ClaimedRow, Finish};
+use crate::cut_short::ClosedIfCutShort;
 use crate::metric_definitions::EFFECTS_TOTAL;
 use crate::{BoxFuture, Error, Store};
 
@@ -377,7 +378,7 @@ impl<DB: Backend> EffectWorker<DB> {
         let retention_ms = ms(i.key_retention);
         let effects: Vec<&str> = i.effects.iter().map(Name::as_str).collect();
         let claimed = {
-            let mut conn = i.store.pool().acquire().await?;
+            let mut conn = ClosedIfCutShort::acquire(i.store.pool()).await?;
             let now = i.store.now().as_millis();
             (i.store.tally()).seen(&i.name, crate::ConsumerKind::EffectWorker, now);
             for (key, effect) in
@@ -388,7 +389,7 @@ impl<DB: Backend> EffectWorker<DB> {
                 report.parked += 1;
             }
             let lease_ms = ms(i.call_timeout.saturating_add(EFFECT_LEASE_MARGIN));
-            DB::effects_claim(
+            let claimed = DB::effects_claim(
                 &mut conn,
                 now,
                 lease_ms,
@@ -396,7 +397,9 @@ impl<DB: Backend> EffectWorker<DB> {
                 i64::from(i.batch_size),
                 &effects,
             )
-            .await?
+            .await;
+            conn.finished();
+            claimed?
         };
         report.claimed = claimed.len() as u64;
         let mut calls = JoinSet::new();
