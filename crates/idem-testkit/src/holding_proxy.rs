@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use url::Url;
 
 /// Relays every connection to its upstream; [`hold`](Self::hold) stops passing the server's
 /// bytes on (they wait, unread, until [`release`](Self::release)); the client's bytes always go
@@ -45,20 +46,17 @@ impl HoldingProxy {
     /// PostgreSQL's 5432 or MySQL's 3306 by the scheme) and returns it with `url` through it.
     ///
     /// # Panics
-    /// When `url` names no host or port, or its host does not resolve.
+    /// When `url` is not a URL with a host, or its host does not resolve.
     pub async fn in_front_of(url: &str) -> (Self, String) {
-        let (scheme, _, host, _) = parts(url);
-        let host = if host.ends_with(']') || !host.contains(':') {
-            let port = if scheme.starts_with("postgres") {
-                5432
-            } else {
-                3306
-            };
-            format!("{host}:{port}")
+        let parsed = Url::parse(url).expect("a URL");
+        let host = parsed.host_str().expect("a URL with a host");
+        let default = if parsed.scheme().starts_with("postgres") {
+            5432
         } else {
-            host.to_owned()
+            3306
         };
-        let upstream = tokio::net::lookup_host(&host)
+        let port = parsed.port().unwrap_or(default);
+        let upstream = tokio::net::lookup_host((host.trim_matches(['[', ']']), port))
             .await
             .ok()
             .and_then(|mut addrs| addrs.next())
@@ -81,22 +79,15 @@ impl HoldingProxy {
     /// `url` (`scheme://user@host:port/path`) with its host and port replaced by this proxy's.
     ///
     /// # Panics
-    /// When `url` has no `scheme://` or no host.
+    /// When `url` is not a URL with a host.
     pub fn url_through(&self, url: &str) -> String {
-        let (scheme, user, _, path) = parts(url);
-        format!("{scheme}://{user}{}{path}", self.addr)
+        let mut through = Url::parse(url).expect("a URL");
+        through
+            .set_ip_host(self.addr.ip())
+            .and_then(|()| through.set_port(Some(self.addr.port())))
+            .expect("a URL with a host");
+        through.into()
     }
-}
-
-/// `scheme://user@host:port/path?query` as (scheme, `user@` or "", host and port, the rest from
-/// the first `/` or `?` after the host): the user ends at the authority's last `@`.
-fn parts(url: &str) -> (&str, &str, &str, &str) {
-    let (scheme, rest) = url.split_once("://").expect("a scheme://");
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    let at = authority.rfind('@').map_or(0, |at| at + 1);
-    let (user, host) = authority.split_at(at);
-    (scheme, user, host, path)
 }
 
 /// Copies client to server freely, and server to client while not held.
