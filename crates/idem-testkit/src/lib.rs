@@ -16,7 +16,7 @@
 //! - [`private_postgres`]: a PostgreSQL server of the test's own, which it stops and starts;
 //! - [`private_mariadb`]: a MariaDB server of the test's own, which it kills and starts again;
 //! - [`silent_server`]: a server that accepts TCP and never answers;
-//! - [`holding_proxy`]: a TCP relay to a server that holds the server's answers on demand;
+//! - [`tcp_proxy`]: a TCP relay to a server whose connections a test drops, cuts, holds or stalls;
 //! - [`redirecting`]: a server that answers 302 and counts the redirects followed;
 //! - [`http_client`]: an HTTP client with its own rustls configuration (reqwest has no
 //!   crypto provider to fall back on);
@@ -28,7 +28,6 @@ mod app_db;
 pub mod child;
 pub mod crash_stream;
 pub mod downstream;
-pub mod holding_proxy;
 mod http_client;
 pub mod mysql;
 pub mod nats;
@@ -39,6 +38,7 @@ pub mod private_postgres;
 pub mod redirecting;
 pub mod silent_server;
 pub mod stale;
+pub mod tcp_proxy;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

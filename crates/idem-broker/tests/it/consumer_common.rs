@@ -164,63 +164,6 @@ where
     f
 }
 
-/// A TCP proxy in front of a broker, so that a test can cut a client's connection at an exact
-/// point (after a commit, before the ack) the way a network failure or a killed pod would.
-pub(crate) struct CutProxy {
-    addr: std::net::SocketAddr,
-    accept: tokio::task::AbortHandle,
-    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-}
-
-impl CutProxy {
-    /// Listens on 127.0.0.1 (a free port) and forwards each connection to `upstream`.
-    pub(crate) async fn start(upstream: &str) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the proxy");
-        let addr = listener.local_addr().expect("proxy address");
-        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let upstream = upstream.to_owned();
-        let registry = connections.clone();
-        let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let conn = tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-                registry.lock().unwrap().push(conn.abort_handle());
-            }
-        });
-        Self {
-            addr,
-            accept: accept.abort_handle(),
-            connections,
-        }
-    }
-
-    /// `host:port` of the proxy.
-    pub(crate) fn addr(&self) -> String {
-        self.addr.to_string()
-    }
-
-    /// Closes every connection and stops accepting new ones: nothing the client sends from now on
-    /// reaches the broker.
-    pub(crate) fn cut(&self) {
-        self.accept.abort();
-        self.drop_connections();
-    }
-
-    /// Closes every connection but goes on accepting new ones: a network drop the client can
-    /// recover from by connecting again.
-    pub(crate) fn drop_connections(&self) {
-        for task in self.connections.lock().unwrap().drain(..) {
-            task.abort();
-        }
-    }
-}
-
 /// Decodes the tests' order events, `{"id":"e1","order":"o1","seq":1}`: keyed by `id` under
 /// `source`, about the entity `order` at sequence `seq`.
 pub(crate) fn order_event(source: &Name, delivery: &Delivery) -> Result<Event, DecodeError> {

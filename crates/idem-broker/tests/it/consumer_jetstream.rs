@@ -14,6 +14,7 @@ use futures_util::StreamExt;
 use idem_broker::{Delivery, Disposition, JetStreamConsumer, Processor, RetryPolicy};
 use idem_core::Name;
 use idem_sql::{Runner, Store};
+use idem_testkit::tcp_proxy::TcpProxy;
 use idem_testkit::{AppDb, all_stores};
 use tokio::sync::Notify;
 
@@ -65,7 +66,7 @@ impl Fixture {
         self.pull_via(NATS).await
     }
 
-    /// The durable consumer, through a new client connected to `addr` (a [`CutProxy`]).
+    /// The durable consumer, through a new client connected to `addr` (a [`TcpProxy`]).
     async fn pull_via(&self, addr: &str) -> (async_nats::Client, PullConsumer) {
         let client = async_nats::connect(addr).await.expect("connect to NATS");
         let pull = jetstream::new(client.clone())
@@ -139,8 +140,8 @@ async fn lost_acks_after_commit_are_duplicates_for_the_next_consumer<DB: AppDb>(
     }
 
     // Consumer 1: the tenth commit cuts the connection; no ack is sent before that.
-    let proxy = CutProxy::start(NATS).await;
-    let (_client1, pull1) = fx.pull_via(&proxy.addr()).await;
+    let proxy = TcpProxy::start(NATS).await;
+    let (_client1, pull1) = fx.pull_via(&proxy.addr.to_string()).await;
     let proxy = Arc::new(proxy);
     let committed = Arc::new(AtomicUsize::new(0));
     let closed = Arc::new(Notify::new());
@@ -378,8 +379,8 @@ async fn duplicate_past_the_delivery_limit_is_acknowledged_not_dead_lettered<DB:
     fx.publish("e1", "{}").await;
 
     // Consumer 1 commits, then its connection is cut before the ack.
-    let proxy = Arc::new(CutProxy::start(NATS).await);
-    let (_client1, pull1) = fx.pull_via(&proxy.addr()).await;
+    let proxy = Arc::new(TcpProxy::start(NATS).await);
+    let (_client1, pull1) = fx.pull_via(&proxy.addr.to_string()).await;
     let processor1 = Processor::new(
         store.clone(),
         Runner::new(store.clone(), &consumer),

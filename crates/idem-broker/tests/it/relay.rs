@@ -1670,8 +1670,8 @@ async fn a_lost_rabbitmq_connection_is_opened_again_and_an_outage_parks_nothing<
                 ..OutboxPolicy::default()
             });
             let (_connection, channel) = declare_queue(&queue).await;
-            let proxy = crate::consumer_common::CutProxy::start("127.0.0.1:5672").await;
-            let via_proxy = format!("amqp://guest:guest@{}/%2f", proxy.addr());
+            let proxy = idem_testkit::tcp_proxy::TcpProxy::start("127.0.0.1:5672").await;
+            let via_proxy = format!("amqp://guest:guest@{}/%2f", proxy.addr);
             let relay = Relay::new(
                 outbox.clone(),
                 RabbitMqPublisher::connect(&via_proxy).await.unwrap(),

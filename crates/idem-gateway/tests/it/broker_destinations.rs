@@ -8,8 +8,6 @@
 //! start, naming the key.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
@@ -20,6 +18,7 @@ use idem_gateway::dispatch::send::webhook_id;
 use idem_gateway::{Config, Error, GatewayDb, Server};
 use idem_sql::Store;
 use idem_testkit::AppDb;
+use idem_testkit::tcp_proxy::TcpProxy;
 use idem_testkit::unique;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, ExchangeDeclareOptions, ExchangeDeleteOptions,
@@ -27,7 +26,6 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Connection, ConnectionProperties, ExchangeKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{Running, count, env, sqlite, stripe_event, system_clock, unix_now};
 
@@ -601,104 +599,6 @@ async fn kafka_destination_keeps_each_entity_in_one_partition_in_version_order()
 // ---------------------------------------------------------------------------------------------
 // Reconnecting
 
-/// A TCP proxy in front of a broker whose connections a test can drop, as a network failure
-/// would (it goes on accepting new ones), or stall: bytes are held, in both directions, until
-/// it is let go.
-struct DropProxy {
-    addr: std::net::SocketAddr,
-    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-    stalled: Arc<AtomicBool>,
-    accept: tokio::task::AbortHandle,
-}
-
-/// Copies `from` to `to` until either ends, holding each chunk while `stalled`.
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    stalled: Arc<AtomicBool>,
-) {
-    let mut buf = vec![0; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        while stalled.load(AtomicOrdering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-    }
-}
-
-impl DropProxy {
-    async fn start(upstream: &'static str) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let stalled = Arc::new(AtomicBool::new(false));
-        let (registry, stall) = (Arc::clone(&connections), Arc::clone(&stalled));
-        let accept = tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                let stall = Arc::clone(&stall);
-                let conn = tokio::spawn(async move {
-                    if let Ok(outbound) = tokio::net::TcpStream::connect(upstream).await {
-                        let (in_read, in_write) = inbound.into_split();
-                        let (out_read, out_write) = outbound.into_split();
-                        tokio::join!(
-                            pump(in_read, out_write, Arc::clone(&stall)),
-                            pump(out_read, in_write, stall)
-                        );
-                    }
-                });
-                registry.lock().unwrap().push(conn);
-            }
-        });
-        Self {
-            addr,
-            connections,
-            stalled,
-            accept: accept.abort_handle(),
-        }
-    }
-
-    /// Closes every connection made so far.
-    fn drop_connections(&self) {
-        for conn in self.connections.lock().unwrap().drain(..) {
-            conn.abort();
-        }
-    }
-
-    /// Holds (`true`) or lets go (`false`) every byte.
-    fn stall(&self, stalled: bool) {
-        self.stalled.store(stalled, AtomicOrdering::SeqCst);
-    }
-
-    /// Waits (up to 5 s) until every connection made since the last drop was closed by its
-    /// ends.
-    async fn all_closed(&self) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !self
-            .connections
-            .lock()
-            .unwrap()
-            .iter()
-            .all(|c| c.is_finished())
-        {
-            assert!(Instant::now() < deadline, "a connection is still open");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for DropProxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        self.drop_connections();
-    }
-}
-
 /// A NATS destination whose server stops answering: each publish is cut at the destination's
 /// `timeout`, a failed attempt saying so, retried on the schedule; once the server answers
 /// again the event is delivered, and the stream holds it once (every attempt had one
@@ -706,7 +606,7 @@ impl Drop for DropProxy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_publish_without_a_confirm_within_timeout_is_a_failed_attempt() {
     let (context, stream, subject) = nats_stream().await;
-    let proxy = DropProxy::start("127.0.0.1:4222").await;
+    let proxy = TcpProxy::start("127.0.0.1:4222").await;
     let schedule = vec!["\"100ms\""; 50].join(", ");
     let text = config_text(&format!(
         "\n[[destination]]\nname = \"bus\"\nkind = \"nats\"\nurl = \"nats://{}\"\nsubject = \"{subject}.x\"\ntimeout = \"300ms\"\nretry_schedule = [{schedule}]\n\
@@ -716,7 +616,7 @@ async fn a_publish_without_a_confirm_within_timeout_is_a_failed_attempt() {
     ));
     let (_dir, store) = sqlite(system_clock()).await;
     let running = Running::start(Config::from_toml(&text, &env).unwrap(), store).await;
-    proxy.stall(true);
+    proxy.stall();
     let (id, body) = event("to", 0, 0);
     post_all(&running, &[(id.clone(), body.clone())]).await;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -732,7 +632,7 @@ async fn a_publish_without_a_confirm_within_timeout_is_a_failed_attempt() {
         assert!(Instant::now() < deadline, "no attempt timed out");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    proxy.stall(false);
+    proxy.release();
     running.settle().await;
     let counts = running.gateway.stats().await.unwrap().destinations["bus"];
     assert_eq!(counts.delivered, 1);
@@ -759,8 +659,8 @@ async fn a_publish_without_a_confirm_within_timeout_is_a_failed_attempt() {
 async fn broker_destinations_connect_again_after_a_dropped_connection() {
     let (context, stream, subject) = nats_stream().await;
     let (channel, exchange, queue) = rabbit_exchange(Some("#")).await;
-    let nats_proxy = DropProxy::start("127.0.0.1:4222").await;
-    let amqp_proxy = DropProxy::start("127.0.0.1:5672").await;
+    let nats_proxy = TcpProxy::start("127.0.0.1:4222").await;
+    let amqp_proxy = TcpProxy::start("127.0.0.1:5672").await;
     let schedule = vec!["\"100ms\""; 30].join(", ");
     let keys = |kind: &str, rest: String| {
         format!("kind = \"{kind}\"\nretry_schedule = [{schedule}]\n{rest}")

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use idem_sql::{PoolOptions, Store};
-use idem_testkit::holding_proxy::HoldingProxy;
+use idem_testkit::tcp_proxy::TcpProxy;
 use idem_testkit::{AppDb, exec, query_i64};
 
 /// Turns `async fn name<DB: AppDb>(url: String)` into `name::postgres` and `name::mysql`, each
@@ -86,11 +86,11 @@ async fn an_outbox_claim_given_up_in_flight_leaves_no_transaction_open<DB: AppDb
 /// A migrated store on `url` with the table `given_up`, a proxy in front of its server, and a
 /// store of one connection through that proxy: whatever its pool hands out next is the
 /// connection of the operation given up.
-async fn through_a_proxy<DB: AppDb>(url: &str) -> (Store<DB>, HoldingProxy, Store<DB>) {
+async fn through_a_proxy<DB: AppDb>(url: &str) -> (Store<DB>, TcpProxy, Store<DB>) {
     let direct = Store::<DB>::connect(url).await.expect("connect");
     direct.migrate().await.expect("migrate");
     exec(&direct, "CREATE TABLE given_up (n INT NOT NULL)", vec![]).await;
-    let (proxy, through) = HoldingProxy::in_front_of(url).await;
+    let (proxy, through) = TcpProxy::in_front_of(url).await;
     let store =
         Store::<DB>::connect_with_options(&through, PoolOptions::default().max_connections(1))
             .await
